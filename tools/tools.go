@@ -1,0 +1,136 @@
+// Package tools is Latch's tool catalog: the contract of every tool an agent
+// may call (target, request or command template, replay class, attach window,
+// approval, fingerprint rules), its YAML loader and its validator.
+//
+// A tool without a complete contract is never loaded: Load refuses the whole
+// catalog and lists every problem as "file:line: what is wrong".
+//
+// Any Latch component may import this package; it imports nothing of Latch.
+package tools
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Channel is how the control plane reaches a target.
+type Channel string
+
+const (
+	ChannelHTTP  Channel = "http"
+	ChannelSSH   Channel = "ssh"
+	ChannelLocal Channel = "local"
+)
+
+// Replay is a tool's replay class (DESIGN §6).
+type Replay string
+
+const (
+	ReplayReadOnly       Replay = "read_only"
+	ReplayIdempotencyKey Replay = "idempotency_key"
+	ReplayStatusQuery    Replay = "status_query"
+	ReplayReview         Replay = "review"
+)
+
+// Approval says when a human must approve an execution.
+type Approval string
+
+const (
+	ApprovalNone      Approval = "none"
+	ApprovalSession   Approval = "session"
+	ApprovalEveryCall Approval = "every_call"
+)
+
+// RepeatOfArgument is the optional argument every side-effecting tool accepts
+// to cite the execution it deliberately repeats (DESIGN §5).
+const RepeatOfArgument = "repeat_of"
+
+// Catalog is a loaded, validated catalog.
+type Catalog struct {
+	// Source is the file the catalog was loaded from.
+	Source  string
+	Targets map[string]*Target
+	Tools   map[string]*Tool
+}
+
+// Target is a place actions are sent to.
+type Target struct {
+	Name    string
+	Channel Channel
+	// Credential is the credential_ref held by the vault ("" for none).
+	Credential string
+
+	// HTTP targets.
+	BaseURL           string
+	IdempotencyHeader string
+	Status            *StatusQuery
+	// AllowPrivate permits private (RFC 1918, ULA) and loopback addresses.
+	AllowPrivate bool
+	// Timeout bounds one HTTP exchange (default 30s).
+	Timeout time.Duration
+
+	// SSH targets.
+	Address string
+	User    string
+	// HostKey is the pinned host key in authorized_keys form.
+	HostKey string
+
+	// SSH and local targets: the hostagent's unix socket ("" for plain SSH).
+	HostagentSocket string
+}
+
+// StatusQuery is how to ask an HTTP target what became of an execution.
+// "{execution_id}" in Path is replaced by the execution ID.
+type StatusQuery struct {
+	Method string
+	Path   string
+}
+
+// Request is an HTTP tool's request template. Strings may contain {{arg}}.
+type Request struct {
+	Method  string
+	Path    string
+	Query   map[string]string
+	Headers map[string]string
+	// Body is a JSON-shaped template tree (maps, slices, strings, numbers,
+	// bools, nil). A string that is exactly "{{arg}}" becomes the argument's
+	// JSON value; other strings get plain substitution.
+	Body any
+}
+
+// Fingerprint lists arguments that are dropped from, or hashed into, the
+// canonical intent record.
+type Fingerprint struct {
+	Ignore []string
+	Secret []string
+}
+
+// Tool is one tool's contract.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments (without repeat_of).
+	InputSchema json.RawMessage
+	Defaults    map[string]any
+	Target      string
+
+	// HTTP tools.
+	Request *Request
+
+	// SSH and local tools: argv, each element templated; never a shell string.
+	Command []string
+	Cwd     string
+	Env     map[string]string
+	// Timeout bounds the command or request (0: the target's default).
+	Timeout time.Duration
+
+	Replay Replay
+	// AttachWindow bounds matching; ignored when UntilResolved.
+	AttachWindow  time.Duration
+	UntilResolved bool
+	Approval      Approval
+	Fingerprint   Fingerprint
+}
+
+// SideEffecting reports whether calls of the tool change the world.
+func (t *Tool) SideEffecting() bool { return t.Replay != ReplayReadOnly }
