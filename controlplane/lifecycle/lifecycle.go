@@ -1,0 +1,126 @@
+// Package lifecycle is the execution state machine of DESIGN §4: which
+// transitions are legal, which states are terminal, and which states a retry
+// may attach to. It holds no state itself; the control plane's engine asks it
+// before every durable transition.
+//
+// Any control-plane package may import it.
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// ErrIllegalTransition is matched by every *TransitionError.
+var ErrIllegalTransition = errors.New("lifecycle: illegal transition")
+
+// TransitionError is returned for a transition the state machine refuses.
+type TransitionError struct {
+	From, To recordv1.State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("lifecycle: illegal transition %s -> %s", Name(e.From), Name(e.To))
+}
+
+// Is makes errors.Is(err, ErrIllegalTransition) true.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }
+
+type state = recordv1.State
+
+const (
+	accepted         = recordv1.State_STATE_ACCEPTED
+	awaitingApproval = recordv1.State_STATE_AWAITING_APPROVAL
+	authorized       = recordv1.State_STATE_AUTHORIZED
+	dispatched       = recordv1.State_STATE_DISPATCHED
+	completed        = recordv1.State_STATE_COMPLETED
+	delivered        = recordv1.State_STATE_DELIVERED
+	outcomeUnknown   = recordv1.State_STATE_OUTCOME_UNKNOWN
+	notExecuted      = recordv1.State_STATE_NOT_EXECUTED
+	needsReview      = recordv1.State_STATE_NEEDS_REVIEW
+	rejected         = recordv1.State_STATE_REJECTED
+	cancelled        = recordv1.State_STATE_CANCELLED
+)
+
+// next lists the legal successors of each state.
+//
+// not_executed -> dispatched is the bounded, safe re-dispatch under the same
+// execution ID after a failure that provably sent nothing. outcome_unknown ->
+// outcome_unknown is not listed: recovery attempts are journal records of
+// kind "recovery_attempt", not transitions.
+var next = map[state][]state{
+	recordv1.State_STATE_UNSPECIFIED: {accepted},
+	accepted:                         {awaitingApproval, authorized, rejected, cancelled},
+	awaitingApproval:                 {authorized, rejected, cancelled},
+	authorized:                       {dispatched, cancelled},
+	dispatched:                       {completed, outcomeUnknown, notExecuted},
+	outcomeUnknown:                   {completed, notExecuted, needsReview},
+	needsReview:                      {completed, notExecuted},
+	notExecuted:                      {dispatched},
+	completed:                        {delivered},
+}
+
+// Check returns nil when from -> to is legal, else a *TransitionError.
+func Check(from, to recordv1.State) error {
+	for _, s := range next[from] {
+		if s == to {
+			return nil
+		}
+	}
+	return &TransitionError{From: from, To: to}
+}
+
+// Terminal reports whether no further transition can happen.
+func Terminal(s recordv1.State) bool { return len(next[s]) == 0 }
+
+// Resting reports whether an execution waits for something outside the
+// dispatch path (a human, evidence, or the caller): a waiter may stop there.
+func Resting(s recordv1.State) bool {
+	switch s {
+	case completed, delivered, rejected, cancelled, notExecuted, needsReview, outcomeUnknown:
+		return true
+	}
+	return false
+}
+
+// Attachable reports whether a retry with the same intent attaches to an
+// execution in state s (DESIGN §5). delivered is included on purpose: a caller
+// that saw the outcome and wants the action again must say so with repeat_of;
+// without it the identical call attaches and gets the stored result. That is
+// what makes repeat_of meaningful, and it keeps "the response was written" (all
+// a transport can establish) from turning a re-issued call into a second effect.
+func Attachable(s recordv1.State) bool {
+	switch s {
+	case accepted, awaitingApproval, authorized, dispatched, outcomeUnknown,
+		needsReview, completed, delivered, rejected:
+		return true
+	}
+	return false
+}
+
+// Settled reports whether an execution's fate is known and final enough to be
+// cited by repeat_of: the caller could have seen its outcome.
+func Settled(s recordv1.State) bool {
+	switch s {
+	case completed, delivered, notExecuted, rejected, cancelled, needsReview:
+		return true
+	}
+	return false
+}
+
+// Name is the state's lowercase name as DESIGN writes it ("outcome_unknown").
+func Name(s recordv1.State) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
+}
+
+// Parse is the inverse of Name.
+func Parse(name string) (recordv1.State, error) {
+	v, ok := recordv1.State_value["STATE_"+strings.ToUpper(name)]
+	if !ok || v == 0 {
+		return 0, fmt.Errorf("lifecycle: unknown state %q (want one of accepted, awaiting_approval, authorized, dispatched, completed, delivered, outcome_unknown, not_executed, needs_review, rejected, cancelled)", name)
+	}
+	return recordv1.State(v), nil
+}

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/hashicorp/go-hclog"
+)
+
+// BadgerKV is the on-disk backend: Badger with SyncWrites, so a commit that
+// returned survives power loss.
+type BadgerKV struct {
+	db *badger.DB
+}
+
+var _ KV = (*BadgerKV)(nil)
+
+// BadgerOptions tune the on-disk backend.
+type BadgerOptions struct {
+	Logger hclog.Logger
+	// ReadOnly opens the directory for offline reading (audit verify). It
+	// fails while a control plane holds the directory.
+	ReadOnly bool
+}
+
+// OpenBadger opens (or creates) a Badger directory.
+func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithReadOnly(o.ReadOnly).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{o.Logger})
+	if o.Logger == nil {
+		opts = opts.WithLogger(nil)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w (is another latch process using this data dir? if the directory is damaged, move it aside and restore from backup; `latch audit verify` tells what its journal holds)", dir, err)
+	}
+	return &BadgerKV{db: db}, nil
+}
+
+func (k *BadgerKV) Get(key []byte) ([]byte, error) {
+	var out []byte
+	err := k.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	return out, err
+}
+
+func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+	return k.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = prefix
+		opts.Reverse = reverse
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		seek := prefix
+		if reverse {
+			// Seek to the last key with the prefix: prefix followed by 0xff...
+			seek = append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+		}
+		for it.Seek(seek); it.ValidForPrefix(prefix); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if !fn(item.KeyCopy(nil), v) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Commit writes the batch in one transaction, so one fsync covers the whole
+// group. A batch larger than Badger's transaction limit is split; each part is
+// atomic on its own (the writer keeps groups far below the limit).
+func (k *BadgerKV) Commit(writes []Write) error {
+	txn := k.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	apply := func(w Write) error {
+		if w.Delete {
+			return txn.Delete(w.Key)
+		}
+		return txn.Set(w.Key, w.Value)
+	}
+	for _, w := range writes {
+		err := apply(w)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err := txn.Commit(); err != nil {
+				return fmt.Errorf("store: commit: %w", err)
+			}
+			txn = k.db.NewTransaction(true)
+			err = apply(w)
+		}
+		if err != nil {
+			return fmt.Errorf("store: write: %w", err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+func (k *BadgerKV) Close() error { return k.db.Close() }
+
+// badgerLogger sends Badger's messages to hclog (info and debug at debug).
+type badgerLogger struct{ l hclog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error(fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn(fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug(fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Trace(fmt.Sprintf(f, a...)) }

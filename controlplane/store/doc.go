@@ -1,0 +1,36 @@
+// Package store is the control plane's durable state: executions, their
+// results, the matching index and the activity journal, all in one key-value
+// backend (Badger on disk, or an in-memory map for unit tests) behind one
+// single writer that commits concurrent updates in groups.
+//
+// # Group commit
+//
+// Every mutation is a function run by Update. One goroutine (the writer)
+// takes all pending functions, runs them one after another against a shared
+// batch, and commits the batch with one durable write (one fsync with Badger
+// SyncWrites). Update returns only after that commit. Because the writer is
+// the only mutator and runs functions serially, a function that reads and then
+// writes (match-or-create) is atomic without locks or conflict retries. Each
+// function sees the writes of the functions before it in the same group. A
+// function that returns an error leaves no trace: its writes live in a
+// private overlay that is merged into the group only on success.
+//
+// # Keys
+//
+//	x/<execution id>                  Execution (protobuf)
+//	r/<execution id>                  Result (protobuf)
+//	f/<fingerprint>                   execution id of the latest execution of that intent
+//	a/<actor>\x00<execution id>       "" (index for List by actor)
+//	s/<state number>/<execution id>   "" (index of executions by current state)
+//	j/<index, 16 hex digits>          JournalEntry (deterministic protobuf): a Merkle leaf
+//	h/<stored hash index, 16 hex>     tlog stored hash (32 bytes)
+//	c/<tree size, 16 hex>             signed checkpoint note
+//	m/journal_size                    number of journal entries, 8 bytes big endian
+//
+// Matching is one Get of f/<fingerprint>: its cost does not grow with the
+// number of stored executions. Execution IDs are ULIDs, so x/ keys sort by
+// creation time.
+//
+// The store is deterministic: callers pass IDs and timestamps in; it never
+// reads the clock or a random source.
+package store

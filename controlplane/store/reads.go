@@ -1,0 +1,137 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/protobuf/proto"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Execution returns the committed execution with the id, or ErrNotFound.
+func (s *Store) Execution(id string) (*recordv1.Execution, error) {
+	return decodeExecution(s.kv.Get(execKey(id)))
+}
+
+// Result returns the stored result of an execution, or ErrNotFound.
+func (s *Store) Result(id string) (*recordv1.Result, error) {
+	data, err := s.kv.Get(resultKey(id))
+	if err != nil {
+		return nil, err
+	}
+	r := &recordv1.Result{}
+	if err := proto.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("store: decode result: %w", err)
+	}
+	return r, nil
+}
+
+// Filter selects executions for List. Zero fields match everything.
+type Filter struct {
+	Actor string
+	Tool  string
+	State recordv1.State
+	// Limit caps the answer (required, > 0).
+	Limit int
+}
+
+// List returns executions newest first. It walks the narrowest index the
+// filter allows (state, then actor, then all executions).
+func (s *Store) List(f Filter) ([]*recordv1.Execution, error) {
+	if f.Limit <= 0 {
+		return nil, errors.New("store: List needs a positive limit")
+	}
+	var prefix []byte
+	idOf := func(key []byte) string { return string(key[len(prefix):]) }
+	switch {
+	case f.State != recordv1.State_STATE_UNSPECIFIED:
+		prefix = []byte("s/" + strconv.Itoa(int(f.State)) + "/")
+	case f.Actor != "":
+		prefix = []byte("a/" + f.Actor + "\x00")
+	default:
+		prefix = []byte("x/")
+	}
+	var out []*recordv1.Execution
+	var scanErr error
+	err := s.kv.Scan(prefix, true, func(key, value []byte) bool {
+		var x *recordv1.Execution
+		var err error
+		if bytes.HasPrefix(prefix, []byte("x/")) {
+			x, err = decodeExecution(value, nil)
+		} else {
+			x, err = s.Execution(idOf(key))
+		}
+		if errors.Is(err, ErrNotFound) {
+			return true // index raced with nothing: indexes and records commit together
+		}
+		if err != nil {
+			scanErr = err
+			return false
+		}
+		if (f.Actor != "" && x.GetActor() != f.Actor) || (f.Tool != "" && x.GetTool() != f.Tool) ||
+			(f.State != recordv1.State_STATE_UNSPECIFIED && x.GetState() != f.State) {
+			return true
+		}
+		out = append(out, x)
+		return len(out) < f.Limit
+	})
+	if err == nil {
+		err = scanErr
+	}
+	return out, err
+}
+
+// JournalEntry returns the raw leaf data of journal entry i.
+func (s *Store) JournalEntry(i int64) ([]byte, error) {
+	return s.kv.Get(journalKey(i))
+}
+
+// StoredHash returns a stored tlog hash; ok is false when it is absent.
+func (s *Store) StoredHash(index int64) (tlog.Hash, bool, error) {
+	v, err := s.kv.Get(hashKey(index))
+	if errors.Is(err, ErrNotFound) {
+		return tlog.Hash{}, false, nil
+	}
+	if err != nil {
+		return tlog.Hash{}, false, err
+	}
+	var h tlog.Hash
+	if len(v) != tlog.HashSize {
+		return h, false, nil
+	}
+	copy(h[:], v)
+	return h, true, nil
+}
+
+// Checkpoints returns every stored signed checkpoint, oldest first.
+func (s *Store) Checkpoints() ([][]byte, error) {
+	var out [][]byte
+	err := s.kv.Scan([]byte("c/"), false, func(_, v []byte) bool {
+		out = append(out, v)
+		return true
+	})
+	return out, err
+}
+
+// ScanJournal calls fn for each journal leaf in index order, as stored: the
+// index is the one in the key, data is the leaf bytes. Offline audit uses it
+// to see a journal exactly as it lies on disk, gaps and all.
+func (s *Store) ScanJournal(fn func(keyIndex int64, data []byte) bool) error {
+	var perr error
+	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			perr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		return fn(i, v)
+	})
+	if err == nil {
+		err = perr
+	}
+	return err
+}

@@ -1,0 +1,402 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/protobuf/proto"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// maxGroup bounds how many Update functions share one commit, which keeps a
+// group far below Badger's transaction size limit.
+const maxGroup = 512
+
+var journalSizeKey = []byte("m/journal_size")
+
+// Config configures a Store.
+type Config struct {
+	Logger hclog.Logger
+	// KV is the backend (required).
+	KV KV
+}
+
+// Store is the typed, group-committing layer over a KV.
+type Store struct {
+	log hclog.Logger
+	kv  KV
+
+	reqs chan *request
+	done chan struct{}
+
+	closeOnce sync.Once
+	closeMu   sync.RWMutex // held for read while enqueueing, for write by Close
+	closed    bool
+
+	// size is the committed journal size; only the writer changes it.
+	sizeMu sync.RWMutex
+	size   int64
+
+	// onCommit, when set, is called by the writer after each commit with the
+	// executions that commit changed (for watchers).
+	onCommit func([]*recordv1.Execution)
+}
+
+type request struct {
+	fn   func(*Tx) error
+	done chan error
+}
+
+// New opens a Store over cfg.KV and starts its writer.
+func New(cfg Config) (*Store, error) {
+	if cfg.KV == nil {
+		return nil, errors.New("store: Config.KV is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Store{
+		log:  cfg.Logger.Named("store"),
+		kv:   cfg.KV,
+		reqs: make(chan *request, maxGroup),
+		done: make(chan struct{}),
+	}
+	v, err := cfg.KV.Get(journalSizeKey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("store: read journal size: %w", err)
+	case len(v) != 8:
+		return nil, fmt.Errorf("store: journal size record is %d bytes, want 8: the data dir is damaged", len(v))
+	default:
+		s.size = int64(binary.BigEndian.Uint64(v))
+	}
+	go s.writer()
+	return s, nil
+}
+
+// OnCommit registers fn to be called (on the writer goroutine, so it must not
+// block) with the executions each commit changed. Set it before the first Update.
+func (s *Store) OnCommit(fn func([]*recordv1.Execution)) { s.onCommit = fn }
+
+// Close stops the writer after pending updates and closes the backend.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		close(s.reqs)
+		s.closeMu.Unlock()
+		<-s.done
+		err = s.kv.Close()
+	})
+	return err
+}
+
+// Update runs fn in the single writer and returns after the group that holds
+// fn's writes is durable. fn must not block; it may be retried never. When fn
+// returns an error none of its writes are kept and Update returns that error.
+func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
+	r := &request{fn: fn, done: make(chan error, 1)}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	s.closeMu.RUnlock()
+	// Once enqueued the update will be applied or fail as a whole; wait for
+	// the answer even if ctx ends, so the caller never mistakes a committed
+	// write for a lost one.
+	return <-r.done
+}
+
+func (s *Store) writer() {
+	defer close(s.done)
+	for first := range s.reqs {
+		group := []*request{first}
+	fill:
+		for len(group) < maxGroup {
+			select {
+			case r, ok := <-s.reqs:
+				if !ok {
+					break fill
+				}
+				group = append(group, r)
+			default:
+				break fill
+			}
+		}
+		s.commitGroup(group)
+	}
+}
+
+func (s *Store) commitGroup(group []*request) {
+	b := &batch{kv: s.kv, writes: map[string]*Write{}, size: s.JournalSize()}
+	results := make([]error, len(group))
+	var changed []*recordv1.Execution
+	for i, r := range group {
+		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
+		err := safeRun(r.fn, tx)
+		if err == nil {
+			err = tx.err
+		}
+		results[i] = err
+		if err != nil {
+			continue
+		}
+		for k, w := range tx.own {
+			if _, seen := b.writes[k]; !seen {
+				b.order = append(b.order, k)
+			}
+			b.writes[k] = w
+		}
+		b.size = tx.size
+		changed = append(changed, tx.changed...)
+	}
+	if len(b.order) > 0 {
+		if b.size != s.JournalSize() {
+			var v [8]byte
+			binary.BigEndian.PutUint64(v[:], uint64(b.size))
+			b.order = append(b.order, string(journalSizeKey))
+			b.writes[string(journalSizeKey)] = &Write{Key: journalSizeKey, Value: v[:]}
+		}
+		writes := make([]Write, 0, len(b.order))
+		for _, k := range b.order {
+			writes = append(writes, *b.writes[k])
+		}
+		if err := s.kv.Commit(writes); err != nil {
+			s.log.Error("group commit failed", "updates", len(group), "error", err)
+			for i := range results {
+				if results[i] == nil {
+					results[i] = fmt.Errorf("store: commit: %w", err)
+				}
+			}
+			changed = nil
+		} else {
+			s.sizeMu.Lock()
+			s.size = b.size
+			s.sizeMu.Unlock()
+		}
+	}
+	if len(changed) > 0 && s.onCommit != nil {
+		s.onCommit(changed)
+	}
+	for i, r := range group {
+		r.done <- results[i]
+	}
+}
+
+// safeRun turns a panic in an update function into an error so one bad
+// update cannot take the writer (and every other caller) down.
+func safeRun(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store: update panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}
+
+// JournalSize is the number of committed journal entries.
+func (s *Store) JournalSize() int64 {
+	s.sizeMu.RLock()
+	defer s.sizeMu.RUnlock()
+	return s.size
+}
+
+// batch is the group being built: writes of successful functions so far.
+type batch struct {
+	kv     KV
+	writes map[string]*Write
+	order  []string
+	size   int64
+}
+
+func (b *batch) get(key []byte) ([]byte, error) {
+	if w, ok := b.writes[string(key)]; ok {
+		if w.Delete {
+			return nil, ErrNotFound
+		}
+		return w.Value, nil
+	}
+	return b.kv.Get(key)
+}
+
+// Tx is one update function's view: committed state, plus the group's writes
+// so far, plus its own. Methods are not safe for use outside fn.
+type Tx struct {
+	b       *batch
+	own     map[string]*Write
+	size    int64
+	changed []*recordv1.Execution
+	err     error
+}
+
+func (t *Tx) get(key []byte) ([]byte, error) {
+	if w, ok := t.own[string(key)]; ok {
+		if w.Delete {
+			return nil, ErrNotFound
+		}
+		return w.Value, nil
+	}
+	return t.b.get(key)
+}
+
+func (t *Tx) set(key, value []byte) {
+	t.own[string(key)] = &Write{Key: key, Value: value}
+}
+
+func (t *Tx) del(key []byte) {
+	t.own[string(key)] = &Write{Key: key, Delete: true}
+}
+
+// Key constructors.
+func execKey(id string) []byte   { return []byte("x/" + id) }
+func resultKey(id string) []byte { return []byte("r/" + id) }
+func fpKey(fp string) []byte     { return []byte("f/" + fp) }
+func actorKey(actor, id string) []byte {
+	return []byte("a/" + actor + "\x00" + id)
+}
+func stateKey(st recordv1.State, id string) []byte {
+	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
+}
+func journalKey(i int64) []byte   { return fmt.Appendf(nil, "j/%016x", i) }
+func hashKey(i int64) []byte      { return fmt.Appendf(nil, "h/%016x", i) }
+func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
+
+// Execution returns the execution as this update sees it.
+func (t *Tx) Execution(id string) (*recordv1.Execution, error) {
+	return decodeExecution(t.get(execKey(id)))
+}
+
+// Latest returns the latest execution recorded for a fingerprint.
+func (t *Tx) Latest(fingerprint string) (*recordv1.Execution, error) {
+	id, err := t.get(fpKey(fingerprint))
+	if err != nil {
+		return nil, err
+	}
+	return t.Execution(string(id))
+}
+
+// PutExecution stores x, keeps the state and actor indexes right, and, when
+// index is true, makes x the latest execution of its fingerprint.
+func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
+	if x.GetId() == "" {
+		return errors.New("store: execution without id")
+	}
+	prev, err := t.Execution(x.GetId())
+	switch {
+	case errors.Is(err, ErrNotFound):
+		t.set(actorKey(x.GetActor(), x.GetId()), nil)
+	case err != nil:
+		return err
+	case prev.GetState() != x.GetState():
+		t.del(stateKey(prev.GetState(), x.GetId()))
+	}
+	data, err := proto.Marshal(x)
+	if err != nil {
+		return fmt.Errorf("store: encode execution: %w", err)
+	}
+	t.set(execKey(x.GetId()), data)
+	t.set(stateKey(x.GetState(), x.GetId()), nil)
+	if index && x.GetFingerprint() != "" {
+		t.set(fpKey(x.GetFingerprint()), []byte(x.GetId()))
+	}
+	t.changed = append(t.changed, x)
+	return nil
+}
+
+// PutResult stores an execution's observed result.
+func (t *Tx) PutResult(id string, r *recordv1.Result) error {
+	data, err := proto.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("store: encode result: %w", err)
+	}
+	t.set(resultKey(id), data)
+	return nil
+}
+
+// Append adds e to the journal as the next leaf, setting e.Index, and
+// stores the Merkle tree hashes the new leaf completes. It returns the index.
+func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
+	n := t.size
+	e.Index = uint64(n)
+	data, err := EncodeEntry(e)
+	if err != nil {
+		return 0, err
+	}
+	hashes, err := tlog.StoredHashes(n, data, hashReader(t.get))
+	if err != nil {
+		return 0, fmt.Errorf("store: journal hashes: %w", err)
+	}
+	base := tlog.StoredHashIndex(0, n)
+	for i, h := range hashes {
+		t.set(hashKey(base+int64(i)), bytes.Clone(h[:]))
+	}
+	t.set(journalKey(n), data)
+	t.size = n + 1
+	return n, nil
+}
+
+// TreeHash is the Merkle root of the journal as this update sees it.
+func (t *Tx) TreeHash() (int64, tlog.Hash, error) {
+	h, err := tlog.TreeHash(t.size, hashReader(t.get))
+	return t.size, h, err
+}
+
+// PutCheckpoint stores a signed checkpoint for tree size n.
+func (t *Tx) PutCheckpoint(n int64, note []byte) {
+	t.set(checkpointKey(n), bytes.Clone(note))
+}
+
+// EncodeEntry is the leaf encoding of a journal entry: deterministic protobuf.
+func EncodeEntry(e *recordv1.JournalEntry) ([]byte, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("store: encode journal entry: %w", err)
+	}
+	return data, nil
+}
+
+// hashReader reads tlog stored hashes through a getter.
+type hashReader func([]byte) ([]byte, error)
+
+func (r hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		v, err := r(hashKey(idx))
+		if err != nil {
+			return nil, fmt.Errorf("store: journal hash %d: %w", idx, err)
+		}
+		if len(v) != tlog.HashSize {
+			return nil, fmt.Errorf("store: journal hash %d is %d bytes: the data dir is damaged", idx, len(v))
+		}
+		copy(out[i][:], v)
+	}
+	return out, nil
+}
+
+func decodeExecution(data []byte, err error) (*recordv1.Execution, error) {
+	if err != nil {
+		return nil, err
+	}
+	x := &recordv1.Execution{}
+	if err := proto.Unmarshal(data, x); err != nil {
+		return nil, fmt.Errorf("store: decode execution: %w", err)
+	}
+	return x, nil
+}

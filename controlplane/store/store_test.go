@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/protobuf/proto"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// backends are the KV implementations every contract test runs against.
+var backends = []struct {
+	name string
+	open func(tb testing.TB, dir string) KV
+}{
+	{"mem", func(tb testing.TB, dir string) KV { return NewMemKV() }},
+	{"badger", func(tb testing.TB, dir string) KV {
+		kv, err := OpenBadger(dir, BadgerOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return kv
+	}},
+}
+
+func newStore(tb testing.TB, kv KV) *Store {
+	tb.Helper()
+	s, err := New(Config{KV: kv, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func forEachBackend(t *testing.T, fn func(t *testing.T, s *Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			fn(t, newStore(t, b.open(t, t.TempDir())))
+		})
+	}
+}
+
+func exec(id, fp, actor string, st recordv1.State) *recordv1.Execution {
+	return &recordv1.Execution{Id: id, Fingerprint: fp, Actor: actor, Tool: "deploy", State: st}
+}
+
+func TestPutAndList(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		for i, a := range []string{"alice", "bob", "alice"} {
+			x := exec(fmt.Sprintf("act_%02d", i), fmt.Sprintf("fp%d", i), a, recordv1.State_STATE_ACCEPTED)
+			if err := s.Update(ctx, func(tx *Tx) error { return tx.PutExecution(x, true) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Move act_01 to dispatched: the state index must follow.
+		if err := s.Update(ctx, func(tx *Tx) error {
+			x, err := tx.Execution("act_01")
+			if err != nil {
+				return err
+			}
+			x.State = recordv1.State_STATE_DISPATCHED
+			return tx.PutExecution(x, false)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name string
+			f    Filter
+			want []string
+		}{
+			{"all newest first", Filter{Limit: 10}, []string{"act_02", "act_01", "act_00"}},
+			{"by actor", Filter{Actor: "alice", Limit: 10}, []string{"act_02", "act_00"}},
+			{"by state", Filter{State: recordv1.State_STATE_ACCEPTED, Limit: 10}, []string{"act_02", "act_00"}},
+			{"moved state", Filter{State: recordv1.State_STATE_DISPATCHED, Limit: 10}, []string{"act_01"}},
+			{"limit", Filter{Limit: 1}, []string{"act_02"}},
+			{"tool mismatch", Filter{Tool: "other", Limit: 10}, nil},
+		}
+		for _, tt := range tests {
+			got, err := s.List(tt.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, x := range got {
+				ids = append(ids, x.GetId())
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(tt.want) {
+				t.Errorf("%s: List(%+v) = %v, want %v", tt.name, tt.f, ids, tt.want)
+			}
+		}
+	})
+}
+
+func TestFailedUpdateLeavesNoTrace(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		boom := errors.New("boom")
+		var wg sync.WaitGroup
+		errs := make([]error, 20)
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.Update(ctx, func(tx *Tx) error {
+					if err := tx.PutExecution(exec(fmt.Sprintf("act_%02d", i), "", "a", recordv1.State_STATE_ACCEPTED), false); err != nil {
+						return err
+					}
+					if _, err := tx.Append(&recordv1.JournalEntry{ExecutionId: fmt.Sprint(i)}); err != nil {
+						return err
+					}
+					if i%2 == 1 {
+						return boom
+					}
+					if i == 10 {
+						panic("bad update")
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		kept := 0
+		for i, err := range errs {
+			_, gerr := s.Execution(fmt.Sprintf("act_%02d", i))
+			switch {
+			case i%2 == 1 || i == 10:
+				if err == nil || !errors.Is(gerr, ErrNotFound) {
+					t.Errorf("update %d: err=%v, record err=%v; want failure and no record", i, err, gerr)
+				}
+			default:
+				kept++
+				if err != nil || gerr != nil {
+					t.Errorf("update %d: err=%v, record err=%v; want success", i, err, gerr)
+				}
+			}
+		}
+		if got := s.JournalSize(); got != int64(kept) {
+			t.Errorf("JournalSize() = %d, want %d (failed updates must not append)", got, kept)
+		}
+		checkTree(t, s)
+	})
+}
+
+// TestMatchOrCreateIsAtomic is the property matching rests on: concurrent
+// read-then-create updates of one fingerprint create exactly one record.
+func TestMatchOrCreateIsAtomic(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		const n = 1000
+		var wg sync.WaitGroup
+		created := make(chan string, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := s.Update(t.Context(), func(tx *Tx) error {
+					if _, err := tx.Latest("fp"); err == nil {
+						return nil
+					} else if !errors.Is(err, ErrNotFound) {
+						return err
+					}
+					id := fmt.Sprintf("act_%04d", i)
+					created <- id
+					return tx.PutExecution(exec(id, "fp", "a", recordv1.State_STATE_ACCEPTED), true)
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(created)
+		if got := len(created); got != 1 {
+			t.Fatalf("%d concurrent match-or-create updates created %d executions, want 1", n, got)
+		}
+	})
+}
+
+func TestCommitFailureReportsToEveryCaller(t *testing.T) {
+	kv := NewMemKV()
+	s := newStore(t, kv)
+	kv.FailCommit = errors.New("disk full")
+	err := s.Update(t.Context(), func(tx *Tx) error {
+		return tx.PutExecution(exec("act_1", "fp", "a", recordv1.State_STATE_ACCEPTED), true)
+	})
+	if err == nil {
+		t.Fatal("Update succeeded though the commit failed")
+	}
+	if _, err := s.Execution("act_1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Execution after failed commit: err = %v, want ErrNotFound", err)
+	}
+	if s.JournalSize() != 0 {
+		t.Errorf("JournalSize = %d after failed commit, want 0", s.JournalSize())
+	}
+}
+
+func appendN(t testing.TB, s *Store, n int) {
+	for i := range n {
+		if err := s.Update(context.Background(), func(tx *Tx) error {
+			_, err := tx.Append(&recordv1.JournalEntry{ExecutionId: fmt.Sprint("act_", i), Kind: "transition"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkTree recomputes the Merkle root from the leaves alone and compares it
+// with the root from the stored hashes.
+func checkTree(t *testing.T, s *Store) {
+	t.Helper()
+	n := s.JournalSize()
+	var leaves [][]byte
+	err := s.ScanJournal(func(i int64, data []byte) bool {
+		if i != int64(len(leaves)) {
+			t.Errorf("journal key %d at position %d", i, len(leaves))
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(data, e); err != nil || e.GetIndex() != uint64(i) {
+			t.Errorf("entry %d: index %d err %v", i, e.GetIndex(), err)
+		}
+		leaves = append(leaves, data)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(leaves)) != n {
+		t.Fatalf("%d leaves, JournalSize %d", len(leaves), n)
+	}
+	fresh := map[int64]tlog.Hash{}
+	for i, d := range leaves {
+		hs, err := tlog.StoredHashes(int64(i), d, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+			out := make([]tlog.Hash, len(idx))
+			for j, k := range idx {
+				out[j] = fresh[k]
+			}
+			return out, nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, h := range hs {
+			fresh[tlog.StoredHashIndex(0, int64(i))+int64(j)] = h
+		}
+	}
+	want, err := tlog.TreeHash(n, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for j, k := range idx {
+			out[j] = fresh[k]
+		}
+		return out, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got tlog.Hash
+	if err := s.Update(t.Context(), func(tx *Tx) error {
+		var err error
+		_, got, err = tx.TreeHash()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("stored tree hash %v, recomputed from leaves %v", got, want)
+	}
+}
+
+func TestJournalSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	kv, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 37)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kv, err = OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = newStore(t, kv)
+	if s.JournalSize() != 37 {
+		t.Fatalf("JournalSize after reopen = %d, want 37", s.JournalSize())
+	}
+	appendN(t, s, 5)
+	checkTree(t, s)
+}
+
+func TestClosedStoreRefusesUpdates(t *testing.T) {
+	s := newStore(t, NewMemKV())
+	s.Close()
+	if err := s.Update(t.Context(), func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Update after Close = %v, want ErrClosed", err)
+	}
+}
