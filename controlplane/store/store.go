@@ -274,8 +274,8 @@ func actorKey(actor, id string) []byte {
 func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
-func journalKey(i int64) []byte   { return fmt.Appendf(nil, "j/%016x", i) }
-func hashKey(i int64) []byte      { return fmt.Appendf(nil, "h/%016x", i) }
+func journalKey(i int64) []byte    { return fmt.Appendf(nil, "j/%016x", i) }
+func hashKey(i int64) []byte       { return fmt.Appendf(nil, "h/%016x", i) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
 // Execution returns the execution as this update sees it.
