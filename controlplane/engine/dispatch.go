@@ -1,0 +1,216 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// decide applies the decision order to a new execution: the state it moves
+// to after accepted (authorized, awaiting_approval or rejected) and why.
+func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (recordv1.State, string) {
+	d := Decision{NeedApproval: tool.Approval == tools.ApprovalEveryCall}
+	if e.cfg.Authorizer != nil {
+		d = e.cfg.Authorizer.Authorize(ctx, x, tool)
+	}
+	switch {
+	case d.Reject:
+		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy")
+	case d.NeedApproval:
+		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the tool requires approval for every call")
+	}
+	return recordv1.State_STATE_AUTHORIZED, "authorized: " + orDefault(d.Reason, "no approval required by the tool contract")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Approve moves an execution awaiting approval to authorized and dispatches it.
+func (e *Engine) Approve(ctx context.Context, id, operator, reason string) (*recordv1.Execution, error) {
+	x, err := e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, "approval", "approved by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
+	if err != nil {
+		return nil, err
+	}
+	e.startDispatch(id)
+	return x, nil
+}
+
+// Deny rejects an execution awaiting approval.
+func (e *Engine) Deny(ctx context.Context, id, operator, reason string) (*recordv1.Execution, error) {
+	defer e.dropSecrets(id)
+	return e.transition(ctx, id, recordv1.State_STATE_REJECTED, "approval", "denied by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
+}
+
+func requireState(want ...recordv1.State) func(*recordv1.Execution) error {
+	return func(x *recordv1.Execution) error {
+		for _, s := range want {
+			if x.GetState() == s {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: %s is %s", ErrNotResolvable, x.GetId(), lifecycle.Name(x.GetState()))
+	}
+}
+
+func (e *Engine) startDispatch(id string) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.dispatch(e.ctx, id)
+	}()
+}
+
+// call assembles what a channel needs for an execution.
+func (e *Engine) call(x *recordv1.Execution) (Channel, Call, error) {
+	tool, ok := e.cfg.Catalog.Tools[x.GetTool()]
+	if !ok {
+		return nil, Call{}, fmt.Errorf("tool %s is no longer in the catalog", x.GetTool())
+	}
+	target := e.cfg.Catalog.Targets[tool.Target]
+	ch := e.cfg.Channels[target.Channel]
+	if ch == nil {
+		return nil, Call{}, fmt.Errorf("no %s channel is configured in this control plane", target.Channel)
+	}
+	e.secretsMu.Lock()
+	args, inMemory := e.secrets[x.GetId()]
+	e.secretsMu.Unlock()
+	if !inMemory {
+		if len(tool.Fingerprint.Secret) > 0 {
+			return nil, Call{}, errSecretsGone
+		}
+		if err := json.Unmarshal(x.GetArguments(), &args); err != nil {
+			return nil, Call{}, fmt.Errorf("stored arguments do not decode: %v", err)
+		}
+	}
+	return ch, Call{Execution: x, Tool: tool, Target: target, Arguments: args}, nil
+}
+
+var errSecretsGone = errors.New("the tool's secret arguments were held in memory only and the control plane restarted before dispatch; call the tool again")
+
+func (e *Engine) dropSecrets(id string) {
+	e.secretsMu.Lock()
+	delete(e.secrets, id)
+	e.secretsMu.Unlock()
+}
+
+// dispatch runs one execution from authorized (or not_executed) to an
+// observed or uncertain outcome. Each step is durable before the next.
+func (e *Engine) dispatch(ctx context.Context, id string) {
+	log := e.log.With("execution_id", id)
+	for {
+		x, err := e.st.Execution(id)
+		if err != nil {
+			log.Error("dispatch: cannot load execution", "error", err)
+			return
+		}
+		ch, c, err := e.call(x)
+		if err != nil {
+			log.Warn("dispatch: cannot build the call", "error", err)
+			if x.GetState() == recordv1.State_STATE_AUTHORIZED {
+				e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", "not dispatched: "+err.Error(), nil) //nolint:errcheck // logged by the next reader
+			}
+			return
+		}
+		x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, "transition", fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
+			requireState(recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_NOT_EXECUTED))
+		if err != nil {
+			log.Debug("dispatch: not dispatching", "error", err)
+			return
+		}
+		c.Execution = x
+		a := ch.Dispatch(ctx, c)
+		if ctx.Err() != nil && a.Class != Observed {
+			// Shutting down mid-dispatch: leave it dispatched; start-up
+			// recovery will ask the target.
+			return
+		}
+		switch a.Class {
+		case Observed:
+			e.dropSecrets(id)
+			e.complete(ctx, id, a, "transition")
+			return
+		case NotSent:
+			x, err = e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil)
+			if err != nil {
+				log.Error("dispatch: cannot record not_executed", "error", err)
+				return
+			}
+			if int(x.GetAttempts()) >= e.cfg.MaxDispatches {
+				e.dropSecrets(id)
+				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff(e.cfg.Recovery.MinBackoff/4, e.cfg.Recovery.MaxBackoff, int(x.GetAttempts()))):
+			}
+		default:
+			// Secrets stay in memory: a replay under the same key must
+			// carry the same payload.
+			e.markUnknown(ctx, id, a.Reason)
+			return
+		}
+	}
+}
+
+func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
+	now := e.cfg.Clock()
+	_, err := e.transition(ctx, id, recordv1.State_STATE_OUTCOME_UNKNOWN, "transition", "outcome unknown: "+reason, func(x *recordv1.Execution) error {
+		x.NextRecoveryAt = timestamppb.New(now.Add(e.cfg.Recovery.MinBackoff))
+		return nil
+	})
+	if err != nil {
+		e.log.Error("cannot record outcome_unknown", "execution_id", id, "error", err)
+		return
+	}
+	e.Kick(id)
+}
+
+// complete stores the observed result and moves the execution to completed.
+func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string) {
+	now := e.cfg.Clock()
+	err := e.st.Update(ctx, func(tx *store.Tx) error {
+		x, err := tx.Execution(id)
+		if err != nil {
+			return err
+		}
+		if a.Result != nil {
+			if err := tx.PutResult(id, a.Result); err != nil {
+				return err
+			}
+			x.ResultRef = "result/" + id
+			x.TargetStatus = a.Result.GetStatus()
+			if x.GetChannel() != string(tools.ChannelHTTP) {
+				x.TargetStatus = a.Result.GetExitCode()
+			}
+		}
+		x.Outcome = a.Outcome
+		return e.step(tx, x, recordv1.State_STATE_COMPLETED, now, kind, "target answered: "+a.Reason, false)
+	})
+	if err != nil {
+		e.log.Error("cannot record completion", "execution_id", id, "error", err)
+	}
+}
+
+// backoff doubles lo per attempt, capped at hi.
+func backoff(lo, hi time.Duration, attempt int) time.Duration {
+	d := lo
+	for i := 1; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}

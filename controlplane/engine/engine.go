@@ -1,0 +1,420 @@
+// Package engine is the heart of the control plane: it gives every requested
+// action an execution ID and an intent fingerprint, matches retries to prior
+// executions atomically, moves executions through the lifecycle with a
+// durable journal record per step, dispatches them through their channel and
+// recovers unknown outcomes from evidence.
+//
+// It is used by the control plane's gRPC service and by `latch dev`; nothing
+// outside controlplane imports it.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/fingerprint"
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// Sentinel errors; the gRPC service maps them to status codes.
+var (
+	ErrUnknownTool      = errors.New("engine: unknown tool")
+	ErrInvalidArguments = errors.New("engine: invalid arguments")
+	ErrInvalidRequest   = errors.New("engine: invalid request")
+	ErrNotFound         = errors.New("engine: execution not found")
+	ErrBadRepeatOf      = errors.New("engine: repeat_of does not cite a settled execution of this actor and tool")
+	ErrTooLate          = errors.New("engine: execution already dispatched")
+	ErrNotResolvable    = errors.New("engine: execution is not awaiting a decision")
+	ErrClosed           = errors.New("engine: shutting down")
+)
+
+// Channel performs executions on targets of one kind (HTTP, SSH, local).
+// Implemented by the httpchannel and hostchannel adapters.
+type Channel interface {
+	// Dispatch performs the action once under the execution's ID.
+	Dispatch(ctx context.Context, c Call) Attempt
+	// Query asks the target what became of the execution, without acting.
+	Query(ctx context.Context, c Call) Attempt
+}
+
+// Call is what a channel needs to act.
+type Call struct {
+	Execution *recordv1.Execution
+	Tool      *tools.Tool
+	Target    *tools.Target
+	// Arguments with defaults materialised and secrets in clear (memory only).
+	Arguments map[string]any
+	// Recovery is set when the call re-sends or queries after an unknown
+	// outcome: an answer that only says "still in progress" (409) is then
+	// not an outcome.
+	Recovery bool
+}
+
+// AttemptClass is what a dispatch or query proved.
+type AttemptClass int
+
+const (
+	// Observed: the target answered (Result and Outcome are set).
+	Observed AttemptClass = iota + 1
+	// NotSent: provably nothing reached the target.
+	NotSent
+	// Unknown: something may have reached the target; no answer was seen.
+	Unknown
+	// Absent: a query found that the target has no record of the execution.
+	Absent
+	// Unsupported: the channel cannot answer this question for this tool.
+	Unsupported
+)
+
+// Attempt is a channel's answer.
+type Attempt struct {
+	Class   AttemptClass
+	Outcome recordv1.Outcome
+	Result  *recordv1.Result
+	// Reason says what happened, for the journal (never secrets).
+	Reason string
+}
+
+// Authorizer decides, in the fixed order of DESIGN §9, whether a new
+// execution may proceed. Implemented by the approvals package; nil means:
+// the tool's approval setting alone decides.
+type Authorizer interface {
+	Authorize(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) Decision
+}
+
+// Decision is an Authorizer's verdict.
+type Decision struct {
+	Reject       bool
+	NeedApproval bool
+	Reason       string
+}
+
+// Config names the engine's dependencies.
+type Config struct {
+	Logger        hclog.Logger
+	Store         *store.Store
+	Catalog       *tools.Catalog
+	Fingerprinter *fingerprint.Fingerprinter
+	Channels      map[tools.Channel]Channel
+	Authorizer    Authorizer
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// NewID defaults to "act_" + a monotonic ULID.
+	NewID func() string
+	// MaxDispatches bounds dispatches of one execution after not_executed
+	// failures (default 3).
+	MaxDispatches int
+	// Recovery tunes the recovery worker.
+	Recovery RecoveryConfig
+}
+
+// RecoveryConfig tunes recovery of unknown outcomes.
+type RecoveryConfig struct {
+	// Interval between scans (default 1s).
+	Interval time.Duration
+	// MinBackoff, MaxBackoff bound the delay between attempts on one
+	// execution (defaults 1s, 5m).
+	MinBackoff, MaxBackoff time.Duration
+	// MaxAttempts before the execution goes to needs_review (default 30).
+	MaxAttempts int
+}
+
+// Engine runs executions.
+type Engine struct {
+	cfg Config
+	log hclog.Logger
+	st  *store.Store
+
+	watchMu  sync.Mutex
+	watchers map[string]map[chan *recordv1.Execution]struct{}
+
+	// secrets holds arguments in clear for executions not yet dispatched
+	// whose tool marks arguments secret: they never touch the disk.
+	secretsMu sync.Mutex
+	secrets   map[string]map[string]any
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan string
+}
+
+// New builds an engine. Call Start to run recovery, Close to stop.
+func New(cfg Config) (*Engine, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("engine: Config.Store is required")
+	case cfg.Catalog == nil:
+		return nil, errors.New("engine: Config.Catalog is required")
+	case cfg.Fingerprinter == nil:
+		return nil, errors.New("engine: Config.Fingerprinter is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = func() string { return "act_" + ulid.Make().String() }
+	}
+	if cfg.MaxDispatches <= 0 {
+		cfg.MaxDispatches = 3
+	}
+	r := &cfg.Recovery
+	if r.Interval <= 0 {
+		r.Interval = time.Second
+	}
+	if r.MinBackoff <= 0 {
+		r.MinBackoff = time.Second
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = 5 * time.Minute
+	}
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 30
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("engine"),
+		st:       cfg.Store,
+		watchers: map[string]map[chan *recordv1.Execution]struct{}{},
+		secrets:  map[string]map[string]any{},
+		ctx:      ctx,
+		cancel:   cancel,
+		kick:     make(chan string, 1024),
+	}
+	cfg.Store.OnCommit(e.notify)
+	return e, nil
+}
+
+// SubmitInput is one requested action.
+type SubmitInput struct {
+	Actor     string
+	Tool      string
+	Arguments json.RawMessage
+	// Scope is the explicit run id; "" scopes by actor.
+	Scope    string
+	Evidence *recordv1.Evidence
+}
+
+// SubmitResult tells the caller what its request became.
+type SubmitResult struct {
+	Disposition recordv1.Disposition
+	Execution   *recordv1.Execution
+	Note        string
+}
+
+const maxNameLen = 256
+
+// Submit matches the request to a prior execution of the same intent or
+// creates a new one; the check and the insert are one atomic step.
+func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, error) {
+	if in.Actor == "" || len(in.Actor) > maxNameLen || len(in.Scope) > maxNameLen {
+		return nil, fmt.Errorf("%w: actor is required and actor and intent scope must be at most %d bytes", ErrInvalidRequest, maxNameLen)
+	}
+	tool, ok := e.cfg.Catalog.Tools[in.Tool]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not in the catalog (see latch_executions or the catalog for tool names)", ErrUnknownTool, in.Tool)
+	}
+	target := e.cfg.Catalog.Targets[tool.Target]
+	args, err := tool.PrepareArguments(in.Arguments)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	repeatOf, plain := tool.SplitRepeatOf(args)
+	scope := in.Scope
+	if scope == "" {
+		scope = "actor:" + in.Actor
+	} else {
+		scope = "run:" + scope
+	}
+	intent := intentOf(in.Actor, scope, tool, target, plain, repeatOf)
+	record, err := e.cfg.Fingerprinter.Record(intent, tool.Fingerprint.Ignore, tool.Fingerprint.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	fp := e.cfg.Fingerprinter.Sum(record)
+	stored, err := storedArguments(plain, tool.Fingerprint.Secret)
+	if err != nil {
+		return nil, err
+	}
+
+	// The decision is taken before the atomic step (an Authorizer may do
+	// I/O) and recorded in it, so accepted and its verdict share one commit.
+	decided, reason := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence}, tool)
+	now := e.cfg.Clock()
+	var res *SubmitResult
+	var fresh *recordv1.Execution
+	err = e.st.Update(ctx, func(tx *store.Tx) error {
+		res, fresh = nil, nil
+		if repeatOf != "" {
+			cited, err := tx.Execution(repeatOf)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && (cited.GetActor() != in.Actor || cited.GetTool() != tool.Name)) {
+				return fmt.Errorf("%w: %s is not an execution of tool %s by this actor", ErrBadRepeatOf, repeatOf, tool.Name)
+			}
+			if err != nil {
+				return err
+			}
+			if !lifecycle.Settled(cited.GetState()) {
+				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
+			}
+		}
+		if tool.SideEffecting() {
+			prior, err := tx.Latest(fp)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if err == nil && matches(prior, in.Actor, scope, now) {
+				res = attachResult(prior)
+				_, err := tx.Append(&recordv1.JournalEntry{
+					Time: timestamppb.New(now), ExecutionId: prior.GetId(), Kind: "attach",
+					From: prior.GetState(), To: prior.GetState(), Actor: in.Actor,
+					Reason: res.Note, Evidence: in.Evidence, Execution: prior,
+				})
+				return err
+			}
+		}
+		x := &recordv1.Execution{
+			Id: e.cfg.NewID(), Fingerprint: fp, Actor: in.Actor, IntentScope: scope,
+			Tool: tool.Name, Target: tool.Target, Channel: string(target.Channel), Replay: string(tool.Replay),
+			CanonicalIntent: record, RepeatOf: repeatOf, Arguments: stored,
+			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
+			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence,
+		}
+		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting()); err != nil {
+			return err
+		}
+		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
+			return err
+		}
+		fresh = x
+		res = &SubmitResult{Disposition: recordv1.Disposition_DISPOSITION_NEW, Execution: x, Note: "new execution " + x.GetId()}
+		if decided == recordv1.State_STATE_REJECTED {
+			res.Disposition = recordv1.Disposition_DISPOSITION_REJECTED
+			res.Note = "rejected: " + reason
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrClosed) {
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	if fresh != nil {
+		if len(tool.Fingerprint.Secret) > 0 && decided != recordv1.State_STATE_REJECTED {
+			e.secretsMu.Lock()
+			e.secrets[fresh.GetId()] = args
+			e.secretsMu.Unlock()
+		}
+		if decided == recordv1.State_STATE_AUTHORIZED {
+			e.startDispatch(fresh.GetId())
+		}
+		return res, nil
+	}
+	if res.Disposition == recordv1.Disposition_DISPOSITION_RECOVERED {
+		e.Kick(res.Execution.GetId())
+	}
+	return res, nil
+}
+
+// matches is DESIGN §5's rule; the fingerprint already covers actor and scope,
+// which are compared again so a fingerprint collision can never cross actors.
+func matches(prior *recordv1.Execution, actor, scope string, now time.Time) bool {
+	if prior.GetActor() != actor || prior.GetIntentScope() != scope || !lifecycle.Attachable(prior.GetState()) {
+		return false
+	}
+	if prior.GetUntilResolved() {
+		return true
+	}
+	window := time.Duration(prior.GetAttachWindowSeconds()) * time.Second
+	return now.Sub(prior.GetAcceptedAt().AsTime()) <= window
+}
+
+func attachResult(prior *recordv1.Execution) *SubmitResult {
+	r := &SubmitResult{Execution: prior, Disposition: recordv1.Disposition_DISPOSITION_ATTACHED}
+	id := prior.GetId()
+	switch prior.GetState() {
+	case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED:
+		r.Note = "attached to " + id + ", not yet dispatched; it continues, nothing is sent twice"
+	case recordv1.State_STATE_AWAITING_APPROVAL:
+		r.Note = "attached to " + id + ", which awaits approval; no second approval request was made"
+	case recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN:
+		r.Disposition = recordv1.Disposition_DISPOSITION_RECOVERED
+		r.Note = fmt.Sprintf("%s was dispatched at %s; not re-sent: its outcome is being established from the target", id, stamp(prior.GetDispatchedAt()))
+	case recordv1.State_STATE_NEEDS_REVIEW:
+		r.Disposition = recordv1.Disposition_DISPOSITION_RECOVERED
+		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
+	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
+		r.Note = fmt.Sprintf("%s already completed at %s; returning its stored result, not re-sent (to repeat it on purpose, pass repeat_of=%s)", id, stamp(prior.GetCompletedAt()), id)
+	case recordv1.State_STATE_REJECTED:
+		r.Disposition = recordv1.Disposition_DISPOSITION_REJECTED
+		r.Note = id + " was rejected: " + prior.GetReason()
+	}
+	return r
+}
+
+func stamp(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return "(not recorded)"
+	}
+	return t.AsTime().UTC().Format(time.RFC3339Nano)
+}
+
+// intentOf builds the canonical intent record's fields (DESIGN §3).
+func intentOf(actor, scope string, tool *tools.Tool, target *tools.Target, args map[string]any, repeatOf string) fingerprint.Intent {
+	in := fingerprint.Intent{
+		Actor: actor, Tool: tool.Name, Channel: string(target.Channel), CredentialRef: target.Credential,
+		Arguments: args, IntentScope: scope, RepeatOf: repeatOf,
+	}
+	switch target.Channel {
+	case tools.ChannelHTTP:
+		base := target.BaseURL
+		if u, err := url.Parse(target.BaseURL); err == nil {
+			base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
+		}
+		if tool.Request != nil {
+			in.Method = tool.Request.Method
+			in.Target = base + tool.Request.Path
+		}
+	default:
+		in.Target = target.Name + ":" + target.User + "@" + hostKeyID(target.HostKey)
+		in.Command = tool.Command
+		in.Cwd = tool.Cwd
+	}
+	return in
+}
+
+// storedArguments is what the execution record keeps of the arguments: secret
+// arguments are left out (the fingerprint holds their keyed HMAC).
+func storedArguments(args map[string]any, secret []string) ([]byte, error) {
+	kept := make(map[string]any, len(args))
+	for k, v := range args {
+		kept[k] = v
+	}
+	for _, k := range secret {
+		if _, ok := kept[k]; ok {
+			kept[k] = "[secret]"
+		}
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Get returns an execution and its stored result (nil when none). With a
+// non-empty actor, another actor's execution is reported as not found.
+func (e *Engine) Get(id, actor string) (*recordv1.Execution, *recordv1.Result, error) {
+	x, err := e.st.Execution(id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && actor != "" && x.GetActor() != actor) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := e.st.Result(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return x, nil, nil
+	}
+	return x, r, err
+}
+
+// List returns executions newest first.
+func (e *Engine) List(f store.Filter) ([]*recordv1.Execution, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	return e.st.List(f)
+}
+
+// MarkDelivered records that the result of a completed execution reached the
+// caller. Delivering twice is not an error.
+func (e *Engine) MarkDelivered(ctx context.Context, id string) (*recordv1.Execution, error) {
+	x, err := e.transition(ctx, id, recordv1.State_STATE_DELIVERED, "transition", "result delivered to the caller", requireState(recordv1.State_STATE_COMPLETED))
+	if errors.Is(err, ErrNotResolvable) {
+		if cur, gerr := e.st.Execution(id); gerr == nil && cur.GetState() == recordv1.State_STATE_DELIVERED {
+			return cur, nil
+		}
+	}
+	return x, err
+}
+
+// Cancel cancels an execution that has not been dispatched.
+func (e *Engine) Cancel(ctx context.Context, id, actor, reason string) (*recordv1.Execution, error) {
+	if reason == "" {
+		reason = "cancelled by the caller"
+	}
+	x, err := e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", reason, func(x *recordv1.Execution) error {
+		if actor != "" && x.GetActor() != actor {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		switch x.GetState() {
+		case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AWAITING_APPROVAL, recordv1.State_STATE_AUTHORIZED:
+			return nil
+		case recordv1.State_STATE_CANCELLED:
+			return errAlreadyCancelled
+		}
+		return fmt.Errorf("%w: %s is %s; after dispatch an execution runs to its observed outcome", ErrTooLate, id, lifecycle.Name(x.GetState()))
+	})
+	if errors.Is(err, errAlreadyCancelled) {
+		cur, gerr := e.st.Execution(id)
+		return cur, gerr
+	}
+	if err == nil {
+		e.dropSecrets(id)
+	}
+	return x, err
+}
+
+var errAlreadyCancelled = errors.New("already cancelled")
+
+// ResolveInput is an operator's decision on an uncertain execution.
+type ResolveInput struct {
+	ID          string
+	Completed   bool
+	NotExecuted bool
+	Outcome     recordv1.Outcome
+	Reason      string
+	Operator    string
+}
+
+// Resolve settles an outcome_unknown or needs_review execution by an
+// operator's decision, journaled with the reason.
+func (e *Engine) Resolve(ctx context.Context, in ResolveInput) (*recordv1.Execution, error) {
+	switch {
+	case in.Completed == in.NotExecuted:
+		return nil, fmt.Errorf("%w: say exactly one of completed or not_executed", ErrInvalidRequest)
+	case in.Reason == "":
+		return nil, fmt.Errorf("%w: a reason is required (what evidence decided it)", ErrInvalidRequest)
+	case in.Completed && in.Outcome == recordv1.Outcome_OUTCOME_UNSPECIFIED:
+		return nil, fmt.Errorf("%w: completed needs an outcome (succeeded or failed_at_target)", ErrInvalidRequest)
+	}
+	operator := in.Operator
+	if operator == "" {
+		operator = "operator"
+	}
+	to := recordv1.State_STATE_NOT_EXECUTED
+	if in.Completed {
+		to = recordv1.State_STATE_COMPLETED
+	}
+	x, err := e.transition(ctx, in.ID, to, "resolve", "resolved by "+operator+": "+in.Reason, func(x *recordv1.Execution) error {
+		if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW)(x); err != nil {
+			return err
+		}
+		if in.Completed {
+			x.Outcome = in.Outcome
+		}
+		return nil
+	})
+	if err == nil {
+		e.dropSecrets(in.ID)
+	}
+	return x, err
+}
+
+// Watch streams an execution's states: the current one first, then each
+// change, until ctx ends. The channel keeps only the newest state when the
+// reader falls behind; it is closed when ctx ends.
+func (e *Engine) Watch(ctx context.Context, id, actor string) (<-chan *recordv1.Execution, error) {
+	ch := make(chan *recordv1.Execution, 8)
+	e.watchMu.Lock()
+	if e.watchers[id] == nil {
+		e.watchers[id] = map[chan *recordv1.Execution]struct{}{}
+	}
+	e.watchers[id][ch] = struct{}{}
+	e.watchMu.Unlock()
+	unsubscribe := func() {
+		e.watchMu.Lock()
+		delete(e.watchers[id], ch)
+		if len(e.watchers[id]) == 0 {
+			delete(e.watchers, id)
+		}
+		close(ch)
+		e.watchMu.Unlock()
+	}
+	x, _, err := e.Get(id, actor)
+	if err != nil {
+		unsubscribe()
+		return nil, err
+	}
+	e.watchMu.Lock()
+	offer(ch, x)
+	e.watchMu.Unlock()
+	go func() {
+		<-ctx.Done()
+		unsubscribe()
+	}()
+	return ch, nil
+}
+
+// notify runs on the store's writer after each commit.
+func (e *Engine) notify(changed []*recordv1.Execution) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	for _, x := range changed {
+		for ch := range e.watchers[x.GetId()] {
+			offer(ch, proto.Clone(x).(*recordv1.Execution))
+		}
+	}
+}
+
+// offer sends without blocking, dropping the oldest queued state if full.
+func offer(ch chan *recordv1.Execution, x *recordv1.Execution) {
+	for {
+		select {
+		case ch <- x:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}

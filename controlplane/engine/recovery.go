@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// Start reconciles what a previous run left uncertain and starts the
+// recovery worker. Executions left in dispatched by a crash become
+// outcome_unknown (never re-sent blindly) and are recovered like any other
+// unknown; authorized ones are dispatched (nothing was sent: dispatched is
+// durable before the first byte).
+func (e *Engine) Start(ctx context.Context) error {
+	for _, st := range []recordv1.State{recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_AUTHORIZED} {
+		for {
+			xs, err := e.st.List(store.Filter{State: st, Limit: 500})
+			if err != nil {
+				return fmt.Errorf("engine: start-up scan: %w", err)
+			}
+			for _, x := range xs {
+				if st == recordv1.State_STATE_DISPATCHED {
+					e.log.Info("execution was dispatched when the control plane stopped; recovering its outcome from the target", "execution_id", x.GetId())
+					e.markUnknown(ctx, x.GetId(), "the control plane stopped while the execution was dispatched")
+				} else {
+					e.startDispatch(x.GetId())
+				}
+			}
+			if len(xs) < 500 || st == recordv1.State_STATE_AUTHORIZED {
+				break
+			}
+		}
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.recoveryLoop()
+	}()
+	return nil
+}
+
+// Kick asks the recovery worker to look at one execution now.
+func (e *Engine) Kick(id string) {
+	select {
+	case e.kick <- id:
+	default:
+	}
+}
+
+// Close stops dispatch and recovery; executions in flight stay dispatched and
+// are recovered at the next start.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+func (e *Engine) recoveryLoop() {
+	t := time.NewTicker(e.cfg.Recovery.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case id := <-e.kick:
+			if x, err := e.st.Execution(id); err == nil {
+				e.recoverOne(e.ctx, x)
+			}
+		case <-t.C:
+			xs, err := e.st.List(store.Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN, Limit: 1000})
+			if err != nil {
+				e.log.Error("recovery scan failed", "error", err)
+				continue
+			}
+			now := e.cfg.Clock()
+			for _, x := range xs {
+				if e.ctx.Err() != nil {
+					return
+				}
+				if next := x.GetNextRecoveryAt(); next == nil || !next.AsTime().After(now) {
+					e.recoverOne(e.ctx, x)
+				}
+			}
+		}
+	}
+}
+
+// recoverOne tries once to settle an outcome_unknown execution from evidence,
+// by the tool's replay class. Every attempt is journaled.
+func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
+	if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
+		return
+	}
+	id := x.GetId()
+	log := e.log.With("execution_id", id)
+	review := func(reason string) {
+		e.dropSecrets(id)
+		if _, err := e.transition(ctx, id, recordv1.State_STATE_NEEDS_REVIEW, "recovery", reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
+			log.Debug("recovery: not moved to needs_review", "error", err)
+		}
+	}
+	if int(x.GetRecoveryAttempts()) >= e.cfg.Recovery.MaxAttempts {
+		review(fmt.Sprintf("recovery gave up after %d attempts; an operator decides (latch exec resolve)", x.GetRecoveryAttempts()))
+		return
+	}
+	ch, c, err := e.call(x)
+	if err != nil {
+		review("cannot ask the target: " + err.Error())
+		return
+	}
+	c.Recovery = true
+	var a Attempt
+	switch c.Tool.Replay {
+	case tools.ReplayReview:
+		review("outcome unknown and the tool's replay class is review: an operator decides (latch exec resolve)")
+		return
+	case tools.ReplayStatusQuery:
+		a = ch.Query(ctx, c)
+	default: // idempotency_key, read_only: re-send under the same execution ID
+		a = ch.Dispatch(ctx, c)
+	}
+	switch a.Class {
+	case Observed:
+		e.dropSecrets(id)
+		e.complete(ctx, id, a, "recovery")
+		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
+	case Absent:
+		e.dropSecrets(id)
+		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", "the target has no record of it: "+a.Reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
+			log.Debug("recovery: not moved to not_executed", "error", err)
+		}
+	case Unsupported:
+		review("the target cannot be asked: " + a.Reason)
+	default:
+		now := e.cfg.Clock()
+		_, err := e.journal(ctx, x, "recovery_attempt", "no evidence yet: "+a.Reason, func(cur *recordv1.Execution) {
+			cur.RecoveryAttempts++
+			cur.NextRecoveryAt = timestamppb.New(now.Add(backoff(e.cfg.Recovery.MinBackoff, e.cfg.Recovery.MaxBackoff, int(cur.RecoveryAttempts))))
+		})
+		if err != nil {
+			log.Error("recovery: cannot journal attempt", "error", err)
+		}
+	}
+}

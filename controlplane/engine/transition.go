@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// step moves x to state `to` inside tx: it checks the transition, stamps the
+// timestamp that belongs to the state, stores the execution and appends the
+// journal record. x is modified in place.
+func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind, reason string, index bool) error {
+	if err := lifecycle.Check(x.GetState(), to); err != nil {
+		return err
+	}
+	from := x.GetState()
+	ts := timestamppb.New(now)
+	switch to {
+	case recordv1.State_STATE_AUTHORIZED:
+		x.AuthorizedAt = ts
+	case recordv1.State_STATE_DISPATCHED:
+		if x.DispatchedAt == nil {
+			x.DispatchedAt = ts
+		}
+		x.Attempts++
+	case recordv1.State_STATE_COMPLETED:
+		x.CompletedAt = ts
+	case recordv1.State_STATE_DELIVERED:
+		x.DeliveredAt = ts
+	}
+	x.State = to
+	x.UpdatedAt = ts
+	if reason != "" {
+		x.Reason = reason
+	}
+	idx, err := tx.Append(&recordv1.JournalEntry{
+		Time: ts, ExecutionId: x.GetId(), From: from, To: to, Kind: kind,
+		Reason: reason, Actor: x.GetActor(), Execution: proto.Clone(x).(*recordv1.Execution),
+	})
+	if err != nil {
+		return err
+	}
+	x.JournalIndex = uint64(idx)
+	return tx.PutExecution(x, index)
+}
+
+// transition loads an execution, lets mutate check and change it, and moves
+// it to `to` durably. mutate may return an error to refuse.
+func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+	var out *recordv1.Execution
+	now := e.cfg.Clock()
+	err := e.st.Update(ctx, func(tx *store.Tx) error {
+		x, err := tx.Execution(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		if mutate != nil {
+			if err := mutate(x); err != nil {
+				return err
+			}
+		}
+		if err := e.step(tx, x, to, now, kind, reason, false); err != nil {
+			return err
+		}
+		out = x
+		return nil
+	})
+	if errors.Is(err, store.ErrClosed) {
+		return nil, ErrClosed
+	}
+	return out, err
+}
+
+// journal appends a non-transition record (recovery attempt, evidence).
+func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution)) (*recordv1.Execution, error) {
+	var out *recordv1.Execution
+	now := e.cfg.Clock()
+	err := e.st.Update(ctx, func(tx *store.Tx) error {
+		cur, err := tx.Execution(x.GetId())
+		if err != nil {
+			return err
+		}
+		if mutate != nil {
+			mutate(cur)
+		}
+		cur.UpdatedAt = timestamppb.New(now)
+		idx, err := tx.Append(&recordv1.JournalEntry{
+			Time: timestamppb.New(now), ExecutionId: cur.GetId(), From: cur.GetState(), To: cur.GetState(),
+			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: proto.Clone(cur).(*recordv1.Execution),
+		})
+		if err != nil {
+			return err
+		}
+		cur.JournalIndex = uint64(idx)
+		out = cur
+		return tx.PutExecution(cur, false)
+	})
+	return out, err
+}
+
+// hostKeyID is the SHA256 fingerprint of a pinned host key, or the text as
+// given when it does not parse (the catalog validator refuses those anyway).
+func hostKeyID(authorizedKey string) string {
+	if authorizedKey == "" {
+		return ""
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(authorizedKey))
+	if err != nil {
+		sum := sha256.Sum256([]byte(authorizedKey))
+		return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+	}
+	return ssh.FingerprintSHA256(pk)
+}

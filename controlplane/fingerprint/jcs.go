@@ -1,0 +1,542 @@
+package fingerprint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Errors returned by Canonicalize and CanonicalizeValue. Every one of them
+// wraps ErrNotCanonicalizable, so callers that only need to know "this is
+// not acceptable input" test for that; the wrapped message names the
+// problem and its byte offset.
+var (
+	// ErrNotCanonicalizable is the class of every input refusal.
+	ErrNotCanonicalizable = errors.New("fingerprint: input is not canonicalizable JSON")
+	// ErrSyntax: the input is not a JSON text.
+	ErrSyntax = fmt.Errorf("%w: syntax error", ErrNotCanonicalizable)
+	// ErrInvalidUTF8: the input holds bytes that are not UTF-8, or a string
+	// escapes a lone UTF-16 surrogate.
+	ErrInvalidUTF8 = fmt.Errorf("%w: invalid UTF-8 or lone surrogate", ErrNotCanonicalizable)
+	// ErrDuplicateKey: an object names the same member twice.
+	ErrDuplicateKey = fmt.Errorf("%w: duplicate object key", ErrNotCanonicalizable)
+	// ErrNumberRange: a number is beyond the IEEE-754 double range (or is
+	// NaN or an infinity, which JSON text cannot spell but Go values can).
+	ErrNumberRange = fmt.Errorf("%w: number out of double range", ErrNotCanonicalizable)
+	// ErrTrailingData: something follows the JSON text.
+	ErrTrailingData = fmt.Errorf("%w: data after the JSON value", ErrNotCanonicalizable)
+	// ErrTooDeep: arrays and objects nest deeper than MaxDepth.
+	ErrTooDeep = fmt.Errorf("%w: nesting too deep", ErrNotCanonicalizable)
+)
+
+// MaxDepth bounds the nesting of arrays and objects Canonicalize accepts,
+// so hostile input cannot exhaust the stack.
+const MaxDepth = 512
+
+// Canonicalize returns the RFC 8785 (JCS) form of the JSON text data.
+//
+// It parses with its own strict parser rather than encoding/json, because
+// encoding/json silently replaces invalid UTF-8 and lone surrogate escapes
+// by U+FFFD and keeps the last of duplicate keys: all three would let two
+// different inputs share one canonical form. Numbers are kept as text until
+// they are converted once, with correct rounding, to a double; no precision
+// is lost on the way.
+func Canonicalize(data []byte) ([]byte, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: the input is not valid UTF-8", ErrInvalidUTF8)
+	}
+	p := parser{data: data}
+	p.skipSpace()
+	v, err := p.value(0)
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return nil, fmt.Errorf("%w at offset %d", ErrTrailingData, p.pos)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(data))
+	writeValue(&buf, v)
+	return buf.Bytes(), nil
+}
+
+// CanonicalizeValue marshals v with encoding/json and returns the JCS form
+// of the result. Values encoding/json cannot marshal (NaN, channels, ...)
+// are refused with an error wrapping ErrNotCanonicalizable.
+func CanonicalizeValue(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		var unsupported *json.UnsupportedValueError
+		if errors.As(err, &unsupported) {
+			return nil, fmt.Errorf("%w: %v", ErrNumberRange, err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+	}
+	return Canonicalize(raw)
+}
+
+// node is a parsed JSON value: one of nil (null), bool, float64, string,
+// []node, or object.
+type node any
+
+type member struct {
+	key   string
+	value node
+}
+
+type object []member
+
+type parser struct {
+	data []byte
+	pos  int
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) value(depth int) (node, error) {
+	if p.pos >= len(p.data) {
+		return nil, p.errorf("unexpected end of input")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		if depth >= MaxDepth {
+			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
+		}
+		return p.object(depth + 1)
+	case c == '[':
+		if depth >= MaxDepth {
+			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
+		}
+		return p.array(depth + 1)
+	case c == '"':
+		return p.string()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case p.literal("true"):
+		return true, nil
+	case p.literal("false"):
+		return false, nil
+	case p.literal("null"):
+		return nil, nil
+	default:
+		return nil, p.errorf("unexpected character %q", rune(c))
+	}
+}
+
+func (p *parser) literal(word string) bool {
+	if bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		p.pos += len(word)
+		return true
+	}
+	return false
+}
+
+func (p *parser) object(depth int) (node, error) {
+	start := p.pos
+	p.pos++ // '{'
+	obj := object{}
+	seen := make(map[string]struct{})
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		return obj, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, p.errorf("expected a string as object key (object at offset %d)", start)
+		}
+		keyAt := p.pos
+		key, err := p.string()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := seen[key]; dup {
+			return nil, fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, key, keyAt)
+		}
+		seen[key] = struct{}{}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, p.errorf("expected ':' after object key %q", key)
+		}
+		p.pos++
+		p.skipSpace()
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		obj = append(obj, member{key: key, value: v})
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.errorf("unterminated object (started at offset %d)", start)
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			return obj, nil
+		default:
+			return nil, p.errorf("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (p *parser) array(depth int) (node, error) {
+	start := p.pos
+	p.pos++ // '['
+	arr := []node{}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		return arr, nil
+	}
+	for {
+		p.skipSpace()
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.errorf("unterminated array (started at offset %d)", start)
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return arr, nil
+		default:
+			return nil, p.errorf("expected ',' or ']' in array")
+		}
+	}
+}
+
+// string parses a JSON string starting at the opening quote. The input is
+// known to be valid UTF-8 (checked once up front).
+func (p *parser) string() (string, error) {
+	start := p.pos
+	p.pos++ // opening quote
+	var sb strings.Builder
+	for {
+		if p.pos >= len(p.data) {
+			p.pos = start
+			return "", p.errorf("unterminated string")
+		}
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return sb.String(), nil
+		case c < 0x20:
+			return "", p.errorf("unescaped control character %#x in string", c)
+		case c != '\\':
+			// Copy the run of ordinary bytes in one go.
+			end := p.pos
+			for end < len(p.data) && p.data[end] != '"' && p.data[end] != '\\' && p.data[end] >= 0x20 {
+				end++
+			}
+			sb.Write(p.data[p.pos:end])
+			p.pos = end
+		default:
+			if err := p.escape(&sb); err != nil {
+				return "", err
+			}
+		}
+	}
+}
+
+func (p *parser) escape(sb *strings.Builder) error {
+	if p.pos+1 >= len(p.data) {
+		return p.errorf("unterminated escape")
+	}
+	e := p.data[p.pos+1]
+	p.pos += 2
+	switch e {
+	case '"', '\\', '/':
+		sb.WriteByte(e)
+	case 'b':
+		sb.WriteByte('\b')
+	case 'f':
+		sb.WriteByte('\f')
+	case 'n':
+		sb.WriteByte('\n')
+	case 'r':
+		sb.WriteByte('\r')
+	case 't':
+		sb.WriteByte('\t')
+	case 'u':
+		r, err := p.hex4()
+		if err != nil {
+			return err
+		}
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00:
+			// A high surrogate must be followed by an escaped low one.
+			if !bytes.HasPrefix(p.data[p.pos:], []byte(`\u`)) {
+				return fmt.Errorf("%w at offset %d: high surrogate \\u%04x without a low surrogate", ErrInvalidUTF8, p.pos-6, r)
+			}
+			p.pos += 2
+			r2, err := p.hex4()
+			if err != nil {
+				return err
+			}
+			if r2 < 0xdc00 || r2 > 0xdfff {
+				return fmt.Errorf("%w at offset %d: high surrogate \\u%04x followed by \\u%04x", ErrInvalidUTF8, p.pos-12, r, r2)
+			}
+			sb.WriteRune(utf16.DecodeRune(r, r2))
+		case utf16.IsSurrogate(r):
+			return fmt.Errorf("%w at offset %d: lone low surrogate \\u%04x", ErrInvalidUTF8, p.pos-6, r)
+		default:
+			sb.WriteRune(r)
+		}
+	default:
+		p.pos -= 2
+		return p.errorf("invalid escape \\%c", rune(e))
+	}
+	return nil
+}
+
+func (p *parser) hex4() (rune, error) {
+	if p.pos+4 > len(p.data) {
+		return 0, p.errorf("truncated \\u escape")
+	}
+	var r rune
+	for _, c := range p.data[p.pos : p.pos+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, p.errorf("invalid hex digit %q in \\u escape", rune(c))
+		}
+	}
+	p.pos += 4
+	return r, nil
+}
+
+// number parses the RFC 8259 number grammar
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converts it once,
+// correctly rounded, to a double.
+func (p *parser) number() (node, error) {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '0' {
+		p.pos++
+	} else if digits() == 0 {
+		return nil, p.errorf("invalid number %q", p.data[start:p.pos])
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return nil, p.errorf("invalid number %q: no digits after '.'", p.data[start:p.pos])
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.errorf("invalid number %q: no digits in exponent", p.data[start:p.pos])
+		}
+	}
+	text := string(p.data[start:p.pos])
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("%w at offset %d: %s", ErrNumberRange, start, text)
+	}
+	return f, nil
+}
+
+func writeValue(buf *bytes.Buffer, v node) {
+	switch v := v.(type) {
+	case nil:
+		buf.WriteString("null")
+	case bool:
+		if v {
+			buf.WriteString("true")
+		} else {
+			buf.WriteString("false")
+		}
+	case float64:
+		buf.WriteString(formatNumber(v))
+	case string:
+		writeString(buf, v)
+	case []node:
+		buf.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeValue(buf, e)
+		}
+		buf.WriteByte(']')
+	case object:
+		sorted := slices.Clone(v)
+		slices.SortFunc(sorted, func(a, b member) int { return compareUTF16(a.key, b.key) })
+		buf.WriteByte('{')
+		for i, m := range sorted {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeString(buf, m.key)
+			buf.WriteByte(':')
+			writeValue(buf, m.value)
+		}
+		buf.WriteByte('}')
+	}
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
+// §3.2.3 requires. It differs from Go's byte (code point) order only when a
+// string holds characters above U+FFFF and others in U+E000–U+FFFF.
+func compareUTF16(a, b string) int {
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		a, b = a[na:], b[nb:]
+		if ra == rb {
+			continue
+		}
+		ua, ub := utf16Units(ra), utf16Units(rb)
+		for i := range 2 {
+			if ua[i] != ub[i] {
+				if ua[i] < ub[i] {
+					return -1
+				}
+				return 1
+			}
+		}
+	}
+	switch {
+	case a == "" && b == "":
+		return 0
+	case a == "":
+		return -1
+	default:
+		return 1
+	}
+}
+
+// utf16Units returns the UTF-16 code units of r, padded with a zero unit
+// (which sorts first, like the end of a string would).
+func utf16Units(r rune) [2]uint16 {
+	if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+		return [2]uint16{uint16(r1), uint16(r2)}
+	}
+	return [2]uint16{uint16(r), 0}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// writeString writes s as RFC 8785 §3.2.2.2 requires.
+func writeString(buf *bytes.Buffer, s string) {
+	buf.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '"':
+			buf.WriteString(`\"`)
+		case '\\':
+			buf.WriteString(`\\`)
+		case '\b':
+			buf.WriteString(`\b`)
+		case '\f':
+			buf.WriteString(`\f`)
+		case '\n':
+			buf.WriteString(`\n`)
+		case '\r':
+			buf.WriteString(`\r`)
+		case '\t':
+			buf.WriteString(`\t`)
+		default:
+			if c < 0x20 {
+				buf.WriteString(`\u00`)
+				buf.WriteByte(hexDigits[c>>4])
+				buf.WriteByte(hexDigits[c&0xf])
+			} else {
+				buf.WriteByte(c)
+			}
+		}
+	}
+	buf.WriteByte('"')
+}
+
+// formatNumber serialises f as ECMAScript's Number.prototype.toString
+// (ECMA-262 Number::toString, radix 10), which RFC 8785 §3.2.2.3 adopts.
+// Go's shortest round-trip formatting yields the same digits as the
+// ECMAScript algorithm (the shortest that round-trip, the closest to f
+// when several do); only the layout differs.
+func formatNumber(f float64) string {
+	if f == 0 { // also -0
+		return "0"
+	}
+	if f < 0 {
+		return "-" + formatNumber(-f)
+	}
+	// "d.dddde±xx": digits and decimal exponent.
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	mant, exp, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	x, _ := strconv.Atoi(exp) // cannot fail: FormatFloat wrote it
+	k := len(digits)
+	n := x + 1 // f = 0.digits × 10^n
+	switch {
+	case k <= n && n <= 21:
+		return digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		return digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		return "0." + strings.Repeat("0", -n) + digits
+	}
+	sign := "+"
+	if n-1 < 0 {
+		sign = "-"
+	}
+	abs := n - 1
+	if abs < 0 {
+		abs = -abs
+	}
+	if k == 1 {
+		return digits + "e" + sign + strconv.Itoa(abs)
+	}
+	return digits[:1] + "." + digits[1:] + "e" + sign + strconv.Itoa(abs)
+}

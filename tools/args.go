@@ -1,0 +1,293 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// MaxArgumentsSize is the largest arguments object PrepareArguments accepts.
+const MaxArgumentsSize = 64 << 10
+
+// maxRepeatOfLen bounds repeat_of; execution IDs are "act_" + a 26-char ULID.
+const maxRepeatOfLen = 128
+
+// repeatOfDescription is the description of the repeat_of property.
+const repeatOfDescription = "execution ID of an earlier call of this tool whose outcome you have seen and deliberately want to repeat"
+
+// decodeJSON decodes one JSON value. Numbers become float64 (the number
+// model of JSON Schema validation and of RFC 8785 canonical JSON); an
+// integer literal that float64 cannot hold exactly (beyond ±2^53) is
+// refused rather than silently rounded.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return numbersToFloat(v, "")
+}
+
+var intLiteralRE = regexp.MustCompile(`^-?[0-9]+$`)
+
+func numbersToFloat(v any, at string) (any, error) {
+	switch tv := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(tv.String(), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%snumber %s is out of range", atPrefix(at), tv)
+		}
+		if intLiteralRE.MatchString(tv.String()) && strconv.FormatFloat(f, 'f', -1, 64) != tv.String() {
+			return nil, fmt.Errorf("%sinteger %s is too large to be exact (beyond 2^53); pass it as a string", atPrefix(at), tv)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range tv {
+			c, err := numbersToFloat(e, joinAt(at, k))
+			if err != nil {
+				return nil, err
+			}
+			tv[k] = c
+		}
+		return tv, nil
+	case []any:
+		for i, e := range tv {
+			c, err := numbersToFloat(e, fmt.Sprintf("%s[%d]", at, i))
+			if err != nil {
+				return nil, err
+			}
+			tv[i] = c
+		}
+		return tv, nil
+	default:
+		return v, nil
+	}
+}
+
+func joinAt(at, k string) string {
+	if at == "" {
+		return k
+	}
+	return at + "." + k
+}
+
+func atPrefix(at string) string {
+	if at == "" {
+		return ""
+	}
+	return "argument " + at + ": "
+}
+
+// PrepareArguments turns a call's raw arguments into the map every later
+// step (fingerprint, rendering) uses:
+//
+//   - empty input or JSON null is an empty object; anything but an object,
+//     or more than MaxArgumentsSize bytes, is refused;
+//   - numbers are float64 (see decodeJSON: integers beyond 2^53 are refused);
+//   - repeat_of, if present, must be a non-empty string and is accepted only
+//     by side-effecting tools; it STAYS in the returned map (it enters the
+//     fingerprint, DESIGN §5) and is left out of schema validation. Use
+//     SplitRepeatOf to take it out;
+//   - the contract's defaults are materialised for absent properties;
+//   - the result is validated against the input schema.
+//
+// Every failure wraps ErrInvalidArguments and names the argument and rule.
+func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
+	if len(raw) > MaxArgumentsSize {
+		return nil, argError("arguments are %d bytes; the limit is %d", len(raw), MaxArgumentsSize)
+	}
+	var args map[string]any
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		args = map[string]any{}
+	} else {
+		v, err := decodeJSON(trimmed)
+		if err != nil {
+			return nil, argError("arguments are not valid JSON: %v", err)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, argError("arguments must be a JSON object, got %s", jsonTypeName(v))
+		}
+		args = m
+	}
+	repeatOf, hasRepeat := args[RepeatOfArgument]
+	if hasRepeat {
+		if !t.SideEffecting() {
+			return nil, argError("argument %q: tool %s is read-only; there is nothing to repeat, call it again without %s", RepeatOfArgument, t.Name, RepeatOfArgument)
+		}
+		s, ok := repeatOf.(string)
+		if !ok || s == "" || len(s) > maxRepeatOfLen {
+			return nil, argError("argument %q: must be the execution ID (a string like act_...) of the call being repeated", RepeatOfArgument)
+		}
+	}
+	_, rest := t.SplitRepeatOf(args)
+	for k, v := range t.Defaults {
+		if _, ok := rest[k]; !ok {
+			rest[k] = deepCopy(v)
+		}
+	}
+	rs, err := t.resolvedSchema()
+	if err != nil {
+		return nil, err
+	}
+	if err := rs.Validate(rest); err != nil {
+		return nil, argError("%s", cleanValidation(err))
+	}
+	if hasRepeat {
+		rest[RepeatOfArgument] = repeatOf
+	}
+	return rest, nil
+}
+
+// SplitRepeatOf returns the repeat_of argument ("" when absent) and a
+// shallow copy of args without it. args is not modified.
+func (t *Tool) SplitRepeatOf(args map[string]any) (string, map[string]any) {
+	rest := make(map[string]any, len(args))
+	var repeatOf string
+	for k, v := range args {
+		if k == RepeatOfArgument {
+			repeatOf, _ = v.(string)
+			continue
+		}
+		rest[k] = v
+	}
+	return repeatOf, rest
+}
+
+// MCPInputSchema is the input schema advertised to MCP clients: the
+// contract's schema, plus an optional string property repeat_of on
+// side-effecting tools.
+func (t *Tool) MCPInputSchema() json.RawMessage {
+	src := t.InputSchema
+	if len(src) == 0 {
+		src = json.RawMessage(defaultInputSchema)
+	}
+	if !t.SideEffecting() {
+		return slicesClone(src)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(src, &m); err != nil || m == nil {
+		return slicesClone(src)
+	}
+	props, _ := m["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props = maps.Clone(props)
+	props[RepeatOfArgument] = map[string]any{"type": "string", "description": repeatOfDescription}
+	m["properties"] = props
+	out, err := json.Marshal(m)
+	if err != nil {
+		return slicesClone(src)
+	}
+	return out
+}
+
+func slicesClone(b []byte) json.RawMessage { return append(json.RawMessage(nil), b...) }
+
+// defaultInputSchema is the schema of a tool that declares none: no arguments.
+const defaultInputSchema = `{"type":"object","properties":{},"additionalProperties":false}`
+
+// schemaCache maps schema JSON to its resolved form; entries are immutable
+// and shared by every tool with the same schema. It stops growing at
+// maxCachedSchemas so that hand-built tools cannot grow it without bound.
+var (
+	schemaCache  sync.Map // string -> *jsonschema.Resolved
+	schemaCached atomic.Int64
+)
+
+const maxCachedSchemas = 4096
+
+func (t *Tool) resolvedSchema() (*jsonschema.Resolved, error) {
+	src := string(t.InputSchema)
+	if src == "" {
+		src = defaultInputSchema
+	}
+	if v, ok := schemaCache.Load(src); ok {
+		return v.(*jsonschema.Resolved), nil
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal([]byte(src), &s); err != nil {
+		return nil, fmt.Errorf("%w: tool %s: %v", ErrInvalid, t.Name, err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tool %s: %v", ErrInvalid, t.Name, err)
+	}
+	if schemaCached.Load() < maxCachedSchemas {
+		if _, loaded := schemaCache.LoadOrStore(src, rs); !loaded {
+			schemaCached.Add(1)
+		}
+	}
+	return rs, nil
+}
+
+var propPathRE = regexp.MustCompile(`validating /properties/([^:]*): `)
+
+// cleanValidation rewrites jsonschema-go's error chain ("validating root:
+// validating /properties/x: type: ...") to "argument x: type: ...".
+func cleanValidation(err error) string {
+	s := err.Error()
+	s = strings.ReplaceAll(s, "validating root: ", "")
+	s = strings.ReplaceAll(s, "jsonschema.Schema: <anonymous schema>: ", "")
+	s = propPathRE.ReplaceAllStringFunc(s, func(m string) string {
+		name := propPathRE.FindStringSubmatch(m)[1]
+		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
+		return "argument " + name + ": "
+	})
+	s = strings.ReplaceAll(s, "required: missing properties", "missing required arguments")
+	s = strings.ReplaceAll(s, "unexpected additional properties", "unknown arguments")
+	return s
+}
+
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
+// deepCopy copies JSON-shaped values so callers may modify what they get.
+func deepCopy(v any) any {
+	switch tv := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(tv))
+		for k, e := range tv {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(tv))
+		for i, e := range tv {
+			out[i] = deepCopy(e)
+		}
+		return out
+	default:
+		return v
+	}
+}

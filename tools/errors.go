@@ -1,0 +1,58 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrInvalid is matched (errors.Is) by every *LoadError: the catalog was
+	// refused and nothing of it may be used.
+	ErrInvalid = errors.New("tools: invalid catalog")
+	// ErrInvalidArguments means a call's arguments do not satisfy the tool's
+	// input schema or cannot be rendered into its request or command. The
+	// message names the argument and the rule, and is written for the caller.
+	ErrInvalidArguments = errors.New("tools: invalid arguments")
+	// ErrWrongChannel means a rendering method was called on a tool of the
+	// other kind (RenderRequest on an SSH tool, RenderArgv on an HTTP tool).
+	ErrWrongChannel = errors.New("tools: method does not apply to this tool's channel")
+)
+
+// Problem is one thing wrong with a catalog, located in its file.
+type Problem struct {
+	File string
+	// Line is 1-based; 0 when the problem has no line (an unreadable file).
+	Line int
+	Msg  string
+}
+
+// String formats the problem as "file:line: msg".
+func (p Problem) String() string {
+	if p.Line <= 0 {
+		return fmt.Sprintf("%s: %s", p.File, p.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
+}
+
+// LoadError lists every problem found in a refused catalog, in file order.
+type LoadError struct {
+	Problems []Problem
+}
+
+// Error returns the problems one per line, each "file:line: what is wrong".
+func (e *LoadError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for a *LoadError.
+func (e *LoadError) Is(target error) bool { return target == ErrInvalid }
+
+// argError builds an ErrInvalidArguments error.
+func argError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArguments, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,578 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"golang.org/x/crypto/ssh"
+)
+
+// Defaults applied by the loader.
+const (
+	// DefaultAttachWindow is the attach window of a side-effecting tool that
+	// does not set attach_window.
+	DefaultAttachWindow = 10 * time.Minute
+	// DefaultHTTPTimeout bounds one HTTP exchange when the target sets none.
+	DefaultHTTPTimeout = 30 * time.Second
+	// MaxCatalogSize is the largest catalog file Load reads.
+	MaxCatalogSize = 8 << 20
+)
+
+var (
+	nameRE       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	headerNameRE = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	yamlErrRE    = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
+)
+
+var (
+	topKeys         = []string{"targets", "tools"}
+	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "address", "user", "host_key", "hostagent_socket"}
+	statusKeys      = []string{"method", "path"}
+	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", "timeout", "replay", "attach_window", "approval", "fingerprint"}
+	requestKeys     = []string{"method", "path", "query", "headers", "body"}
+	fingerprintKeys = []string{"ignore", "secret"}
+	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+	replays         = []string{string(ReplayReadOnly), string(ReplayIdempotencyKey), string(ReplayStatusQuery), string(ReplayReview)}
+	approvals       = []string{string(ApprovalNone), string(ApprovalSession), string(ApprovalEveryCall)}
+	channels        = []string{string(ChannelHTTP), string(ChannelSSH), string(ChannelLocal)}
+	// channelKeys lists the target keys that apply to each channel.
+	channelKeys = map[Channel][]string{
+		ChannelHTTP:  {"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout"},
+		ChannelSSH:   {"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout"},
+		ChannelLocal: {"channel", "hostagent_socket", "timeout"},
+	}
+	// reservedHeaders are set by the HTTP client or by Latch itself.
+	reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "te", "trailer", "upgrade"}
+)
+
+// Load reads and validates the catalog at path. A bad catalog is refused
+// whole: the error is a *LoadError listing every problem.
+func Load(path string) (*Catalog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tools: open catalog (set its path with --catalog): %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxCatalogSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("tools: read catalog %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates a catalog held in memory; filename is used in messages.
+// It returns a *LoadError (errors.Is(err, ErrInvalid)) listing every problem
+// as "file:line: what is wrong" when the catalog is refused.
+func Parse(filename string, data []byte) (*Catalog, error) {
+	p := &parser{file: filename}
+	cat := p.parse(data)
+	if len(p.problems) > 0 {
+		slices.SortStableFunc(p.problems, func(a, b Problem) int { return a.Line - b.Line })
+		return nil, &LoadError{Problems: p.problems}
+	}
+	cat.Source = filename
+	return cat, nil
+}
+
+func (p *parser) yamlErr(err error) {
+	if m := yamlErrRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		p.problems = append(p.problems, Problem{File: p.file, Line: line, Msg: "YAML: " + m[2]})
+		return
+	}
+	p.problems = append(p.problems, Problem{File: p.file, Msg: "YAML: " + cleanYAMLErr(err)})
+}
+
+func (p *parser) parse(data []byte) *Catalog {
+	if len(data) > MaxCatalogSize {
+		p.problems = append(p.problems, Problem{File: p.file, Msg: fmt.Sprintf("catalog is larger than %d bytes", MaxCatalogSize)})
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		p.yamlErr(err)
+		return nil
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		p.addf(&extra, "a catalog is one YAML document; remove the extra \"---\" document")
+	} else if !errors.Is(err, io.EOF) {
+		p.yamlErr(err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind == 0 || (root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null") {
+		p.problems = append(p.problems, Problem{File: p.file, Line: 1, Msg: "catalog is empty: define at least one tool under tools:"})
+		return nil
+	}
+	top := p.fields(root, "catalog", topKeys)
+	if top == nil {
+		return nil
+	}
+	cat := &Catalog{Targets: map[string]*Target{}, Tools: map[string]*Tool{}}
+	if e, ok := top["targets"]; ok && !isNull(e.val) && p.isMapping(e.val, "targets") {
+		for _, te := range p.pairs(e.val, "targets") {
+			if t := p.target(te); t != nil {
+				cat.Targets[t.Name] = t
+			}
+		}
+	}
+	var toolsNode *yaml.Node
+	if e, ok := top["tools"]; ok && !isNull(e.val) && p.isMapping(e.val, "tools") {
+		toolsNode = e.val
+		entries := p.pairs(e.val, "tools")
+		for _, te := range entries {
+			if t := p.tool(te, cat.Targets); t != nil {
+				cat.Tools[t.Name] = t
+			}
+		}
+		if len(entries) == 0 {
+			toolsNode = nil
+		}
+	}
+	if toolsNode == nil {
+		at := root
+		if e, ok := top["tools"]; ok {
+			at = e.keyNode
+		}
+		p.addf(at, "catalog defines no tools: add at least one under tools:")
+	}
+	return cat
+}
+
+func isNull(n *yaml.Node) bool {
+	n = deref(n)
+	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// checkName reports names that do not match nameRE.
+func (p *parser) checkName(e kv, kind string) bool {
+	if !nameRE.MatchString(e.key) {
+		p.addf(e.keyNode, "%s name %q: must match ^[a-z][a-z0-9_-]{0,63}$", kind, e.key)
+		return false
+	}
+	return true
+}
+
+func (p *parser) target(e kv) *Target {
+	p.checkName(e, "target")
+	what := "target " + e.key
+	f := p.fields(e.val, what, targetKeys)
+	if f == nil {
+		return nil
+	}
+	t := &Target{Name: e.key}
+	ce, ok := f["channel"]
+	if !ok {
+		p.addf(e.keyNode, "%s: channel is required (%s)", what, strings.Join(channels, ", "))
+		return t
+	}
+	ch, ok := p.str(ce, what+": channel")
+	if !ok {
+		return t
+	}
+	if !slices.Contains(channels, ch) {
+		p.addf(ce.keyNode, "%s: unknown channel %q (want %s)", what, ch, strings.Join(channels, ", "))
+		return t
+	}
+	t.Channel = Channel(ch)
+	for _, k := range sortedKeys(f) {
+		if !slices.Contains(channelKeys[t.Channel], k) {
+			p.addf(f[k].keyNode, "%s: %s does not apply to %s targets", what, k, ch)
+		}
+	}
+	if e, ok := f["credential"]; ok {
+		t.Credential, _ = p.str(e, what+": credential")
+	}
+	if e, ok := f["timeout"]; ok {
+		t.Timeout, _ = p.duration(e, what+": timeout")
+	}
+	if e, ok := f["hostagent_socket"]; ok {
+		if s, ok := p.str(e, what+": hostagent_socket"); ok {
+			if !strings.HasPrefix(s, "/") {
+				p.addf(e.keyNode, "%s: hostagent_socket must be an absolute path", what)
+			}
+			t.HostagentSocket = s
+		}
+	}
+	switch t.Channel {
+	case ChannelHTTP:
+		p.httpTarget(e, f, t, what)
+	case ChannelSSH:
+		p.sshTarget(e, f, t, what)
+	case ChannelLocal:
+		if t.HostagentSocket == "" {
+			if _, given := f["hostagent_socket"]; !given {
+				p.addf(e.keyNode, "%s: hostagent_socket is required for local targets", what)
+			}
+		}
+	}
+	return t
+}
+
+func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
+	if t.Timeout == 0 {
+		t.Timeout = DefaultHTTPTimeout
+	}
+	if e, ok := f["base_url"]; !ok {
+		p.addf(te.keyNode, "%s: base_url is required for http targets", what)
+	} else if s, ok := p.str(e, what+": base_url"); ok {
+		u, err := url.Parse(s)
+		switch {
+		case strings.ContainsAny(s, "{}"):
+			p.addf(e.keyNode, "%s: base_url cannot be templated: arguments never choose the host", what)
+		case err != nil:
+			p.addf(e.keyNode, "%s: base_url: %v", what, err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			p.addf(e.keyNode, "%s: base_url must be an http:// or https:// URL", what)
+		case u.Host == "" || u.Hostname() == "":
+			p.addf(e.keyNode, "%s: base_url has no host", what)
+		case u.User != nil:
+			p.addf(e.keyNode, "%s: base_url must not carry credentials; use credential:", what)
+		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			p.addf(e.keyNode, "%s: base_url must not have a query or fragment", what)
+		default:
+			t.BaseURL = s
+		}
+	}
+	if e, ok := f["idempotency_header"]; ok {
+		if s, ok := p.str(e, what+": idempotency_header"); ok {
+			if !headerNameRE.MatchString(s) {
+				p.addf(e.keyNode, "%s: idempotency_header %q is not a valid header name", what, s)
+			} else {
+				t.IdempotencyHeader = s
+			}
+		}
+	}
+	if e, ok := f["allow_private"]; ok {
+		t.AllowPrivate, _ = p.boolean(e, what+": allow_private")
+	}
+	if e, ok := f["status"]; ok {
+		sf := p.fields(e.val, what+": status", statusKeys)
+		if sf == nil {
+			return
+		}
+		sq := &StatusQuery{Method: "GET"}
+		ok := true
+		if me, has := sf["method"]; has {
+			m, mok := p.str(me, what+": status.method")
+			if mok && m != "GET" && m != "POST" {
+				p.addf(me.keyNode, "%s: status.method must be GET or POST", what)
+				mok = false
+			}
+			sq.Method, ok = m, ok && mok
+		}
+		pe, has := sf["path"]
+		if !has {
+			p.addf(e.keyNode, "%s: status.path is required", what)
+			return
+		}
+		path, pok := p.str(pe, what+": status.path")
+		if pok {
+			switch {
+			case !strings.HasPrefix(path, "/"):
+				p.addf(pe.keyNode, "%s: status.path must start with /", what)
+				pok = false
+			case !strings.Contains(path, "{execution_id}"):
+				p.addf(pe.keyNode, "%s: status.path must contain {execution_id}", what)
+				pok = false
+			case strings.Contains(path, "{{") || strings.ContainsAny(path, "?#"):
+				p.addf(pe.keyNode, "%s: status.path may use only {execution_id}, with no query or fragment", what)
+				pok = false
+			}
+		}
+		sq.Path = path
+		if ok && pok {
+			t.Status = sq
+		}
+	}
+}
+
+func (p *parser) sshTarget(te kv, f map[string]kv, t *Target, what string) {
+	if e, ok := f["address"]; !ok {
+		p.addf(te.keyNode, "%s: address (host:port) is required for ssh targets", what)
+	} else if s, ok := p.str(e, what+": address"); ok {
+		host, port, err := net.SplitHostPort(s)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			p.addf(e.keyNode, "%s: address %q must be host:port", what, s)
+		} else {
+			t.Address = s
+		}
+	}
+	if e, ok := f["user"]; !ok {
+		p.addf(te.keyNode, "%s: user is required for ssh targets", what)
+	} else {
+		t.User, _ = p.str(e, what+": user")
+	}
+	if e, ok := f["host_key"]; !ok {
+		p.addf(te.keyNode, "%s: host_key is required for ssh targets (pinned; ssh-keyscan prints it)", what)
+	} else if s, ok := p.str(e, what+": host_key"); ok {
+		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s)); err != nil {
+			p.addf(e.keyNode, "%s: host_key is not a public key in authorized_keys form (\"ssh-ed25519 AAAA...\"): %v", what, err)
+		} else {
+			t.HostKey = s
+		}
+	}
+}
+
+// refCheck says how a template's references must be satisfied.
+type refCheck int
+
+const (
+	// refAlways: the string is always rendered, so each argument must be
+	// required or have a default.
+	refAlways refCheck = iota
+	// refOptional: a string that is exactly "{{x}}" is dropped when x is
+	// absent; any other reference must be refAlways.
+	refOptional
+)
+
+// checkTemplate reports malformed templates and references to arguments the
+// input schema lacks (or that may be absent where they must be present).
+func (p *parser) checkTemplate(n *yaml.Node, s, what string, info *schemaInfo, mode refCheck) {
+	names, err := templateArgs(s)
+	if err != nil {
+		p.addf(n, "%s: %v", what, err)
+		return
+	}
+	if info == nil {
+		return
+	}
+	_, exact := exactArg(s)
+	for _, name := range names {
+		switch {
+		case !info.props[name]:
+			p.addf(n, "%s: {{%s}} names no property of input_schema", what, name)
+		case mode == refOptional && exact:
+		case !info.required[name] && !info.hasDefault[name]:
+			p.addf(n, "%s: {{%s}} must always have a value: make it required or give it a default", what, name)
+		}
+	}
+}
+
+func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
+	p.checkName(e, "tool")
+	if strings.HasPrefix(e.key, "latch_") {
+		p.addf(e.keyNode, "tool name %q: names beginning latch_ are reserved for built-in tools", e.key)
+	}
+	what := "tool " + e.key
+	f := p.fields(e.val, what, toolKeys)
+	if f == nil {
+		return nil
+	}
+	t := &Tool{Name: e.key, Approval: ApprovalNone}
+	if d, ok := f["description"]; ok {
+		t.Description, _ = p.str(d, what+": description")
+	}
+
+	// Target and channel.
+	var tg *Target
+	if te, ok := f["target"]; !ok {
+		p.addf(e.keyNode, "%s: target is required", what)
+	} else if name, ok := p.str(te, what+": target"); ok {
+		t.Target = name
+		if tg = targets[name]; tg == nil {
+			p.addf(te.keyNode, "%s: unknown target %q", what, name)
+		} else if tg.Channel == "" {
+			tg = nil // its own problem is already reported
+		}
+	}
+
+	// Replay, approval, windows.
+	replayOK := false
+	if re, ok := f["replay"]; !ok {
+		p.addf(e.keyNode, "%s: replay is required (%s)", what, strings.Join(replays, ", "))
+	} else if s, ok := p.str(re, what+": replay"); ok {
+		if !slices.Contains(replays, s) {
+			p.addf(re.keyNode, "%s: unknown replay class %q (want %s)", what, s, strings.Join(replays, ", "))
+		} else {
+			t.Replay, replayOK = Replay(s), true
+		}
+	}
+	if ae, ok := f["approval"]; ok {
+		if s, ok := p.str(ae, what+": approval"); ok {
+			if !slices.Contains(approvals, s) {
+				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
+			} else {
+				t.Approval = Approval(s)
+			}
+		}
+	}
+	if we, ok := f["attach_window"]; ok {
+		n := deref(we.val)
+		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
+			t.UntilResolved = true
+		} else if n == nil || n.Kind != yaml.ScalarNode {
+			p.addf(we.keyNode, "%s: attach_window must be a duration like 30m or 2h, or until_resolved", what)
+		} else if d, err := time.ParseDuration(n.Value); err != nil || d <= 0 {
+			p.addf(we.keyNode, "%s: attach_window %q must be a positive duration like 30m or 2h, or until_resolved", what, n.Value)
+		} else {
+			t.AttachWindow = d
+		}
+	} else if replayOK && t.SideEffecting() {
+		t.AttachWindow = DefaultAttachWindow
+	}
+	if te, ok := f["timeout"]; ok {
+		t.Timeout, _ = p.duration(te, what+": timeout")
+	}
+
+	// Arguments.
+	var se *kv
+	if s, ok := f["input_schema"]; ok {
+		se = &s
+	}
+	raw, info := p.inputSchema(se, what+": input_schema")
+	t.InputSchema = raw
+	if info != nil {
+		info.hasDefault = map[string]bool{}
+		p.defaults(f, t, info, what)
+	}
+	p.fingerprint(f, t, info, what)
+
+	// Request or command, by channel.
+	if tg != nil {
+		switch tg.Channel {
+		case ChannelHTTP:
+			for _, k := range []string{"command", "cwd", "env"} {
+				if ke, has := f[k]; has {
+					p.addf(ke.keyNode, "%s: %s does not apply to HTTP tools (target %s is http); use request:", what, k, tg.Name)
+				}
+			}
+			if re, has := f["request"]; !has {
+				p.addf(e.keyNode, "%s: request is required: target %s is http", what, tg.Name)
+			} else {
+				t.Request = p.request(re, tg, info, what)
+			}
+			if replayOK && t.Replay == ReplayIdempotencyKey && tg.IdempotencyHeader == "" {
+				p.addf(f["replay"].keyNode, "%s: replay idempotency_key needs idempotency_header on target %s", what, tg.Name)
+			}
+			if replayOK && t.Replay == ReplayStatusQuery && tg.Status == nil {
+				p.addf(f["replay"].keyNode, "%s: replay status_query needs status on target %s", what, tg.Name)
+			}
+		case ChannelSSH, ChannelLocal:
+			if re, has := f["request"]; has {
+				p.addf(re.keyNode, "%s: request does not apply to %s tools (target %s); use command:", what, tg.Channel, tg.Name)
+			}
+			if ce, has := f["command"]; !has {
+				p.addf(e.keyNode, "%s: command is required: target %s is %s", what, tg.Name, tg.Channel)
+			} else {
+				t.Command = p.command(ce, info, what)
+			}
+			p.cwdEnv(f, t, info, what)
+			if replayOK && tg.Channel == ChannelSSH && tg.HostagentSocket == "" && t.Replay != ReplayReview {
+				p.addf(f["replay"].keyNode, "%s: target %s is plain SSH (no hostagent_socket): nothing can tell what became of an interrupted command, so replay must be review", what, tg.Name)
+			}
+		}
+	}
+	return t
+}
+
+func (p *parser) defaults(f map[string]kv, t *Tool, info *schemaInfo, what string) {
+	de, ok := f["defaults"]
+	if ok && !isNull(de.val) && p.isMapping(de.val, what+": defaults") {
+		for _, d := range p.pairs(de.val, what+": defaults") {
+			if !info.props[d.key] {
+				p.addf(d.keyNode, "%s: defaults: %q is not a property of input_schema", what, d.key)
+				continue
+			}
+			v, ok := p.value(d.val, what+": defaults."+d.key)
+			if !ok {
+				continue
+			}
+			v, err := jsonRoundTrip(v)
+			if err != nil {
+				p.addf(d.keyNode, "%s: defaults.%s: %v", what, d.key, err)
+				continue
+			}
+			if err := checkDefault(info, d.key, v); err != nil {
+				p.addf(d.keyNode, "%s: defaults.%s violates input_schema: %v", what, d.key, err)
+				continue
+			}
+			if t.Defaults == nil {
+				t.Defaults = map[string]any{}
+			}
+			t.Defaults[d.key] = v
+			info.hasDefault[d.key] = true
+		}
+	}
+	// A "default" written in the schema is a default of the contract too.
+	for _, name := range sortedKeys(info.schema.Properties) {
+		ps := info.schema.Properties[name]
+		if ps == nil || len(ps.Default) == 0 || info.hasDefault[name] {
+			continue
+		}
+		v, err := decodeJSON(ps.Default)
+		if err != nil {
+			continue // Resolve with ValidateDefaults already vetted it
+		}
+		if t.Defaults == nil {
+			t.Defaults = map[string]any{}
+		}
+		t.Defaults[name] = v
+		info.hasDefault[name] = true
+	}
+}
+
+// jsonRoundTrip gives a YAML-built value the exact shape PrepareArguments
+// produces for the same JSON (float64 numbers).
+func jsonRoundTrip(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(b)
+}
+
+func (p *parser) fingerprint(f map[string]kv, t *Tool, info *schemaInfo, what string) {
+	fe, ok := f["fingerprint"]
+	if !ok || isNull(fe.val) {
+		return
+	}
+	ff := p.fields(fe.val, what+": fingerprint", fingerprintKeys)
+	if ff == nil {
+		return
+	}
+	lists := map[string][]string{}
+	for _, k := range fingerprintKeys {
+		le, ok := ff[k]
+		if !ok {
+			continue
+		}
+		names, nodes, _ := p.strList(le, what+": fingerprint."+k)
+		seen := map[string]bool{}
+		for i, name := range names {
+			switch {
+			case seen[name]:
+				p.addf(nodes[i], "%s: fingerprint.%s lists %q twice", what, k, name)
+			case info != nil && !info.props[name]:
+				p.addf(nodes[i], "%s: fingerprint.%s: %q is not a property of input_schema", what, k, name)
+			default:
+				lists[k] = append(lists[k], name)
+			}
+			seen[name] = true
+		}
+	}
+	for _, name := range lists["secret"] {
+		if slices.Contains(lists["ignore"], name) {
+			p.addf(ff["secret"].keyNode, "%s: fingerprint: %q is both ignored and secret; choose one", what, name)
+		}
+	}
+	t.Fingerprint = Fingerprint{Ignore: lists["ignore"], Secret: lists["secret"]}
+}

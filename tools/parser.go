@@ -1,0 +1,165 @@
+package tools
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// parser collects problems while walking a catalog's YAML nodes.
+type parser struct {
+	file     string
+	problems []Problem
+}
+
+// addf records a problem at n's line (line 0 when n is nil).
+func (p *parser) addf(n *yaml.Node, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.problems = append(p.problems, Problem{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// kv is one mapping entry.
+type kv struct {
+	key     string
+	keyNode *yaml.Node
+	val     *yaml.Node
+}
+
+// line returns the line of the entry's key.
+func (e kv) line() *yaml.Node { return e.keyNode }
+
+// isMapping reports whether n is a mapping; otherwise it records a problem.
+func (p *parser) isMapping(n *yaml.Node, what string) bool {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		p.addf(n, "%s: must be a mapping", what)
+		return false
+	}
+	return true
+}
+
+// pairs returns the entries of mapping n in file order, reporting duplicate,
+// merge and non-string keys.
+func (p *parser) pairs(n *yaml.Node, what string) []kv {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	seen := map[string]int{}
+	var out []kv
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := deref(n.Content[i]), n.Content[i+1]
+		if k == nil || k.Kind != yaml.ScalarNode {
+			p.addf(n.Content[i], "%s: keys must be plain strings", what)
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			p.addf(k, "%s: merge keys (<<) are not supported; write the keys out", what)
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			p.addf(k, "%s: duplicate key %q (first at line %d)", what, k.Value, first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		out = append(out, kv{key: k.Value, keyNode: k, val: v})
+	}
+	return out
+}
+
+// fields returns the entries of mapping n by key, reporting keys not in
+// allowed. It returns nil (and records a problem) when n is not a mapping.
+func (p *parser) fields(n *yaml.Node, what string, allowed []string) map[string]kv {
+	if !p.isMapping(n, what) {
+		return nil
+	}
+	out := map[string]kv{}
+	for _, e := range p.pairs(n, what) {
+		if !slices.Contains(allowed, e.key) {
+			p.addf(e.keyNode, "%s: unknown key %q (known: %s)", what, e.key, strings.Join(allowed, ", "))
+			continue
+		}
+		out[e.key] = e
+	}
+	return out
+}
+
+// str returns a non-empty string scalar.
+func (p *parser) str(e kv, what string) (string, bool) {
+	n := deref(e.val)
+	if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		p.addf(e.keyNode, "%s: must be a string", what)
+		return "", false
+	}
+	if n.Value == "" {
+		p.addf(e.keyNode, "%s: must not be empty", what)
+		return "", false
+	}
+	return n.Value, true
+}
+
+// boolean returns a bool scalar.
+func (p *parser) boolean(e kv, what string) (bool, bool) {
+	n := deref(e.val)
+	if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		p.addf(e.keyNode, "%s: must be true or false", what)
+		return false, false
+	}
+	var b bool
+	if err := n.Decode(&b); err != nil {
+		p.addf(e.keyNode, "%s: must be true or false", what)
+		return false, false
+	}
+	return b, true
+}
+
+// duration returns a positive duration written like 30s, 10m or 2h.
+func (p *parser) duration(e kv, what string) (time.Duration, bool) {
+	n := deref(e.val)
+	if n == nil || n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		p.addf(e.keyNode, "%s: must be a duration like 30s, 10m or 2h", what)
+		return 0, false
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil {
+		p.addf(e.keyNode, "%s: %q is not a duration like 30s, 10m or 2h", what, n.Value)
+		return 0, false
+	}
+	if d <= 0 {
+		p.addf(e.keyNode, "%s: must be positive, got %s", what, n.Value)
+		return 0, false
+	}
+	return d, true
+}
+
+// strList returns a sequence of strings with its nodes.
+func (p *parser) strList(e kv, what string) ([]string, []*yaml.Node, bool) {
+	n := deref(e.val)
+	if n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil, true
+	}
+	if n == nil || n.Kind != yaml.SequenceNode {
+		p.addf(e.keyNode, "%s: must be a list of strings", what)
+		return nil, nil, false
+	}
+	var out []string
+	var nodes []*yaml.Node
+	ok := true
+	for i, c := range n.Content {
+		c = deref(c)
+		if c == nil || c.Kind != yaml.ScalarNode || c.ShortTag() != "!!str" || c.Value == "" {
+			p.addf(c, "%s[%d]: must be a non-empty string", what, i)
+			ok = false
+			continue
+		}
+		out = append(out, c.Value)
+		nodes = append(nodes, c)
+	}
+	return out, nodes, ok
+}

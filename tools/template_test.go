@@ -1,0 +1,252 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// mustParse parses a catalog given inline and fails the test if refused.
+func mustParse(tb testing.TB, src string) *Catalog {
+	tb.Helper()
+	cat, err := Parse("inline.yaml", []byte(src))
+	if err != nil {
+		tb.Fatalf("Parse: %v", err)
+	}
+	return cat
+}
+
+const renderCatalog = `
+targets:
+  api: {channel: http, base_url: "http://127.0.0.1:7412/prefix", idempotency_header: Idempotency-Key, status: {path: "/s/{execution_id}"}}
+  here: {channel: local, hostagent_socket: /run/latch.sock}
+tools:
+  get_item:
+    input_schema:
+      type: object
+      required: [service]
+      properties:
+        service: {type: string}
+        q: {type: string}
+        n: {type: number}
+        trace: {type: string}
+    target: api
+    request:
+      method: GET
+      path: "/v1/releases/{{service}}/x-{{ service }}"
+      query: {q: "{{q}}", n: "{{n}}"}
+      headers: {X-Trace: "{{trace}}"}
+    replay: read_only
+  post_item:
+    input_schema:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string}
+        count: {type: integer}
+        flag: {type: boolean}
+        tags: {type: array, items: {type: string}}
+        meta: {type: object}
+        opt: {type: string}
+    defaults: {count: 1}
+    target: api
+    request:
+      method: POST
+      path: /v1/items
+      body:
+        name: "{{name}}"
+        count: "{{count}}"
+        flag: "{{flag}}"
+        tags: "{{tags}}"
+        meta: "{{meta}}"
+        opt: "{{opt}}"
+        label: "n={{count}} f={{name}}"
+        list: ["{{opt}}", "{{name}}", 7]
+        fixed: {nested: true}
+    replay: idempotency_key
+  migrate:
+    input_schema:
+      type: object
+      required: [version, dir]
+      properties: {version: {type: string}, dir: {type: string}, level: {type: string}}
+    target: here
+    command: [/opt/migrate, "--to={{version}}", "{{version}}"]
+    cwd: "/srv/{{dir}}"
+    env: {LEVEL: "{{level}}", FIXED: "v-{{version}}"}
+    replay: status_query
+`
+
+func TestRenderRequestPath(t *testing.T) {
+	tool := mustParse(t, renderCatalog).Tools["get_item"]
+	tests := []struct {
+		name     string
+		service  any
+		wantPath string
+		wantErr  bool
+	}{
+		{name: "plain", service: "checkout", wantPath: "/v1/releases/checkout/x-checkout"},
+		{name: "traversal", service: "../../admin", wantPath: "/v1/releases/..%2F..%2Fadmin/x-..%2F..%2Fadmin"},
+		{name: "query and fragment", service: "a/b?x=y#z", wantPath: "/v1/releases/a%2Fb%3Fx=y%23z/x-a%2Fb%3Fx=y%23z"},
+		{name: "percent", service: "%2e%2e", wantPath: "/v1/releases/%252e%252e/x-%252e%252e"},
+		{name: "host injection", service: "//evil.example", wantPath: "/v1/releases/%2F%2Fevil.example/x-%2F%2Fevil.example"},
+		{name: "space and unicode", service: "a b é", wantPath: "/v1/releases/a%20b%20%C3%A9/x-a%20b%20%C3%A9"},
+		{name: "dot dot element", service: "..", wantErr: true},
+		{name: "dot element", service: ".", wantErr: true},
+		{name: "empty element", service: "", wantErr: true},
+		{name: "number", service: float64(12), wantPath: "/v1/releases/12/x-12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, path, _, _, _, err := tool.RenderRequest(map[string]any{"service": tt.service})
+			if tt.wantErr {
+				if !errors.Is(err, ErrInvalidArguments) {
+					t.Fatalf("RenderRequest(service=%q) error = %v, want ErrInvalidArguments", tt.service, err)
+				}
+				return
+			}
+			if err != nil || path != tt.wantPath {
+				t.Fatalf("RenderRequest(service=%q) path = %q, %v; want %q", tt.service, path, err, tt.wantPath)
+			}
+			u, err := (&Target{Name: "api", BaseURL: "http://127.0.0.1:7412/prefix"}).URL(path, nil)
+			if err != nil {
+				t.Fatalf("URL(%q): %v", path, err)
+			}
+			if u.Host != "127.0.0.1:7412" || u.RawQuery != "" || u.Fragment != "" {
+				t.Errorf("URL(%q) = %s: an argument changed host, query or fragment", path, u)
+			}
+			if want := "http://127.0.0.1:7412/prefix" + tt.wantPath; u.String() != want {
+				t.Errorf("URL(%q) = %s, want %s", path, u, want)
+			}
+		})
+	}
+}
+
+func TestRenderRequestQueryHeaders(t *testing.T) {
+	tool := mustParse(t, renderCatalog).Tools["get_item"]
+	method, _, query, headers, body, err := tool.RenderRequest(map[string]any{"service": "s", "q": "a&b=c", "n": 1.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method != "GET" || body != nil {
+		t.Errorf("method %q body %q, want GET and no body", method, body)
+	}
+	if diff := cmp.Diff(map[string]string{"q": "a&b=c", "n": "1.5"}, query); diff != "" {
+		t.Errorf("query (-want +got):\n%s", diff)
+	}
+	if len(headers) != 0 {
+		t.Errorf("headers = %v, want none (trace absent)", headers)
+	}
+	u, err := (&Target{Name: "api", BaseURL: "http://127.0.0.1:7412"}).URL("/x", query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Query().Get("q"); got != "a&b=c" || len(u.Query()) != 2 {
+		t.Errorf("URL query = %q, want q=a&b=c kept as one value", u.RawQuery)
+	}
+	_, _, _, _, _, err = tool.RenderRequest(map[string]any{"service": "s", "trace": "x\r\nEvil: 1"})
+	if !errors.Is(err, ErrInvalidArguments) {
+		t.Errorf("header with CRLF: error = %v, want ErrInvalidArguments", err)
+	}
+}
+
+func TestRenderBody(t *testing.T) {
+	tool := mustParse(t, renderCatalog).Tools["post_item"]
+	args, err := tool.PrepareArguments(json.RawMessage(`{"name":"w\"x","flag":false,"tags":["a","b"],"meta":{"k":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tool.RenderBody(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"name": `w"x`, "count": float64(1), "flag": false, "tags": []any{"a", "b"}, "meta": map[string]any{"k": float64(1)},
+		"label": `n=1 f=w"x`, "list": []any{nil, `w"x`, int64(7)}, "fixed": map[string]any{"nested": true},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RenderBody (-want +got):\n%s", diff)
+	}
+	_, _, _, _, body, err := tool.RenderRequest(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded map[string]any
+	if err := json.Unmarshal(body, &decoded); err != nil {
+		t.Fatalf("body %s is not JSON: %v", body, err)
+	}
+	if decoded["name"] != `w"x` || decoded["label"] != `n=1 f=w"x` {
+		t.Errorf("body %s: a quote in an argument broke out of its string", body)
+	}
+	// The template is not modified by rendering.
+	if tool.Request.Body.(map[string]any)["name"] != "{{name}}" {
+		t.Error("RenderBody modified the template")
+	}
+}
+
+func TestRenderCommand(t *testing.T) {
+	tool := mustParse(t, renderCatalog).Tools["migrate"]
+	argv, cwd, env, err := tool.RenderCommand(map[string]any{"version": "1; rm -rf / $(id)", "dir": "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/opt/migrate", "--to=1; rm -rf / $(id)", "1; rm -rf / $(id)"}, argv); diff != "" {
+		t.Errorf("argv (-want +got):\n%s", diff)
+	}
+	if cwd != "/srv/app" {
+		t.Errorf("cwd = %q, want /srv/app", cwd)
+	}
+	if diff := cmp.Diff(map[string]string{"FIXED": "v-1; rm -rf / $(id)"}, env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	for _, args := range []map[string]any{
+		{"version": "a\x00b", "dir": "x"},
+		{"dir": "x"},
+	} {
+		if _, _, _, err := tool.RenderCommand(args); !errors.Is(err, ErrInvalidArguments) {
+			t.Errorf("RenderCommand(%q) error = %v, want ErrInvalidArguments", args, err)
+		}
+	}
+	if _, _, _, _, _, err := tool.RenderRequest(nil); !errors.Is(err, ErrWrongChannel) {
+		t.Errorf("RenderRequest on a command tool: %v, want ErrWrongChannel", err)
+	}
+	if _, err := mustParse(t, renderCatalog).Tools["get_item"].RenderArgv(nil); !errors.Is(err, ErrWrongChannel) {
+		t.Errorf("RenderArgv on an HTTP tool: %v, want ErrWrongChannel", err)
+	}
+}
+
+func TestRenderString(t *testing.T) {
+	var tool Tool
+	tests := []struct {
+		tmpl    string
+		args    map[string]any
+		want    string
+		wantErr bool
+	}{
+		{tmpl: "plain", want: "plain"},
+		{tmpl: "{{a}}", args: map[string]any{"a": "x"}, want: "x"},
+		{tmpl: "{{ a }}-{{b}}", args: map[string]any{"a": 1.0, "b": true}, want: "1-true"},
+		{tmpl: "{{a}}", args: map[string]any{"a": 1e21}, want: "1e+21"},
+		{tmpl: "{{a}}", args: map[string]any{"a": nil}, want: "null"},
+		{tmpl: "{{a}}", args: map[string]any{"a": []any{"<&>"}}, want: `["<&>"]`},
+		{tmpl: "{{a}}", args: map[string]any{"a": "{{b}}", "b": "no"}, want: "{{b}}"},
+		{tmpl: "{a} }} {x}", want: "{a} }} {x}"},
+		{tmpl: "{{a}}", wantErr: true},
+		{tmpl: "{{a.b}}", args: map[string]any{"a": "x"}, wantErr: true},
+		{tmpl: "{{a", args: map[string]any{"a": "x"}, wantErr: true},
+		{tmpl: "{{}}", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := tool.RenderString(tt.tmpl, tt.args)
+		if tt.wantErr {
+			if !errors.Is(err, ErrInvalidArguments) {
+				t.Errorf("RenderString(%q, %v) = %q, %v; want ErrInvalidArguments", tt.tmpl, tt.args, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("RenderString(%q, %v) = %q, %v; want %q", tt.tmpl, tt.args, got, err, tt.want)
+		}
+	}
+}
