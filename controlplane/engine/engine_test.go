@@ -358,9 +358,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	h.waitState(t, done.Execution.GetId(), recordv1.State_STATE_COMPLETED)
 	before := h.st.JournalSize()
 	tests := []struct {
-		name  string
-		in    SubmitInput
-		want  error
+		name string
+		in   SubmitInput
+		want error
 	}{
 		{"unknown tool", SubmitInput{Actor: "a", Tool: "nope", Arguments: json.RawMessage(`{}`)}, ErrUnknownTool},
 		{"no actor", SubmitInput{Tool: "deploy", Arguments: json.RawMessage(`{}`)}, ErrInvalidRequest},

@@ -29,6 +29,14 @@ func (e *Engine) Get(id, actor string) (*recordv1.Execution, *recordv1.Result, e
 	return x, r, err
 }
 
+// History returns the journal records of an execution, oldest first.
+func (e *Engine) History(id, actor string) ([]*recordv1.JournalEntry, error) {
+	if _, _, err := e.Get(id, actor); err != nil {
+		return nil, err
+	}
+	return e.st.History(id)
+}
+
 // List returns executions newest first.
 func (e *Engine) List(f store.Filter) ([]*recordv1.Execution, error) {
 	if f.Limit <= 0 {

@@ -22,6 +22,7 @@
 //	f/<fingerprint>                   execution id of the latest execution of that intent
 //	a/<actor>\x00<execution id>       "" (index for List by actor)
 //	s/<state number>/<execution id>   "" (index of executions by current state)
+//	e/<execution id>/<index, 16 hex> "" (the journal records of one execution)
 //	j/<index, 16 hex digits>          JournalEntry (deterministic protobuf): a Merkle leaf
 //	h/<stored hash index, 16 hex>     tlog stored hash (32 bytes)
 //	c/<tree size, 16 hex>             signed checkpoint note

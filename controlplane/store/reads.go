@@ -135,3 +135,33 @@ func (s *Store) ScanJournal(fn func(keyIndex int64, data []byte) bool) error {
 	}
 	return err
 }
+
+// History returns the journal records of one execution, oldest first.
+func (s *Store) History(id string) ([]*recordv1.JournalEntry, error) {
+	prefix := []byte("e/" + id + "/")
+	var out []*recordv1.JournalEntry
+	var rerr error
+	err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
+		i, err := strconv.ParseInt(string(k[len(prefix):]), 16, 64)
+		if err != nil {
+			rerr = fmt.Errorf("store: history key %q is malformed", k)
+			return false
+		}
+		data, err := s.JournalEntry(i)
+		if err != nil {
+			rerr = fmt.Errorf("store: journal entry %d: %w", i, err)
+			return false
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(data, e); err != nil {
+			rerr = fmt.Errorf("store: decode journal entry %d: %w", i, err)
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	return out, err
+}

@@ -275,6 +275,9 @@ func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
 func journalKey(i int64) []byte    { return fmt.Appendf(nil, "j/%016x", i) }
+func historyKey(id string, i int64) []byte {
+	return fmt.Appendf(nil, "e/%s/%016x", id, i)
+}
 func hashKey(i int64) []byte       { return fmt.Appendf(nil, "h/%016x", i) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
@@ -348,6 +351,9 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 		t.set(hashKey(base+int64(i)), bytes.Clone(h[:]))
 	}
 	t.set(journalKey(n), data)
+	if e.GetExecutionId() != "" {
+		t.set(historyKey(e.GetExecutionId(), n), nil)
+	}
 	t.size = n + 1
 	return n, nil
 }

@@ -805,6 +805,312 @@ func (x *ResolveResponse) GetExecution() *v1.Execution {
 	return nil
 }
 
+type HistoryRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// When set, the execution must belong to this actor.
+	Actor         string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryRequest) Reset() {
+	*x = HistoryRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryRequest) ProtoMessage() {}
+
+func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
+func (*HistoryRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HistoryRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type HistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*v1.JournalEntry     `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryResponse) Reset() {
+	*x = HistoryResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryResponse) ProtoMessage() {}
+
+func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
+func (*HistoryResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HistoryResponse) GetEntries() []*v1.JournalEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+type ApproveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveRequest) Reset() {
+	*x = ApproveRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveRequest) ProtoMessage() {}
+
+func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
+func (*ApproveRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ApproveRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ApproveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Execution     *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveResponse) Reset() {
+	*x = ApproveResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveResponse) ProtoMessage() {}
+
+func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
+func (*ApproveResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ApproveResponse) GetExecution() *v1.Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+type DenyRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Operator    string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Required: shown to the agent.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DenyRequest) Reset() {
+	*x = DenyRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DenyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DenyRequest) ProtoMessage() {}
+
+func (x *DenyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
+func (*DenyRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DenyRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *DenyRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *DenyRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DenyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Execution     *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DenyResponse) Reset() {
+	*x = DenyResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DenyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DenyResponse) ProtoMessage() {}
+
+func (x *DenyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
+func (*DenyResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DenyResponse) GetExecution() *v1.Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
 var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -859,7 +1165,24 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1a\n" +
 	"\boperator\x18\x06 \x01(\tR\boperator\"K\n" +
 	"\x0fResolveResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution2\xf7\x04\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"I\n" +
+	"\x0eHistoryRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\"J\n" +
+	"\x0fHistoryResponse\x127\n" +
+	"\aentries\x18\x01 \x03(\v2\x1d.latch.record.v1.JournalEntryR\aentries\"g\n" +
+	"\x0eApproveRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"K\n" +
+	"\x0fApproveResponse\x128\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"d\n" +
+	"\vDenyRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"H\n" +
+	"\fDenyResponse\x128\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution2\xfc\x06\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06Submit\x12$.latch.controlplane.v1.SubmitRequest\x1a%.latch.controlplane.v1.SubmitResponse\x12L\n" +
 	"\x03Get\x12!.latch.controlplane.v1.GetRequest\x1a\".latch.controlplane.v1.GetResponse\x12O\n" +
@@ -867,7 +1190,10 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x05Watch\x12#.latch.controlplane.v1.WatchRequest\x1a$.latch.controlplane.v1.WatchResponse0\x01\x12j\n" +
 	"\rMarkDelivered\x12+.latch.controlplane.v1.MarkDeliveredRequest\x1a,.latch.controlplane.v1.MarkDeliveredResponse\x12U\n" +
 	"\x06Cancel\x12$.latch.controlplane.v1.CancelRequest\x1a%.latch.controlplane.v1.CancelResponse\x12X\n" +
-	"\aResolve\x12%.latch.controlplane.v1.ResolveRequest\x1a&.latch.controlplane.v1.ResolveResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\aResolve\x12%.latch.controlplane.v1.ResolveRequest\x1a&.latch.controlplane.v1.ResolveResponse\x12X\n" +
+	"\aHistory\x12%.latch.controlplane.v1.HistoryRequest\x1a&.latch.controlplane.v1.HistoryResponse\x12X\n" +
+	"\aApprove\x12%.latch.controlplane.v1.ApproveRequest\x1a&.latch.controlplane.v1.ApproveResponse\x12O\n" +
+	"\x04Deny\x12\".latch.controlplane.v1.DenyRequest\x1a#.latch.controlplane.v1.DenyResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -881,7 +1207,7 @@ func file_latch_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*SubmitRequest)(nil),         // 0: latch.controlplane.v1.SubmitRequest
 	(*SubmitResponse)(nil),        // 1: latch.controlplane.v1.SubmitResponse
@@ -897,45 +1223,61 @@ var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*CancelResponse)(nil),        // 11: latch.controlplane.v1.CancelResponse
 	(*ResolveRequest)(nil),        // 12: latch.controlplane.v1.ResolveRequest
 	(*ResolveResponse)(nil),       // 13: latch.controlplane.v1.ResolveResponse
-	(*v1.Evidence)(nil),           // 14: latch.record.v1.Evidence
-	(v1.Disposition)(0),           // 15: latch.record.v1.Disposition
-	(*v1.Execution)(nil),          // 16: latch.record.v1.Execution
-	(*v1.Result)(nil),             // 17: latch.record.v1.Result
-	(v1.State)(0),                 // 18: latch.record.v1.State
-	(v1.Outcome)(0),               // 19: latch.record.v1.Outcome
+	(*HistoryRequest)(nil),        // 14: latch.controlplane.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 15: latch.controlplane.v1.HistoryResponse
+	(*ApproveRequest)(nil),        // 16: latch.controlplane.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 17: latch.controlplane.v1.ApproveResponse
+	(*DenyRequest)(nil),           // 18: latch.controlplane.v1.DenyRequest
+	(*DenyResponse)(nil),          // 19: latch.controlplane.v1.DenyResponse
+	(*v1.Evidence)(nil),           // 20: latch.record.v1.Evidence
+	(v1.Disposition)(0),           // 21: latch.record.v1.Disposition
+	(*v1.Execution)(nil),          // 22: latch.record.v1.Execution
+	(*v1.Result)(nil),             // 23: latch.record.v1.Result
+	(v1.State)(0),                 // 24: latch.record.v1.State
+	(v1.Outcome)(0),               // 25: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),       // 26: latch.record.v1.JournalEntry
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	14, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
-	15, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
-	16, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	16, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	17, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	18, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	16, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	16, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	16, // 8: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	16, // 9: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	19, // 10: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	16, // 11: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	0,  // 12: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 13: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 14: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 15: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 16: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 17: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 18: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	1,  // 19: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 20: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 21: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 22: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 23: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 24: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 25: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	19, // [19:26] is the sub-list for method output_type
-	12, // [12:19] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
+	21, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
+	22, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
+	22, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	23, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	24, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	22, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	22, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	22, // 8: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	22, // 9: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	25, // 10: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	22, // 11: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	26, // 12: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	22, // 13: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	22, // 14: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	0,  // 15: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	2,  // 16: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	4,  // 17: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	6,  // 18: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	8,  // 19: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	10, // 20: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	12, // 21: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	14, // 22: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	16, // 23: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	18, // 24: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	1,  // 25: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	3,  // 26: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	5,  // 27: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	7,  // 28: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	9,  // 29: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	11, // 30: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	13, // 31: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	15, // 32: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	17, // 33: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	19, // 34: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	25, // [25:35] is the sub-list for method output_type
+	15, // [15:25] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
@@ -949,7 +1291,7 @@ func file_latch_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_controlplane_proto_rawDesc), len(file_latch_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,9 @@ const (
 	ControlPlane_MarkDelivered_FullMethodName = "/latch.controlplane.v1.ControlPlane/MarkDelivered"
 	ControlPlane_Cancel_FullMethodName        = "/latch.controlplane.v1.ControlPlane/Cancel"
 	ControlPlane_Resolve_FullMethodName       = "/latch.controlplane.v1.ControlPlane/Resolve"
+	ControlPlane_History_FullMethodName       = "/latch.controlplane.v1.ControlPlane/History"
+	ControlPlane_Approve_FullMethodName       = "/latch.controlplane.v1.ControlPlane/Approve"
+	ControlPlane_Deny_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Deny"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -54,6 +57,13 @@ type ControlPlaneClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Resolve is an operator's decision on an execution whose outcome is unknown.
 	Resolve(ctx context.Context, in *ResolveRequest, opts ...grpc.CallOption) (*ResolveResponse, error)
+	// History returns every journal record of one execution, oldest first:
+	// its transitions, the calls that attached to it, recovery attempts.
+	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
+	// Approve authorizes an execution awaiting approval; it is then dispatched.
+	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
+	// Deny rejects an execution awaiting approval.
+	Deny(ctx context.Context, in *DenyRequest, opts ...grpc.CallOption) (*DenyResponse, error)
 }
 
 type controlPlaneClient struct {
@@ -143,6 +153,36 @@ func (c *controlPlaneClient) Resolve(ctx context.Context, in *ResolveRequest, op
 	return out, nil
 }
 
+func (c *controlPlaneClient) History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_History_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_Approve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) Deny(ctx context.Context, in *DenyRequest, opts ...grpc.CallOption) (*DenyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DenyResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_Deny_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -166,6 +206,13 @@ type ControlPlaneServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Resolve is an operator's decision on an execution whose outcome is unknown.
 	Resolve(context.Context, *ResolveRequest) (*ResolveResponse, error)
+	// History returns every journal record of one execution, oldest first:
+	// its transitions, the calls that attached to it, recovery attempts.
+	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
+	// Approve authorizes an execution awaiting approval; it is then dispatched.
+	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
+	// Deny rejects an execution awaiting approval.
+	Deny(context.Context, *DenyRequest) (*DenyResponse, error)
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -196,6 +243,15 @@ func (UnimplementedControlPlaneServer) Cancel(context.Context, *CancelRequest) (
 }
 func (UnimplementedControlPlaneServer) Resolve(context.Context, *ResolveRequest) (*ResolveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Resolve not implemented")
+}
+func (UnimplementedControlPlaneServer) History(context.Context, *HistoryRequest) (*HistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method History not implemented")
+}
+func (UnimplementedControlPlaneServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
+}
+func (UnimplementedControlPlaneServer) Deny(context.Context, *DenyRequest) (*DenyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deny not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -337,6 +393,60 @@ func _ControlPlane_Resolve_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_History_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).History(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_History_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).History(ctx, req.(*HistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).Approve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_Approve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).Approve(ctx, req.(*ApproveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_Deny_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DenyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).Deny(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_Deny_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).Deny(ctx, req.(*DenyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -367,6 +477,18 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Resolve",
 			Handler:    _ControlPlane_Resolve_Handler,
+		},
+		{
+			MethodName: "History",
+			Handler:    _ControlPlane_History_Handler,
+		},
+		{
+			MethodName: "Approve",
+			Handler:    _ControlPlane_Approve_Handler,
+		},
+		{
+			MethodName: "Deny",
+			Handler:    _ControlPlane_Deny_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

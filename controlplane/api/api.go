@@ -1,0 +1,239 @@
+// Package api serves the ControlPlane gRPC service over the engine. It
+// validates every request, maps engine errors to gRPC status codes in one
+// place (toStatus), and never lets an internal error text reach a client
+// unexamined.
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Reasons carried in errdetails.ErrorInfo, for clients that branch.
+const (
+	Domain              = "latch.dev"
+	ReasonUnknownTool   = "UNKNOWN_TOOL"
+	ReasonInvalidArgs   = "INVALID_ARGUMENTS"
+	ReasonBadRepeatOf   = "BAD_REPEAT_OF"
+	ReasonTooLate       = "ALREADY_DISPATCHED"
+	ReasonNotResolvable = "NOT_AWAITING_DECISION"
+)
+
+// Config names the service's dependencies.
+type Config struct {
+	Logger hclog.Logger
+	Engine *engine.Engine
+}
+
+// Service implements controlplanev1.ControlPlaneServer.
+type Service struct {
+	controlplanev1.UnsafeControlPlaneServer
+	log hclog.Logger
+	e   *engine.Engine
+}
+
+var _ controlplanev1.ControlPlaneServer = (*Service)(nil)
+
+// New builds the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("api: Config.Engine is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine}, nil
+}
+
+// Register adds the service to a gRPC server.
+func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
+
+func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
+	r, err := s.e.Submit(ctx, engine.SubmitInput{
+		Actor: req.GetActor(), Tool: req.GetTool(), Arguments: req.GetArguments(),
+		Scope: req.GetIntentScope(), Evidence: req.GetEvidence(),
+	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.SubmitResponse{Disposition: r.Disposition, Execution: r.Execution, Note: r.Note}, nil
+}
+
+func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*controlplanev1.GetResponse, error) {
+	if req.GetExecutionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "execution_id is required")
+	}
+	x, r, err := s.e.Get(req.GetExecutionId(), req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.GetResponse{Execution: x, Result: r}, nil
+}
+
+func (s *Service) List(ctx context.Context, req *controlplanev1.ListRequest) (*controlplanev1.ListResponse, error) {
+	if req.GetLimit() < 0 || req.GetLimit() > 1000 {
+		return nil, status.Error(codes.InvalidArgument, "limit must be between 0 (default 100) and 1000")
+	}
+	xs, err := s.e.List(store.Filter{Actor: req.GetActor(), Tool: req.GetTool(), State: req.GetState(), Limit: int(req.GetLimit())})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.ListResponse{Executions: xs}, nil
+}
+
+func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStreamingServer[controlplanev1.WatchResponse]) error {
+	if req.GetExecutionId() == "" {
+		return status.Error(codes.InvalidArgument, "execution_id is required")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	ch, err := s.e.Watch(ctx, req.GetExecutionId(), req.GetActor())
+	if err != nil {
+		return s.toStatus(err)
+	}
+	var last uint64
+	sent := false
+	for x := range ch {
+		// States arrive in order, except that the first snapshot may trail
+		// a change already queued: never send an older record.
+		if sent && x.GetJournalIndex() < last {
+			continue
+		}
+		last, sent = x.GetJournalIndex(), true
+		if err := stream.Send(&controlplanev1.WatchResponse{Execution: x}); err != nil {
+			return err
+		}
+		if lifecycle.Terminal(x.GetState()) {
+			return nil
+		}
+	}
+	return stream.Context().Err()
+}
+
+func (s *Service) MarkDelivered(ctx context.Context, req *controlplanev1.MarkDeliveredRequest) (*controlplanev1.MarkDeliveredResponse, error) {
+	x, err := s.e.MarkDelivered(ctx, req.GetExecutionId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.MarkDeliveredResponse{Execution: x}, nil
+}
+
+func (s *Service) Cancel(ctx context.Context, req *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error) {
+	x, err := s.e.Cancel(ctx, req.GetExecutionId(), req.GetActor(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.CancelResponse{Execution: x}, nil
+}
+
+func (s *Service) Resolve(ctx context.Context, req *controlplanev1.ResolveRequest) (*controlplanev1.ResolveResponse, error) {
+	x, err := s.e.Resolve(ctx, engine.ResolveInput{
+		ID: req.GetExecutionId(), Completed: req.GetCompleted(), NotExecuted: req.GetNotExecuted(),
+		Outcome: req.GetOutcome(), Reason: req.GetReason(), Operator: req.GetOperator(),
+	})
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.ResolveResponse{Execution: x}, nil
+}
+
+func (s *Service) History(ctx context.Context, req *controlplanev1.HistoryRequest) (*controlplanev1.HistoryResponse, error) {
+	if req.GetExecutionId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "execution_id is required")
+	}
+	es, err := s.e.History(req.GetExecutionId(), req.GetActor())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.HistoryResponse{Entries: es}, nil
+}
+
+func (s *Service) Approve(ctx context.Context, req *controlplanev1.ApproveRequest) (*controlplanev1.ApproveResponse, error) {
+	if req.GetExecutionId() == "" || req.GetOperator() == "" {
+		return nil, status.Error(codes.InvalidArgument, "execution_id and operator are required")
+	}
+	x, err := s.e.Approve(ctx, req.GetExecutionId(), req.GetOperator(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.ApproveResponse{Execution: x}, nil
+}
+
+func (s *Service) Deny(ctx context.Context, req *controlplanev1.DenyRequest) (*controlplanev1.DenyResponse, error) {
+	if req.GetExecutionId() == "" || req.GetOperator() == "" || req.GetReason() == "" {
+		return nil, status.Error(codes.InvalidArgument, "execution_id, operator and reason are required (the reason is shown to the agent)")
+	}
+	x, err := s.e.Deny(ctx, req.GetExecutionId(), req.GetOperator(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.DenyResponse{Execution: x}, nil
+}
+
+// toStatus maps engine errors to gRPC codes. Expected errors keep their
+// message (written for the caller); anything else is logged and hidden.
+func (s *Service) toStatus(err error) error {
+	var te *lifecycle.TransitionError
+	switch {
+	case errors.Is(err, engine.ErrUnknownTool):
+		return withReason(codes.NotFound, ReasonUnknownTool, err)
+	case errors.Is(err, engine.ErrInvalidArguments):
+		return withReason(codes.InvalidArgument, ReasonInvalidArgs, err)
+	case errors.Is(err, engine.ErrBadRepeatOf):
+		return withReason(codes.InvalidArgument, ReasonBadRepeatOf, err)
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, engine.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, engine.ErrTooLate):
+		return withReason(codes.FailedPrecondition, ReasonTooLate, err)
+	case errors.Is(err, engine.ErrNotResolvable), errors.As(err, &te):
+		return withReason(codes.FailedPrecondition, ReasonNotResolvable, err)
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
+		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	s.log.Error("internal error", "error", err)
+	return status.Error(codes.Internal, "internal error in the control plane; see its log")
+}
+
+func withReason(c codes.Code, reason string, err error) error {
+	st := status.New(c, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: Domain}); derr == nil {
+		return d.Err()
+	}
+	return st.Err()
+}
+
+// Reason returns the ErrorInfo reason carried by a status error, or "".
+func Reason(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// StateName is lifecycle.Name, re-exported for CLI formatting.
+func StateName(s recordv1.State) string { return lifecycle.Name(s) }
+

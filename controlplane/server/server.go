@@ -1,0 +1,368 @@
+// Package server assembles a running control plane from a data directory:
+// keys, the Badger store, the engine, the journal checkpointer and the gRPC
+// API on a unix socket (and optionally TCP). `latch serve` and `latch dev`
+// are thin wrappers around it.
+//
+// # Data directory
+//
+//	DATA/db/               Badger: executions, results, journal, checkpoints
+//	DATA/keys/fingerprint.key   32-byte HMAC key of intent fingerprints (0600)
+//	DATA/keys/journal.key       Ed25519 note signer key of checkpoints (0600)
+//	DATA/keys/journal.pub       its verifier key (public; audit verify uses it)
+//	DATA/control.sock      the gRPC API (0600): admin commands reach it here
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/fingerprint"
+	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/tools"
+)
+
+// Config configures a control plane.
+type Config struct {
+	Logger  hclog.Logger
+	DataDir string
+	Catalog *tools.Catalog
+	// Socket is the unix socket of the API (default DATA/control.sock).
+	Socket string
+	// Channels perform executions; a channel kind without an entry refuses
+	// its executions with a clear reason.
+	Channels map[tools.Channel]engine.Channel
+	// Authorizer decides new executions (nil: the tool contract alone).
+	Authorizer engine.Authorizer
+	// CheckpointInterval between signed checkpoints (default 30s).
+	CheckpointInterval time.Duration
+	// CheckpointCopy, when set, is a file each checkpoint is appended to
+	// (JSON lines), kept outside the data dir so truncation is provable.
+	CheckpointCopy string
+	// Recovery tunes the recovery worker.
+	Recovery engine.RecoveryConfig
+	// Register, when set, is called to add more gRPC services.
+	Register func(*grpc.Server)
+}
+
+// Server is a running control plane.
+type Server struct {
+	cfg    Config
+	log    hclog.Logger
+	Store  *store.Store
+	Engine *engine.Engine
+	signer *journal.Signer
+	grpc   *grpc.Server
+	lis    net.Listener
+
+	ckptMu   sync.Mutex
+	ckptSize int64
+}
+
+// Paths of a data directory.
+func DBDir(data string) string         { return filepath.Join(data, "db") }
+func SocketPath(data string) string    { return filepath.Join(data, "control.sock") }
+func VerifierPath(data string) string  { return filepath.Join(data, "keys", "journal.pub") }
+func keyPath(data, name string) string { return filepath.Join(data, "keys", name) }
+
+// New opens the data dir (creating it on first use) and builds the server.
+func New(cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("server: a data dir is required (--data)")
+	}
+	if cfg.Catalog == nil {
+		return nil, errors.New("server: a catalog is required (--catalog)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Socket == "" {
+		cfg.Socket = SocketPath(cfg.DataDir)
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = 30 * time.Second
+	}
+	log := cfg.Logger
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "keys"), 0o700); err != nil {
+		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
+	fpKey, err := loadOrCreate(keyPath(cfg.DataDir, "fingerprint.key"), func() ([]byte, error) { return fingerprint.GenerateKey() })
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fingerprint.New(fpKey)
+	if err != nil {
+		return nil, fmt.Errorf("server: fingerprint key: %w", err)
+	}
+	var vkey string
+	skey, err := loadOrCreate(keyPath(cfg.DataDir, "journal.key"), func() ([]byte, error) {
+		s, v, err := journal.GenerateKey("latch/activity")
+		vkey = v
+		return []byte(s), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if vkey != "" {
+		if err := writeFile(VerifierPath(cfg.DataDir), []byte(vkey+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	signer, err := journal.NewSigner(strings.TrimSpace(string(skey)))
+	if err != nil {
+		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(cfg.DataDir, "journal.key"), err)
+	}
+	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{Logger: log.Named("badger")})
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(store.Config{Logger: log, KV: kv})
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	eng, err := engine.New(engine.Config{
+		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
+		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	svc, err := api.New(api.Config{Logger: log, Engine: eng})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log)))
+	svc.Register(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	if cfg.Register != nil {
+		cfg.Register(g)
+	}
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
+	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
+		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
+			s.ckptSize = c.Size
+		}
+	}
+	return s, nil
+}
+
+// Listen binds the API socket. Run calls it when it was not called before.
+func (s *Server) Listen() error {
+	if s.lis != nil {
+		return nil
+	}
+	if c, err := net.DialTimeout("unix", s.cfg.Socket, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("server: %s is in use: another latch control plane serves this data dir", s.cfg.Socket)
+	}
+	os.Remove(s.cfg.Socket) // a stale socket from a crash
+	lis, err := net.Listen("unix", s.cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("server: listen on %s: %w", s.cfg.Socket, err)
+	}
+	if err := os.Chmod(s.cfg.Socket, 0o600); err != nil {
+		lis.Close()
+		return fmt.Errorf("server: chmod %s: %w", s.cfg.Socket, err)
+	}
+	s.lis = lis
+	return nil
+}
+
+// Run serves until ctx ends, then shuts down cleanly: the API stops, the
+// engine stops (in-flight executions stay dispatched and are recovered at the
+// next start), a final checkpoint is signed and the store is closed.
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		s.Store.Close()
+		return err
+	}
+	if err := s.Engine.Start(ctx); err != nil {
+		s.Store.Close()
+		return err
+	}
+	s.log.Info("control plane ready", "socket", s.cfg.Socket, "journal_size", s.Store.JournalSize())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.grpc.Serve(s.lis) })
+	g.Go(func() error { return s.checkpointLoop(gctx) })
+	g.Go(func() error {
+		<-gctx.Done()
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			s.grpc.Stop()
+		}
+		return nil
+	})
+	err := g.Wait()
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	s.Engine.Close()
+	if cerr := s.Checkpoint(context.Background()); cerr != nil {
+		s.log.Error("final checkpoint failed", "error", cerr)
+	}
+	if cerr := s.Store.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	os.Remove(s.cfg.Socket)
+	s.log.Info("control plane stopped", "journal_size", s.Store.JournalSize())
+	return err
+}
+
+func (s *Server) checkpointLoop(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := s.Checkpoint(ctx); err != nil {
+				s.log.Error("checkpoint failed", "error", err)
+			}
+		}
+	}
+}
+
+// Checkpoint signs and stores a checkpoint of the journal when it grew
+// since the last one, and appends it to the external copy when configured.
+func (s *Server) Checkpoint(ctx context.Context) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	var note []byte
+	err := s.Store.Update(ctx, func(tx *store.Tx) error {
+		n, root, err := tx.TreeHash()
+		if err != nil || n == s.ckptSize {
+			return err
+		}
+		note, err = s.signer.Sign(n, root, time.Now())
+		if err != nil {
+			return err
+		}
+		tx.PutCheckpoint(n, note)
+		s.ckptSize = n
+		return nil
+	})
+	if err != nil || note == nil || s.cfg.CheckpointCopy == "" {
+		return err
+	}
+	return appendCopy(s.cfg.CheckpointCopy, note)
+}
+
+func appendCopy(path string, note []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("server: checkpoint copy: %w", err)
+	}
+	line, _ := json.Marshal(map[string]string{"type": "checkpoint", "note": string(note)})
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("server: checkpoint copy: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("server: checkpoint copy: %w", err)
+	}
+	return f.Close()
+}
+
+func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return b, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("server: read %s: %w", path, err)
+	}
+	b, err = gen()
+	if err != nil {
+		return nil, fmt.Errorf("server: generate %s: %w", path, err)
+	}
+	if err := writeFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// writeFile writes atomically: temp file, fsync, rename.
+func writeFile(path string, data []byte, mode os.FileMode) error {
+	tmp := fmt.Sprintf("%s.tmp-%x", path, randSuffix())
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return fmt.Errorf("server: write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("server: write %s: %w", path, err)
+	}
+	return nil
+}
+
+func randSuffix() []byte {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return b
+}
+
+func readOr(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func recoverUnary(log hclog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in handler", "method", info.FullMethod, "panic", p)
+				err = status.Error(codes.Internal, "internal error in the control plane; see its log")
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func recoverStream(log hclog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("panic in handler", "method", info.FullMethod, "panic", p)
+				err = status.Error(codes.Internal, "internal error in the control plane; see its log")
+			}
+		}()
+		return h(srv, ss)
+	}
+}

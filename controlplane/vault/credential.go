@@ -1,0 +1,225 @@
+package vault
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Kind says how a credential is presented to a target.
+type Kind string
+
+// The kinds of credential the vault holds.
+const (
+	// KindBearer is sent as "Authorization: Bearer <Token>".
+	KindBearer Kind = "bearer"
+	// KindBasic is sent as HTTP basic authentication (Username, Password).
+	KindBasic Kind = "basic"
+	// KindHeader is sent as a custom header "<Header>: <Value>".
+	KindHeader Kind = "header"
+	// KindSSHKey is an unencrypted SSH private key (PEM or OpenSSH format).
+	KindSSHKey Kind = "ssh_key"
+)
+
+// redacted replaces every secret value wherever a Credential is printed.
+const redacted = "[redacted]"
+
+// Credential is one secret held by the vault under a credential_ref name.
+// Only the fields of its Kind are set; Validate rejects the others.
+//
+// A Credential never prints its secrets: String, GoString, Format (every
+// fmt verb), MarshalJSON and LogValue all show the kind and "[redacted]", so
+// a credential that ends up in a log line or an error leaks nothing.
+type Credential struct {
+	Kind Kind
+
+	// Token is the bearer token (KindBearer).
+	Token string
+
+	// Username and Password are the basic-auth pair (KindBasic).
+	Username, Password string
+
+	// Header and Value are the custom header (KindHeader).
+	Header, Value string
+
+	// PrivateKey is the SSH private key (KindSSHKey). Get returns a fresh
+	// copy; callers may zero it after use.
+	PrivateKey []byte
+}
+
+// Validate reports whether c is usable: its kind is known, the fields that
+// kind needs are set and well formed, and the fields of other kinds are
+// empty. Errors wrap ErrInvalidCredential and never contain secret values.
+func (c Credential) Validate() error {
+	var need, bad []string
+	switch c.Kind {
+	case KindBearer:
+		if c.Token == "" {
+			need = append(need, "Token")
+		} else if !validHeaderValue(c.Token) || hasSpace(c.Token) {
+			return invalidf("bearer token holds spaces or control characters")
+		}
+		bad = setFields(c, "Username", "Password", "Header", "Value", "PrivateKey")
+	case KindBasic:
+		if c.Username == "" {
+			need = append(need, "Username")
+		} else if !validHeaderValue(c.Username) || containsByte(c.Username, ':') {
+			return invalidf("basic username holds ':' or control characters")
+		}
+		if !validHeaderValue(c.Password) {
+			return invalidf("basic password holds control characters")
+		}
+		bad = setFields(c, "Token", "Header", "Value", "PrivateKey")
+	case KindHeader:
+		if c.Header == "" {
+			need = append(need, "Header")
+		} else if !validHeaderName(c.Header) {
+			// The name is not echoed: a whole "Name: value" line pasted here
+			// by mistake would carry the secret.
+			return invalidf("header name is not a valid HTTP field name (letters, digits and !#$%%&'*+-.^_`|~ only)")
+		}
+		if c.Value == "" {
+			need = append(need, "Value")
+		} else if !validHeaderValue(c.Value) {
+			return invalidf("header value holds control characters")
+		}
+		bad = setFields(c, "Token", "Username", "Password", "PrivateKey")
+	case KindSSHKey:
+		if len(c.PrivateKey) == 0 {
+			need = append(need, "PrivateKey")
+		} else if _, err := ssh.ParsePrivateKey(c.PrivateKey); err != nil {
+			// The parser's own message is not passed on: it is not worth the
+			// risk of quoting key material in an error.
+			var pm *ssh.PassphraseMissingError
+			if errors.As(err, &pm) {
+				return invalidf("ssh private key is passphrase-protected; store an unencrypted key (ssh-keygen -p -N '')")
+			}
+			return invalidf("ssh private key does not parse; want an unencrypted OpenSSH or PEM private key")
+		}
+		bad = setFields(c, "Token", "Username", "Password", "Header", "Value")
+	case "":
+		return invalidf("kind is empty; want one of bearer, basic, header, ssh_key")
+	default:
+		return invalidf("unknown kind; want one of bearer, basic, header, ssh_key")
+	}
+	if len(need) > 0 {
+		return invalidf("%s credential needs %v", c.Kind, need)
+	}
+	if len(bad) > 0 {
+		return invalidf("%s credential must not set %v", c.Kind, bad)
+	}
+	return nil
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidCredential}, args...)...)
+}
+
+// setFields returns which of the named fields are set in c.
+func setFields(c Credential, names ...string) []string {
+	var set []string
+	for _, n := range names {
+		var nonEmpty bool
+		switch n {
+		case "Token":
+			nonEmpty = c.Token != ""
+		case "Username":
+			nonEmpty = c.Username != ""
+		case "Password":
+			nonEmpty = c.Password != ""
+		case "Header":
+			nonEmpty = c.Header != ""
+		case "Value":
+			nonEmpty = c.Value != ""
+		case "PrivateKey":
+			nonEmpty = len(c.PrivateKey) > 0
+		}
+		if nonEmpty {
+			set = append(set, n)
+		}
+	}
+	return set
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		case containsByte("!#$%&'*+-.^_`|~", b):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s can travel in an HTTP field value:
+// no control characters (so no CR/LF header injection) other than tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < 0x20 && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func hasSpace(s string) bool { return containsByte(s, ' ') || containsByte(s, '\t') }
+
+func containsByte(s string, c byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return true
+		}
+	}
+	return false
+}
+
+// kindLabel is the kind as printed: only known kinds are echoed, so a
+// secret pasted into the Kind field by mistake is not printed either.
+func (c Credential) kindLabel() string {
+	switch c.Kind {
+	case KindBearer, KindBasic, KindHeader, KindSSHKey:
+		return string(c.Kind)
+	case "":
+		return "none"
+	default:
+		return "unknown"
+	}
+}
+
+// String returns the kind and "[redacted]"; never a secret.
+func (c Credential) String() string {
+	return "vault.Credential{Kind: " + c.kindLabel() + ", " + redacted + "}"
+}
+
+// GoString is String: %#v prints no secret either.
+func (c Credential) GoString() string { return c.String() }
+
+// Format prints String for every verb (%v, %+v, %#v, %s, %q, %x, %d, ...),
+// so no fmt verb reaches the fields.
+func (c Credential) Format(f fmt.State, verb rune) {
+	_, _ = io.WriteString(f, c.String())
+}
+
+// MarshalJSON writes the kind and a redaction marker, never the secret, so
+// a credential handed to a JSON logger or encoder leaks nothing. The vault
+// seals credentials with its own private encoding.
+func (c Credential) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Kind   string `json:"kind"`
+		Secret string `json:"secret"`
+	}{c.kindLabel(), redacted})
+}
+
+// LogValue makes log/slog print String.
+func (c Credential) LogValue() slog.Value { return slog.StringValue(c.String()) }

@@ -1,0 +1,133 @@
+package vault
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/pem"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/crypto/ssh"
+)
+
+// logBuffer collects log output so tests can grep it for secrets.
+type logBuffer struct {
+	t  testing.TB
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testLogger logs at Trace through t.Log and into the returned buffer.
+func testLogger(t testing.TB) (hclog.Logger, *logBuffer) {
+	t.Helper()
+	buf := &logBuffer{t: t}
+	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Trace, Output: buf}), buf
+}
+
+// testConfig is a Config for a vault file in a fresh temp dir with cheap
+// argon2id parameters.
+func testConfig(t testing.TB) (Config, *logBuffer) {
+	t.Helper()
+	log, buf := testLogger(t)
+	return Config{
+		Path:   filepath.Join(t.TempDir(), "vault.json"),
+		Logger: log,
+		KDF:    FastInsecureParams(),
+	}, buf
+}
+
+func mustNew(t testing.TB, cfg Config) *Vault {
+	t.Helper()
+	v, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New(%q) = %v", cfg.Path, err)
+	}
+	return v
+}
+
+// newUnlocked returns an initialized, unlocked passphrase vault.
+func newUnlocked(t testing.TB, passphrase string) (*Vault, Config, *logBuffer) {
+	t.Helper()
+	cfg, buf := testConfig(t)
+	v := mustNew(t, cfg)
+	if err := v.Init([]byte(passphrase)); err != nil {
+		t.Fatalf("Init() = %v", err)
+	}
+	return v, cfg, buf
+}
+
+// sshKeyPEM returns a fresh unencrypted OpenSSH ed25519 private key.
+func sshKeyPEM(t testing.TB) []byte {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "test key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block)
+}
+
+// sampleCredentials returns one credential of each kind with distinctive
+// secret values, and those values.
+func sampleCredentials(t testing.TB) (map[string]Credential, []string) {
+	t.Helper()
+	key := sshKeyPEM(t)
+	creds := map[string]Credential{
+		"deploy-api":  {Kind: KindBearer, Token: "tok-SECRET-bearer-7f3a9c"},
+		"payments":    {Kind: KindBasic, Username: "svc-payments", Password: "pw-SECRET-basic-41d2"},
+		"metrics.key": {Kind: KindHeader, Header: "X-Api-Key", Value: "hdr-SECRET-value-e81b"},
+		"db_host":     {Kind: KindSSHKey, PrivateKey: key},
+	}
+	// The middle of the PEM body is key material.
+	body := string(key)
+	keyPart := body[len(body)/2-20 : len(body)/2+20]
+	secrets := []string{"tok-SECRET-bearer-7f3a9c", "pw-SECRET-basic-41d2", "hdr-SECRET-value-e81b", keyPart, body}
+	return creds, secrets
+}
+
+// assertNoSecret fails if any secret, raw or base64-encoded, is in s.
+func assertNoSecret(t testing.TB, what, s string, secrets []string) {
+	t.Helper()
+	for _, sec := range secrets {
+		for _, form := range []string{sec, base64.StdEncoding.EncodeToString([]byte(sec)), base64.RawStdEncoding.EncodeToString([]byte(sec))} {
+			if strings.Contains(s, form) {
+				t.Errorf("%s contains a secret (%d bytes)", what, len(sec))
+			}
+		}
+	}
+}
+
+// encryptedSSHKey returns a passphrase-protected OpenSSH private key.
+func encryptedSSHKey(t testing.TB) []byte {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "test key", []byte("key passphrase"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block)
+}
