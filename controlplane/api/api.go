@@ -236,4 +236,3 @@ func Reason(err error) string {
 
 // StateName is lifecycle.Name, re-exported for CLI formatting.
 func StateName(s recordv1.State) string { return lifecycle.Name(s) }
-

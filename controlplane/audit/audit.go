@@ -110,4 +110,3 @@ func (w withCheckpoints) Checkpoints() ([][]byte, error) {
 	cps, err := w.Source.Checkpoints()
 	return append(cps, w.extra...), err
 }
-
