@@ -11,7 +11,7 @@ import (
 
 const argsCatalog = `
 targets:
-  api: {channel: http, base_url: "http://127.0.0.1:7412", idempotency_header: Idempotency-Key}
+  api: {channel: http, base_url: "http://api.internal.test:7412", idempotency_header: Idempotency-Key}
 tools:
   deploy:
     input_schema:
@@ -172,6 +172,36 @@ func BenchmarkRenderRequest(b *testing.B) {
 	for b.Loop() {
 		if _, _, _, _, _, err := tool.RenderRequest(args); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestPrepareArgumentsConcurrent shares one tool (and its cached resolved
+// schema) between goroutines; run with -race.
+func TestPrepareArgumentsConcurrent(t *testing.T) {
+	tool := mustParse(t, argsCatalog).Tools["deploy"]
+	const workers, calls = 8, 50
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < calls; i++ {
+				args, err := tool.PrepareArguments(json.RawMessage(`{"service":"api","version":"1"}`))
+				if err != nil {
+					errs <- err
+					return
+				}
+				args["labels"].([]any)[0] = "changed"
+				if _, _, _, _, _, err := tool.RenderRequest(args); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -251,6 +252,12 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 			t.BaseURL = s
 		}
 	}
+	if e, ok := f["allow_private"]; ok {
+		t.AllowPrivate, _ = p.boolean(e, what+": allow_private")
+	}
+	if t.BaseURL != "" {
+		p.checkHost(f["base_url"], t, what)
+	}
 	if e, ok := f["idempotency_header"]; ok {
 		if s, ok := p.str(e, what+": idempotency_header"); ok {
 			if !headerNameRE.MatchString(s) {
@@ -259,9 +266,6 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 				t.IdempotencyHeader = s
 			}
 		}
-	}
-	if e, ok := f["allow_private"]; ok {
-		t.AllowPrivate, _ = p.boolean(e, what+": allow_private")
 	}
 	if e, ok := f["status"]; ok {
 		sf := p.fields(e.val, what+": status", statusKeys)
@@ -301,6 +305,33 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 		if ok && pok {
 			t.Status = sq
 		}
+	}
+}
+
+// checkHost refuses base_urls whose host is an address literal the HTTP
+// dispatcher would refuse anyway: link-local (cloud metadata) always,
+// loopback and private ones unless allow_private is set. Host names are
+// checked by the dispatcher when it resolves them.
+func (p *parser) checkHost(e kv, t *Target, what string) {
+	u, err := url.Parse(t.BaseURL)
+	if err != nil {
+		return
+	}
+	host := u.Hostname()
+	addr := host
+	if strings.EqualFold(host, "localhost") {
+		addr = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
+		p.addf(e.keyNode, "%s: base_url host %s is a link-local, unspecified or multicast address; Latch never sends there", what, host)
+	case (ip.IsLoopback() || ip.IsPrivate()) && !t.AllowPrivate:
+		p.addf(e.keyNode, "%s: base_url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
 	}
 }
 
@@ -481,7 +512,39 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			}
 		}
 	}
+	p.checkSecretUse(f, t, what)
 	return t
+}
+
+// checkSecretUse refuses secret arguments where their values would be seen:
+// URLs (path and query end up in access logs and traces) and argv (visible
+// to every user of the host through /proc). Bodies, headers and env are fine.
+func (p *parser) checkSecretUse(f map[string]kv, t *Tool, what string) {
+	uses := func(s string) []string {
+		names, _ := templateArgs(s)
+		var out []string
+		for _, n := range names {
+			if slices.Contains(t.Fingerprint.Secret, n) && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if r := t.Request; r != nil {
+		for _, n := range uses(r.Path) {
+			p.addf(f["request"].keyNode, "%s: secret argument %s must not appear in request.path (URLs are logged); send it in the body or a header", what, n)
+		}
+		for _, k := range sortedKeys(r.Query) {
+			for _, n := range uses(r.Query[k]) {
+				p.addf(f["request"].keyNode, "%s: secret argument %s must not appear in request.query (URLs are logged); send it in the body or a header", what, n)
+			}
+		}
+	}
+	for _, el := range t.Command {
+		for _, n := range uses(el) {
+			p.addf(f["command"].keyNode, "%s: secret argument %s must not appear in command (argv is visible to every user of the host); pass it in env", what, n)
+		}
+	}
 }
 
 func (p *parser) defaults(f map[string]kv, t *Tool, info *schemaInfo, what string) {

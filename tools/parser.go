@@ -31,9 +31,6 @@ type kv struct {
 	val     *yaml.Node
 }
 
-// line returns the line of the entry's key.
-func (e kv) line() *yaml.Node { return e.keyNode }
-
 // isMapping reports whether n is a mapping; otherwise it records a problem.
 func (p *parser) isMapping(n *yaml.Node, what string) bool {
 	n = deref(n)

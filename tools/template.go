@@ -300,9 +300,13 @@ func (t *Tool) RenderRequest(args map[string]any) (method, path string, query, h
 		}
 	}
 	if r.Body != nil {
-		b, err := t.RenderBody(args)
+		b, present, err := renderValue(r.Body, args, 0)
 		if err != nil {
 			return "", "", nil, nil, nil, err
+		}
+		if !present {
+			// The whole body is "{{x}}" and x is absent: send no body.
+			return r.Method, path, query, headers, nil, nil
 		}
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)

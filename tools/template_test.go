@@ -20,7 +20,7 @@ func mustParse(tb testing.TB, src string) *Catalog {
 
 const renderCatalog = `
 targets:
-  api: {channel: http, base_url: "http://127.0.0.1:7412/prefix", idempotency_header: Idempotency-Key, status: {path: "/s/{execution_id}"}}
+  api: {channel: http, base_url: "http://api.internal.test:7412/prefix", idempotency_header: Idempotency-Key, status: {path: "/s/{execution_id}"}}
   here: {channel: local, hostagent_socket: /run/latch.sock}
 tools:
   get_item:
@@ -109,14 +109,14 @@ func TestRenderRequestPath(t *testing.T) {
 			if err != nil || path != tt.wantPath {
 				t.Fatalf("RenderRequest(service=%q) path = %q, %v; want %q", tt.service, path, err, tt.wantPath)
 			}
-			u, err := (&Target{Name: "api", BaseURL: "http://127.0.0.1:7412/prefix"}).URL(path, nil)
+			u, err := (&Target{Name: "api", BaseURL: "http://api.internal.test:7412/prefix"}).URL(path, nil)
 			if err != nil {
 				t.Fatalf("URL(%q): %v", path, err)
 			}
-			if u.Host != "127.0.0.1:7412" || u.RawQuery != "" || u.Fragment != "" {
+			if u.Host != "api.internal.test:7412" || u.RawQuery != "" || u.Fragment != "" {
 				t.Errorf("URL(%q) = %s: an argument changed host, query or fragment", path, u)
 			}
-			if want := "http://127.0.0.1:7412/prefix" + tt.wantPath; u.String() != want {
+			if want := "http://api.internal.test:7412/prefix" + tt.wantPath; u.String() != want {
 				t.Errorf("URL(%q) = %s, want %s", path, u, want)
 			}
 		})
@@ -138,7 +138,7 @@ func TestRenderRequestQueryHeaders(t *testing.T) {
 	if len(headers) != 0 {
 		t.Errorf("headers = %v, want none (trace absent)", headers)
 	}
-	u, err := (&Target{Name: "api", BaseURL: "http://127.0.0.1:7412"}).URL("/x", query)
+	u, err := (&Target{Name: "api", BaseURL: "http://api.internal.test:7412"}).URL("/x", query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,5 +248,59 @@ func TestRenderString(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("RenderString(%q, %v) = %q, %v; want %q", tt.tmpl, tt.args, got, err, tt.want)
 		}
+	}
+}
+
+func TestTargetURL(t *testing.T) {
+	tests := []struct {
+		base, path string
+		query      map[string]string
+		want       string
+		wantErr    bool
+	}{
+		{base: "http://h:1", path: "/a/b", want: "http://h:1/a/b"},
+		{base: "http://h:1/", path: "/a", want: "http://h:1/a"},
+		{base: "https://h/api/v2/", path: "/x%2Fy", want: "https://h/api/v2/x%2Fy"},
+		{base: "http://h", path: "/a", query: map[string]string{"b": "2", "a": "x y&z"}, want: "http://h/a?a=x+y%26z&b=2"},
+		{base: "http://h", path: "a", wantErr: true},
+		{base: "http://h", path: "/%zz", wantErr: true},
+	}
+	for _, tt := range tests {
+		u, err := (&Target{Name: "t", BaseURL: tt.base}).URL(tt.path, tt.query)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("URL(%q, %q) = %s, want an error", tt.base, tt.path, u)
+			}
+			continue
+		}
+		if err != nil || u.String() != tt.want {
+			t.Errorf("URL(%q, %q) = %v, %v; want %s", tt.base, tt.path, u, err, tt.want)
+		}
+	}
+}
+
+func TestRenderRequestWholeBodyAbsent(t *testing.T) {
+	cat := mustParse(t, `
+targets:
+  api: {channel: http, base_url: "http://api.internal.test"}
+tools:
+  put:
+    input_schema: {type: object, properties: {doc: {type: object}}}
+    target: api
+    request: {method: PUT, path: /doc, body: "{{doc}}"}
+    replay: review
+`)
+	tool := cat.Tools["put"]
+	if _, _, _, _, body, err := tool.RenderRequest(map[string]any{}); err != nil || body != nil {
+		t.Errorf("RenderRequest without doc: body %q, %v; want no body", body, err)
+	}
+	if _, _, _, _, body, err := tool.RenderRequest(map[string]any{"doc": map[string]any{"a": "<b>"}}); err != nil || string(body) != `{"a":"<b>"}` {
+		t.Errorf("RenderRequest with doc: body %s, %v; want {\"a\":\"<b>\"}", body, err)
+	}
+	if got := cat.ToolNames(); !cmp.Equal(got, []string{"put"}) {
+		t.Errorf("ToolNames() = %v", got)
+	}
+	if tg := cat.TargetOf(tool); tg == nil || tg.Name != "api" {
+		t.Errorf("TargetOf(put) = %v, want api", tg)
 	}
 }

@@ -92,9 +92,10 @@ type Request struct {
 	Path    string
 	Query   map[string]string
 	Headers map[string]string
-	// Body is a JSON-shaped template tree (maps, slices, strings, numbers,
-	// bools, nil). A string that is exactly "{{arg}}" becomes the argument's
-	// JSON value; other strings get plain substitution.
+	// Body is a JSON-shaped template tree (map[string]any, []any, string,
+	// int64 or float64 as written, bool, nil). A string that is exactly
+	// "{{arg}}" becomes the argument's JSON value (left out when absent);
+	// other strings get plain substitution.
 	Body any
 }
 
@@ -110,9 +111,14 @@ type Tool struct {
 	Name        string
 	Description string
 	// InputSchema is the JSON Schema of the arguments (without repeat_of).
+	// Load sets a no-arguments schema when the catalog gives none; see
+	// MCPInputSchema for the schema advertised to agents.
 	InputSchema json.RawMessage
-	Defaults    map[string]any
-	Target      string
+	// Defaults are materialised by PrepareArguments for absent arguments;
+	// values have PrepareArguments' shape (numbers are float64). They include
+	// "default" keywords of the schema's top-level properties.
+	Defaults map[string]any
+	Target   string
 
 	// HTTP tools.
 	Request *Request
@@ -125,7 +131,8 @@ type Tool struct {
 	Timeout time.Duration
 
 	Replay Replay
-	// AttachWindow bounds matching; ignored when UntilResolved.
+	// AttachWindow bounds matching; ignored when UntilResolved. Load sets
+	// DefaultAttachWindow for side-effecting tools that do not set one.
 	AttachWindow  time.Duration
 	UntilResolved bool
 	Approval      Approval

@@ -26,32 +26,58 @@ func deref(n *yaml.Node) *yaml.Node {
 }
 
 // valueBuilder converts YAML nodes to JSON-shaped Go values: map[string]any,
-// []any, string, bool, nil, int64 or float64.
+// []any, string, bool, nil, int64 or float64. It stops at the first limit
+// it hits (one problem, not one per node).
 type valueBuilder struct {
-	p     *parser
-	nodes int
+	p       *parser
+	root    string
+	nodes   int
+	stopped bool
+	active  map[*yaml.Node]bool // alias targets on the current path
 }
 
 func (p *parser) value(n *yaml.Node, what string) (any, bool) {
-	vb := &valueBuilder{p: p}
-	return vb.build(n, what, 0)
+	vb := &valueBuilder{p: p, root: what, active: map[*yaml.Node]bool{}}
+	v, ok := vb.build(n, what, 0)
+	return v, ok && !vb.stopped
+}
+
+func (vb *valueBuilder) stop(n *yaml.Node, format string, args ...any) {
+	if !vb.stopped {
+		vb.stopped = true
+		vb.p.addf(n, "%s: %s", vb.root, fmt.Sprintf(format, args...))
+	}
 }
 
 func (vb *valueBuilder) build(n *yaml.Node, what string, depth int) (any, bool) {
-	n = deref(n)
+	if vb.stopped {
+		return nil, false
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		target := deref(n)
+		if target == nil {
+			vb.stop(n, "alias %s names nothing", n.Value)
+			return nil, false
+		}
+		if vb.active[target] {
+			vb.stop(n, "alias *%s refers to a value that contains it", n.Value)
+			return nil, false
+		}
+		vb.active[target] = true
+		defer delete(vb.active, target)
+		n = target
+	}
 	if n == nil {
-		vb.p.addf(nil, "%s: empty value", what)
+		vb.stop(nil, "empty value")
 		return nil, false
 	}
 	vb.nodes++
 	if vb.nodes > maxValueNodes {
-		if vb.nodes == maxValueNodes+1 {
-			vb.p.addf(n, "%s: more than %d values (check for alias loops)", what, maxValueNodes)
-		}
+		vb.stop(n, "more than %d values", maxValueNodes)
 		return nil, false
 	}
 	if depth > maxValueDepth {
-		vb.p.addf(n, "%s: nested deeper than %d levels", what, maxValueDepth)
+		vb.stop(n, "nested deeper than %d levels", maxValueDepth)
 		return nil, false
 	}
 	switch n.Kind {
@@ -76,7 +102,7 @@ func (vb *valueBuilder) build(n *yaml.Node, what string, depth int) (any, bool) 
 	case yaml.ScalarNode:
 		return vb.p.scalar(n, what)
 	default:
-		vb.p.addf(n, "%s: unsupported YAML node", what)
+		vb.stop(n, "unsupported YAML node")
 		return nil, false
 	}
 }

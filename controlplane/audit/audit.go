@@ -87,7 +87,7 @@ func Verify(dataDir string, extraCheckpoints [][]byte) (*journal.Report, error) 
 		return nil, err
 	}
 	defer d.Close()
-	return journal.Verify(withCheckpoints{d, extraCheckpoints}, d.Verifier)
+	return journal.Verify(WithCheckpoints(d, extraCheckpoints), d.Verifier)
 }
 
 // Export writes the data dir's journal as JSON lines.
@@ -100,7 +100,15 @@ func Export(dataDir string, w io.Writer) error {
 	return journal.Export(w, d)
 }
 
-// withCheckpoints adds checkpoints kept outside the data dir.
+// WithCheckpoints adds checkpoints kept outside the data dir (an external
+// copy) to a source, so truncation behind them is caught too.
+func WithCheckpoints(src journal.Source, extra [][]byte) journal.Source {
+	if len(extra) == 0 {
+		return src
+	}
+	return withCheckpoints{src, extra}
+}
+
 type withCheckpoints struct {
 	journal.Source
 	extra [][]byte

@@ -17,18 +17,18 @@ import (
 
 // decide applies the decision order to a new execution: the state it moves
 // to after accepted (authorized, awaiting_approval or rejected) and why.
-func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (recordv1.State, string) {
+func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (st recordv1.State, reason string, transient bool) {
 	d := Decision{NeedApproval: tool.Approval == tools.ApprovalEveryCall}
 	if e.cfg.Authorizer != nil {
 		d = e.cfg.Authorizer.Authorize(ctx, x, tool)
 	}
 	switch {
 	case d.Reject:
-		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy")
+		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy"), d.Transient
 	case d.NeedApproval:
-		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the tool requires approval for every call")
+		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the tool requires approval for every call"), false
 	}
-	return recordv1.State_STATE_AUTHORIZED, "authorized: " + orDefault(d.Reason, "no approval required by the tool contract")
+	return recordv1.State_STATE_AUTHORIZED, "authorized: " + orDefault(d.Reason, "no approval required by the tool contract"), false
 }
 
 func orDefault(s, def string) string {

@@ -100,6 +100,10 @@ type Decision struct {
 	Reject       bool
 	NeedApproval bool
 	Reason       string
+	// Transient marks a rejection whose cause passes (a locked vault): the
+	// rejected execution is not indexed for matching, so a retry after
+	// the cause is gone is a new execution rather than the same rejection.
+	Transient bool
 }
 
 // Config names the engine's dependencies.
@@ -256,7 +260,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 
 	// The decision is taken before the atomic step (an Authorizer may do
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
-	decided, reason := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence}, tool)
+	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence}, tool)
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
@@ -296,7 +300,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
 			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence,
 		}
-		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting()); err != nil {
+		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {
 			return err
 		}
 		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {

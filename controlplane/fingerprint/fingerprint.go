@@ -98,20 +98,23 @@ func New(key []byte) (*Fingerprinter, error) {
 func (f *Fingerprinter) Record(in Intent, ignore, secret []string) ([]byte, error) {
 	args := make(map[string]any, len(in.Arguments))
 	maps.Copy(args, in.Arguments)
-	for _, name := range secret {
-		v, ok := args[name]
-		if !ok {
-			continue
-		}
-		canon, err := CanonicalizeValue(v)
-		if err != nil {
-			// Do not echo the value: it is a secret.
-			return nil, fmt.Errorf("fingerprint: secret argument %q: %w", name, err)
-		}
-		args[name] = Prefix + f.mac(f.secretKey, canon)
-	}
 	for _, name := range ignore {
 		delete(args, name)
+	}
+	hidden := make(map[string]bool, len(secret))
+	for _, name := range secret {
+		v, ok := args[name]
+		if !ok || hidden[name] { // absent, or named twice
+			continue
+		}
+		hidden[name] = true
+		canon, err := CanonicalizeValue(v)
+		if err != nil {
+			// The error may quote the value, which is a secret: keep only
+			// its class.
+			return nil, fmt.Errorf("fingerprint: secret argument %q: %w", name, redact(err))
+		}
+		args[name] = Prefix + f.mac(f.secretKey, canon)
 	}
 	in.Arguments = args
 	rec, err := CanonicalizeValue(in)
@@ -141,4 +144,15 @@ func (f *Fingerprinter) mac(key, data []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write(data)
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// redact returns the sentinel err belongs to, without err's message, which
+// may quote the input.
+func redact(err error) error {
+	for _, s := range []error{ErrSyntax, ErrInvalidUTF8, ErrDuplicateKey, ErrNumberRange, ErrTrailingData, ErrTooDeep} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return ErrNotCanonicalizable
 }

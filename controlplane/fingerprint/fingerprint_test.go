@@ -216,6 +216,11 @@ func TestIgnoreAndSecret(t *testing.T) {
 	if fp4 == fp5 {
 		t.Errorf("fingerprint ignores an argument that is not marked ignore")
 	}
+	// Naming a secret twice hides it once.
+	_, fp6, _ := f.Fingerprint(mk("n-1", password), []string{"nonce"}, []string{"password", "token", "password"})
+	if fp6 != fp1 {
+		t.Errorf("fingerprint changed when a secret is listed twice: %s vs %s", fp6, fp1)
+	}
 	// The caller's map is not modified.
 	in := mk("n-1", password)
 	if _, err := f.Record(in, []string{"nonce"}, []string{"password"}); err != nil {
@@ -228,13 +233,15 @@ func TestIgnoreAndSecret(t *testing.T) {
 
 func TestSecretErrorDoesNotLeak(t *testing.T) {
 	f := testFingerprinter(t)
-	in := baseIntent(map[string]any{"password": map[string]any{"hunter2": make(chan int)}})
-	_, err := f.Record(in, nil, []string{"password"})
-	if err == nil {
-		t.Fatal("Record with an unmarshalable secret: no error")
-	}
-	if strings.Contains(err.Error(), "hunter2") {
-		t.Errorf("error leaks the secret: %v", err)
+	for _, secret := range []any{json.Number("hunter2"), json.Number("1e999hunter2"), json.RawMessage(`{"hunter2":1,"hunter2":2}`), json.RawMessage(`1e999`)} {
+		in := baseIntent(map[string]any{"password": secret})
+		_, err := f.Record(in, nil, []string{"password"})
+		if !errors.Is(err, ErrNotCanonicalizable) {
+			t.Fatalf("Record with secret %s: error %v, want ErrNotCanonicalizable", secret, err)
+		}
+		if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "999") {
+			t.Errorf("Record with secret %s: error leaks the secret: %v", secret, err)
+		}
 	}
 }
 

@@ -1,0 +1,145 @@
+// Package cli implements the `latch` command: serve, dev, and the admin and
+// audit commands. Admin commands reach a running control plane through the
+// gRPC socket in its data dir (or --addr / LATCH_ADDR); only `audit` reads
+// files directly, and only offline.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitRuntime = 1
+	ExitUsage   = 2
+)
+
+// Env is what a command may touch: its streams and environment.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *Env, args []string) error
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"serve":     {"run the control plane: latch serve --data DIR --catalog FILE", runServe},
+		"dev":       {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
+		"exec":      {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
+		"approvals": {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
+		"audit":     {"verify or export the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR", runAudit},
+		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
+	}
+}
+
+// usageError marks bad arguments (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// Main runs the latch command line and returns the exit code.
+func Main(ctx context.Context, env *Env, args []string) int {
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(env.Stderr)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "latch: unknown command %q\n\n", args[0])
+		printUsage(env.Stderr)
+		return ExitUsage
+	}
+	err := c.run(ctx, env, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(env.Stderr, "latch %s: %v\n", args[0], err)
+		return ExitUsage
+	case errors.Is(err, errSilent):
+		return ExitRuntime
+	default:
+		fmt.Fprintf(env.Stderr, "latch %s: %v\n", args[0], err)
+		return ExitRuntime
+	}
+}
+
+// errSilent: the command already said what was wrong.
+var errSilent = errors.New("failed")
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "latch: an execution gateway that turns agent retries into one action.\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun `latch COMMAND -h` for a command's flags.")
+}
+
+// parse parses flags that may come before or after positional arguments and
+// returns the positionals.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(os.Stderr)
+				fs.Usage()
+				return nil, err
+			}
+			return nil, usagef("%v", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newLogger(env *Env, level string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.LevelFromString(level), Output: env.Stderr})
+}
+
+func oneOf(s string, allowed ...string) bool {
+	for _, a := range allowed {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+

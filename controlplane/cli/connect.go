@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/latchhq/latch/controlplane/server"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+)
+
+// defaultDataDir is where `latch dev` keeps its data when --data is not given.
+const defaultDataDir = ".latch-dev"
+
+// target is how an admin command finds a running control plane.
+type target struct {
+	data string
+	addr string
+}
+
+func (t *target) flags(fs *flag.FlagSet, env *Env) {
+	fs.StringVar(&t.data, "data", defaultDataDir, "data dir of the running control plane (its socket is DATA/control.sock)")
+	fs.StringVar(&t.addr, "addr", env.Getenv("LATCH_ADDR"), "address of the control plane API: unix:///path.sock (default: from --data; env LATCH_ADDR)")
+}
+
+func (t *target) socket() string {
+	if strings.HasPrefix(t.addr, "unix://") {
+		return strings.TrimPrefix(t.addr, "unix://")
+	}
+	return server.SocketPath(t.data)
+}
+
+// dial connects to the running control plane and checks that it answers.
+func (t *target) dial(ctx context.Context) (controlplanev1.ControlPlaneClient, func(), error) {
+	if t.addr != "" && !strings.HasPrefix(t.addr, "unix://") {
+		return nil, nil, usagef("--addr %q: only unix:///path.sock addresses are supported by the admin commands", t.addr)
+	}
+	sock := t.socket()
+	if _, err := os.Stat(sock); err != nil {
+		return nil, nil, fmt.Errorf("no control plane runs at %s (no socket): start `latch dev` or `latch serve`, or pass --data DIR / --addr unix:///path of a running one", sock)
+	}
+	conn, err := dialSocket(sock)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := controlplanev1.NewControlPlaneClient(conn)
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := c.List(pctx, &controlplanev1.ListRequest{Limit: 1}); err != nil && isUnavailable(err) {
+		conn.Close()
+		return nil, nil, fmt.Errorf("no control plane answers at %s (a stale socket?): start `latch dev` or `latch serve`", sock)
+	}
+	return c, func() { conn.Close() }, nil
+}
+
+func isUnavailable(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"google.golang.org/grpc/status"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// explain answers DESIGN §10's five investigation questions, in order, from
+// an execution's journal records.
+func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) {
+	var attaches []*recordv1.JournalEntry
+	var completed, delivered, unknown *recordv1.JournalEntry
+	var first *recordv1.Evidence
+	for _, e := range hist {
+		switch {
+		case e.GetKind() == "attach":
+			attaches = append(attaches, e)
+		case e.GetTo() == recordv1.State_STATE_ACCEPTED:
+			first = e.GetExecution().GetEvidence()
+		case e.GetTo() == recordv1.State_STATE_COMPLETED && completed == nil:
+			completed = e
+		case e.GetTo() == recordv1.State_STATE_DELIVERED:
+			delivered = e
+		case e.GetTo() == recordv1.State_STATE_OUTCOME_UNKNOWN && unknown == nil:
+			unknown = e
+		}
+	}
+	if first == nil {
+		first = x.GetEvidence()
+	}
+	fmt.Fprintf(w, "%s: %s by %s, now %s\n\n", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))
+
+	// 1. One agent process or two?
+	sessions := map[string]bool{}
+	clients := map[string]bool{}
+	for _, ev := range append([]*recordv1.Evidence{first}, evidences(attaches)...) {
+		if ev == nil {
+			continue
+		}
+		if ev.GetMcpSessionId() != "" {
+			sessions[ev.GetMcpSessionId()] = true
+		}
+		if c := ev.GetClientName() + "@" + ev.GetPeerAddress(); c != "@" {
+			clients[c] = true
+		}
+	}
+	fmt.Fprintln(w, "1. One agent process or two?")
+	switch {
+	case len(attaches) == 0:
+		fmt.Fprintf(w, "   One call reached Latch for this intent (%s).\n", evidenceOr(first))
+	case len(sessions) > 1 || len(clients) > 1:
+		fmt.Fprintf(w, "   More than one: %d calls from %d MCP sessions and %d client/peer pairs, all actor %s.\n", len(attaches)+1, len(sessions), len(clients), x.GetActor())
+	default:
+		fmt.Fprintf(w, "   One: %d calls, all from the same session/client evidence (%s).\n", len(attaches)+1, evidenceOr(first))
+	}
+
+	// 2. Did the first call reach dispatch?
+	fmt.Fprintln(w, "2. Did the first call reach dispatch?")
+	if x.GetDispatchedAt() != nil {
+		fmt.Fprintf(w, "   Yes: dispatched at %s (%d dispatch attempt(s) under the one execution ID).\n", ts(x.GetDispatchedAt()), x.GetAttempts())
+	} else {
+		fmt.Fprintf(w, "   No: it is %s (%s).\n", lifecycle.Name(x.GetState()), x.GetReason())
+	}
+
+	// 3. Was a target answer observed?
+	fmt.Fprintln(w, "3. Was a target answer observed?")
+	switch {
+	case completed != nil && completed.GetKind() == "resolve":
+		fmt.Fprintf(w, "   No answer was observed; an operator resolved it at %s: %s\n", ts(completed.GetTime()), completed.GetReason())
+	case completed != nil:
+		how := "on the first exchange"
+		if unknown != nil {
+			how = "after the outcome was unknown (" + unknown.GetReason() + "), recovered from the target"
+		}
+		fmt.Fprintf(w, "   Yes: %s, target status %d, at %s, %s.\n", outcomeName(x.GetOutcome()), x.GetTargetStatus(), ts(x.GetCompletedAt()), how)
+	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetState() == recordv1.State_STATE_NEEDS_REVIEW:
+		fmt.Fprintf(w, "   Not yet: %s (%s). It was not re-sent blindly.\n", lifecycle.Name(x.GetState()), x.GetReason())
+	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED:
+		fmt.Fprintf(w, "   No, and nothing happened at the target: %s\n", x.GetReason())
+	default:
+		fmt.Fprintln(w, "   No.")
+	}
+
+	// 4. Did delivery fail after completion?
+	fmt.Fprintln(w, "4. Did delivery fail after completion?")
+	switch {
+	case completed == nil:
+		fmt.Fprintln(w, "   Not applicable: it has not completed.")
+	case delivered != nil:
+		late := ""
+		for _, a := range attaches {
+			if a.GetTime().AsTime().Before(delivered.GetTime().AsTime()) && a.GetTime().AsTime().After(completed.GetTime().AsTime()) {
+				late = " (after a retry attached to the completed result)"
+			}
+		}
+		fmt.Fprintf(w, "   The result was delivered at %s%s.\n", ts(delivered.GetTime()), late)
+		if late == "" && len(attaches) > 0 {
+			fmt.Fprintln(w, "   Retries attached before or after that delivery; none re-sent the action.")
+		}
+	default:
+		fmt.Fprintf(w, "   Yes: completed at %s but no response was recorded as delivered (completed_result_not_delivered).\n", ts(completed.GetTime()))
+	}
+
+	// 5. Did the second call attach or create a new execution?
+	fmt.Fprintln(w, "5. Did the second call attach or create a new execution?")
+	if len(attaches) == 0 {
+		fmt.Fprintln(w, "   No second call with this intent reached Latch within the attach window.")
+	}
+	for i, a := range attaches {
+		fmt.Fprintf(w, "   Call %d at %s attached to %s while it was %s (%s): %s\n", i+2, ts(a.GetTime()), x.GetId(), lifecycle.Name(a.GetFrom()), evidenceOr(a.GetEvidence()), a.GetReason())
+	}
+	if x.GetRepeatOf() != "" {
+		fmt.Fprintf(w, "   This execution is a deliberate repeat of %s (repeat_of).\n", x.GetRepeatOf())
+	}
+}
+
+func evidences(es []*recordv1.JournalEntry) []*recordv1.Evidence {
+	out := make([]*recordv1.Evidence, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.GetEvidence())
+	}
+	return out
+}
+
+func evidenceOr(ev *recordv1.Evidence) string {
+	if ev == nil {
+		return "no transport evidence recorded"
+	}
+	if t := evidenceText(ev); t != "" {
+		return t
+	}
+	return "no transport evidence recorded"
+}
+
+// rpcError turns a gRPC status into a message for a terminal.
+func rpcError(err error) error {
+	if st, ok := status.FromError(err); ok {
+		return fmt.Errorf("%s (%s)", st.Message(), strings.ToLower(st.Code().String()))
+	}
+	return err
+}

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/latchhq/latch/tools"
+)
+
+func runServe(ctx context.Context, env *Env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
+	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
+	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
+	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
+	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this key file (else it starts locked: `latch vault unlock`)")
+	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *data == "" || *catalogPath == "" {
+		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
+	}
+	cat, err := tools.Load(*catalogPath)
+	if err != nil {
+		return fmt.Errorf("catalog refused:\n%v", err)
+	}
+	st, err := newStack(stackConfig{
+		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
+		VaultPath: *vaultPath, VaultKeyFile: *vaultKey,
+	})
+	if err != nil {
+		return err
+	}
+	defer st.http.Close()
+	return st.srv.Run(ctx)
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", dir, err)
+	}
+	return nil
+}

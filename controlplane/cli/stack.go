@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+
+	"github.com/latchhq/latch/controlplane/admin"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/httpchannel"
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/policy"
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/mcpfront/auth"
+	"github.com/latchhq/latch/tools"
+)
+
+// stackConfig is what serve and dev share.
+type stackConfig struct {
+	Logger         hclog.Logger
+	DataDir        string
+	Catalog        *tools.Catalog
+	CheckpointCopy string
+	// VaultPath defaults to DATA/vault.json.
+	VaultPath string
+	// VaultKeyFile unlocks the vault at start (created with the vault when
+	// DevVault is set).
+	VaultKeyFile string
+	DevVault     bool
+	Recovery     engine.RecoveryConfig
+}
+
+// stack is a control plane with its vault, tokens and channels.
+type stack struct {
+	srv    *server.Server
+	vault  *vault.Vault
+	tokens *auth.TokenStore
+	http   *httpdispatch.Dispatcher
+}
+
+func tokensPath(data string) string { return filepath.Join(data, "tokens.json") }
+
+func newStack(cfg stackConfig) (*stack, error) {
+	log := cfg.Logger
+	if cfg.VaultPath == "" {
+		cfg.VaultPath = filepath.Join(cfg.DataDir, "vault.json")
+	}
+	if err := ensureDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.DevVault && cfg.VaultKeyFile == "" {
+		cfg.VaultKeyFile = filepath.Join(cfg.DataDir, "keys", "vault.key")
+	}
+	if cfg.VaultKeyFile != "" {
+		if cfg.DevVault && !v.Status().Initialized {
+			err = v.InitWithKeyFile(cfg.VaultKeyFile)
+		} else {
+			err = v.UnlockWithKeyFile(cfg.VaultKeyFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
+	tokens, err := auth.OpenTokenStore(tokensPath(cfg.DataDir))
+	if err != nil {
+		return nil, err
+	}
+	hd, err := httpdispatch.New(httpdispatch.Config{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	hc, err := httpchannel.New(httpchannel.Config{Logger: log, Dispatcher: hd, Credentials: v})
+	if err != nil {
+		return nil, err
+	}
+	adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: tokens})
+	if err != nil {
+		return nil, err
+	}
+	channels := map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc}
+	if err := addHostChannels(channels, cfg, log, v); err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Config{
+		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Channels: channels, Authorizer: &policy.Policy{Vault: v}, Recovery: cfg.Recovery,
+		Register: func(g *grpc.Server) { adm.Register(g) },
+	})
+	if err != nil {
+		hd.Close()
+		return nil, err
+	}
+	return &stack{srv: srv, vault: v, tokens: tokens, http: hd}, nil
+}
+

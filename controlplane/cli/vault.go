@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+)
+
+func init() {
+	commands["vault"] = command{"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault}
+	commands["token"] = command{"bearer tokens for agents: create ACTOR (printed once)", runToken}
+}
+
+func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, func(), error) {
+	if _, closeFn, err := t.dial(ctx); err != nil {
+		return nil, nil, err
+	} else {
+		closeFn()
+	}
+	conn, err := dialSocket(t.socket())
+	if err != nil {
+		return nil, nil, err
+	}
+	return controlplanev1.NewAdminClient(conn), func() { conn.Close() }, nil
+}
+
+func runVault(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 {
+		return usagef("vault needs a subcommand: status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key | list")
+	}
+	sub, args := args[0], args[1:]
+	var t target
+	fs := flag.NewFlagSet("vault "+sub, flag.ContinueOnError)
+	t.flags(fs, env)
+	init := fs.Bool("init", false, "unlock: create the vault with this passphrase if it does not exist")
+	passFile := fs.String("passphrase-file", "", "unlock: read the passphrase from this file (default: first line of stdin)")
+	kind := fs.String("kind", "", "put: bearer, basic, header or ssh_key")
+	username := fs.String("username", "", "put --kind basic: the user name (the password is read from stdin)")
+	header := fs.String("header", "", "put --kind header: the header name (the value is read from stdin)")
+	keyFile := fs.String("key-file", "", "put --kind ssh_key: the private key file")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	c, closeFn, err := adminClient(ctx, &t)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	switch sub {
+	case "status":
+		st, err := c.VaultStatus(ctx, &controlplanev1.VaultStatusRequest{})
+		if err != nil {
+			return rpcError(err)
+		}
+		printVaultStatus(env.Stdout, st)
+		return nil
+	case "unlock":
+		var pass []byte
+		if *passFile != "" {
+			b, err := os.ReadFile(*passFile)
+			if err != nil {
+				return err
+			}
+			pass = []byte(strings.TrimRight(string(b), "\r\n"))
+		} else {
+			fmt.Fprintln(env.Stderr, "passphrase (one line on stdin):")
+			pass, err = readLine(env.Stdin)
+			if err != nil {
+				return err
+			}
+		}
+		resp, err := c.VaultUnlock(ctx, &controlplanev1.VaultUnlockRequest{Passphrase: pass, Init: *init})
+		if err != nil {
+			return rpcError(err)
+		}
+		printVaultStatus(env.Stdout, resp.GetStatus())
+		return nil
+	case "lock":
+		resp, err := c.VaultLock(ctx, &controlplanev1.VaultLockRequest{})
+		if err != nil {
+			return rpcError(err)
+		}
+		printVaultStatus(env.Stdout, resp.GetStatus())
+		return nil
+	case "list":
+		resp, err := c.VaultList(ctx, &controlplanev1.VaultListRequest{})
+		if err != nil {
+			return rpcError(err)
+		}
+		for _, n := range resp.GetNames() {
+			fmt.Fprintln(env.Stdout, n)
+		}
+		return nil
+	case "put":
+		if len(pos) != 1 {
+			return usagef("vault put needs exactly one NAME")
+		}
+		req := &controlplanev1.VaultPutRequest{Name: pos[0], Kind: *kind, Username: *username, Header: *header}
+		switch *kind {
+		case "ssh_key":
+			if *keyFile == "" {
+				return usagef("--kind ssh_key needs --key-file")
+			}
+			if req.PrivateKey, err = os.ReadFile(*keyFile); err != nil {
+				return err
+			}
+		case "bearer", "basic", "header":
+			fmt.Fprintln(env.Stderr, "secret value (one line on stdin):")
+			secret, err := readLine(env.Stdin)
+			if err != nil {
+				return err
+			}
+			switch *kind {
+			case "bearer":
+				req.Token = string(secret)
+			case "basic":
+				req.Password = string(secret)
+			default:
+				req.Value = string(secret)
+			}
+		default:
+			return usagef("--kind must be bearer, basic, header or ssh_key")
+		}
+		if _, err := c.VaultPut(ctx, req); err != nil {
+			return rpcError(err)
+		}
+		fmt.Fprintf(env.Stdout, "stored credential %s (%s)\n", pos[0], *kind)
+		return nil
+	}
+	return usagef("unknown vault subcommand %q (want status, unlock, lock, put or list)", sub)
+}
+
+func runToken(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] != "create" {
+		return usagef("token needs a subcommand: create ACTOR")
+	}
+	var t target
+	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+	t.flags(fs, env)
+	pos, err := parse(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("token create needs exactly one ACTOR name")
+	}
+	c, closeFn, err := adminClient(ctx, &t)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	resp, err := c.CreateToken(ctx, &controlplanev1.CreateTokenRequest{Actor: pos[0]})
+	if err != nil {
+		return rpcError(err)
+	}
+	fmt.Fprintf(env.Stderr, "token for actor %s (shown once; only its hash is stored):\n", resp.GetActor())
+	fmt.Fprintln(env.Stdout, resp.GetToken())
+	return nil
+}
+
+func printVaultStatus(w io.Writer, st *controlplanev1.VaultStatusResponse) {
+	state := "unlocked"
+	if st.GetLocked() {
+		state = "locked"
+	}
+	if !st.GetInitialized() {
+		state = "not initialized (latch vault unlock --init)"
+	}
+	fmt.Fprintf(w, "vault %s\npath %s\ncredentials %d\nepoch %d\n", state, st.GetPath(), st.GetNames(), st.GetEpoch())
+}
+
+func readLine(r io.Reader) ([]byte, error) {
+	if r == nil {
+		return nil, usagef("nothing on stdin")
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return nil, usagef("an empty value was read from stdin")
+	}
+	return []byte(line), nil
+}

@@ -1,0 +1,151 @@
+// Package httpchannel connects the engine to HTTP targets: it renders a
+// tool's request template, injects the target's credential from the vault,
+// sends through httpdispatch (which classifies failures with httptrace) and
+// turns what happened into an engine.Attempt.
+package httpchannel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/vault"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Credentials looks up a credential_ref. Implemented by *vault.Vault.
+type Credentials interface {
+	Get(name string) (vault.Credential, error)
+}
+
+// Config names the channel's dependencies.
+type Config struct {
+	Logger     hclog.Logger
+	Dispatcher *httpdispatch.Dispatcher
+	// Credentials may be nil when no target uses a credential.
+	Credentials Credentials
+}
+
+// Channel implements engine.Channel for HTTP targets.
+type Channel struct {
+	log   hclog.Logger
+	d     *httpdispatch.Dispatcher
+	creds Credentials
+}
+
+var _ engine.Channel = (*Channel)(nil)
+
+// New builds the channel.
+func New(cfg Config) (*Channel, error) {
+	if cfg.Dispatcher == nil {
+		return nil, errors.New("httpchannel: Config.Dispatcher is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Channel{log: cfg.Logger.Named("httpchannel"), d: cfg.Dispatcher, creds: cfg.Credentials}, nil
+}
+
+// Dispatch sends the tool's request with the execution ID as idempotency key.
+func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
+	method, path, query, headers, body, err := call.Tool.RenderRequest(call.Arguments)
+	if err != nil {
+		return engine.Attempt{Class: engine.NotSent, Reason: "request template: " + err.Error()}
+	}
+	cred, a, ok := c.credential(call)
+	if !ok {
+		return a
+	}
+	obs, err := c.d.Send(ctx, httpdispatch.Call{
+		ExecutionID: call.Execution.GetId(), Target: call.Target, Method: method, Path: path,
+		Query: query, Headers: headers, Body: body, Credential: cred, Timeout: call.Tool.Timeout,
+	})
+	if err != nil {
+		return failed(err)
+	}
+	if call.Recovery && obs.Status == 409 {
+		return engine.Attempt{Class: engine.Unknown, Reason: "the target reports the original request still in progress (409)"}
+	}
+	return observed(obs)
+}
+
+// Query asks the target's status endpoint about the execution.
+func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
+	sq := call.Target.Status
+	if sq == nil {
+		return engine.Attempt{Class: engine.Unsupported, Reason: "target " + call.Target.Name + " has no status endpoint"}
+	}
+	cred, a, ok := c.credential(call)
+	if !ok {
+		return a
+	}
+	obs, err := c.d.Status(ctx, httpdispatch.Call{
+		ExecutionID: call.Execution.GetId(), Target: call.Target, Method: sq.Method,
+		Path:       strings.ReplaceAll(sq.Path, "{execution_id}", url.PathEscape(call.Execution.GetId())),
+		Credential: cred, Timeout: call.Tool.Timeout,
+	})
+	if err != nil {
+		a := failed(err)
+		if a.Class == engine.NotSent {
+			a.Class = engine.Unknown // a query that did not go out proves nothing
+		}
+		return a
+	}
+	switch {
+	case obs.Status == 404 || obs.Status == 410:
+		return engine.Attempt{Class: engine.Absent, Reason: fmt.Sprintf("status endpoint answered %d for this execution ID", obs.Status)}
+	case obs.Status >= 200 && obs.Status < 300:
+		return observed(obs)
+	default:
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status endpoint answered %d", obs.Status)}
+	}
+}
+
+func (c *Channel) credential(call engine.Call) (*httpdispatch.Credential, engine.Attempt, bool) {
+	ref := call.Target.Credential
+	if ref == "" {
+		return nil, engine.Attempt{}, true
+	}
+	if c.creds == nil {
+		return nil, engine.Attempt{Class: engine.NotSent, Reason: "no vault is configured for credential " + ref}, false
+	}
+	v, err := c.creds.Get(ref)
+	if err != nil {
+		reason := "credential " + ref + ": " + err.Error()
+		if errors.Is(err, vault.ErrLocked) {
+			reason = "vault_locked: the vault is locked (latch vault unlock)"
+		}
+		return nil, engine.Attempt{Class: engine.NotSent, Reason: reason}, false
+	}
+	if v.Kind == vault.KindSSHKey {
+		return nil, engine.Attempt{Class: engine.NotSent, Reason: "credential " + ref + " is an SSH key; an HTTP target needs bearer, basic or header"}, false
+	}
+	return &httpdispatch.Credential{Kind: string(v.Kind), Token: v.Token, Username: v.Username, Password: v.Password, Header: v.Header, Value: v.Value}, engine.Attempt{}, true
+}
+
+func failed(err error) engine.Attempt {
+	switch {
+	case errors.Is(err, httpdispatch.ErrOutcomeUnknown):
+		return engine.Attempt{Class: engine.Unknown, Reason: err.Error()}
+	default: // ErrNotSent, ErrRefused, ErrInvalidCall: nothing left the gateway
+		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+	}
+}
+
+func observed(obs *httpdispatch.Observation) engine.Attempt {
+	outcome := recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
+	if obs.Status >= 200 && obs.Status < 300 {
+		outcome = recordv1.Outcome_OUTCOME_SUCCEEDED
+	}
+	return engine.Attempt{
+		Class: engine.Observed, Outcome: outcome,
+		Result: &recordv1.Result{Status: int32(obs.Status), Headers: obs.Headers, Body: obs.Body, BodyTruncated: obs.Truncated},
+		Reason: fmt.Sprintf("HTTP %d", obs.Status),
+	}
+}

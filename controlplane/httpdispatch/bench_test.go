@@ -1,0 +1,120 @@
+package httpdispatch
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/demotarget"
+)
+
+// BenchmarkSend measures POSTs to the demo target on loopback, each with a
+// fresh idempotency key, through the dispatcher and through a plain
+// net/http client with the same connection pool size.
+//
+//	go test -run '^$' -bench BenchmarkSend -benchtime 3s ./controlplane/httpdispatch
+func BenchmarkSend(b *testing.B) {
+	body := []byte(`{"service":"api","version":"1.2.3","region":"eu-west-1"}`)
+	for _, workers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("dispatcher/p%d", workers), func(b *testing.B) {
+			srv := httptest.NewServer(demotarget.New(demotarget.Config{}))
+			defer srv.Close()
+			d, err := New(Config{Logger: hclog.NewNullLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			tg := demoTarget("http", srv.Listener.Addr().String())
+			runWorkers(b, workers, func(i int64) error {
+				obs, err := d.Send(b.Context(), Call{
+					ExecutionID: "exec-" + strconv.FormatInt(i, 10),
+					Target:      tg,
+					Method:      http.MethodPost,
+					Path:        "/v1/releases",
+					Body:        body,
+				})
+				if err != nil {
+					return err
+				}
+				if obs.Status != http.StatusCreated {
+					return fmt.Errorf("status %d: %s", obs.Status, obs.Body)
+				}
+				return nil
+			})
+		})
+		b.Run(fmt.Sprintf("plain/p%d", workers), func(b *testing.B) {
+			srv := httptest.NewServer(demotarget.New(demotarget.Config{}))
+			defer srv.Close()
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.MaxIdleConnsPerHost = 64
+			client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+			defer tr.CloseIdleConnections()
+			url := srv.URL + "/v1/releases"
+			runWorkers(b, workers, func(i int64) error {
+				req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, url, bytes.NewReader(body))
+				if err != nil {
+					return err
+				}
+				req.Header.Set("Idempotency-Key", "exec-"+strconv.FormatInt(i, 10))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				_, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+				resp.Body.Close()
+				if err != nil {
+					return err
+				}
+				if resp.StatusCode != http.StatusCreated {
+					return fmt.Errorf("status %d", resp.StatusCode)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// runWorkers runs op b.N times on exactly workers goroutines and reports
+// requests per second.
+func runWorkers(b *testing.B, workers int, op func(i int64) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sshtest
+
+import "syscall"
+
+func sshdProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,183 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Built-in tool names. Every built-in acts on the caller's own executions
+// only: the actor goes into every Get/List/Cancel request.
+const (
+	ToolExecutionStatus = "latch_execution_status"
+	ToolExecutions      = "latch_executions"
+	ToolCancelExecution = "latch_cancel_execution"
+)
+
+// ExecutionSummary is one line of latch_executions.
+type ExecutionSummary struct {
+	ExecutionID  string `json:"execution_id"`
+	Tool         string `json:"tool"`
+	State        string `json:"state"`
+	Outcome      string `json:"outcome,omitempty"`
+	AcceptedAt   string `json:"accepted_at,omitempty"`
+	DispatchedAt string `json:"dispatched_at,omitempty"`
+}
+
+func (f *Front) addBuiltins(srv *mcp.Server, fixedActor string) {
+	yes, no := true, false
+	idSchema := json.RawMessage(`{"type":"object","required":["execution_id"],"additionalProperties":false,"properties":{"execution_id":{"type":"string","description":"An execution_id (act_…) returned by an earlier call."}}}`)
+	srv.AddTool(&mcp.Tool{
+		Name:        ToolExecutionStatus,
+		Description: "Show one of your executions: its state, outcome and stored result. Use it instead of retrying a call whose outcome was not yet known.",
+		InputSchema: idSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
+	}, f.statusHandler(fixedActor))
+	srv.AddTool(&mcp.Tool{
+		Name:        ToolExecutions,
+		Description: "List your most recent executions, newest first.",
+		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":1000,"description":"At most this many (default 20)."}}}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
+	}, f.listHandler(fixedActor))
+	srv.AddTool(&mcp.Tool{
+		Name:        ToolCancelExecution,
+		Description: "Cancel one of your executions that has not been dispatched yet (for example one awaiting approval). A dispatched execution cannot be cancelled: it runs to its observed outcome.",
+		InputSchema: idSchema,
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no},
+	}, f.cancelHandler(fixedActor))
+}
+
+func (f *Front) builtinActor(req *mcp.CallToolRequest, fixedActor string) (string, error) {
+	cc, err := f.caller(req, fixedActor)
+	return cc.actor, err
+}
+
+func decodeArgs(req *mcp.CallToolRequest, v any) error {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	if err := json.Unmarshal(args, v); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}
+	}
+	return nil
+}
+
+// rpcToolError turns a control-plane error into a tool error: NotFound and
+// PermissionDenied read the same, so a caller cannot probe other actors' ids.
+func (f *Front) rpcToolError(id string, err error) *mcp.CallToolResult {
+	switch status.Code(err) {
+	case codes.NotFound, codes.PermissionDenied:
+		return toolError(fmt.Sprintf("no execution %s among your executions.", id))
+	case codes.FailedPrecondition:
+		return toolError(fmt.Sprintf("execution %s cannot be changed: %s", id, status.Convert(err).Message()))
+	case codes.InvalidArgument:
+		return toolError(fmt.Sprintf("bad execution id %q: %s", id, status.Convert(err).Message()))
+	}
+	f.log.Warn("control plane call failed", "execution_id", id, "error", err)
+	return toolError("latch could not reach its control plane; try again in a moment.")
+}
+
+func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		actor, err := f.builtinActor(req, fixedActor)
+		if err != nil {
+			return nil, err
+		}
+		var in struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		if err := decodeArgs(req, &in); err != nil {
+			return nil, err
+		}
+		if in.ExecutionID == "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
+		}
+		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: in.ExecutionID, Actor: actor})
+		if err != nil {
+			return f.rpcToolError(in.ExecutionID, err), nil
+		}
+		// The disposition of a status read is "attached": it reads the same
+		// execution, never makes one.
+		return f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", g.GetExecution()), nil
+	}
+}
+
+func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		actor, err := f.builtinActor(req, fixedActor)
+		if err != nil {
+			return nil, err
+		}
+		var in struct {
+			Limit int32 `json:"limit"`
+		}
+		if err := decodeArgs(req, &in); err != nil {
+			return nil, err
+		}
+		if in.Limit <= 0 {
+			in.Limit = 20
+		}
+		in.Limit = min(in.Limit, 1000)
+		l, err := f.cfg.ControlPlane.List(ctx, &controlplanev1.ListRequest{Actor: actor, Limit: in.Limit})
+		if err != nil {
+			return f.rpcToolError("", err), nil
+		}
+		out := struct {
+			Executions []ExecutionSummary `json:"executions"`
+			Note       string             `json:"note"`
+		}{Executions: []ExecutionSummary{}}
+		for _, e := range l.GetExecutions() {
+			if e.GetActor() != actor {
+				continue // defence in depth: never show another actor's work
+			}
+			s := ExecutionSummary{ExecutionID: e.GetId(), Tool: e.GetTool(), State: stateName(e.GetState()), Outcome: outcomeName(e.GetOutcome())}
+			if t := e.GetAcceptedAt(); t != nil {
+				s.AcceptedAt = t.AsTime().UTC().Format(time.RFC3339)
+			}
+			if t := e.GetDispatchedAt(); t != nil {
+				s.DispatchedAt = t.AsTime().UTC().Format(time.RFC3339)
+			}
+			out.Executions = append(out.Executions, s)
+		}
+		out.Note = fmt.Sprintf("%d of your executions, newest first.", len(out.Executions))
+		text, _ := json.Marshal(out)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, StructuredContent: out}, nil
+	}
+}
+
+func (f *Front) cancelHandler(fixedActor string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		actor, err := f.builtinActor(req, fixedActor)
+		if err != nil {
+			return nil, err
+		}
+		var in struct {
+			ExecutionID string `json:"execution_id"`
+		}
+		if err := decodeArgs(req, &in); err != nil {
+			return nil, err
+		}
+		if in.ExecutionID == "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
+		}
+		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: in.ExecutionID, Actor: actor, Reason: "agent called " + ToolCancelExecution})
+		if err != nil {
+			return f.rpcToolError(in.ExecutionID, err), nil
+		}
+		res := f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", c.GetExecution())
+		if c.GetExecution().GetState() == recordv1.State_STATE_CANCELLED {
+			res.IsError = false // the cancel the caller asked for succeeded
+		}
+		return res, nil
+	}
+}

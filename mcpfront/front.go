@@ -1,0 +1,219 @@
+// Package mcpfront is the MCP server agents talk to: it turns every catalog
+// tool into an MCP tool, authenticates callers to actors, submits each call to
+// the control plane (which decides whether it is a new execution or the same
+// one again) and waits on the execution, streaming progress, until it rests.
+//
+// It serves Streamable HTTP in both protocol eras on one path (stateful
+// 2025-11-25 with resumable streams, stateless 2026-07-28) and stdio. It never
+// decides an execution's fate: a disconnect only stops the wait; only an
+// explicit cancel reaches ControlPlane.Cancel.
+//
+// It talks to the control plane only through controlplanev1.ControlPlaneClient.
+// Imported by the latch-mcp and latch commands.
+package mcpfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// Defaults.
+const (
+	DefaultWaitBound        = 50 * time.Second
+	DefaultProgressInterval = 10 * time.Second
+	// MaxProgressInterval keeps clients with a 60 s timeout (most of them)
+	// well fed even if one notification is lost.
+	MaxProgressInterval = 15 * time.Second
+	// DefaultLoopbackActor is the actor of unauthenticated loopback callers
+	// when no TokenVerifier is configured.
+	DefaultLoopbackActor = "local"
+)
+
+var (
+	// ErrBadConfig is returned by New for a missing dependency or bad bound.
+	ErrBadConfig = errors.New("mcpfront: bad configuration")
+)
+
+// TokenVerifier maps a bearer token to an actor. Implemented by
+// auth.TokenStore.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) (actor string, tokenID string, err error)
+}
+
+// Config names the front's dependencies.
+type Config struct {
+	Logger       hclog.Logger
+	ControlPlane controlplanev1.ControlPlaneClient
+	Catalog      *tools.Catalog
+	// Tokens authenticates HTTP callers. Nil: no authentication, every HTTP
+	// caller is LoopbackActor; the binary allows that only on loopback.
+	Tokens TokenVerifier
+	// LoopbackActor is the actor when Tokens is nil (default "local").
+	LoopbackActor string
+	// WaitBound is how long one tools/call waits for an execution to rest
+	// before answering "still running" (default 50s).
+	WaitBound time.Duration
+	// ProgressInterval is the longest gap between progress notifications
+	// when the client sent a progress token (default 10s, at most 15s).
+	ProgressInterval time.Duration
+	// AllowedOrigins are the browser origins allowed besides loopback ones
+	// (e.g. "https://console.example.com").
+	AllowedOrigins []string
+	// Version is reported as the server version (default "dev").
+	Version string
+}
+
+// Front is the MCP front. Build it with New.
+type Front struct {
+	log       hclog.Logger
+	cfg       Config
+	allowed   map[string]bool
+	server    *mcp.Server
+	stateful  *mcp.StreamableHTTPHandler
+	stateless *mcp.StreamableHTTPHandler
+	events    *mcp.MemoryEventStore
+	bg        sync.WaitGroup
+
+	// testCallDone, when set (tests only), runs after every catalog tool
+	// handler returned.
+	testCallDone func()
+}
+
+// New validates cfg, fills defaults and registers every catalog tool.
+func New(cfg Config) (*Front, error) {
+	if cfg.ControlPlane == nil {
+		return nil, fmt.Errorf("%w: ControlPlane is nil", ErrBadConfig)
+	}
+	if cfg.Catalog == nil {
+		return nil, fmt.Errorf("%w: Catalog is nil (load one with --catalog)", ErrBadConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.WaitBound <= 0 {
+		cfg.WaitBound = DefaultWaitBound
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.ProgressInterval > MaxProgressInterval {
+		return nil, fmt.Errorf("%w: ProgressInterval %s is above %s; clients time out at 60s without progress", ErrBadConfig, cfg.ProgressInterval, MaxProgressInterval)
+	}
+	if cfg.LoopbackActor == "" {
+		cfg.LoopbackActor = DefaultLoopbackActor
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	f := &Front{
+		log:     cfg.Logger.Named("mcpfront"),
+		cfg:     cfg,
+		allowed: make(map[string]bool),
+	}
+	for _, o := range cfg.AllowedOrigins {
+		f.allowed[o] = true
+	}
+	srv, err := f.newServer("")
+	if err != nil {
+		return nil, err
+	}
+	f.server = srv
+	f.events = mcp.NewMemoryEventStore(nil)
+	get := func(*http.Request) *mcp.Server { return f.server }
+	f.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		EventStore: f.events,
+		// Our own Origin/Host rules run first (origin.go); the SDK's
+		// DNS-rebinding check stays on as a second line.
+	})
+	f.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+		Stateless: true,
+		// In 2026-07-28 a dropped response stream cancels the *request*: the
+		// handler's ctx ends with the HTTP request's, so the wait stops at
+		// once instead of holding the handler until WaitBound. It never
+		// cancels the *execution* (interrupted() only forwards an explicit
+		// notifications/cancelled, which this era has no session to carry).
+		PropagateRequestCancellation: true,
+	})
+	return f, nil
+}
+
+// newServer builds an MCP server with every catalog tool and the built-ins.
+// fixedActor is the actor of every call (stdio); "" means "from the token".
+func (f *Front) newServer(fixedActor string) (*mcp.Server, error) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "latch", Version: f.cfg.Version}, &mcp.ServerOptions{
+		Instructions: "Latch gives every side-effecting call an execution identity. " +
+			"Never retry a call whose outcome is unknown: check latch_execution_status. " +
+			"To repeat an action on purpose, pass repeat_of with the execution id you are repeating.",
+	})
+	for _, name := range sortedToolNames(f.cfg.Catalog) {
+		tool := f.cfg.Catalog.Tools[name]
+		mt, err := mcpTool(tool)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tool %s: %v", ErrBadConfig, name, err)
+		}
+		srv.AddTool(mt, f.callHandler(tool, fixedActor))
+	}
+	f.addBuiltins(srv, fixedActor)
+	return srv, nil
+}
+
+// HTTPHandler serves Streamable HTTP at /mcp in both protocol eras.
+//
+// Routing (one path, two SDK handlers): the SDK speaks 2026-07-28 only on a
+// handler with Stateless set, and a stateful handler answers a 2026-07-28 call
+// with "unsupported protocol version". A 2026-07-28 client sends
+// `MCP-Protocol-Version: 2026-07-28` (or later) on every request, including
+// its first one (server/discover; there is no initialize), so a request whose
+// header is >= 2026-07-28 goes to the stateless handler. Everything else (no
+// header: an initialize or a pre-2025-06-18 client; an older version: a
+// session request) goes to the stateful handler, which creates sessions,
+// keeps events in the event store and resumes GET + Last-Event-ID. The Go
+// client's Connect tries server/discover at 2026-07-28 first and so lands on
+// the stateless handler unless it asks for 2025-11-25 explicitly.
+func (f *Front) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", f.wrapHTTP(http.HandlerFunc(f.route)))
+	return mux
+}
+
+func (f *Front) route(w http.ResponseWriter, r *http.Request) {
+	if isModernEra(r.Header.Get("Mcp-Protocol-Version")) {
+		f.stateless.ServeHTTP(w, r)
+		return
+	}
+	f.stateful.ServeHTTP(w, r)
+}
+
+// modernEra is the first protocol revision without sessions.
+const modernEra = "2026-07-28"
+
+// isModernEra compares protocol revisions, which are ISO dates, as strings.
+func isModernEra(v string) bool { return v != "" && v >= modernEra }
+
+// ServeStdio serves one MCP session over stdin/stdout until ctx ends or the
+// client closes stdin. Every call is made as actor.
+func (f *Front) ServeStdio(ctx context.Context, actor string) error {
+	if actor == "" {
+		return fmt.Errorf("%w: stdio needs an actor (--actor NAME)", ErrBadConfig)
+	}
+	return f.serveTransport(ctx, actor, &mcp.StdioTransport{})
+}
+
+// serveTransport serves one session over t as actor (stdio, tests).
+func (f *Front) serveTransport(ctx context.Context, actor string, t mcp.Transport) error {
+	srv, err := f.newServer(actor)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx, &deliveringTransport{inner: t, front: f})
+}

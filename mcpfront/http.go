@@ -1,0 +1,266 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+)
+
+// Headers the HTTP wrapper sets for the tool handlers, which see only
+// req.Extra.Header (the SDK hides the JSON-RPC id and the peer address).
+// Client-sent values are removed first, so they cannot be forged.
+const (
+	HeaderJSONRPCID   = "Latch-Jsonrpc-Id"
+	HeaderPeerAddress = "Latch-Peer-Address"
+	// HeaderRun is the client's explicit intent scope (DESIGN §5).
+	HeaderRun = "Latch-Run"
+)
+
+// maxBody bounds a POST body; tool arguments are small.
+const maxBody = 4 << 20
+
+// deliveryMarker precedes an execution id in the `_meta` of a result that
+// carries a completed execution's stored result. The wrappers below look for
+// it in the bytes they write and record delivery once the write succeeded.
+const deliveryMarker = `"latch/delivery":"`
+
+// wrapHTTP puts, outermost first: the Origin rule, bearer authentication,
+// evidence headers, and the delivery observer around next.
+func (f *Front) wrapHTTP(next http.Handler) http.Handler {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aw, ok := w.(*authWriter); ok {
+			w = aw.ResponseWriter // authWriter only matters for the 401 path
+		}
+		f.serveObserved(w, r, next)
+	})
+	if f.cfg.Tokens != nil {
+		mw := sdkauth.RequireBearerToken(f.verifyToken, &sdkauth.RequireBearerTokenOptions{
+			// Latch tokens do not expire; they are revoked (`latch token revoke`).
+			AllowMissingExpiration: true,
+		})(h)
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mw.ServeHTTP(&authWriter{ResponseWriter: w}, r)
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !f.originAllowed(origin) {
+			f.log.Debug("refused origin", "origin", origin, "peer", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (add it to the allowed origins)", origin), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// originAllowed: the spec requires servers to validate Origin to stop DNS
+// rebinding; browsers on loopback pages are allowed, others must be listed.
+func (f *Front) originAllowed(origin string) bool {
+	if f.allowed[origin] {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// verifyToken adapts Config.Tokens to the SDK's verifier. Any failure is a
+// 401 "invalid token": the reason is logged, never told to the caller.
+func (f *Front) verifyToken(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
+	actor, tokenID, err := f.cfg.Tokens.Verify(ctx, token)
+	if err != nil || actor == "" {
+		f.log.Debug("bearer token refused", "peer", r.RemoteAddr, "error", err)
+		return nil, sdkauth.ErrInvalidToken
+	}
+	return &sdkauth.TokenInfo{UserID: actor, Extra: map[string]any{"token_id": tokenID}}, nil
+}
+
+// authWriter adds a WWW-Authenticate challenge to 401 answers: the SDK adds
+// one only when resource metadata or scopes are configured, and RFC 6750
+// requires it.
+type authWriter struct {
+	http.ResponseWriter
+}
+
+func (w *authWriter) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="latch", error="invalid_token"`)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *authWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// serveObserved copies evidence into headers, serves the request, and records
+// delivery of the completed results it wrote.
+func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	r.Header.Del(HeaderJSONRPCID)
+	r.Header.Del(HeaderPeerAddress)
+	r.Header.Set(HeaderPeerAddress, r.RemoteAddr)
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if id := jsonrpcID(body); id != "" {
+			r.Header.Set(HeaderJSONRPCID, id)
+		}
+	}
+	dw := &deliveryWriter{ResponseWriter: w}
+	next.ServeHTTP(dw, r)
+	// Delivery is recorded here, after the SDK handler returned for this
+	// HTTP exchange, when (1) the SSE event carrying the completed result was
+	// written and flushed without error and (2) the client was still
+	// connected when the exchange ended. This covers the POST that carried
+	// the call (both eras) and the GET + Last-Event-ID that replayed it after
+	// a cut. Limits: "written to the socket" is the strongest fact an HTTP
+	// server can establish; a client that dies after the kernel accepted the
+	// bytes but before reading them is recorded as delivered. A result that
+	// is never written (client gone for good) stays completed-not-delivered,
+	// which is the safe side: an attach returns the stored result.
+	if dw.failed || r.Context().Err() != nil {
+		return
+	}
+	for _, id := range dw.delivered {
+		f.markDelivered(id)
+	}
+}
+
+// jsonrpcID returns the id of a single JSON-RPC request body, as JSON text
+// (`7`, `"abc"`), or "" for notifications, responses and batches.
+func jsonrpcID(body []byte) string {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil || msg.Method == "" || len(msg.ID) == 0 {
+		return ""
+	}
+	return string(msg.ID)
+}
+
+// deliveryWriter watches the SSE events the SDK writes for delivery markers.
+// The SDK writes one event per Write call (mcp/event.go writeEvent).
+type deliveryWriter struct {
+	http.ResponseWriter
+	delivered []string
+	failed    bool
+}
+
+func (w *deliveryWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if err != nil {
+		w.failed = true
+		return n, err
+	}
+	w.delivered = appendMarkers(w.delivered, p)
+	return n, nil
+}
+
+func (w *deliveryWriter) Flush() {
+	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
+		w.failed = true
+	}
+}
+
+func (w *deliveryWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// appendMarkers appends the execution ids that follow deliveryMarker in p.
+func appendMarkers(ids []string, p []byte) []string {
+	for {
+		i := bytes.Index(p, []byte(deliveryMarker))
+		if i < 0 {
+			return ids
+		}
+		p = p[i+len(deliveryMarker):]
+		j := bytes.IndexByte(p, '"')
+		if j < 0 {
+			return ids
+		}
+		ids = append(ids, string(p[:j]))
+		p = p[j:]
+	}
+}
+
+// markDelivered records delivery off the critical path of the response.
+func (f *Front) markDelivered(id string) {
+	f.bg.Add(1)
+	go func() {
+		defer f.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: id}); err != nil {
+			f.log.Warn("could not record delivery", "execution_id", id, "error", err)
+			return
+		}
+		f.log.Trace("delivered", "execution_id", id)
+	}()
+}
+
+// Close waits for pending delivery records.
+func (f *Front) Close() error {
+	f.bg.Wait()
+	return nil
+}
+
+// deliveringTransport records delivery on stdio: after a response carrying a
+// delivery marker was written to stdout without error.
+type deliveringTransport struct {
+	inner mcp.Transport
+	front *Front
+}
+
+func (t *deliveringTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &deliveringConn{Connection: c, front: t.front}, nil
+}
+
+type deliveringConn struct {
+	mcp.Connection
+	front *Front
+}
+
+func (c *deliveringConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := c.Connection.Write(ctx, msg); err != nil {
+		return err
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
+		if !strings.Contains(string(resp.Result), deliveryMarker) {
+			return nil
+		}
+		for _, id := range appendMarkers(nil, resp.Result) {
+			c.front.markDelivered(id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,439 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/latchhq/latch/mcpfront/auth"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// Protocol revisions the tests speak.
+const (
+	eraSession   = "2025-11-25" // stateful, resumable
+	eraStateless = ""           // the Go client's default: 2026-07-28, stateless
+)
+
+// effectServer is the HTTP target: it counts requests per path; /slow holds
+// each request until release is called.
+type effectServer struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	hits    map[string]int
+	gate    chan struct{}
+	arrived chan string
+}
+
+func newEffectServer(t testing.TB) *effectServer {
+	t.Helper()
+	e := &effectServer{hits: map[string]int{}, gate: make(chan struct{}), arrived: make(chan string, 100)}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		e.hits[r.URL.Path]++
+		e.mu.Unlock()
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/slow" {
+			e.arrived <- r.Header.Get("Idempotency-Key")
+			select {
+			case <-e.gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		status := http.StatusOK
+		if r.URL.Path == "/fail" {
+			status = http.StatusConflict
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"ok":%t,"key":%q,"request":%s}`, status == http.StatusOK, r.Header.Get("Idempotency-Key"), body)
+	}))
+	t.Cleanup(func() {
+		e.release()
+		e.srv.Close()
+	})
+	return e
+}
+
+var releaseOnce sync.Map
+
+func (e *effectServer) release() {
+	if _, loaded := releaseOnce.LoadOrStore(e, true); !loaded {
+		close(e.gate)
+	}
+}
+
+func (e *effectServer) count(path string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.hits[path]
+}
+
+// testCatalog has one tool of each kind the tests need.
+func testCatalog() *tools.Catalog {
+	obj := func(s string) json.RawMessage { return json.RawMessage(s) }
+	return &tools.Catalog{
+		Source: "test",
+		Targets: map[string]*tools.Target{
+			"effect": {Name: "effect", Channel: tools.ChannelHTTP, IdempotencyHeader: "Idempotency-Key", AllowPrivate: true},
+		},
+		Tools: map[string]*tools.Tool{
+			"deploy_release": {
+				Name: "deploy_release", Description: "Deploy one version of a service.",
+				InputSchema: obj(`{"type":"object","required":["service","version"],"additionalProperties":false,"properties":{"service":{"type":"string"},"version":{"type":"string"},"region":{"type":"string"}}}`),
+				Defaults:    map[string]any{"region": "us-east-1"},
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/v1/releases"},
+				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
+			},
+			"slow_job": {
+				Name: "slow_job", Description: "A job that takes a while.",
+				InputSchema: obj(`{"type":"object","required":["job"],"additionalProperties":false,"properties":{"job":{"type":"string"}}}`),
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/slow"},
+				Replay: tools.ReplayReview, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
+			},
+			"failing_job": {
+				Name: "failing_job", Description: "A job the target refuses.",
+				InputSchema: obj(`{"type":"object","properties":{"job":{"type":"string"}}}`),
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/fail"},
+				Replay: tools.ReplayStatusQuery, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
+			},
+			"approved_job": {
+				Name: "approved_job", Description: "Needs an operator's approval for every call.",
+				InputSchema: obj(`{"type":"object","required":["job"],"properties":{"job":{"type":"string"}}}`),
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/approved"},
+				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalEveryCall,
+			},
+			"read_status": {
+				Name: "read_status", Description: "Read the service status.",
+				InputSchema: obj(`{"type":"object","properties":{"service":{"type":"string"}}}`),
+				Target:      "effect", Request: &tools.Request{Method: http.MethodGet, Path: "/status"},
+				Replay: tools.ReplayReadOnly, AttachWindow: time.Minute, Approval: tools.ApprovalNone,
+			},
+		},
+	}
+}
+
+type stackOptions struct {
+	WaitBound        time.Duration
+	ProgressInterval time.Duration
+	AllowedOrigins   []string
+	Actors           []string // token holders (default alice, bob)
+}
+
+// testStack is the whole path an agent's call takes: MCP client → HTTP
+// (loopback) → Front → gRPC (bufconn) → control plane → HTTP effect server.
+// Assertions go through CP (the public gRPC API) and the effect server's
+// counters, so the fake control plane can be swapped for the real one here,
+// in newTestStack, without touching the tests.
+type testStack struct {
+	URL    string
+	Front  *Front
+	CP     controlplanev1.ControlPlaneClient
+	fake   *fakeControlPlane
+	effect *effectServer
+	tokens map[string]string // actor → bearer token
+	// callDone receives one value each time a catalog tool handler returned.
+	callDone chan struct{}
+}
+
+func newTestStack(t testing.TB, opts stackOptions) *testStack {
+	t.Helper()
+	st := &testStack{effect: newEffectServer(t), tokens: map[string]string{}, callDone: make(chan struct{}, 100)}
+	cat := testCatalog()
+	cat.Targets["effect"].BaseURL = st.effect.srv.URL
+
+	// Control plane over bufconn.
+	st.fake = newFakeControlPlane(cat, st.effect.srv.URL)
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	controlplanev1.RegisterControlPlaneServer(gs, st.fake)
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	st.CP = controlplanev1.NewControlPlaneClient(conn)
+
+	store, err := auth.OpenTokenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	if err != nil {
+		t.Fatalf("OpenTokenStore: %v", err)
+	}
+	actors := opts.Actors
+	if len(actors) == 0 {
+		actors = []string{"alice", "bob"}
+	}
+	for _, a := range actors {
+		tok, err := store.Create(a)
+		if err != nil {
+			t.Fatalf("Create(%s): %v", a, err)
+		}
+		st.tokens[a] = tok
+	}
+	st.Front, err = New(Config{
+		Logger:           testLogger(t),
+		ControlPlane:     st.CP,
+		Catalog:          cat,
+		Tokens:           store,
+		WaitBound:        opts.WaitBound,
+		ProgressInterval: opts.ProgressInterval,
+		AllowedOrigins:   opts.AllowedOrigins,
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	st.Front.testCallDone = func() { st.callDone <- struct{}{} }
+	hs := httptest.NewServer(st.Front.HTTPHandler())
+	st.URL = hs.URL + "/mcp"
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		_ = st.Front.Close()
+		_ = conn.Close()
+		gs.Stop()
+	})
+	return st
+}
+
+// testLogger writes through t.Log.
+func testLogger(t testing.TB) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: testWriter{t}})
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// clientOptions shape one MCP client.
+type clientOptions struct {
+	Era        string // eraSession or eraStateless
+	MaxRetries int
+	Progress   func(*mcp.ProgressNotificationParams)
+	RoundTrip  http.RoundTripper // wraps the bearer transport, e.g. a cutter
+}
+
+// bearer adds the token to every request.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens an MCP session as actor.
+func (st *testStack) connect(t testing.TB, actor string, o clientOptions) *mcp.ClientSession {
+	t.Helper()
+	var rt http.RoundTripper = bearer{token: st.tokens[actor], base: http.DefaultTransport}
+	if c, ok := o.RoundTrip.(*cutter); ok {
+		c.base = rt
+		rt = c
+	}
+	copts := &mcp.ClientOptions{}
+	if o.Progress != nil {
+		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.Progress(r.Params) }
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "latch-test", Version: "1"}, copts)
+	tr := &mcp.StreamableClientTransport{Endpoint: st.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: o.MaxRetries, DisableStandaloneSSE: true}
+	var sopts *mcp.ClientSessionOptions
+	if o.Era != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: o.Era}
+	}
+	cs, err := client.Connect(t.Context(), tr, sopts)
+	if err != nil {
+		t.Fatalf("Connect(%s, era %q): %v", actor, o.Era, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// call calls a tool and decodes its structured content.
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) (*mcp.CallToolResult, CallResult) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool(%s, %v): %v", tool, args, err)
+	}
+	return res, decodeResult(t, res)
+}
+
+func decodeResult(t testing.TB, res *mcp.CallToolResult) CallResult {
+	t.Helper()
+	var cr CallResult
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		t.Fatalf("structuredContent %s: %v", raw, err)
+	}
+	return cr
+}
+
+// executions lists actor's executions through the control plane's API.
+func (st *testStack) executions(t testing.TB, actor string) []*recordv1.Execution {
+	t.Helper()
+	l, err := st.CP.List(context.Background(), &controlplanev1.ListRequest{Actor: actor, Limit: 1000})
+	if err != nil {
+		t.Fatalf("List(%s): %v", actor, err)
+	}
+	return l.GetExecutions()
+}
+
+func (st *testStack) get(t testing.TB, id string) *recordv1.Execution {
+	t.Helper()
+	g, err := st.CP.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return g.GetExecution()
+}
+
+// waitState waits, bounded, for an execution to reach want: delivery is
+// recorded off the response path, so it lands a moment after the answer.
+func (st *testStack) waitState(t testing.TB, id string, want recordv1.State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < 2000 && time.Now().Before(deadline); i++ {
+		if st.get(t, id).GetState() == want {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("execution %s state = %v, want %v", id, st.get(t, id).GetState(), want)
+}
+
+// waitCallDone waits for one tool handler to return.
+func (st *testStack) waitCallDone(t testing.TB) {
+	t.Helper()
+	select {
+	case <-st.callDone:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tool handler did not return within 30s")
+	}
+}
+
+// waitArrived waits for a /slow request to reach the effect server.
+func (st *testStack) waitArrived(t testing.TB) string {
+	t.Helper()
+	select {
+	case key := <-st.effect.arrived:
+		return key
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no request reached the effect server within 30s")
+		return ""
+	}
+}
+
+// cutter cuts the SSE response of the first tools/call POST once, right
+// after its first event (the priming event that carries an event id), the
+// way a proxy or a flaky network does. It records resume GETs.
+type cutter struct {
+	// after: cut after the first event containing this ("" = any event).
+	after   string
+	base    http.RoundTripper
+	armed   atomic.Bool
+	cut     chan struct{}
+	resumes atomic.Int64
+}
+
+func newCutter(after string) *cutter {
+	c := &cutter{after: after, cut: make(chan struct{})}
+	c.armed.Store(true)
+	return c
+}
+
+func (c *cutter) RoundTrip(r *http.Request) (*http.Response, error) {
+	isCall := false
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		isCall = bytes.Contains(body, []byte(`"tools/call"`))
+	}
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		c.resumes.Add(1)
+	}
+	resp, err := c.base.RoundTrip(r)
+	if err != nil || !isCall || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	if c.armed.CompareAndSwap(true, false) {
+		resp.Body = &cutBody{inner: resp.Body, done: c.cut, after: []byte(c.after)}
+	}
+	return resp, nil
+}
+
+type cutBody struct {
+	inner io.ReadCloser
+	after []byte
+	buf   []byte
+	cut   bool
+	done  chan struct{}
+}
+
+var errCut = errors.New("test: stream cut")
+
+// Read passes events through until the first one containing after, then
+// fails every later read and closes the connection.
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.cut {
+		return 0, errCut
+	}
+	for {
+		if i := bytes.Index(b.buf, []byte("\n\n")); i >= 0 {
+			event := b.buf[:i+2]
+			if bytes.Contains(event, b.after) {
+				n := copy(p, event)
+				b.buf = nil
+				b.cut = true
+				b.inner.Close()
+				close(b.done)
+				return n, nil
+			}
+			n := copy(p, event)
+			b.buf = b.buf[n:]
+			return n, nil
+		}
+		chunk := make([]byte, 4096)
+		n, err := b.inner.Read(chunk)
+		b.buf = append(b.buf, chunk[:n]...)
+		if err != nil && !bytes.Contains(b.buf, []byte("\n\n")) {
+			return 0, err
+		}
+	}
+}
+
+func (b *cutBody) Close() error { return b.inner.Close() }
+
+// httputilTransport is a plain transport for proxies (no bearer: the
+// proxied client sends its own).
+func httputilTransport() http.RoundTripper { return http.DefaultTransport.(*http.Transport).Clone() }

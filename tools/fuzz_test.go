@@ -1,0 +1,146 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latchhq/latch/tools/examples"
+)
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.yaml")
+	files = append(files, "testdata/good.yaml")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add(examples.Catalog)
+	f.Add([]byte("a: &x [*x, *x]\ntools: *x\n"))
+	f.Add([]byte("tools: &t {a: *t}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cat, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var le *LoadError
+			if cat != nil || !errors.As(err, &le) || !errors.Is(err, ErrInvalid) || len(le.Problems) == 0 {
+				t.Fatalf("Parse = %v, %v (%T); want nil and a non-empty *LoadError", cat, err, err)
+			}
+			for _, p := range le.Problems {
+				if p.File != "fuzz.yaml" || p.Msg == "" || p.Line < 0 {
+					t.Fatalf("bad problem %+v", p)
+				}
+			}
+			return
+		}
+		if cat == nil || len(cat.Tools) == 0 {
+			t.Fatalf("Parse returned %v with no error", cat)
+		}
+		for _, tool := range cat.Tools {
+			if tg := cat.Targets[tool.Target]; tg == nil {
+				t.Fatalf("tool %s names missing target %q", tool.Name, tool.Target)
+			}
+			var schema map[string]any
+			if err := json.Unmarshal(tool.MCPInputSchema(), &schema); err != nil {
+				t.Fatalf("tool %s: MCPInputSchema is not JSON: %v", tool.Name, err)
+			}
+			args, err := tool.PrepareArguments(json.RawMessage(`{}`))
+			if err != nil {
+				continue
+			}
+			if tool.Request != nil {
+				_, _, _, _, _, _ = tool.RenderRequest(args)
+			} else {
+				_, _, _, _ = tool.RenderCommand(args)
+			}
+		}
+	})
+}
+
+const fuzzRenderCatalog = `
+targets:
+  api: {channel: http, base_url: "http://api.internal.test:7412/base"}
+  here: {channel: local, hostagent_socket: /run/latch.sock}
+tools:
+  http:
+    input_schema:
+      type: object
+      required: [a, b]
+      properties: {a: {type: string}, b: {}}
+    target: api
+    request:
+      method: POST
+      path: "/v1/{{a}}/x/{{b}}-{{a}}"
+      query: {q: "{{a}}"}
+      body: {a: "{{a}}", b: "{{b}}", s: "<{{a}}|{{b}}>"}
+    replay: review
+  cmd:
+    input_schema:
+      type: object
+      required: [a, b]
+      properties: {a: {type: string}, b: {}}
+    target: here
+    command: [/bin/echo, "{{a}}", "--b={{b}}"]
+    replay: review
+`
+
+func FuzzRender(f *testing.F) {
+	cat := mustParse(f, fuzzRenderCatalog)
+	for _, seed := range [][2]string{
+		{"x", `"y"`}, {"../../admin", `1`}, {"a/b?x=y#z", `{"k":[1,2]}`}, {"..", `null`},
+		{"", `true`}, {"%2e%2e", `"{{a}}"`}, {"//evil:80@h", `"\u0000"`}, {"a\r\nb", `1e300`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, a, bJSON string) {
+		b, err := decodeJSON([]byte(bJSON))
+		if err != nil {
+			return
+		}
+		args := map[string]any{"a": a, "b": b}
+		http := cat.Tools["http"]
+		_, path, query, _, body, err := http.RenderRequest(args)
+		if err == nil {
+			u, err := cat.Targets["api"].URL(path, query)
+			if err != nil {
+				t.Fatalf("URL(%q): %v", path, err)
+			}
+			if u.Host != "api.internal.test:7412" || u.Scheme != "http" || u.Fragment != "" {
+				t.Fatalf("argument changed the URL: %s", u)
+			}
+			if got := strings.Count(u.EscapedPath(), "/"); got != 5 {
+				t.Fatalf("path %q has %d elements, want 5", u.EscapedPath(), got)
+			}
+			elems := strings.Split(u.EscapedPath(), "/")
+			if v, err := url.PathUnescape(elems[3]); err != nil || v != a {
+				t.Fatalf("path element %q unescapes to %q, want %q", elems[3], v, a)
+			}
+			if u.Query().Get("q") != a {
+				t.Fatalf("query q = %q, want %q", u.Query().Get("q"), a)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("body %q is not JSON: %v", body, err)
+			}
+			if got["a"] != a && strings.ToValidUTF8(a, "\uFFFD") == a {
+				t.Fatalf("body a = %q, want %q", got["a"], a)
+			}
+		} else if !errors.Is(err, ErrInvalidArguments) {
+			t.Fatalf("RenderRequest error %v does not wrap ErrInvalidArguments", err)
+		}
+		argv, err := cat.Tools["cmd"].RenderArgv(args)
+		if err == nil {
+			if len(argv) != 3 || argv[1] != a {
+				t.Fatalf("argv = %q: an argument changed the argv shape", argv)
+			}
+		} else if !errors.Is(err, ErrInvalidArguments) {
+			t.Fatalf("RenderArgv error %v does not wrap ErrInvalidArguments", err)
+		}
+	})
+}
