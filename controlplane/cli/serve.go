@@ -15,7 +15,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
-	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this key file (else it starts locked: `latch vault unlock`)")
+	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until `latch vault unlock`)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	if _, err := parse(fs, args); err != nil {
 		return err

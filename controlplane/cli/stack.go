@@ -26,8 +26,8 @@ type stackConfig struct {
 	CheckpointCopy string
 	// VaultPath defaults to DATA/vault.json.
 	VaultPath string
-	// VaultKeyFile unlocks the vault at start (created with the vault when
-	// DevVault is set).
+	// VaultKeyFile unlocks the vault at start; when no vault exists yet, it
+	// is created keyed by this file (and the file too when absent).
 	VaultKeyFile string
 	DevVault     bool
 	Recovery     engine.RecoveryConfig
@@ -59,7 +59,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		cfg.VaultKeyFile = filepath.Join(cfg.DataDir, "keys", "vault.key")
 	}
 	if cfg.VaultKeyFile != "" {
-		if cfg.DevVault && !v.Status().Initialized {
+		if !v.Status().Initialized {
 			err = v.InitWithKeyFile(cfg.VaultKeyFile)
 		} else {
 			err = v.UnlockWithKeyFile(cfg.VaultKeyFile)

@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/demotarget"
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// latchBin is the real binary, built once for the process tests.
+var latchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "latch-bin")
+	if err != nil {
+		panic(err)
+	}
+	latchBin = filepath.Join(dir, "latch")
+	out, err := exec.Command("go", "build", "-o", latchBin, "github.com/latchhq/latch/controlplane/cmd/latch").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build latch: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const e2eCatalog = `
+targets:
+  releases:
+    channel: http
+    base_url: %s
+    allow_private: true
+    idempotency_header: Idempotency-Key
+    status: {method: GET, path: "/v1/releases/by-key/{execution_id}"}
+    timeout: 20s
+  tickets:
+    channel: http
+    base_url: %s
+    allow_private: true
+    idempotency_header: Idempotency-Key
+    status: {method: GET, path: "/v1/tickets/by-key/{execution_id}"}
+tools:
+  deploy_release:
+    description: Deploy.
+    input_schema: {type: object, required: [service, version], properties: {service: {type: string}, version: {type: string}, region: {type: string}}}
+    defaults: {region: us-east-1}
+    target: releases
+    request: {method: POST, path: /v1/releases, body: {service: "{{service}}", version: "{{version}}", region: "{{region}}"}}
+    replay: idempotency_key
+    attach_window: 1h
+  create_ticket:
+    description: Ticket.
+    input_schema: {type: object, required: [title], properties: {title: {type: string}}}
+    target: tickets
+    request: {method: POST, path: /v1/tickets, body: {title: "{{title}}"}}
+    replay: status_query
+`
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+}
+
+// startServe runs `latch serve` as a real process and waits for its socket.
+func startServe(t *testing.T, data, catalog string) *proc {
+	t.Helper()
+	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, stderr: &stderr}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch serve log:\n%s", stderr.String())
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("unix", server.SocketPath(data)); err == nil {
+			c.Close()
+			return p
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("latch serve did not open its socket:\n%s", stderr.String())
+	return nil
+}
+
+func client(t *testing.T, data string) controlplanev1.ControlPlaneClient {
+	t.Helper()
+	conn, err := dialSocket(server.SocketPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return controlplanev1.NewControlPlaneClient(conn)
+}
+
+// waitFor polls the execution until it is in state want (bounded).
+func waitFor(t *testing.T, c controlplanev1.ControlPlaneClient, id string, want recordv1.State) *recordv1.Execution {
+	t.Helper()
+	var last *recordv1.Execution
+	for i := 0; i < 600; i++ {
+		r, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
+		if err == nil {
+			last = r.GetExecution()
+			if last.GetState() == want {
+				return last
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("execution %s is %v, want %v", id, last.GetState(), want)
+	return nil
+}
+
+func runCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}, args)
+	return out.String() + errb.String(), code
+}
+
+func newTarget(t *testing.T) (*demotarget.Server, string) {
+	demo := demotarget.New(demotarget.Config{Logger: hclog.NewNullLogger()})
+	ts := httptest.NewServer(demo)
+	t.Cleanup(ts.Close)
+	return demo, ts.URL
+}
+
+func writeCatalog(t *testing.T, url string) string {
+	p := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(e2eCatalog, url, url)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestKilledMidRequestRecoversWithoutSecondEffect: the control plane is
+// SIGKILLed after the request reached the target and before the answer; on
+// restart it recovers the outcome and the target has seen one effect.
+func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
+	for _, tool := range []string{"deploy_release", "create_ticket"} {
+		t.Run(tool, func(t *testing.T) {
+			demo, url := newTarget(t)
+			catalog := writeCatalog(t, url)
+			data := t.TempDir()
+			p := startServe(t, data, catalog)
+			c := client(t, data)
+			demo.SetDelay(3 * time.Second)
+			args := `{"service":"api","version":"7.1.0"}`
+			kind := "release"
+			if tool == "create_ticket" {
+				args, kind = `{"title":"disk full"}`, "ticket"
+			}
+			r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: tool, Arguments: []byte(args)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := r.GetExecution().GetId()
+			waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
+			for i := 0; i < 200 && demo.InFlight() == 0; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if demo.InFlight() == 0 {
+				t.Fatal("the request never reached the target")
+			}
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			p.cmd.Wait()
+			demo.SetDelay(0)
+
+			startServe(t, data, catalog)
+			c = client(t, data)
+			x := waitFor(t, c, id, recordv1.State_STATE_COMPLETED)
+			if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+				t.Errorf("outcome = %v, want succeeded", x.GetOutcome())
+			}
+			if got := demo.Effects(kind); got != 1 {
+				t.Errorf("target effects = %d, want exactly 1", got)
+			}
+			// A retry of the same intent attaches and returns the stored result.
+			again, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: tool, Arguments: []byte(args)})
+			if err != nil || again.GetExecution().GetId() != id || again.GetDisposition() != recordv1.Disposition_DISPOSITION_ATTACHED {
+				t.Errorf("retry after recovery: %v %v, want attached to %s", again, err, id)
+			}
+			if got := demo.Effects(kind); got != 1 {
+				t.Errorf("target effects after retry = %d, want 1", got)
+			}
+			hist, err := c.History(context.Background(), &controlplanev1.HistoryRequest{ExecutionId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var states []string
+			for _, e := range hist.GetEntries() {
+				states = append(states, e.GetKind()+":"+strings.ToLower(strings.TrimPrefix(e.GetTo().String(), "STATE_")))
+			}
+			joined := strings.Join(states, " ")
+			for _, want := range []string{"transition:dispatched", "transition:outcome_unknown", "recovery:completed", "attach:completed"} {
+				if !strings.Contains(joined, want) {
+					t.Errorf("journal of %s lacks %q: %s", id, want, joined)
+				}
+			}
+		})
+	}
+}
+
+// TestAdminCommandsAndOfflineAudit drives the CLI against a running control
+// plane, then verifies the journal offline, tampers with it and verifies again.
+func TestAdminCommandsAndOfflineAudit(t *testing.T) {
+	demo, url := newTarget(t)
+	catalog := writeCatalog(t, url)
+	data := t.TempDir()
+	p := startServe(t, data, catalog)
+	c := client(t, data)
+	var ids []string
+	for i := range 5 {
+		r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(fmt.Sprintf(`{"service":"api","version":"1.%d"}`, i)),
+			Evidence: &recordv1.Evidence{McpSessionId: "s-1", JsonrpcId: fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.GetExecution().GetId())
+		waitFor(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+	}
+	if demo.Effects("release") != 5 {
+		t.Fatalf("effects = %d, want 5", demo.Effects("release"))
+	}
+	out, code := runCLI(t, "exec", "list", "--data", data)
+	if code != 0 || strings.Count(out, "deploy_release") != 5 {
+		t.Errorf("exec list: exit %d\n%s", code, out)
+	}
+	out, code = runCLI(t, "exec", "show", ids[0], "--data", data)
+	for _, want := range []string{"accepted_at", "dispatched_at", "completed_at", "hmac-sha256:", "succeeded", "journal:", "jsonrpc_id=0"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("exec show lacks %q (exit %d):\n%s", want, code, out)
+		}
+	}
+	out, code = runCLI(t, "exec", "explain", ids[0], "--data", data)
+	if code != 0 || !strings.Contains(out, "5. Did the second call attach") {
+		t.Errorf("exec explain (exit %d):\n%s", code, out)
+	}
+	if out, code := runCLI(t, "exec", "show", "act_nope", "--data", data); code != 1 || !strings.Contains(out, "not found") {
+		t.Errorf("exec show of an unknown id: exit %d: %s", code, out)
+	}
+	if out, code := runCLI(t, "exec", "resolve", ids[0], "--data", data); code != 2 {
+		t.Errorf("resolve without a decision: exit %d, want 2: %s", code, out)
+	}
+	if out, code := runCLI(t, "audit", "verify", data); code != 1 || !strings.Contains(out, "stop it first") {
+		t.Errorf("audit verify on a running data dir: exit %d, want 1 with advice: %s", code, out)
+	}
+
+	// Clean shutdown writes a final checkpoint.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("latch serve exited with %v after SIGTERM", err)
+	}
+	if out, code := runCLI(t, "exec", "list", "--data", data); code != 1 || !strings.Contains(out, "no control plane") {
+		t.Errorf("exec list with nothing running: exit %d: %s", code, out)
+	}
+	out, code = runCLI(t, "audit", "verify", data)
+	if code != 0 {
+		t.Fatalf("audit verify of an untouched journal: exit %d\n%s", code, out)
+	}
+	export := filepath.Join(t.TempDir(), "journal.jsonl")
+	if out, code := runCLI(t, "audit", "export", data, "-o", export); code != 0 {
+		t.Fatalf("audit export: exit %d: %s", code, out)
+	}
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+		t.Fatalf("audit verify --export: exit %d: %s", code, out)
+	}
+
+	// Tamper: rewrite journal record 3 in place (as an attacker with the
+	// files would), then verify again.
+	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte(fmt.Sprintf("j/%016x", 3))
+	v, err := kv.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = bytes.Replace(v, []byte("alice"), []byte("mallo"), 1)
+	if err := kv.Commit([]store.Write{{Key: key, Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+	out, code = runCLI(t, "audit", "verify", data)
+	if code != 1 || !strings.Contains(out, "modified") || !strings.Contains(out, "3") {
+		t.Errorf("audit verify after modifying record 3: exit %d, want 1 naming record 3 modified:\n%s", code, out)
+	}
+	// The export taken before the tampering still verifies: it is a copy.
+	if _, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+		t.Errorf("the earlier export no longer verifies")
+	}
+}
+
+var _ = http.StatusOK
