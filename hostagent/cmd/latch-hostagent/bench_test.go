@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
+)
+
+// BenchmarkMarkerBeginComplete measures the marker API of a real agent over
+// its unix socket: begin + complete per op, each a durable (fsync'd) commit.
+func BenchmarkMarkerBeginComplete(b *testing.B) {
+	a := startAgent(b, agentOpts{flags: []string{"--log-level", "info"}})
+	ctx := ctxT(b)
+	i := 0
+	for b.Loop() {
+		id := "bench_marker_" + strconv.Itoa(i)
+		i++
+		if _, err := a.client.MarkerBegin(ctx, &hostagentv1.MarkerBeginRequest{ExecutionId: id}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.client.MarkerComplete(ctx, &hostagentv1.MarkerCompleteRequest{ExecutionId: id}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "begin+complete/s")
+}
+
+// BenchmarkRunRoundTrip measures Run → exited of `true` on a real agent:
+// marker starting, shim spawn, gate, running, exit status file, exited.
+func BenchmarkRunRoundTrip(b *testing.B) {
+	a := startAgent(b, agentOpts{flags: []string{"--log-level", "info"}})
+	ctx := ctxT(b)
+	i := 0
+	for b.Loop() {
+		id := "bench_run_" + strconv.Itoa(i)
+		i++
+		if _, err := a.client.Run(ctx, &hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"true"}}); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := a.client.Wait(ctx, &hostagentv1.WaitRequest{ExecutionId: id, TimeoutMs: 30_000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if resp.GetMarker().GetState() != hostagentv1.MarkerState_MARKER_STATE_EXITED {
+			b.Fatalf("marker = %v, want exited", resp.GetMarker())
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+}
+
+// BenchmarkIdleFootprint reports the idle agent's resident memory
+// (/proc/<pid>/status VmRSS) and the binary's size.
+func BenchmarkIdleFootprint(b *testing.B) {
+	a := startAgent(b, agentOpts{flags: []string{"--log-level", "info"}})
+	var rss int64
+	for b.Loop() {
+		rss = vmRSS(b, a.cmd.Process.Pid)
+	}
+	fi, err := os.Stat(binPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rss), "VmRSS-kB")
+	b.ReportMetric(float64(fi.Size())/(1<<20), "binary-MiB")
+}
+
+func vmRSS(tb testing.TB, pid int) int64 {
+	tb.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					return n
+				}
+			}
+		}
+	}
+	tb.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}

@@ -1,0 +1,22 @@
+// Package markers is the host agent's durable marker store: one
+// hostagentv1.Marker per execution ID, kept in Badger v4 with SyncWrites on.
+//
+// On disk (the directory is DIR/markers of the agent's data dir):
+//
+//	run/<execution_id>     Marker of a command started by Run
+//	script/<execution_id>  Marker of a migration script (marker begin/complete/fail)
+//
+// Values are binary protobuf (hostagentv1.Marker). The two namespaces are
+// separate so that a script run by Run can `marker begin` with its own
+// LATCH_EXECUTION_ID without colliding with the Run marker.
+//
+// Invariants:
+//   - Create is create-if-absent in one transaction that reads the key before
+//     writing it, so two concurrent Creates of one ID conflict in Badger and
+//     exactly one of them wins; the loser sees the winner's marker.
+//   - The store never reads the clock: callers set timestamps.
+//   - One process per directory (Badger takes a flock); scripts and CLIs go
+//     through the agent's gRPC API, never this package.
+//
+// Only the host agent imports this package.
+package markers

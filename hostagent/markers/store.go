@@ -1,0 +1,306 @@
+package markers
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
+)
+
+var (
+	// ErrNotFound means no marker exists for the ID in that namespace.
+	ErrNotFound = errors.New("markers: marker not found")
+	// ErrOpen means the Badger directory would not open; the caller may move it aside.
+	ErrOpen = errors.New("markers: store will not open")
+	// ErrContention means a transaction kept conflicting; retry later.
+	ErrContention = errors.New("markers: too many conflicting writers, retry")
+	// ErrClosed means the store was closed.
+	ErrClosed = errors.New("markers: store closed")
+)
+
+// Namespace separates run markers from script markers.
+type Namespace string
+
+const (
+	// Runs holds markers of commands started by Run.
+	Runs Namespace = "run/"
+	// Scripts holds markers of the marker API (begin/complete/fail).
+	Scripts Namespace = "script/"
+)
+
+// maxAttempts bounds retries of a conflicting transaction.
+const maxAttempts = 64
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the Badger directory (created if missing, mode 0700).
+	Dir string
+	// Logger receives Badger's own log lines at debug level and warnings.
+	Logger hclog.Logger
+	// InMemory runs Badger without files (tests only).
+	InMemory bool
+}
+
+// Store is the Badger-backed marker store.
+type Store struct {
+	db  *badger.DB
+	log hclog.Logger
+}
+
+// Options returns the small-memory Badger options the agent uses (about 16 MB
+// of Go memory instead of ~96 MB with Badger's defaults), with SyncWrites on.
+// MemTableSize must stay fixed across versions of the agent.
+func Options(dir string, log hclog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithMemTableSize(4 << 20).
+		WithNumMemtables(2).
+		WithValueThreshold(64 << 10).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(0).
+		WithCompression(options.None).
+		WithValueLogFileSize(16 << 20).
+		WithNumCompactors(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{log})
+}
+
+// Open opens (or creates) the store. Any failure to open the directory is
+// wrapped in ErrOpen.
+func Open(cfg Config) (*Store, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	log = log.Named("markers")
+	if cfg.Dir == "" && !cfg.InMemory {
+		return nil, fmt.Errorf("%w: no directory given", ErrOpen)
+	}
+	var opts badger.Options
+	if cfg.InMemory {
+		opts = Options("", log).WithInMemory(true)
+	} else {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("%w: create %s: %v", ErrOpen, cfg.Dir, err)
+		}
+		opts = Options(cfg.Dir, log)
+	}
+	db, err := openRecovered(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrOpen, cfg.Dir, err)
+	}
+	return &Store{db: db, log: log}, nil
+}
+
+// openRecovered turns a panic inside badger.Open (seen with some corrupt
+// files) into an error, so a damaged directory can be moved aside.
+func openRecovered(opts badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("badger panicked while opening: %v", r)
+		}
+	}()
+	return badger.Open(opts)
+}
+
+// MoveAside renames dir to <parent>/<base>.corrupt-<unix seconds> and returns
+// the new path.
+func MoveAside(dir string, now time.Time) (string, error) {
+	dst := filepath.Join(filepath.Dir(dir), fmt.Sprintf("%s.corrupt-%d", filepath.Base(dir), now.Unix()))
+	for i := 1; i <= 100; i++ {
+		if _, err := os.Lstat(dst); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		dst = filepath.Join(filepath.Dir(dir), fmt.Sprintf("%s.corrupt-%d.%d", filepath.Base(dir), now.Unix(), i))
+	}
+	if err := os.Rename(dir, dst); err != nil {
+		return "", fmt.Errorf("markers: move %s aside: %w", dir, err)
+	}
+	return dst, nil
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("markers: close: %w", err)
+	}
+	return nil
+}
+
+func key(ns Namespace, id string) []byte { return []byte(string(ns) + id) }
+
+func decode(v []byte) (*hostagentv1.Marker, error) {
+	m := &hostagentv1.Marker{}
+	if err := proto.Unmarshal(v, m); err != nil {
+		return nil, fmt.Errorf("markers: decode marker: %w", err)
+	}
+	return m, nil
+}
+
+func getTxn(txn *badger.Txn, k []byte) (*hostagentv1.Marker, error) {
+	item, err := txn.Get(k)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("markers: get %s: %w", k, err)
+	}
+	var m *hostagentv1.Marker
+	err = item.Value(func(v []byte) error {
+		var derr error
+		m, derr = decode(v)
+		return derr
+	})
+	return m, err
+}
+
+func setTxn(txn *badger.Txn, k []byte, m *hostagentv1.Marker) error {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("markers: encode marker: %w", err)
+	}
+	if err := txn.Set(k, b); err != nil {
+		return fmt.Errorf("markers: set %s: %w", k, err)
+	}
+	return nil
+}
+
+// Get returns the marker of id in ns, or ErrNotFound.
+func (s *Store) Get(ns Namespace, id string) (*hostagentv1.Marker, error) {
+	var m *hostagentv1.Marker
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		m, err = getTxn(txn, key(ns, id))
+		return err
+	})
+	return m, mapClosed(err)
+}
+
+// Create stores m under m.ExecutionId unless a marker already exists. It
+// returns the stored marker and true when this call created it, or the
+// existing marker and false. The write is durable when Create returns.
+func (s *Store) Create(ns Namespace, m *hostagentv1.Marker) (*hostagentv1.Marker, bool, error) {
+	if m.GetExecutionId() == "" {
+		return nil, false, errors.New("markers: marker without execution id")
+	}
+	k := key(ns, m.GetExecutionId())
+	for range maxAttempts {
+		var existing *hostagentv1.Marker
+		err := s.db.Update(func(txn *badger.Txn) error {
+			// Read first: Badger detects conflicts only on keys a txn read.
+			got, err := getTxn(txn, k)
+			if err == nil {
+				existing = got
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			return setTxn(txn, k, m)
+		})
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, false, mapClosed(err)
+		}
+		if existing != nil {
+			return existing, false, nil
+		}
+		return proto.Clone(m).(*hostagentv1.Marker), true, nil
+	}
+	return nil, false, ErrContention
+}
+
+// Update applies fn to the marker of id in one transaction and stores the
+// result durably. An error from fn aborts the update and is returned as is.
+func (s *Store) Update(ns Namespace, id string, fn func(*hostagentv1.Marker) error) (*hostagentv1.Marker, error) {
+	k := key(ns, id)
+	for range maxAttempts {
+		var out *hostagentv1.Marker
+		err := s.db.Update(func(txn *badger.Txn) error {
+			m, err := getTxn(txn, k)
+			if err != nil {
+				return err
+			}
+			if err := fn(m); err != nil {
+				return err
+			}
+			m.ExecutionId = id
+			out = m
+			return setTxn(txn, k, m)
+		})
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, mapClosed(err)
+		}
+		return out, nil
+	}
+	return nil, ErrContention
+}
+
+// Put stores m unconditionally (used when rebuilding a store from files).
+func (s *Store) Put(ns Namespace, m *hostagentv1.Marker) error {
+	return mapClosed(s.db.Update(func(txn *badger.Txn) error {
+		return setTxn(txn, key(ns, m.GetExecutionId()), m)
+	}))
+}
+
+// List returns up to limit markers of ns in key order (limit <= 0: all).
+// An empty ns lists every namespace.
+func (s *Store) List(ns Namespace, limit int) ([]*hostagentv1.Marker, error) {
+	var out []*hostagentv1.Marker
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: []byte(ns)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if limit > 0 && len(out) >= limit {
+				return nil
+			}
+			var m *hostagentv1.Marker
+			err := it.Item().Value(func(v []byte) error {
+				var derr error
+				m, derr = decode(v)
+				return derr
+			})
+			if err != nil {
+				s.log.Warn("skipping undecodable marker", "key", string(it.Item().Key()), "error", err)
+				continue
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	return out, mapClosed(err)
+}
+
+func mapClosed(err error) error {
+	if errors.Is(err, badger.ErrDBClosed) {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return err
+}
+
+// badgerLogger routes Badger's logging into hclog; Badger's info lines are
+// chatty, so they go to debug.
+type badgerLogger struct{ log hclog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(trim(f, a)) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(trim(f, a)) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(trim(f, a)) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Trace(trim(f, a)) }
+
+func trim(f string, a []any) string { return strings.TrimSpace(fmt.Sprintf(f, a...)) }
