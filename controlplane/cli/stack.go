@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -51,7 +53,24 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log})
+	// A vault lock or unlock voids pending approvals (DESIGN §9). The engine
+	// exists only later, hence the indirection.
+	var eng atomic.Pointer[engine.Engine]
+	var lastEpoch atomic.Uint64
+	onChange := func(st vault.Status) {
+		prev := lastEpoch.Load()
+		if st.Epoch <= prev || !lastEpoch.CompareAndSwap(prev, st.Epoch) {
+			return
+		}
+		if e := eng.Load(); e != nil {
+			why := "the vault was unlocked"
+			if st.Locked {
+				why = "the vault was locked"
+			}
+			e.VoidApprovals(context.Background(), why)
+		}
+	}
+	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log, OnChange: onChange})
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +116,6 @@ func newStack(cfg stackConfig) (*stack, error) {
 		hd.Close()
 		return nil, err
 	}
+	eng.Store(srv.Engine)
 	return &stack{srv: srv, vault: v, tokens: tokens, http: hd}, nil
 }
-

@@ -214,3 +214,54 @@ func backoff(lo, hi time.Duration, attempt int) time.Duration {
 	}
 	return min(d, hi)
 }
+
+// expireApprovals rejects executions that awaited approval longer than
+// ApprovalTTL.
+func (e *Engine) expireApprovals(ctx context.Context) {
+	now := e.cfg.Clock()
+	e.rejectPending(ctx, func(x *recordv1.Execution) bool {
+		return now.Sub(x.GetAcceptedAt().AsTime()) >= e.cfg.ApprovalTTL
+	}, fmt.Sprintf("approval expired: nobody approved it within %s; call the tool again to request a new approval", e.cfg.ApprovalTTL))
+}
+
+// VoidApprovals rejects every execution awaiting approval, because what the
+// approvals were asked under changed (the vault was locked or unlocked).
+func (e *Engine) VoidApprovals(ctx context.Context, why string) {
+	e.rejectPending(ctx, func(*recordv1.Execution) bool { return true }, "approval voided: "+why+"; call the tool again to request a new approval")
+}
+
+// rejectPending rejects the executions awaiting approval that match, and
+// takes them out of the fingerprint index: the cause is gone with them, so a
+// retry asks for a fresh approval instead of getting this rejection.
+func (e *Engine) rejectPending(ctx context.Context, match func(*recordv1.Execution) bool, reason string) {
+	xs, err := e.st.List(store.Filter{State: recordv1.State_STATE_AWAITING_APPROVAL, Limit: 1000})
+	if err != nil {
+		e.log.Error("approval scan failed", "error", err)
+		return
+	}
+	for _, x := range xs {
+		if !match(x) {
+			continue
+		}
+		now := e.cfg.Clock()
+		err := e.st.Update(ctx, func(tx *store.Tx) error {
+			cur, err := tx.Execution(x.GetId())
+			if err != nil {
+				return err
+			}
+			if err := requireState(recordv1.State_STATE_AWAITING_APPROVAL)(cur); err != nil {
+				return err
+			}
+			if err := e.step(tx, cur, recordv1.State_STATE_REJECTED, now, "approval", reason, false); err != nil {
+				return err
+			}
+			tx.Unindex(cur.GetFingerprint(), cur.GetId())
+			return nil
+		})
+		if err == nil {
+			e.dropSecrets(x.GetId())
+		} else {
+			e.log.Debug("pending approval not rejected", "execution_id", x.GetId(), "error", err)
+		}
+	}
+}

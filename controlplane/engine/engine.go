@@ -123,6 +123,9 @@ type Config struct {
 	MaxDispatches int
 	// Recovery tunes the recovery worker.
 	Recovery RecoveryConfig
+	// ApprovalTTL is how long an execution may await approval before it is
+	// rejected as expired (default 10m).
+	ApprovalTTL time.Duration
 }
 
 // RecoveryConfig tunes recovery of unknown outcomes.
@@ -174,6 +177,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return "act_" + ulid.Make().String() }
+	}
+	if cfg.ApprovalTTL <= 0 {
+		cfg.ApprovalTTL = 10 * time.Minute
 	}
 	if cfg.MaxDispatches <= 0 {
 		cfg.MaxDispatches = 3

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -514,5 +515,38 @@ func TestRestartRecoversDispatched(t *testing.T) {
 	}
 	if x.GetDispatchedAt() == nil {
 		t.Error("dispatched_at lost across restart")
+	}
+}
+
+func TestPendingApprovalsExpireAndVoid(t *testing.T) {
+	h := newHarness(t, "", nil)
+	args := `{"name":"db","new_secret":"s"}`
+	first := h.submit(t, "alice", "rotate", args)
+	// Two retries while pending: one card (attached), not three.
+	for range 2 {
+		if r := h.submit(t, "alice", "rotate", args); r.Execution.GetId() != first.Execution.GetId() {
+			t.Fatalf("retry while pending made %s, want attached to %s", r.Execution.GetId(), first.Execution.GetId())
+		}
+	}
+	pending, _ := h.e.List(store.Filter{State: recordv1.State_STATE_AWAITING_APPROVAL})
+	if len(pending) != 1 {
+		t.Fatalf("%d pending approvals, want 1", len(pending))
+	}
+	h.clock.Add(11 * time.Minute) // past the default 10m TTL
+	x := h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_REJECTED)
+	if !strings.Contains(x.GetReason(), "approval expired") {
+		t.Errorf("reason = %q, want approval expired", x.GetReason())
+	}
+	second := h.submit(t, "alice", "rotate", args)
+	if second.Disposition != recordv1.Disposition_DISPOSITION_NEW || second.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Errorf("retry after expiry: %v %v, want a new execution awaiting approval", second.Disposition, second.Execution.GetState())
+	}
+	h.e.VoidApprovals(t.Context(), "the vault was locked")
+	x, _, _ = h.e.Get(second.Execution.GetId(), "")
+	if x.GetState() != recordv1.State_STATE_REJECTED || !strings.Contains(x.GetReason(), "vault was locked") {
+		t.Errorf("after VoidApprovals: %v %q, want rejected naming the cause", x.GetState(), x.GetReason())
+	}
+	if h.ch.calls.Load() != 0 {
+		t.Errorf("%d dispatches of unapproved executions", h.ch.calls.Load())
 	}
 }

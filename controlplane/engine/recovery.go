@@ -77,6 +77,7 @@ func (e *Engine) recoveryLoop() {
 				e.log.Error("recovery scan failed", "error", err)
 				continue
 			}
+			e.expireApprovals(e.ctx)
 			now := e.cfg.Clock()
 			for _, x := range xs {
 				if e.ctx.Err() != nil {

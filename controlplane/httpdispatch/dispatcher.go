@@ -307,6 +307,9 @@ func (d *Dispatcher) Send(ctx context.Context, c Call) (*Observation, error) {
 // as Send.
 func (d *Dispatcher) Status(ctx context.Context, c Call) (*Observation, error) {
 	if c.Target != nil && c.Target.Status != nil && c.Path == "" {
+		if c.ExecutionID == "" && strings.Contains(c.Target.Status.Path, "{execution_id}") {
+			return nil, invalid("target %q: the status query needs an execution ID", c.Target.Name)
+		}
 		c.Path = strings.ReplaceAll(c.Target.Status.Path, "{execution_id}", url.PathEscape(c.ExecutionID))
 		if c.Method == "" {
 			c.Method = c.Target.Status.Method
@@ -367,6 +370,9 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		p.credHeader, p.secrets, err = c.Credential.apply(p.header)
 		if err != nil {
 			return nil, err
+		}
+		if p.credHeader == p.idemHeader {
+			return nil, invalid("target %q: the credential header %s is also the idempotency header", tg.Name, p.credHeader)
 		}
 	}
 	for k, v := range c.Headers {

@@ -290,6 +290,9 @@ func TestInvalidCalls(t *testing.T) {
 		{"unknown credential kind", func(c *Call) { c.Credential = &Credential{Kind: "magic", Token: "t"} }},
 		{"empty bearer", func(c *Call) { c.Credential = &Credential{Kind: CredentialBearer} }},
 		{"credential header is Host", func(c *Call) { c.Credential = &Credential{Kind: CredentialHeader, Header: "Host", Value: "x"} }},
+		{"credential header is the idempotency header", func(c *Call) {
+			c.Credential = &Credential{Kind: CredentialHeader, Header: "Idempotency-Key", Value: "secret-value"}
+		}},
 		{"template overrides credential", func(c *Call) {
 			c.Credential = &Credential{Kind: CredentialBearer, Token: "tok"}
 			c.Headers = map[string]string{"Authorization": "Bearer mine"}
@@ -339,6 +342,9 @@ func TestStatusPath(t *testing.T) {
 	}
 	noStatus := *tg
 	noStatus.Status = nil
+	if _, err := d.Status(t.Context(), Call{Target: tg}); !errors.Is(err, ErrInvalidCall) {
+		t.Fatalf("Status(no execution ID) = %v, want ErrInvalidCall", err)
+	}
 	if _, err := d.Status(t.Context(), Call{ExecutionID: "e", Target: &noStatus}); !errors.Is(err, ErrInvalidCall) {
 		t.Fatalf("Status(no status endpoint) = %v, want ErrInvalidCall", err)
 	}

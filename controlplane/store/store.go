@@ -323,6 +323,14 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 	return nil
 }
 
+// Unindex removes the fingerprint index entry when it points at id, so the
+// next identical request creates a new execution.
+func (t *Tx) Unindex(fingerprint, id string) {
+	if cur, err := t.get(fpKey(fingerprint)); err == nil && string(cur) == id {
+		t.del(fpKey(fingerprint))
+	}
+}
+
 // PutResult stores an execution's observed result.
 func (t *Tx) PutResult(id string, r *recordv1.Result) error {
 	data, err := proto.Marshal(r)
