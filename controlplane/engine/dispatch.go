@@ -65,11 +65,15 @@ func requireState(want ...recordv1.State) func(*recordv1.Execution) error {
 	}
 }
 
-func (e *Engine) startDispatch(id string) {
+func (e *Engine) startDispatch(id string) { e.startSend(id, nil) }
+
+// startSend runs dispatch in the background. dispatched, when set, is an
+// execution its caller has just recorded as dispatched: it is sent at once.
+func (e *Engine) startSend(id string, dispatched *recordv1.Execution) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.dispatch(e.ctx, id)
+		e.dispatch(e.ctx, id, dispatched)
 	}()
 }
 
@@ -108,27 +112,36 @@ func (e *Engine) dropSecrets(id string) {
 
 // dispatch runs one execution from authorized (or not_executed) to an
 // observed or uncertain outcome. Each step is durable before the next.
-func (e *Engine) dispatch(ctx context.Context, id string) {
+func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.Execution) {
 	log := e.log.With("execution_id", id)
 	for {
-		x, err := e.st.Execution(id)
-		if err != nil {
-			log.Error("dispatch: cannot load execution", "error", err)
-			return
+		x := dispatched
+		dispatched = nil
+		if x == nil {
+			var err error
+			if x, err = e.st.Execution(id); err != nil {
+				log.Error("dispatch: cannot load execution", "error", err)
+				return
+			}
 		}
 		ch, c, err := e.call(x)
 		if err != nil {
 			log.Warn("dispatch: cannot build the call", "error", err)
-			if x.GetState() == recordv1.State_STATE_AUTHORIZED {
-				e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", "not dispatched: "+err.Error(), nil) //nolint:errcheck // logged by the next reader
+			switch x.GetState() {
+			case recordv1.State_STATE_AUTHORIZED:
+				e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", "not dispatched: "+err.Error(), nil) //nolint:errcheck // the state says it
+			case recordv1.State_STATE_DISPATCHED:
+				e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+err.Error(), nil) //nolint:errcheck // the state says it
 			}
 			return
 		}
-		x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, "transition", fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
-			requireState(recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_NOT_EXECUTED))
-		if err != nil {
-			log.Debug("dispatch: not dispatching", "error", err)
-			return
+		if x.GetState() != recordv1.State_STATE_DISPATCHED {
+			x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, "transition", fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
+				requireState(recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_NOT_EXECUTED))
+			if err != nil {
+				log.Debug("dispatch: not dispatching", "error", err)
+				return
+			}
 		}
 		c.Execution = x
 		a := ch.Dispatch(ctx, c)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
@@ -312,6 +313,14 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
 			return err
 		}
+		// Dispatched is recorded in the same commit (DESIGN §11: the
+		// critical path is two durable writes, before dispatch and after
+		// observation); the first byte is sent only after it returns.
+		if decided == recordv1.State_STATE_AUTHORIZED {
+			if err := e.step(tx, x, recordv1.State_STATE_DISPATCHED, now, "transition", "dispatch attempt 1", false); err != nil {
+				return err
+			}
+		}
 		fresh = x
 		res = &SubmitResult{Disposition: recordv1.Disposition_DISPOSITION_NEW, Execution: x, Note: "new execution " + x.GetId()}
 		if decided == recordv1.State_STATE_REJECTED {
@@ -333,7 +342,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			e.secretsMu.Unlock()
 		}
 		if decided == recordv1.State_STATE_AUTHORIZED {
-			e.startDispatch(fresh.GetId())
+			e.startSend(fresh.GetId(), proto.Clone(fresh).(*recordv1.Execution))
 		}
 		return res, nil
 	}

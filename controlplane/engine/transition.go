@@ -46,7 +46,7 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	}
 	idx, err := tx.Append(&recordv1.JournalEntry{
 		Time: ts, ExecutionId: x.GetId(), From: from, To: to, Kind: kind,
-		Reason: reason, Actor: x.GetActor(), Execution: proto.Clone(x).(*recordv1.Execution),
+		Reason: reason, Actor: x.GetActor(), Execution: journaled(x),
 	})
 	if err != nil {
 		return err
@@ -100,7 +100,7 @@ func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reaso
 		cur.UpdatedAt = timestamppb.New(now)
 		idx, err := tx.Append(&recordv1.JournalEntry{
 			Time: timestamppb.New(now), ExecutionId: cur.GetId(), From: cur.GetState(), To: cur.GetState(),
-			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: proto.Clone(cur).(*recordv1.Execution),
+			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: journaled(cur),
 		})
 		if err != nil {
 			return err
@@ -124,4 +124,15 @@ func hostKeyID(authorizedKey string) string {
 		return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
 	}
 	return ssh.FingerprintSHA256(pk)
+}
+
+// journaled is the copy of an execution a journal record carries. The
+// fields fixed at acceptance (canonical intent, arguments, evidence) are
+// carried by the accepted record only; later records carry what changes.
+func journaled(x *recordv1.Execution) *recordv1.Execution {
+	c := proto.Clone(x).(*recordv1.Execution)
+	if x.GetState() != recordv1.State_STATE_ACCEPTED {
+		c.CanonicalIntent, c.Arguments, c.Evidence = nil, nil, nil
+	}
+	return c
 }

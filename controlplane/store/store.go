@@ -65,7 +65,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		log:  cfg.Logger.Named("store"),
-		kv:   cfg.KV,
+		kv:   newCachedKV(cfg.KV),
 		reqs: make(chan *request, maxGroup),
 		done: make(chan struct{}),
 	}
@@ -124,8 +124,23 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	return <-r.done
 }
 
+// writer builds groups and hands them to the committer, one in flight at a
+// time: while group N is being synced, group N+1 is built on top of N's
+// writes (reads see them through the batch chain). If N fails, N+1 was
+// built on writes that never happened, so it is failed whole and the writer
+// starts again from the committed state.
 func (s *Store) writer() {
 	defer close(s.done)
+	commits := make(chan *batch, 1)
+	committerDone := make(chan struct{})
+	go func() {
+		defer close(committerDone)
+		for b := range commits {
+			s.commit(b)
+		}
+	}()
+	var prev *batch
+	size := s.JournalSize()
 	for first := range s.reqs {
 		group := []*request{first}
 	fill:
@@ -140,21 +155,34 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
-		s.commitGroup(group)
+		b := s.build(group, prev, size)
+		if prev != nil {
+			if err := <-prev.committed; err != nil {
+				b.fail(fmt.Errorf("store: not committed: the group before it failed: %w", err))
+				prev, size = nil, s.JournalSize()
+				continue
+			}
+			prev.writes = nil // committed: reads go to the KV again
+		}
+		commits <- b
+		prev, size = b, b.size
 	}
+	close(commits)
+	<-committerDone
 }
 
-func (s *Store) commitGroup(group []*request) {
-	b := &batch{kv: s.kv, writes: map[string]*Write{}, size: s.JournalSize()}
-	results := make([]error, len(group))
-	var changed []*recordv1.Execution
+// build runs a group's update functions against a new batch layered over
+// prev (the group being committed, if any).
+func (s *Store) build(group []*request, prev *batch, size int64) *batch {
+	b := &batch{kv: s.kv, prev: prev, writes: map[string]*Write{}, size: size, base: size,
+		group: group, results: make([]error, len(group)), committed: make(chan error, 1)}
 	for i, r := range group {
 		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
 		err := safeRun(r.fn, tx)
 		if err == nil {
 			err = tx.err
 		}
-		results[i] = err
+		b.results[i] = err
 		if err != nil {
 			continue
 		}
@@ -165,38 +193,42 @@ func (s *Store) commitGroup(group []*request) {
 			b.writes[k] = w
 		}
 		b.size = tx.size
-		changed = append(changed, tx.changed...)
+		b.changed = append(b.changed, tx.changed...)
 	}
+	if b.size != b.base {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], uint64(b.size))
+		b.order = append(b.order, string(journalSizeKey))
+		b.writes[string(journalSizeKey)] = &Write{Key: journalSizeKey, Value: v[:]}
+	}
+	return b
+}
+
+// commit makes a batch durable, then answers its callers. Even a batch
+// without writes passes through here, so answers keep commit order.
+func (s *Store) commit(b *batch) {
+	var err error
 	if len(b.order) > 0 {
-		if b.size != s.JournalSize() {
-			var v [8]byte
-			binary.BigEndian.PutUint64(v[:], uint64(b.size))
-			b.order = append(b.order, string(journalSizeKey))
-			b.writes[string(journalSizeKey)] = &Write{Key: journalSizeKey, Value: v[:]}
-		}
 		writes := make([]Write, 0, len(b.order))
 		for _, k := range b.order {
 			writes = append(writes, *b.writes[k])
 		}
-		if err := s.kv.Commit(writes); err != nil {
-			s.log.Error("group commit failed", "updates", len(group), "error", err)
-			for i := range results {
-				if results[i] == nil {
-					results[i] = fmt.Errorf("store: commit: %w", err)
-				}
-			}
-			changed = nil
-		} else {
-			s.sizeMu.Lock()
-			s.size = b.size
-			s.sizeMu.Unlock()
+		if err = s.kv.Commit(writes); err != nil {
+			s.log.Error("group commit failed", "updates", len(b.group), "error", err)
+			b.fail(fmt.Errorf("store: commit: %w", err))
+			b.committed <- err
+			return
 		}
+		s.sizeMu.Lock()
+		s.size = b.size
+		s.sizeMu.Unlock()
 	}
-	if len(changed) > 0 && s.onCommit != nil {
-		s.onCommit(changed)
+	b.committed <- nil
+	if len(b.changed) > 0 && s.onCommit != nil {
+		s.onCommit(b.changed)
 	}
-	for i, r := range group {
-		r.done <- results[i]
+	for i, r := range b.group {
+		r.done <- b.results[i]
 	}
 }
 
@@ -218,22 +250,46 @@ func (s *Store) JournalSize() int64 {
 	return s.size
 }
 
-// batch is the group being built: writes of successful functions so far.
+// batch is one group: the writes of its successful functions, the callers
+// to answer, and the result of its commit.
 type batch struct {
-	kv     KV
-	writes map[string]*Write
-	order  []string
-	size   int64
+	kv KV
+	// prev is the batch committed while this one was built; its writes
+	// are visible to this one's reads until it is committed.
+	prev      *batch
+	writes    map[string]*Write
+	order     []string
+	base      int64 // journal size before the batch
+	size      int64 // journal size after it
+	group     []*request
+	results   []error
+	changed   []*recordv1.Execution
+	committed chan error
 }
 
 func (b *batch) get(key []byte) ([]byte, error) {
-	if w, ok := b.writes[string(key)]; ok {
-		if w.Delete {
-			return nil, ErrNotFound
+	for x := b; x != nil; x = x.prev {
+		if w, ok := x.writes[string(key)]; ok {
+			if w.Delete {
+				return nil, ErrNotFound
+			}
+			return w.Value, nil
 		}
-		return w.Value, nil
+		if x != b {
+			break // only one batch is ever in flight
+		}
 	}
 	return b.kv.Get(key)
+}
+
+// fail answers every caller of the batch with err (nothing was committed).
+func (b *batch) fail(err error) {
+	for i, r := range b.group {
+		if b.results[i] == nil {
+			b.results[i] = err
+		}
+		r.done <- b.results[i]
+	}
 }
 
 // Tx is one update function's view: committed state, plus the group's writes

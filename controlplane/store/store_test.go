@@ -307,3 +307,69 @@ func TestClosedStoreRefusesUpdates(t *testing.T) {
 		t.Errorf("Update after Close = %v, want ErrClosed", err)
 	}
 }
+
+// gatedKV blocks the first Commit until released, then fails it.
+type gatedKV struct {
+	*MemKV
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (g *gatedKV) Commit(w []Write) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.release
+		return errors.New("disk gone")
+	}
+	return g.MemKV.Commit(w)
+}
+
+// TestPipelinedGroupBuiltOnFailedCommitFails: a group built while the one
+// before it was being committed must not survive that commit's failure,
+// since it read writes that never happened.
+func TestPipelinedGroupBuiltOnFailedCommitFails(t *testing.T) {
+	kv := &gatedKV{MemKV: NewMemKV(), entered: make(chan struct{}), release: make(chan struct{})}
+	s := newStore(t, kv)
+	first := make(chan error, 1)
+	go func() {
+		first <- s.Update(context.Background(), func(tx *Tx) error {
+			return tx.PutExecution(exec("act_1", "fp", "a", recordv1.State_STATE_ACCEPTED), true)
+		})
+	}()
+	<-kv.entered // group 1 is committing
+	second := make(chan error, 1)
+	sawFirst := make(chan bool, 1)
+	go func() {
+		second <- s.Update(context.Background(), func(tx *Tx) error {
+			_, err := tx.Execution("act_1")
+			sawFirst <- err == nil
+			return tx.PutExecution(exec("act_2", "fp2", "a", recordv1.State_STATE_ACCEPTED), true)
+		})
+	}()
+	if !<-sawFirst {
+		t.Fatal("group 2 did not see group 1's uncommitted write")
+	}
+	close(kv.release)
+	if err := <-first; err == nil {
+		t.Error("group 1: commit failed but Update succeeded")
+	}
+	if err := <-second; err == nil {
+		t.Error("group 2 was built on group 1's failed writes but Update succeeded")
+	}
+	for _, id := range []string{"act_1", "act_2"} {
+		if _, err := s.Execution(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s visible after failed commits: %v", id, err)
+		}
+	}
+	// The store recovers: a new update commits.
+	if err := s.Update(context.Background(), func(tx *Tx) error {
+		if _, err := tx.Execution("act_1"); !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("act_1 still visible to updates: %v", err)
+		}
+		return tx.PutExecution(exec("act_3", "fp3", "a", recordv1.State_STATE_ACCEPTED), true)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,146 @@
+package httpchannel
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/demotarget"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/fingerprint"
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+const benchCatalog = `
+targets:
+  api: {channel: http, base_url: "%s", allow_private: true, idempotency_header: Idempotency-Key}
+tools:
+  deploy_release:
+    description: Deploy.
+    input_schema: {type: object, required: [service, version], properties: {service: {type: string}, version: {type: string}, region: {type: string}}}
+    defaults: {region: us-east-1}
+    target: api
+    request: {method: POST, path: /v1/releases, body: {service: "{{service}}", version: "{{version}}", region: "{{region}}"}}
+    replay: idempotency_key
+`
+
+// run drives n calls at the given concurrency and returns calls/s and p50.
+func run(b *testing.B, conc int, call func(i int64) error) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, conc)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				t := time.Now()
+				if err := call(i); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+}
+
+// BenchmarkDurablePath is the whole durable path: submit (accepted +
+// authorized), dispatched, the HTTP call, completed — on Badger with
+// SyncWrites — next to a plain Go HTTP client calling the same target.
+func BenchmarkDurablePath(b *testing.B) {
+	demo := demotarget.New(demotarget.Config{Logger: hclog.NewNullLogger()})
+	ts := httptest.NewServer(demo)
+	defer ts.Close()
+	for _, conc := range []int{1, 64} {
+		b.Run(fmt.Sprintf("latch/conc=%d", conc), func(b *testing.B) {
+			kv, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, _ := store.New(store.Config{KV: kv})
+			defer st.Close()
+			cat, err := tools.Parse("bench.yaml", []byte(fmt.Sprintf(benchCatalog, ts.URL)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, _ := httpdispatch.New(httpdispatch.Config{})
+			defer d.Close()
+			ch, _ := New(Config{Dispatcher: d})
+			fp, _ := fingerprint.New(bytes.Repeat([]byte{3}, 32))
+			e, err := engine.New(engine.Config{Store: st, Catalog: cat, Fingerprinter: fp, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			prefix := fmt.Sprintf("c%d-%d-", conc, time.Now().UnixNano())
+			run(b, conc, func(i int64) error {
+				r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
+					Arguments: []byte(`{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `"}`)})
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				w, err := e.Watch(ctx, r.Execution.GetId(), "")
+				if err != nil {
+					return err
+				}
+				for x := range w {
+					if x.GetState() == recordv1.State_STATE_COMPLETED {
+						if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+							return fmt.Errorf("outcome %v", x.GetOutcome())
+						}
+						return nil
+					}
+				}
+				return fmt.Errorf("execution %s did not complete", r.Execution.GetId())
+			})
+		})
+		b.Run(fmt.Sprintf("plain/conc=%d", conc), func(b *testing.B) {
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			prefix := fmt.Sprintf("p%d-%d-", conc, time.Now().UnixNano())
+			run(b, conc, func(i int64) error {
+				body := `{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `","region":"us-east-1"}`
+				req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/releases", bytes.NewReader([]byte(body)))
+				req.Header.Set("Idempotency-Key", prefix+strconv.FormatInt(i, 10))
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					return fmt.Errorf("status %d", resp.StatusCode)
+				}
+				return nil
+			})
+		})
+	}
+}
