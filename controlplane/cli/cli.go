@@ -142,4 +142,3 @@ func oneOf(s string, allowed ...string) bool {
 	}
 	return false
 }
-

@@ -185,7 +185,6 @@ Ctrl-C stops cleanly; a later `+"`latch dev --data %s`"+` resumes.
 `, url, token, devActor, data, data, demo, url, token, url, token, data, data)
 }
 
-
 // recoveryForDev resolves unknowns quickly so the demo's story is short.
 func recoveryForDev() engine.RecoveryConfig {
 	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
