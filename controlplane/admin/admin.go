@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -15,13 +16,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
-// Tokens creates bearer tokens for actors. Implemented by mcpfront/auth's
-// TokenStore.
+// Tokens creates, lists and revokes bearer tokens for actors. Implemented
+// by mcpfront/auth's TokenStore.
 type Tokens interface {
 	Create(actor string) (string, error)
+	List() ([]auth.Token, error)
+	Revoke(idOrActor string) (int, error)
 }
 
 // Config names the service's dependencies.
@@ -127,6 +131,39 @@ func (s *Service) CreateToken(_ context.Context, req *controlplanev1.CreateToken
 	}
 	s.log.Info("token created", "actor", req.GetActor())
 	return &controlplanev1.CreateTokenResponse{Token: tok, Actor: req.GetActor()}, nil
+}
+
+func (s *Service) ListTokens(context.Context, *controlplanev1.ListTokensRequest) (*controlplanev1.ListTokensResponse, error) {
+	if s.tokens == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this control plane has no token store")
+	}
+	ts, err := s.tokens.List()
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	out := &controlplanev1.ListTokensResponse{}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{Id: t.ID, Actor: t.Actor, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)})
+	}
+	return out, nil
+}
+
+func (s *Service) RevokeToken(_ context.Context, req *controlplanev1.RevokeTokenRequest) (*controlplanev1.RevokeTokenResponse, error) {
+	if s.tokens == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this control plane has no token store")
+	}
+	if req.GetIdOrActor() == "" {
+		return nil, status.Error(codes.InvalidArgument, "id_or_actor is required")
+	}
+	n, err := s.tokens.Revoke(req.GetIdOrActor())
+	if errors.Is(err, auth.ErrNotFound) {
+		return nil, status.Error(codes.NotFound, err.Error())
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	s.log.Info("tokens revoked", "id_or_actor", req.GetIdOrActor(), "count", n)
+	return &controlplanev1.RevokeTokenResponse{Revoked: int32(n)}, nil
 }
 
 func vaultStatus(err error) error {

@@ -182,6 +182,39 @@ func (s *Service) Deny(ctx context.Context, req *controlplanev1.DenyRequest) (*c
 	return &controlplanev1.DenyResponse{Execution: x}, nil
 }
 
+func (s *Service) ListSessions(ctx context.Context, req *controlplanev1.ListSessionsRequest) (*controlplanev1.ListSessionsResponse, error) {
+	if req.GetLimit() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+	}
+	ss, err := s.e.Sessions(int(req.GetLimit()))
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.ListSessionsResponse{Sessions: ss}, nil
+}
+
+func (s *Service) AuthorizeSession(ctx context.Context, req *controlplanev1.AuthorizeSessionRequest) (*controlplanev1.AuthorizeSessionResponse, error) {
+	if req.GetSessionId() == "" || req.GetOperator() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id and operator are required")
+	}
+	x, err := s.e.AuthorizeSession(ctx, req.GetSessionId(), req.GetOperator())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.AuthorizeSessionResponse{Session: x}, nil
+}
+
+func (s *Service) RevokeSession(ctx context.Context, req *controlplanev1.RevokeSessionRequest) (*controlplanev1.RevokeSessionResponse, error) {
+	if req.GetSessionId() == "" || req.GetOperator() == "" || req.GetReason() == "" {
+		return nil, status.Error(codes.InvalidArgument, "session_id, operator and reason are required")
+	}
+	x, err := s.e.RevokeSession(ctx, req.GetSessionId(), req.GetOperator(), req.GetReason())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.RevokeSessionResponse{Session: x}, nil
+}
+
 // toStatus maps engine errors to gRPC codes. Expected errors keep their
 // message (written for the caller); anything else is logged and hidden.
 func (s *Service) toStatus(err error) error {
@@ -195,7 +228,7 @@ func (s *Service) toStatus(err error) error {
 		return withReason(codes.InvalidArgument, ReasonBadRepeatOf, err)
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrSessionNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, engine.ErrTooLate):
 		return withReason(codes.FailedPrecondition, ReasonTooLate, err)

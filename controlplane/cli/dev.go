@@ -41,6 +41,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -53,8 +54,11 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if token == "" {
 		token = newDevToken()
 	}
-	st, err := newStack(stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true,
-		Recovery: recoveryForDev()})
+	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
+	if !*strict {
+		sc.Trusted = []string{devActor}
+	}
+	st, err := newStack(sc)
 	if err != nil {
 		return err
 	}

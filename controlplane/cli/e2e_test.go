@@ -83,7 +83,7 @@ type proc struct {
 // startServe runs `latch serve` as a real process and waits for its socket.
 func startServe(t *testing.T, data, catalog string) *proc {
 	t.Helper()
-	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"))
+	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/latchhq/latch/tools"
 )
@@ -17,6 +18,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
 	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until `latch vault unlock`)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	var actors, trusted listFlag
+	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
+	fs.Var(&trusted, "trusted-actor", "an actor whose agent sessions need no authorization (repeatable)")
+	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -29,7 +34,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	st, err := newStack(stackConfig{
 		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
-		VaultPath: *vaultPath, VaultKeyFile: *vaultKey,
+		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 	})
 	if err != nil {
 		return err
@@ -44,3 +49,9 @@ func ensureDir(dir string) error {
 	}
 	return nil
 }
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }

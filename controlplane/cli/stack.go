@@ -33,6 +33,44 @@ type stackConfig struct {
 	VaultKeyFile string
 	DevVault     bool
 	Recovery     engine.RecoveryConfig
+	// Actors are known without a token (stdio actors, the dev actor).
+	Actors []string
+	// Trusted actors' sessions need no authorization.
+	Trusted []string
+	// OpenSessions turns the session rule off (every session authorized).
+	OpenSessions bool
+}
+
+// actorSet knows the configured actors and every actor with a live token.
+type actorSet struct {
+	fixed  map[string]bool
+	tokens *auth.TokenStore
+}
+
+func (a *actorSet) Known(actor string) bool {
+	if a.fixed[actor] {
+		return true
+	}
+	ts, err := a.tokens.List()
+	if err != nil {
+		return false
+	}
+	for _, t := range ts {
+		if t.Actor == actor {
+			return true
+		}
+	}
+	return false
+}
+
+func setOf(names ...[]string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range names {
+		for _, n := range l {
+			m[n] = true
+		}
+	}
+	return m
 }
 
 // stack is a control plane with its vault, tokens and channels.
@@ -107,9 +145,12 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err := addHostChannels(channels, cfg, log, v); err != nil {
 		return nil, err
 	}
+	trusted := setOf(cfg.Trusted)
 	srv, err := server.New(server.Config{
 		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
-		Channels: channels, Authorizer: &policy.Policy{Vault: v}, Recovery: cfg.Recovery,
+		Channels: channels, Recovery: cfg.Recovery,
+		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
+		Sessions: engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
 		Register: func(g *grpc.Server) { adm.Register(g) },
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 func init() {
 	commands["vault"] = command{"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault}
-	commands["token"] = command{"bearer tokens for agents: create ACTOR (printed once)", runToken}
+	commands["token"] = command{"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken}
 }
 
 func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, func(), error) {
@@ -138,31 +138,52 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 }
 
 func runToken(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] != "create" {
-		return usagef("token needs a subcommand: create ACTOR")
+	if len(args) == 0 {
+		return usagef("token needs a subcommand: create ACTOR | list | revoke ID|ACTOR")
 	}
+	sub := args[0]
 	var t target
-	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
 	t.flags(fs, env)
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("token create needs exactly one ACTOR name")
+	if sub != "list" && len(pos) != 1 {
+		return usagef("token %s needs exactly one argument", sub)
 	}
 	c, closeFn, err := adminClient(ctx, &t)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	resp, err := c.CreateToken(ctx, &controlplanev1.CreateTokenRequest{Actor: pos[0]})
-	if err != nil {
-		return rpcError(err)
+	switch sub {
+	case "create":
+		resp, err := c.CreateToken(ctx, &controlplanev1.CreateTokenRequest{Actor: pos[0]})
+		if err != nil {
+			return rpcError(err)
+		}
+		fmt.Fprintf(env.Stderr, "token for actor %s (shown once; only its hash is stored):\n", resp.GetActor())
+		fmt.Fprintln(env.Stdout, resp.GetToken())
+		return nil
+	case "list":
+		resp, err := c.ListTokens(ctx, &controlplanev1.ListTokensRequest{})
+		if err != nil {
+			return rpcError(err)
+		}
+		for _, tk := range resp.GetTokens() {
+			fmt.Fprintf(env.Stdout, "%s\t%s\t%s\n", tk.GetId(), tk.GetActor(), tk.GetCreatedAt())
+		}
+		return nil
+	case "revoke":
+		resp, err := c.RevokeToken(ctx, &controlplanev1.RevokeTokenRequest{IdOrActor: pos[0]})
+		if err != nil {
+			return rpcError(err)
+		}
+		fmt.Fprintf(env.Stdout, "revoked %d token(s)\n", resp.GetRevoked())
+		return nil
 	}
-	fmt.Fprintf(env.Stderr, "token for actor %s (shown once; only its hash is stored):\n", resp.GetActor())
-	fmt.Fprintln(env.Stdout, resp.GetToken())
-	return nil
+	return usagef("unknown token subcommand %q (want create, list or revoke)", sub)
 }
 
 func printVaultStatus(w io.Writer, st *controlplanev1.VaultStatusResponse) {

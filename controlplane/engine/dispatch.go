@@ -22,9 +22,15 @@ func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.
 	if e.cfg.Authorizer != nil {
 		d = e.cfg.Authorizer.Authorize(ctx, x, tool)
 	}
-	switch {
-	case d.Reject:
+	if d.Reject {
 		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy"), d.Transient
+	}
+	if reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId()); reject {
+		return recordv1.State_STATE_REJECTED, why, false
+	} else if wait {
+		return recordv1.State_STATE_AWAITING_APPROVAL, why, false
+	}
+	switch {
 	case d.NeedApproval:
 		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the tool requires approval for every call"), false
 	}

@@ -124,6 +124,8 @@ type Config struct {
 	MaxDispatches int
 	// Recovery tunes the recovery worker.
 	Recovery RecoveryConfig
+	// Sessions sets the session rule of the decision order.
+	Sessions SessionConfig
 	// ApprovalTTL is how long an execution may await approval before it is
 	// rejected as expired (default 10m).
 	ApprovalTTL time.Duration
@@ -267,12 +269,16 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 
 	// The decision is taken before the atomic step (an Authorizer may do
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
-	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence}, tool)
+	sessionID, sessionKey := sessionOf(in.Actor, in.Scope, in.Evidence)
+	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
 	err = e.st.Update(ctx, func(tx *store.Tx) error {
 		res, fresh = nil, nil
+		if err := e.touchSession(tx, sessionID, sessionKey, in.Actor, in.Evidence, now); err != nil {
+			return err
+		}
 		if repeatOf != "" {
 			cited, err := tx.Execution(repeatOf)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (cited.GetActor() != in.Actor || cited.GetTool() != tool.Name)) {
@@ -305,7 +311,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			Tool: tool.Name, Target: tool.Target, Channel: string(target.Channel), Replay: string(tool.Replay),
 			CanonicalIntent: record, RepeatOf: repeatOf, Arguments: stored,
 			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
-			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence,
+			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence, SessionId: sessionID,
 		}
 		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {
 			return err

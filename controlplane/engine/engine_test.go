@@ -151,6 +151,10 @@ type harness struct {
 }
 
 func newHarness(tb testing.TB, badgerDir string, ch *fakeChannel) *harness {
+	return newHarnessWith(tb, badgerDir, ch, func(*Config) {})
+}
+
+func newHarnessWith(tb testing.TB, badgerDir string, ch *fakeChannel, adjust func(*Config)) *harness {
 	tb.Helper()
 	var kv store.KV = store.NewMemKV()
 	if badgerDir != "" {
@@ -176,11 +180,13 @@ func newHarness(tb testing.TB, badgerDir string, ch *fakeChannel) *harness {
 		ch = &fakeChannel{}
 	}
 	clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	e, err := New(Config{
+	cfg := Config{
 		Logger: hclog.NewNullLogger(), Store: st, Catalog: cat, Fingerprinter: fp,
 		Channels: map[tools.Channel]Channel{tools.ChannelHTTP: ch}, Clock: clk.Now,
 		Recovery: RecoveryConfig{Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxAttempts: 5},
-	})
+	}
+	adjust(&cfg)
+	e, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -248,9 +254,9 @@ func TestSubmitDispatchesAndCompletes(t *testing.T) {
 			t.Errorf("%s not stamped", name)
 		}
 	}
-	// accepted, authorized, dispatched, completed: four journal records.
-	if got := h.st.JournalSize(); got != 4 {
-		t.Errorf("journal size = %d, want 4", got)
+	// session_started, then accepted, authorized, dispatched, completed.
+	if got := h.st.JournalSize(); got != 5 {
+		t.Errorf("journal size = %d, want 5", got)
 	}
 	if _, err := h.e.MarkDelivered(t.Context(), x.GetId()); err != nil {
 		t.Fatal(err)
@@ -548,5 +554,78 @@ func TestPendingApprovalsExpireAndVoid(t *testing.T) {
 	}
 	if h.ch.calls.Load() != 0 {
 		t.Errorf("%d dispatches of unapproved executions", h.ch.calls.Load())
+	}
+}
+
+// rejectActor is an Authorizer that knows one bad actor.
+type rejectActor string
+
+func (r rejectActor) Authorize(_ context.Context, x *recordv1.Execution, tool *tools.Tool) Decision {
+	if x.GetActor() == string(r) {
+		return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + string(r)}
+	}
+	return Decision{NeedApproval: tool.Approval == tools.ApprovalEveryCall}
+}
+
+// TestDecisionOrder: policy rejection first, then the session rule, then the
+// tool's approval rule; each verdict is journaled with its rule.
+func TestDecisionOrder(t *testing.T) {
+	h := newHarnessWith(t, "", nil, func(c *Config) {
+		c.Authorizer = rejectActor("mallory")
+		c.Sessions = SessionConfig{Required: true, Trusted: func(a string) bool { return a == "robot" }}
+	})
+	ev := &recordv1.Evidence{McpSessionId: "mcp-1", ClientName: "claude"}
+	submit := func(actor, tool, args string, ev *recordv1.Evidence) *SubmitResult {
+		r, err := h.e.Submit(t.Context(), SubmitInput{Actor: actor, Tool: tool, Arguments: json.RawMessage(args), Evidence: ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := submit("mallory", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), "unknown_actor") {
+		t.Errorf("unknown actor: %v %q, want rejected by the policy rule", r.Execution.GetState(), r.Execution.GetReason())
+	}
+	if r := submit("robot", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_DISPATCHED {
+		t.Errorf("trusted actor: %v, want dispatched at once", r.Execution.GetState())
+	}
+	// A new session of a known actor waits for session authorization.
+	first := submit("alice", "deploy", `{"service":"a","version":"2"}`, ev)
+	if first.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(first.Execution.GetReason(), ReasonSessionAuthorization) {
+		t.Fatalf("new session: %v %q, want awaiting session authorization", first.Execution.GetState(), first.Execution.GetReason())
+	}
+	rot := submit("alice", "rotate", `{"name":"db","new_secret":"s"}`, ev)
+	sid := first.Execution.GetSessionId()
+	if sid == "" || rot.Execution.GetSessionId() != sid {
+		t.Fatalf("session ids %q %q, want one session", sid, rot.Execution.GetSessionId())
+	}
+	if _, err := h.e.AuthorizeSession(t.Context(), sid, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+	x, _, _ := h.e.Get(rot.Execution.GetId(), "")
+	if x.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Errorf("every_call tool after session authorization: %v, want still awaiting its own approval", x.GetState())
+	}
+	// Same session, new call: no wait now.
+	if r := submit("alice", "deploy", `{"service":"a","version":"3"}`, ev); r.Execution.GetState() != recordv1.State_STATE_DISPATCHED {
+		t.Errorf("authorized session: %v, want dispatched", r.Execution.GetState())
+	}
+	// Another MCP session of alice is a new session; revoking it rejects its pending work.
+	other := submit("alice", "deploy", `{"service":"a","version":"4"}`, &recordv1.Evidence{McpSessionId: "mcp-2"})
+	if other.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("second session: %v, want awaiting authorization", other.Execution.GetState())
+	}
+	if _, err := h.e.RevokeSession(t.Context(), other.Execution.GetSessionId(), "ops", "not ours"); err != nil {
+		t.Fatal(err)
+	}
+	if x, _, _ := h.e.Get(other.Execution.GetId(), ""); x.GetState() != recordv1.State_STATE_REJECTED {
+		t.Errorf("pending execution of a revoked session: %v, want rejected", x.GetState())
+	}
+	if r := submit("alice", "deploy", `{"service":"a","version":"5"}`, &recordv1.Evidence{McpSessionId: "mcp-2"}); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionRevoked) {
+		t.Errorf("new call in a revoked session: %v %q, want rejected", r.Execution.GetState(), r.Execution.GetReason())
+	}
+	ss, _ := h.e.Sessions(10)
+	if len(ss) != 4 {
+		t.Errorf("%d sessions recorded, want 4 (mallory's refused one, robot, alice/mcp-1, alice/mcp-2)", len(ss))
 	}
 }

@@ -60,6 +60,8 @@ type Config struct {
 	CheckpointCopy string
 	// Recovery tunes the recovery worker.
 	Recovery engine.RecoveryConfig
+	// Sessions sets the session rule of the decision order.
+	Sessions engine.SessionConfig
 	// Register, when set, is called to add more gRPC services.
 	Register func(*grpc.Server)
 }
@@ -142,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	eng, err := engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
-		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery,
+		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 	})
 	if err != nil {
 		st.Close()

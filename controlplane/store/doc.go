@@ -19,6 +19,7 @@
 //
 //	x/<execution id>                  Execution (protobuf)
 //	r/<execution id>                  Result (protobuf)
+//	S/<session id>                    Session (protobuf)
 //	f/<fingerprint>                   execution id of the latest execution of that intent
 //	a/<actor>\x00<execution id>       "" (index for List by actor)
 //	s/<state number>/<execution id>   "" (index of executions by current state)

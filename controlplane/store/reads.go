@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -162,6 +163,36 @@ func (s *Store) History(id string) ([]*recordv1.JournalEntry, error) {
 	})
 	if err == nil {
 		err = rerr
+	}
+	return out, err
+}
+
+// Session returns a committed session, or ErrNotFound.
+func (s *Store) Session(id string) (*recordv1.Session, error) {
+	return decodeSession(s.kv.Get(sessionKey(id)))
+}
+
+// Sessions returns up to limit sessions, most recently seen first.
+func (s *Store) Sessions(limit int) ([]*recordv1.Session, error) {
+	var out []*recordv1.Session
+	var derr error
+	err := s.kv.Scan([]byte("S/"), false, func(_, v []byte) bool {
+		x, err := decodeSession(v, nil)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, x)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].GetLastSeenAt().AsTime().After(out[j].GetLastSeenAt().AsTime())
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, err
 }

@@ -323,6 +323,7 @@ func (t *Tx) del(key []byte) {
 // Key constructors.
 func execKey(id string) []byte   { return []byte("x/" + id) }
 func resultKey(id string) []byte { return []byte("r/" + id) }
+func sessionKey(id string) []byte { return []byte("S/" + id) }
 func fpKey(fp string) []byte     { return []byte("f/" + fp) }
 func actorKey(actor, id string) []byte {
 	return []byte("a/" + actor + "\x00" + id)
@@ -385,6 +386,21 @@ func (t *Tx) Unindex(fingerprint, id string) {
 	if cur, err := t.get(fpKey(fingerprint)); err == nil && string(cur) == id {
 		t.del(fpKey(fingerprint))
 	}
+}
+
+// Session returns the session as this update sees it.
+func (t *Tx) Session(id string) (*recordv1.Session, error) {
+	return decodeSession(t.get(sessionKey(id)))
+}
+
+// PutSession stores a session.
+func (t *Tx) PutSession(x *recordv1.Session) error {
+	data, err := proto.Marshal(x)
+	if err != nil {
+		return fmt.Errorf("store: encode session: %w", err)
+	}
+	t.set(sessionKey(x.GetId()), data)
+	return nil
 }
 
 // PutResult stores an execution's observed result.
@@ -467,6 +483,17 @@ func decodeExecution(data []byte, err error) (*recordv1.Execution, error) {
 	x := &recordv1.Execution{}
 	if err := proto.Unmarshal(data, x); err != nil {
 		return nil, fmt.Errorf("store: decode execution: %w", err)
+	}
+	return x, nil
+}
+
+func decodeSession(data []byte, err error) (*recordv1.Session, error) {
+	if err != nil {
+		return nil, err
+	}
+	x := &recordv1.Session{}
+	if err := proto.Unmarshal(data, x); err != nil {
+		return nil, fmt.Errorf("store: decode session: %w", err)
 	}
 	return x, nil
 }

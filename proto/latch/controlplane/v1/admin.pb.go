@@ -632,6 +632,235 @@ func (x *CreateTokenResponse) GetActor() string {
 	return ""
 }
 
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreatedAt     string                 `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type RevokeTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A token id or an actor name.
+	IdOrActor     string `protobuf:"bytes,1,opt,name=id_or_actor,json=idOrActor,proto3" json:"id_or_actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RevokeTokenRequest) GetIdOrActor() string {
+	if x != nil {
+		return x.IdOrActor
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       int32                  `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RevokeTokenResponse) GetRevoked() int32 {
+	if x != nil {
+		return x.Revoked
+	}
+	return 0
+}
+
 var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
@@ -673,14 +902,29 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\"A\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor2\xd6\x04\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\"\x13\n" +
+	"\x11ListTokensRequest\"P\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\tR\tcreatedAt\"N\n" +
+	"\x12ListTokensResponse\x128\n" +
+	"\x06tokens\x18\x01 \x03(\v2 .latch.controlplane.v1.TokenInfoR\x06tokens\"4\n" +
+	"\x12RevokeTokenRequest\x12\x1e\n" +
+	"\vid_or_actor\x18\x01 \x01(\tR\tidOrActor\"/\n" +
+	"\x13RevokeTokenResponse\x12\x18\n" +
+	"\arevoked\x18\x01 \x01(\x05R\arevoked2\x9f\x06\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
 	"\tVaultLock\x12'.latch.controlplane.v1.VaultLockRequest\x1a(.latch.controlplane.v1.VaultLockResponse\x12[\n" +
 	"\bVaultPut\x12&.latch.controlplane.v1.VaultPutRequest\x1a'.latch.controlplane.v1.VaultPutResponse\x12^\n" +
 	"\tVaultList\x12'.latch.controlplane.v1.VaultListRequest\x1a(.latch.controlplane.v1.VaultListResponse\x12d\n" +
-	"\vCreateToken\x12).latch.controlplane.v1.CreateTokenRequest\x1a*.latch.controlplane.v1.CreateTokenResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\vCreateToken\x12).latch.controlplane.v1.CreateTokenRequest\x1a*.latch.controlplane.v1.CreateTokenResponse\x12a\n" +
+	"\n" +
+	"ListTokens\x12(.latch.controlplane.v1.ListTokensRequest\x1a).latch.controlplane.v1.ListTokensResponse\x12d\n" +
+	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -694,7 +938,7 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*VaultStatusRequest)(nil),  // 0: latch.controlplane.v1.VaultStatusRequest
 	(*VaultStatusResponse)(nil), // 1: latch.controlplane.v1.VaultStatusResponse
@@ -708,27 +952,37 @@ var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*VaultListResponse)(nil),   // 9: latch.controlplane.v1.VaultListResponse
 	(*CreateTokenRequest)(nil),  // 10: latch.controlplane.v1.CreateTokenRequest
 	(*CreateTokenResponse)(nil), // 11: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),   // 12: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),           // 13: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),  // 14: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),  // 15: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil), // 16: latch.controlplane.v1.RevokeTokenResponse
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	0,  // 2: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 3: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 4: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 5: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 6: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 7: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	1,  // 8: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 9: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 10: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 11: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 12: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 13: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	13, // 2: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
+	0,  // 3: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	2,  // 4: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	4,  // 5: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	6,  // 6: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	8,  // 7: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	10, // 8: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	12, // 9: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	15, // 10: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	1,  // 11: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 12: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 13: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 14: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 15: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 16: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 17: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 18: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	11, // [11:19] is the sub-list for method output_type
+	3,  // [3:11] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -742,7 +996,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,8 @@ const (
 	Admin_VaultPut_FullMethodName    = "/latch.controlplane.v1.Admin/VaultPut"
 	Admin_VaultList_FullMethodName   = "/latch.controlplane.v1.Admin/VaultList"
 	Admin_CreateToken_FullMethodName = "/latch.controlplane.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName  = "/latch.controlplane.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName = "/latch.controlplane.v1.Admin/RevokeToken"
 )
 
 // AdminClient is the client API for Admin service.
@@ -42,6 +44,10 @@ type AdminClient interface {
 	VaultPut(ctx context.Context, in *VaultPutRequest, opts ...grpc.CallOption) (*VaultPutResponse, error)
 	VaultList(ctx context.Context, in *VaultListRequest, opts ...grpc.CallOption) (*VaultListResponse, error)
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	// RevokeToken removes a token by id, or every token of an actor; the
+	// actor's new executions are then rejected.
+	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 }
 
 type adminClient struct {
@@ -112,6 +118,26 @@ func (c *adminClient) CreateToken(ctx context.Context, in *CreateTokenRequest, o
 	return out, nil
 }
 
+func (c *adminClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTokensResponse)
+	err := c.cc.Invoke(ctx, Admin_ListTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTokenResponse)
+	err := c.cc.Invoke(ctx, Admin_RevokeToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -127,6 +153,10 @@ type AdminServer interface {
 	VaultPut(context.Context, *VaultPutRequest) (*VaultPutResponse, error)
 	VaultList(context.Context, *VaultListRequest) (*VaultListResponse, error)
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	// RevokeToken removes a token by id, or every token of an actor; the
+	// actor's new executions are then rejected.
+	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -154,6 +184,12 @@ func (UnimplementedAdminServer) VaultList(context.Context, *VaultListRequest) (*
 }
 func (UnimplementedAdminServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
+}
+func (UnimplementedAdminServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
+}
+func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -284,6 +320,42 @@ func _Admin_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListTokens(ctx, req.(*ListTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RevokeToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RevokeToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -314,6 +386,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateToken",
 			Handler:    _Admin_CreateToken_Handler,
+		},
+		{
+			MethodName: "ListTokens",
+			Handler:    _Admin_ListTokens_Handler,
+		},
+		{
+			MethodName: "RevokeToken",
+			Handler:    _Admin_RevokeToken_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

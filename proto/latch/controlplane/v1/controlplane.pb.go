@@ -1111,6 +1111,294 @@ func (x *DenyResponse) GetExecution() *v1.Execution {
 	return nil
 }
 
+type ListSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsRequest) Reset() {
+	*x = ListSessionsRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsRequest) ProtoMessage() {}
+
+func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListSessionsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListSessionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sessions      []*v1.Session          `protobuf:"bytes,1,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionsResponse) Reset() {
+	*x = ListSessionsResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionsResponse) ProtoMessage() {}
+
+func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListSessionsResponse) GetSessions() []*v1.Session {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
+}
+
+type AuthorizeSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeSessionRequest) Reset() {
+	*x = AuthorizeSessionRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeSessionRequest) ProtoMessage() {}
+
+func (x *AuthorizeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeSessionRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AuthorizeSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AuthorizeSessionRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+type AuthorizeSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *v1.Session            `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeSessionResponse) Reset() {
+	*x = AuthorizeSessionResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeSessionResponse) ProtoMessage() {}
+
+func (x *AuthorizeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeSessionResponse.ProtoReflect.Descriptor instead.
+func (*AuthorizeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AuthorizeSessionResponse) GetSession() *v1.Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+type RevokeSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionId     string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionRequest) Reset() {
+	*x = RevokeSessionRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionRequest) ProtoMessage() {}
+
+func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
+func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RevokeSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RevokeSessionRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *RevokeSessionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RevokeSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       *v1.Session            `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionResponse) Reset() {
+	*x = RevokeSessionResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionResponse) ProtoMessage() {}
+
+func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
+func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RevokeSessionResponse) GetSession() *v1.Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -1182,7 +1470,24 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"H\n" +
 	"\fDenyResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution2\xfc\x06\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"+\n" +
+	"\x13ListSessionsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\"L\n" +
+	"\x14ListSessionsResponse\x124\n" +
+	"\bsessions\x18\x01 \x03(\v2\x18.latch.record.v1.SessionR\bsessions\"T\n" +
+	"\x17AuthorizeSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\"N\n" +
+	"\x18AuthorizeSessionResponse\x122\n" +
+	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession\"i\n" +
+	"\x14RevokeSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"K\n" +
+	"\x15RevokeSessionResponse\x122\n" +
+	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession2\xc6\t\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06Submit\x12$.latch.controlplane.v1.SubmitRequest\x1a%.latch.controlplane.v1.SubmitResponse\x12L\n" +
 	"\x03Get\x12!.latch.controlplane.v1.GetRequest\x1a\".latch.controlplane.v1.GetResponse\x12O\n" +
@@ -1193,7 +1498,10 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\aResolve\x12%.latch.controlplane.v1.ResolveRequest\x1a&.latch.controlplane.v1.ResolveResponse\x12X\n" +
 	"\aHistory\x12%.latch.controlplane.v1.HistoryRequest\x1a&.latch.controlplane.v1.HistoryResponse\x12X\n" +
 	"\aApprove\x12%.latch.controlplane.v1.ApproveRequest\x1a&.latch.controlplane.v1.ApproveResponse\x12O\n" +
-	"\x04Deny\x12\".latch.controlplane.v1.DenyRequest\x1a#.latch.controlplane.v1.DenyResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\x04Deny\x12\".latch.controlplane.v1.DenyRequest\x1a#.latch.controlplane.v1.DenyResponse\x12g\n" +
+	"\fListSessions\x12*.latch.controlplane.v1.ListSessionsRequest\x1a+.latch.controlplane.v1.ListSessionsResponse\x12s\n" +
+	"\x10AuthorizeSession\x12..latch.controlplane.v1.AuthorizeSessionRequest\x1a/.latch.controlplane.v1.AuthorizeSessionResponse\x12j\n" +
+	"\rRevokeSession\x12+.latch.controlplane.v1.RevokeSessionRequest\x1a,.latch.controlplane.v1.RevokeSessionResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -1207,77 +1515,93 @@ func file_latch_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
-	(*SubmitRequest)(nil),         // 0: latch.controlplane.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 1: latch.controlplane.v1.SubmitResponse
-	(*GetRequest)(nil),            // 2: latch.controlplane.v1.GetRequest
-	(*GetResponse)(nil),           // 3: latch.controlplane.v1.GetResponse
-	(*ListRequest)(nil),           // 4: latch.controlplane.v1.ListRequest
-	(*ListResponse)(nil),          // 5: latch.controlplane.v1.ListResponse
-	(*WatchRequest)(nil),          // 6: latch.controlplane.v1.WatchRequest
-	(*WatchResponse)(nil),         // 7: latch.controlplane.v1.WatchResponse
-	(*MarkDeliveredRequest)(nil),  // 8: latch.controlplane.v1.MarkDeliveredRequest
-	(*MarkDeliveredResponse)(nil), // 9: latch.controlplane.v1.MarkDeliveredResponse
-	(*CancelRequest)(nil),         // 10: latch.controlplane.v1.CancelRequest
-	(*CancelResponse)(nil),        // 11: latch.controlplane.v1.CancelResponse
-	(*ResolveRequest)(nil),        // 12: latch.controlplane.v1.ResolveRequest
-	(*ResolveResponse)(nil),       // 13: latch.controlplane.v1.ResolveResponse
-	(*HistoryRequest)(nil),        // 14: latch.controlplane.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 15: latch.controlplane.v1.HistoryResponse
-	(*ApproveRequest)(nil),        // 16: latch.controlplane.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 17: latch.controlplane.v1.ApproveResponse
-	(*DenyRequest)(nil),           // 18: latch.controlplane.v1.DenyRequest
-	(*DenyResponse)(nil),          // 19: latch.controlplane.v1.DenyResponse
-	(*v1.Evidence)(nil),           // 20: latch.record.v1.Evidence
-	(v1.Disposition)(0),           // 21: latch.record.v1.Disposition
-	(*v1.Execution)(nil),          // 22: latch.record.v1.Execution
-	(*v1.Result)(nil),             // 23: latch.record.v1.Result
-	(v1.State)(0),                 // 24: latch.record.v1.State
-	(v1.Outcome)(0),               // 25: latch.record.v1.Outcome
-	(*v1.JournalEntry)(nil),       // 26: latch.record.v1.JournalEntry
+	(*SubmitRequest)(nil),            // 0: latch.controlplane.v1.SubmitRequest
+	(*SubmitResponse)(nil),           // 1: latch.controlplane.v1.SubmitResponse
+	(*GetRequest)(nil),               // 2: latch.controlplane.v1.GetRequest
+	(*GetResponse)(nil),              // 3: latch.controlplane.v1.GetResponse
+	(*ListRequest)(nil),              // 4: latch.controlplane.v1.ListRequest
+	(*ListResponse)(nil),             // 5: latch.controlplane.v1.ListResponse
+	(*WatchRequest)(nil),             // 6: latch.controlplane.v1.WatchRequest
+	(*WatchResponse)(nil),            // 7: latch.controlplane.v1.WatchResponse
+	(*MarkDeliveredRequest)(nil),     // 8: latch.controlplane.v1.MarkDeliveredRequest
+	(*MarkDeliveredResponse)(nil),    // 9: latch.controlplane.v1.MarkDeliveredResponse
+	(*CancelRequest)(nil),            // 10: latch.controlplane.v1.CancelRequest
+	(*CancelResponse)(nil),           // 11: latch.controlplane.v1.CancelResponse
+	(*ResolveRequest)(nil),           // 12: latch.controlplane.v1.ResolveRequest
+	(*ResolveResponse)(nil),          // 13: latch.controlplane.v1.ResolveResponse
+	(*HistoryRequest)(nil),           // 14: latch.controlplane.v1.HistoryRequest
+	(*HistoryResponse)(nil),          // 15: latch.controlplane.v1.HistoryResponse
+	(*ApproveRequest)(nil),           // 16: latch.controlplane.v1.ApproveRequest
+	(*ApproveResponse)(nil),          // 17: latch.controlplane.v1.ApproveResponse
+	(*DenyRequest)(nil),              // 18: latch.controlplane.v1.DenyRequest
+	(*DenyResponse)(nil),             // 19: latch.controlplane.v1.DenyResponse
+	(*ListSessionsRequest)(nil),      // 20: latch.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 21: latch.controlplane.v1.ListSessionsResponse
+	(*AuthorizeSessionRequest)(nil),  // 22: latch.controlplane.v1.AuthorizeSessionRequest
+	(*AuthorizeSessionResponse)(nil), // 23: latch.controlplane.v1.AuthorizeSessionResponse
+	(*RevokeSessionRequest)(nil),     // 24: latch.controlplane.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),    // 25: latch.controlplane.v1.RevokeSessionResponse
+	(*v1.Evidence)(nil),              // 26: latch.record.v1.Evidence
+	(v1.Disposition)(0),              // 27: latch.record.v1.Disposition
+	(*v1.Execution)(nil),             // 28: latch.record.v1.Execution
+	(*v1.Result)(nil),                // 29: latch.record.v1.Result
+	(v1.State)(0),                    // 30: latch.record.v1.State
+	(v1.Outcome)(0),                  // 31: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),          // 32: latch.record.v1.JournalEntry
+	(*v1.Session)(nil),               // 33: latch.record.v1.Session
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	20, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
-	21, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
-	22, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	22, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	23, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	24, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	22, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	22, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	22, // 8: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	22, // 9: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	25, // 10: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	22, // 11: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	26, // 12: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	22, // 13: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	22, // 14: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	0,  // 15: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 16: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 17: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 18: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 19: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 20: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 21: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	14, // 22: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	16, // 23: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	18, // 24: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	1,  // 25: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 26: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 27: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 28: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 29: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 30: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 31: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	15, // 32: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	17, // 33: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	19, // 34: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	26, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
+	27, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
+	28, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	29, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	30, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	28, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	28, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 8: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 9: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 10: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	28, // 11: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	32, // 12: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	28, // 13: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 14: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	33, // 15: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	33, // 16: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	33, // 17: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	0,  // 18: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	2,  // 19: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	4,  // 20: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	6,  // 21: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	8,  // 22: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	10, // 23: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	12, // 24: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	14, // 25: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	16, // 26: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	18, // 27: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	20, // 28: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	22, // 29: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	24, // 30: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	1,  // 31: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	3,  // 32: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	5,  // 33: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	7,  // 34: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	9,  // 35: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	11, // 36: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	13, // 37: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	15, // 38: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	17, // 39: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	19, // 40: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	21, // 41: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	23, // 42: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	25, // 43: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	31, // [31:44] is the sub-list for method output_type
+	18, // [18:31] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
@@ -1291,7 +1615,7 @@ func file_latch_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_controlplane_proto_rawDesc), len(file_latch_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,16 +22,19 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlPlane_Submit_FullMethodName        = "/latch.controlplane.v1.ControlPlane/Submit"
-	ControlPlane_Get_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Get"
-	ControlPlane_List_FullMethodName          = "/latch.controlplane.v1.ControlPlane/List"
-	ControlPlane_Watch_FullMethodName         = "/latch.controlplane.v1.ControlPlane/Watch"
-	ControlPlane_MarkDelivered_FullMethodName = "/latch.controlplane.v1.ControlPlane/MarkDelivered"
-	ControlPlane_Cancel_FullMethodName        = "/latch.controlplane.v1.ControlPlane/Cancel"
-	ControlPlane_Resolve_FullMethodName       = "/latch.controlplane.v1.ControlPlane/Resolve"
-	ControlPlane_History_FullMethodName       = "/latch.controlplane.v1.ControlPlane/History"
-	ControlPlane_Approve_FullMethodName       = "/latch.controlplane.v1.ControlPlane/Approve"
-	ControlPlane_Deny_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Deny"
+	ControlPlane_Submit_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Submit"
+	ControlPlane_Get_FullMethodName              = "/latch.controlplane.v1.ControlPlane/Get"
+	ControlPlane_List_FullMethodName             = "/latch.controlplane.v1.ControlPlane/List"
+	ControlPlane_Watch_FullMethodName            = "/latch.controlplane.v1.ControlPlane/Watch"
+	ControlPlane_MarkDelivered_FullMethodName    = "/latch.controlplane.v1.ControlPlane/MarkDelivered"
+	ControlPlane_Cancel_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Cancel"
+	ControlPlane_Resolve_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Resolve"
+	ControlPlane_History_FullMethodName          = "/latch.controlplane.v1.ControlPlane/History"
+	ControlPlane_Approve_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Approve"
+	ControlPlane_Deny_FullMethodName             = "/latch.controlplane.v1.ControlPlane/Deny"
+	ControlPlane_ListSessions_FullMethodName     = "/latch.controlplane.v1.ControlPlane/ListSessions"
+	ControlPlane_AuthorizeSession_FullMethodName = "/latch.controlplane.v1.ControlPlane/AuthorizeSession"
+	ControlPlane_RevokeSession_FullMethodName    = "/latch.controlplane.v1.ControlPlane/RevokeSession"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -64,6 +67,12 @@ type ControlPlaneClient interface {
 	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
 	// Deny rejects an execution awaiting approval.
 	Deny(ctx context.Context, in *DenyRequest, opts ...grpc.CallOption) (*DenyResponse, error)
+	// ListSessions lists agent sessions, newest first.
+	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// AuthorizeSession lets a pending session's executions proceed.
+	AuthorizeSession(ctx context.Context, in *AuthorizeSessionRequest, opts ...grpc.CallOption) (*AuthorizeSessionResponse, error)
+	// RevokeSession rejects the session's pending executions and all new ones.
+	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
 }
 
 type controlPlaneClient struct {
@@ -183,6 +192,36 @@ func (c *controlPlaneClient) Deny(ctx context.Context, in *DenyRequest, opts ...
 	return out, nil
 }
 
+func (c *controlPlaneClient) ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionsResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_ListSessions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) AuthorizeSession(ctx context.Context, in *AuthorizeSessionRequest, opts ...grpc.CallOption) (*AuthorizeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuthorizeSessionResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_AuthorizeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeSessionResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_RevokeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -213,6 +252,12 @@ type ControlPlaneServer interface {
 	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
 	// Deny rejects an execution awaiting approval.
 	Deny(context.Context, *DenyRequest) (*DenyResponse, error)
+	// ListSessions lists agent sessions, newest first.
+	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// AuthorizeSession lets a pending session's executions proceed.
+	AuthorizeSession(context.Context, *AuthorizeSessionRequest) (*AuthorizeSessionResponse, error)
+	// RevokeSession rejects the session's pending executions and all new ones.
+	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -252,6 +297,15 @@ func (UnimplementedControlPlaneServer) Approve(context.Context, *ApproveRequest)
 }
 func (UnimplementedControlPlaneServer) Deny(context.Context, *DenyRequest) (*DenyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Deny not implemented")
+}
+func (UnimplementedControlPlaneServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedControlPlaneServer) AuthorizeSession(context.Context, *AuthorizeSessionRequest) (*AuthorizeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AuthorizeSession not implemented")
+}
+func (UnimplementedControlPlaneServer) RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeSession not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -447,6 +501,60 @@ func _ControlPlane_Deny_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_ListSessions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).ListSessions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_ListSessions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).ListSessions(ctx, req.(*ListSessionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_AuthorizeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuthorizeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).AuthorizeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_AuthorizeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).AuthorizeSession(ctx, req.(*AuthorizeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_RevokeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).RevokeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_RevokeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).RevokeSession(ctx, req.(*RevokeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -489,6 +597,18 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Deny",
 			Handler:    _ControlPlane_Deny_Handler,
+		},
+		{
+			MethodName: "ListSessions",
+			Handler:    _ControlPlane_ListSessions_Handler,
+		},
+		{
+			MethodName: "AuthorizeSession",
+			Handler:    _ControlPlane_AuthorizeSession_Handler,
+		},
+		{
+			MethodName: "RevokeSession",
+			Handler:    _ControlPlane_RevokeSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -209,14 +209,70 @@ func (Disposition) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
+// SessionState is where an agent session stands with the operator.
+type SessionState int32
+
+const (
+	SessionState_SESSION_STATE_UNSPECIFIED SessionState = 0
+	// New and not yet authorized: its executions wait.
+	SessionState_SESSION_STATE_PENDING    SessionState = 1
+	SessionState_SESSION_STATE_AUTHORIZED SessionState = 2
+	SessionState_SESSION_STATE_REVOKED    SessionState = 3
+)
+
+// Enum value maps for SessionState.
+var (
+	SessionState_name = map[int32]string{
+		0: "SESSION_STATE_UNSPECIFIED",
+		1: "SESSION_STATE_PENDING",
+		2: "SESSION_STATE_AUTHORIZED",
+		3: "SESSION_STATE_REVOKED",
+	}
+	SessionState_value = map[string]int32{
+		"SESSION_STATE_UNSPECIFIED": 0,
+		"SESSION_STATE_PENDING":     1,
+		"SESSION_STATE_AUTHORIZED":  2,
+		"SESSION_STATE_REVOKED":     3,
+	}
+)
+
+func (x SessionState) Enum() *SessionState {
+	p := new(SessionState)
+	*p = x
+	return p
+}
+
+func (x SessionState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionState) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[3].Descriptor()
+}
+
+func (SessionState) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[3]
+}
+
+func (x SessionState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionState.Descriptor instead.
+func (SessionState) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
+}
+
 // Evidence is protocol correlation: recorded, never used to decide.
 type Evidence struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	McpSessionId  string                 `protobuf:"bytes,1,opt,name=mcp_session_id,json=mcpSessionId,proto3" json:"mcp_session_id,omitempty"`
-	JsonrpcId     string                 `protobuf:"bytes,2,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
-	ClientName    string                 `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
-	PeerAddress   string                 `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
-	Transport     string                 `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	McpSessionId string                 `protobuf:"bytes,1,opt,name=mcp_session_id,json=mcpSessionId,proto3" json:"mcp_session_id,omitempty"`
+	JsonrpcId    string                 `protobuf:"bytes,2,opt,name=jsonrpc_id,json=jsonrpcId,proto3" json:"jsonrpc_id,omitempty"`
+	ClientName   string                 `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	PeerAddress  string                 `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	Transport    string                 `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
+	// The id of the bearer token the caller authenticated with (never the token).
+	TokenId       string `protobuf:"bytes,6,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -282,6 +338,13 @@ func (x *Evidence) GetPeerAddress() string {
 func (x *Evidence) GetTransport() string {
 	if x != nil {
 		return x.Transport
+	}
+	return ""
+}
+
+func (x *Evidence) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
 	}
 	return ""
 }
@@ -415,7 +478,9 @@ type Execution struct {
 	RecoveryAttempts int32                  `protobuf:"varint,29,opt,name=recovery_attempts,json=recoveryAttempts,proto3" json:"recovery_attempts,omitempty"`
 	NextRecoveryAt   *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=next_recovery_at,json=nextRecoveryAt,proto3" json:"next_recovery_at,omitempty"`
 	// Journal index of the last transition recorded for this execution.
-	JournalIndex  uint64 `protobuf:"varint,31,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
+	JournalIndex uint64 `protobuf:"varint,31,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
+	// The agent session the execution came from (see Session).
+	SessionId     string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -653,6 +718,13 @@ func (x *Execution) GetJournalIndex() uint64 {
 	return 0
 }
 
+func (x *Execution) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -667,8 +739,11 @@ type JournalEntry struct {
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	Actor  string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
 	// The execution record after this step (secrets never present).
-	Execution     *Execution `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
-	Evidence      *Evidence  `protobuf:"bytes,10,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Execution *Execution `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
+	Evidence  *Evidence  `protobuf:"bytes,10,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// Session records (kind "session_started", "session_authorized",
+	// "session_revoked") carry the session after the step.
+	Session       *Session `protobuf:"bytes,11,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +848,13 @@ func (x *JournalEntry) GetEvidence() *Evidence {
 	return nil
 }
 
+func (x *JournalEntry) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // Checkpoint is a signed statement of the journal's size and root hash.
 type Checkpoint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -843,11 +925,155 @@ func (x *Checkpoint) GetNote() string {
 	return ""
 }
 
+// Session is one agent run as Latch sees it: an actor plus an explicit run
+// id, or plus an MCP session when no run is given. New sessions need an
+// operator's authorization unless the actor is trusted (DESIGN §9).
+type Session struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// What the session is keyed by: "run:<id>", "mcp:<session id>" or "actor".
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	State         SessionState           `protobuf:"varint,4,opt,name=state,proto3,enum=latch.record.v1.SessionState" json:"state,omitempty"`
+	TokenId       string                 `protobuf:"bytes,5,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	ClientName    string                 `protobuf:"bytes,6,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	PeerAddress   string                 `protobuf:"bytes,7,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	AuthorizedAt  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=authorized_at,json=authorizedAt,proto3" json:"authorized_at,omitempty"`
+	AuthorizedBy  string                 `protobuf:"bytes,10,opt,name=authorized_by,json=authorizedBy,proto3" json:"authorized_by,omitempty"`
+	LastSeenAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	Reason        string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	Trusted       bool                   `protobuf:"varint,13,opt,name=trusted,proto3" json:"trusted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Session) Reset() {
+	*x = Session{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Session) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Session) ProtoMessage() {}
+
+func (x *Session) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Session.ProtoReflect.Descriptor instead.
+func (*Session) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Session) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Session) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Session) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Session) GetState() SessionState {
+	if x != nil {
+		return x.State
+	}
+	return SessionState_SESSION_STATE_UNSPECIFIED
+}
+
+func (x *Session) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *Session) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *Session) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *Session) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Session) GetAuthorizedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AuthorizedAt
+	}
+	return nil
+}
+
+func (x *Session) GetAuthorizedBy() string {
+	if x != nil {
+		return x.AuthorizedBy
+	}
+	return ""
+}
+
+func (x *Session) GetLastSeenAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeenAt
+	}
+	return nil
+}
+
+func (x *Session) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Session) GetTrusted() bool {
+	if x != nil {
+		return x.Trusted
+	}
+	return false
+}
+
 var File_latch_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1clatch/record/v1/record.proto\x12\x0flatch.record.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n" +
+	"\x1clatch/record/v1/record.proto\x12\x0flatch.record.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcc\x01\n" +
 	"\bEvidence\x12$\n" +
 	"\x0emcp_session_id\x18\x01 \x01(\tR\fmcpSessionId\x12\x1d\n" +
 	"\n" +
@@ -855,7 +1081,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\vclient_name\x18\x03 \x01(\tR\n" +
 	"clientName\x12!\n" +
 	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12\x1c\n" +
-	"\ttransport\x18\x05 \x01(\tR\ttransport\"\xa6\x02\n" +
+	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x19\n" +
+	"\btoken_id\x18\x06 \x01(\tR\atokenId\"\xa6\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12>\n" +
 	"\aheaders\x18\x02 \x03(\v2$.latch.record.v1.Result.HeadersEntryR\aheaders\x12\x12\n" +
@@ -866,7 +1093,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\asummary\x18\a \x01(\tR\asummary\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\t\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -900,7 +1127,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\battempts\x18\x1c \x01(\x05R\battempts\x12+\n" +
 	"\x11recovery_attempts\x18\x1d \x01(\x05R\x10recoveryAttempts\x12D\n" +
 	"\x10next_recovery_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\x0enextRecoveryAt\x12#\n" +
-	"\rjournal_index\x18\x1f \x01(\x04R\fjournalIndex\"\xfe\x02\n" +
+	"\rjournal_index\x18\x1f \x01(\x04R\fjournalIndex\x12\x1d\n" +
+	"\n" +
+	"session_id\x18  \x01(\tR\tsessionId\"\xb2\x03\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -912,13 +1141,32 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x05actor\x18\b \x01(\tR\x05actor\x128\n" +
 	"\texecution\x18\t \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x125\n" +
 	"\bevidence\x18\n" +
-	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\"\x81\x01\n" +
+	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x122\n" +
+	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\"\x81\x01\n" +
 	"\n" +
 	"Checkpoint\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1b\n" +
 	"\troot_hash\x18\x02 \x01(\fR\brootHash\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04note*\x99\x02\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"\xe6\x03\n" +
+	"\aSession\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x123\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x1d.latch.record.v1.SessionStateR\x05state\x12\x19\n" +
+	"\btoken_id\x18\x05 \x01(\tR\atokenId\x12\x1f\n" +
+	"\vclient_name\x18\x06 \x01(\tR\n" +
+	"clientName\x12!\n" +
+	"\fpeer_address\x18\a \x01(\tR\vpeerAddress\x129\n" +
+	"\n" +
+	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12?\n" +
+	"\rauthorized_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fauthorizedAt\x12#\n" +
+	"\rauthorized_by\x18\n" +
+	" \x01(\tR\fauthorizedBy\x12<\n" +
+	"\flast_seen_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSeenAt\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12\x18\n" +
+	"\atrusted\x18\r \x01(\bR\atrusted*\x99\x02\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATE_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -942,7 +1190,12 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x0fDISPOSITION_NEW\x10\x01\x12\x18\n" +
 	"\x14DISPOSITION_ATTACHED\x10\x02\x12\x19\n" +
 	"\x15DISPOSITION_RECOVERED\x10\x03\x12\x18\n" +
-	"\x14DISPOSITION_REJECTED\x10\x04B9Z7github.com/latchhq/latch/proto/latch/record/v1;recordv1b\x06proto3"
+	"\x14DISPOSITION_REJECTED\x10\x04*\x81\x01\n" +
+	"\fSessionState\x12\x1d\n" +
+	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
+	"\x18SESSION_STATE_AUTHORIZED\x10\x02\x12\x19\n" +
+	"\x15SESSION_STATE_REVOKED\x10\x03B9Z7github.com/latchhq/latch/proto/latch/record/v1;recordv1b\x06proto3"
 
 var (
 	file_latch_record_v1_record_proto_rawDescOnce sync.Once
@@ -956,43 +1209,50 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
 	(Disposition)(0),              // 2: latch.record.v1.Disposition
-	(*Evidence)(nil),              // 3: latch.record.v1.Evidence
-	(*Result)(nil),                // 4: latch.record.v1.Result
-	(*Execution)(nil),             // 5: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 6: latch.record.v1.JournalEntry
-	(*Checkpoint)(nil),            // 7: latch.record.v1.Checkpoint
-	nil,                           // 8: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(SessionState)(0),             // 3: latch.record.v1.SessionState
+	(*Evidence)(nil),              // 4: latch.record.v1.Evidence
+	(*Result)(nil),                // 5: latch.record.v1.Result
+	(*Execution)(nil),             // 6: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 7: latch.record.v1.JournalEntry
+	(*Checkpoint)(nil),            // 8: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 9: latch.record.v1.Session
+	nil,                           // 10: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	8,  // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	10, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	0,  // 1: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 2: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	9,  // 3: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	9,  // 7: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	9,  // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 9: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	9,  // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	11, // 3: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	11, // 4: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	11, // 5: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	11, // 6: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	11, // 7: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	11, // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	4,  // 9: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	11, // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	11, // 11: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 12: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 13: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	5,  // 14: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	3,  // 15: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	9,  // 16: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 14: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	4,  // 15: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	9,  // 16: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	11, // 17: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	3,  // 18: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	11, // 19: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	11, // 20: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	11, // 21: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1005,8 +1265,8 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   6,
+			NumEnums:      4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// SessionConfig sets the session rule of the decision order (DESIGN §9).
+type SessionConfig struct {
+	// Required: a new agent session needs an operator's authorization
+	// before its executions proceed (production default: true).
+	Required bool
+	// Trusted reports actors whose sessions need no authorization (the dev
+	// actor of `latch dev`, for instance). Nil: none.
+	Trusted func(actor string) bool
+}
+
+// Reasons of the session rule, at the start of an execution's reason.
+const (
+	ReasonSessionAuthorization = "session_authorization"
+	ReasonSessionRevoked       = "session_revoked"
+)
+
+// ErrSessionNotFound is returned for an unknown session id.
+var ErrSessionNotFound = errors.New("engine: session not found")
+
+// sessionOf names the session a request belongs to: the actor plus the
+// explicit run id, else plus the MCP session, else the actor alone (a
+// stateless client without a run id).
+func sessionOf(actor, scope string, ev *recordv1.Evidence) (id, key string) {
+	switch {
+	case scope != "":
+		key = "run:" + scope
+	case ev.GetMcpSessionId() != "":
+		key = "mcp:" + ev.GetMcpSessionId()
+	default:
+		key = "actor"
+	}
+	sum := sha256.Sum256([]byte(actor + "\x00" + key))
+	return "ses_" + hex.EncodeToString(sum[:10]), key
+}
+
+func (e *Engine) trusted(actor string) bool {
+	return e.cfg.Sessions.Trusted != nil && e.cfg.Sessions.Trusted(actor)
+}
+
+// sessionVerdict is the session rule's part of the decision order.
+func (e *Engine) sessionVerdict(actor, id string) (reject, wait bool, reason string) {
+	if !e.cfg.Sessions.Required || e.trusted(actor) {
+		return false, false, ""
+	}
+	s, err := e.st.Session(id)
+	switch {
+	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_AUTHORIZED:
+		return false, false, ""
+	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_REVOKED:
+		return true, false, fmt.Sprintf("%s: session %s was revoked: %s", ReasonSessionRevoked, id, s.GetReason())
+	}
+	return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is new and needs an operator's authorization: latch session authorize %s", ReasonSessionAuthorization, id, actor, id)
+}
+
+// touchSession records the session inside a Submit update: created on first
+// sight (journaled), last_seen_at moved on every call.
+func (e *Engine) touchSession(tx *store.Tx, id, key, actor string, ev *recordv1.Evidence, now time.Time) error {
+	s, err := tx.Session(id)
+	if err == nil {
+		s.LastSeenAt = timestamppb.New(now)
+		return tx.PutSession(s)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s = &recordv1.Session{
+		Id: id, Actor: actor, Key: key, State: recordv1.SessionState_SESSION_STATE_PENDING,
+		TokenId: ev.GetTokenId(), ClientName: ev.GetClientName(), PeerAddress: ev.GetPeerAddress(),
+		StartedAt: timestamppb.New(now), LastSeenAt: timestamppb.New(now),
+	}
+	if !e.cfg.Sessions.Required || e.trusted(actor) {
+		s.State, s.Trusted = recordv1.SessionState_SESSION_STATE_AUTHORIZED, e.trusted(actor)
+		s.AuthorizedAt = timestamppb.New(now)
+		s.AuthorizedBy = "policy: trusted actor or sessions not required"
+	}
+	if err := tx.PutSession(s); err != nil {
+		return err
+	}
+	_, err = tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_started", Actor: actor, Evidence: ev, Session: s})
+	return err
+}
+
+// Sessions lists agent sessions.
+func (e *Engine) Sessions(limit int) ([]*recordv1.Session, error) { return e.st.Sessions(limit) }
+
+// AuthorizeSession authorizes a session; its executions that waited only for
+// that proceed, those that also need a per-call approval keep waiting for it.
+func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*recordv1.Session, error) {
+	s, err := e.setSession(ctx, id, "session_authorized", func(s *recordv1.Session, now time.Time) {
+		s.State = recordv1.SessionState_SESSION_STATE_AUTHORIZED
+		s.AuthorizedAt, s.AuthorizedBy, s.Reason = timestamppb.New(now), operator, ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range e.pendingOf(id) {
+		tool := e.cfg.Catalog.Tools[x.GetTool()]
+		if tool != nil && tool.Approval == tools.ApprovalEveryCall {
+			e.journal(ctx, x, "approval", "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
+				cur.Reason = "the tool requires approval for every call (latch approvals approve " + cur.GetId() + ")"
+			})
+			continue
+		}
+		if _, err := e.Approve(ctx, x.GetId(), operator, "session "+id+" authorized"); err != nil {
+			e.log.Debug("session authorized but execution not approved", "execution_id", x.GetId(), "error", err)
+		}
+	}
+	return s, nil
+}
+
+// RevokeSession revokes a session and rejects its pending executions. Its
+// later calls get the same rejection.
+func (e *Engine) RevokeSession(ctx context.Context, id, operator, reason string) (*recordv1.Session, error) {
+	if reason == "" {
+		return nil, fmt.Errorf("%w: a reason is required", ErrInvalidRequest)
+	}
+	s, err := e.setSession(ctx, id, "session_revoked", func(s *recordv1.Session, _ time.Time) {
+		s.State, s.Reason = recordv1.SessionState_SESSION_STATE_REVOKED, "revoked by "+operator+": "+reason
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range e.pendingOf(id) {
+		if _, err := e.Deny(ctx, x.GetId(), operator, ReasonSessionRevoked+": "+reason); err != nil {
+			e.log.Debug("session revoked but execution not denied", "execution_id", x.GetId(), "error", err)
+		}
+	}
+	return s, nil
+}
+
+func (e *Engine) setSession(ctx context.Context, id, kind string, mutate func(*recordv1.Session, time.Time)) (*recordv1.Session, error) {
+	var out *recordv1.Session
+	now := e.cfg.Clock()
+	err := e.st.Update(ctx, func(tx *store.Tx) error {
+		s, err := tx.Session(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s (latch session list shows the known ones)", ErrSessionNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		mutate(s, now)
+		if err := tx.PutSession(s); err != nil {
+			return err
+		}
+		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: kind, Actor: s.GetActor(), Reason: s.GetReason(), Session: s}); err != nil {
+			return err
+		}
+		out = proto.Clone(s).(*recordv1.Session)
+		return nil
+	})
+	return out, err
+}
+
+// pendingOf lists the session's executions awaiting approval.
+func (e *Engine) pendingOf(sessionID string) []*recordv1.Execution {
+	xs, err := e.st.List(store.Filter{State: recordv1.State_STATE_AWAITING_APPROVAL, Limit: 1000})
+	if err != nil {
+		e.log.Error("pending executions scan failed", "error", err)
+		return nil
+	}
+	var out []*recordv1.Execution
+	for _, x := range xs {
+		if x.GetSessionId() == sessionID {
+			out = append(out, x)
+		}
+	}
+	return out
+}
