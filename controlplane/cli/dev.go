@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -46,7 +47,17 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	log := newLogger(env, *level)
-	cat, err := devCatalog(*catalogPath, "http://"+*demoListen)
+	demoLis, err := net.Listen("tcp", *demoListen)
+	if err != nil {
+		return fmt.Errorf("demo target: %w (pass --demo-listen to use another address)", err)
+	}
+	defer demoLis.Close()
+	mcpLis, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
+	}
+	defer mcpLis.Close()
+	cat, err := devCatalog(*catalogPath, "http://"+demoLis.Addr().String())
 	if err != nil {
 		return err
 	}
@@ -67,15 +78,6 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 
-	demoLis, err := net.Listen("tcp", *demoListen)
-	if err != nil {
-		return fmt.Errorf("demo target: %w (pass --demo-listen to use another address)", err)
-	}
-	mcpLis, err := net.Listen("tcp", *listen)
-	if err != nil {
-		demoLis.Close()
-		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
-	}
 	conn, err := dialSocket(server.SocketPath(*data))
 	if err != nil {
 		return err
@@ -97,6 +99,10 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	g.Go(func() error { return st.srv.Run(gctx) })
 	g.Go(func() error { return serveHTTP(gctx, demoSrv, demoLis) })
 	g.Go(func() error { return serveHTTP(gctx, mcpSrv, mcpLis) })
+	if err := writeDevInfo(*data, devInfo{MCPURL: "http://" + mcpLis.Addr().String() + "/mcp", DemoURL: "http://" + demoLis.Addr().String(), Token: token}); err != nil {
+		return err
+	}
+	defer os.Remove(devInfoPath(*data))
 	printDevBanner(env.Stdout, "http://"+mcpLis.Addr().String()+"/mcp", token, *data, "http://"+demoLis.Addr().String())
 	return g.Wait()
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -319,3 +320,65 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 }
 
 var _ = http.StatusOK
+
+// TestDevAndDemo runs `latch dev` and `latch demo` as real processes: the
+// demo's dropped connection and re-issued call make exactly one deployment,
+// a clean stop leaves a verifiable journal, and a restart resumes the data.
+func TestDevAndDemo(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "dev")
+	startDev := func() *proc {
+		cmd := exec.Command(latchBin, "dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("latch dev output:\n%s", out.String())
+			}
+		})
+		for i := 0; i < 400; i++ {
+			if _, err := os.Stat(devInfoPath(data)); err == nil {
+				return &proc{cmd: cmd, stderr: &out}
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("latch dev did not start:\n%s", out.String())
+		return nil
+	}
+	dev := startDev()
+	demo := exec.Command(latchBin, "demo", "--data", data)
+	out, err := demo.CombinedOutput()
+	if err != nil {
+		t.Fatalf("latch demo: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "performed 1 deployment") || !strings.Contains(string(out), "attached") {
+		t.Errorf("latch demo output lacks the story's end:\n%s", out)
+	}
+	raw, err := os.ReadFile(devInfoPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info devInfo
+	json.Unmarshal(raw, &info)
+	effects, err := demoEffects(context.Background(), info.DemoURL)
+	if err != nil || effects["release"] != 1 {
+		t.Errorf("demo target effects = %v (%v), want exactly 1 release", effects, err)
+	}
+	dev.cmd.Process.Signal(syscall.SIGINT)
+	if err := dev.cmd.Wait(); err != nil {
+		t.Fatalf("latch dev exited with %v after Ctrl-C", err)
+	}
+	if out, code := runCLI(t, "audit", "verify", data); code != 0 {
+		t.Fatalf("audit verify after a clean stop: exit %d\n%s", code, out)
+	}
+	startDev()
+	out2, code := runCLI(t, "exec", "list", "--data", data)
+	if code != 0 || !strings.Contains(out2, "deploy_release") {
+		t.Errorf("after restart, exec list does not show the earlier execution (exit %d):\n%s", code, out2)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"google.golang.org/grpc/status"
@@ -36,28 +37,31 @@ func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) 
 	}
 	fmt.Fprintf(w, "%s: %s by %s, now %s\n\n", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))
 
-	// 1. One agent process or two?
+	// 1. One agent process or two? A reconnecting agent gets a new TCP port
+	// and often a new MCP session; its client name, host and token stay.
+	agents := map[string]bool{}
 	sessions := map[string]bool{}
-	clients := map[string]bool{}
 	for _, ev := range append([]*recordv1.Evidence{first}, evidences(attaches)...) {
 		if ev == nil {
 			continue
 		}
+		host := ev.GetPeerAddress()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		agents[ev.GetClientName()+"@"+host+"/"+ev.GetTokenId()] = true
 		if ev.GetMcpSessionId() != "" {
 			sessions[ev.GetMcpSessionId()] = true
-		}
-		if c := ev.GetClientName() + "@" + ev.GetPeerAddress(); c != "@" {
-			clients[c] = true
 		}
 	}
 	fmt.Fprintln(w, "1. One agent process or two?")
 	switch {
 	case len(attaches) == 0:
 		fmt.Fprintf(w, "   One call reached Latch for this intent (%s).\n", evidenceOr(first))
-	case len(sessions) > 1 || len(clients) > 1:
-		fmt.Fprintf(w, "   More than one: %d calls from %d MCP sessions and %d client/peer pairs, all actor %s.\n", len(attaches)+1, len(sessions), len(clients), x.GetActor())
+	case len(agents) > 1:
+		fmt.Fprintf(w, "   Two or more: %d calls came from %d different clients or hosts, all as actor %s (%d MCP sessions).\n", len(attaches)+1, len(agents), x.GetActor(), len(sessions))
 	default:
-		fmt.Fprintf(w, "   One: %d calls, all from the same session/client evidence (%s).\n", len(attaches)+1, evidenceOr(first))
+		fmt.Fprintf(w, "   One, most likely: %d calls from the same client and host (%s) over %d connection(s) and %d MCP session(s).\n", len(attaches)+1, evidenceOr(first), len(attaches)+1, len(sessions))
 	}
 
 	// 2. Did the first call reach dispatch?
@@ -93,15 +97,16 @@ func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) 
 	case completed == nil:
 		fmt.Fprintln(w, "   Not applicable: it has not completed.")
 	case delivered != nil:
-		late := ""
+		early := 0
 		for _, a := range attaches {
-			if a.GetTime().AsTime().Before(delivered.GetTime().AsTime()) && a.GetTime().AsTime().After(completed.GetTime().AsTime()) {
-				late = " (after a retry attached to the completed result)"
+			if a.GetTime().AsTime().Before(completed.GetTime().AsTime()) {
+				early++
 			}
 		}
-		fmt.Fprintf(w, "   The result was delivered at %s%s.\n", ts(delivered.GetTime()), late)
-		if late == "" && len(attaches) > 0 {
-			fmt.Fprintln(w, "   Retries attached before or after that delivery; none re-sent the action.")
+		if early > 0 {
+			fmt.Fprintf(w, "   The first caller was gone before the answer came: %d retry(ies) attached while it was in flight, and the stored result was delivered at %s to a retry. Nothing was re-sent.\n", early, ts(delivered.GetTime()))
+		} else {
+			fmt.Fprintf(w, "   No: the result was delivered at %s.\n", ts(delivered.GetTime()))
 		}
 	default:
 		fmt.Fprintf(w, "   Yes: completed at %s but no response was recorded as delivered (completed_result_not_delivered).\n", ts(completed.GetTime()))

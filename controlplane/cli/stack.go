@@ -150,8 +150,8 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
-		Sessions: engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
-		Register: func(g *grpc.Server) { adm.Register(g) },
+		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
+		Register:   func(g *grpc.Server) { adm.Register(g) },
 	})
 	if err != nil {
 		hd.Close()

@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -115,7 +116,31 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("GET /v1/tickets/by-key/{key}", s.byKey(KindTicket))
 	s.mux.HandleFunc("POST /v1/credentials/rotate", s.post(KindRotation, s.rotate))
 	s.mux.HandleFunc("GET /v1/credentials/by-key/{key}", s.byKey(KindRotation))
+	// Control endpoints for `latch demo` (the demo target only ever serves
+	// on loopback under `latch dev`): effect counts and the answer delay.
+	s.mux.HandleFunc("GET /_demo/effects", s.effectCounts)
+	s.mux.HandleFunc("POST /_demo/delay", s.setDelay)
 	return s
+}
+
+func (s *Server) effectCounts(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	out := map[string]int{}
+	for k, v := range s.effects {
+		out[k] = v
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) setDelay(w http.ResponseWriter, r *http.Request) {
+	ms, err := strconv.Atoi(r.URL.Query().Get("ms"))
+	if err != nil || ms < 0 || ms > 60_000 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "ms must be an integer from 0 to 60000"})
+		return
+	}
+	s.SetDelay(time.Duration(ms) * time.Millisecond)
+	writeJSON(w, http.StatusOK, map[string]int{"delay_ms": ms})
 }
 
 // ServeHTTP implements http.Handler.
