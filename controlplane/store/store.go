@@ -321,10 +321,10 @@ func (t *Tx) del(key []byte) {
 }
 
 // Key constructors.
-func execKey(id string) []byte   { return []byte("x/" + id) }
-func resultKey(id string) []byte { return []byte("r/" + id) }
+func execKey(id string) []byte    { return []byte("x/" + id) }
+func resultKey(id string) []byte  { return []byte("r/" + id) }
 func sessionKey(id string) []byte { return []byte("S/" + id) }
-func fpKey(fp string) []byte     { return []byte("f/" + fp) }
+func fpKey(fp string) []byte      { return []byte("f/" + fp) }
 func actorKey(actor, id string) []byte {
 	return []byte("a/" + actor + "\x00" + id)
 }
