@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,6 +22,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/hostagent/agent"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
@@ -57,7 +59,8 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
 	}
 	defer mcpLis.Close()
-	cat, err := devCatalog(*catalogPath, "http://"+demoLis.Addr().String())
+	agentSock := filepath.Join(*data, "hostagent.sock")
+	cat, err := devCatalog(*catalogPath, "http://"+demoLis.Addr().String(), agentSock)
 	if err != nil {
 		return err
 	}
@@ -73,7 +76,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.http.Close()
+	defer st.close()
 	if err := st.srv.Listen(); err != nil {
 		return err
 	}
@@ -95,8 +98,13 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
 	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 
+	ag, err := agent.New(agent.Config{DataDir: filepath.Join(*data, "hostagent"), SocketPath: agentSock, Logger: log})
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.srv.Run(gctx) })
+	g.Go(func() error { return ag.Serve(gctx) })
 	g.Go(func() error { return serveHTTP(gctx, demoSrv, demoLis) })
 	g.Go(func() error { return serveHTTP(gctx, mcpSrv, mcpLis) })
 	if err := writeDevInfo(*data, devInfo{MCPURL: "http://" + mcpLis.Addr().String() + "/mcp", DemoURL: "http://" + demoLis.Addr().String(), Token: token}); err != nil {
@@ -109,7 +117,10 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 
 // devCatalog loads --catalog as is, or the embedded example catalog with its
 // demo-target URLs pointed at the running demo target.
-func devCatalog(path, demoURL string) (*tools.Catalog, error) {
+//
+// The embedded catalog's SSH targets with a host agent become `local`
+// targets of the dev host agent, so its migration tool runs on this machine.
+func devCatalog(path, demoURL, agentSocket string) (*tools.Catalog, error) {
 	if path != "" {
 		cat, err := tools.Load(path)
 		if err != nil {
@@ -122,8 +133,11 @@ func devCatalog(path, demoURL string) (*tools.Catalog, error) {
 		return nil, fmt.Errorf("embedded catalog: %w", err)
 	}
 	for _, t := range cat.Targets {
-		if t.Channel == tools.ChannelHTTP && t.BaseURL == devDemoURL {
+		switch {
+		case t.Channel == tools.ChannelHTTP && t.BaseURL == devDemoURL:
 			t.BaseURL = demoURL
+		case t.Channel == tools.ChannelSSH && t.HostagentSocket != "":
+			*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostagentSocket: agentSocket, Timeout: t.Timeout}
 		}
 	}
 	return cat, nil

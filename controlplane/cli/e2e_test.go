@@ -382,3 +382,63 @@ func TestDevAndDemo(t *testing.T) {
 		t.Errorf("after restart, exec list does not show the earlier execution (exit %d):\n%s", code, out2)
 	}
 }
+
+// TestDevRunsCommandsOnceThroughTheLocalHostAgent: `latch dev --catalog`
+// with a local target runs a command through the embedded host agent once;
+// a retry attaches and the command does not run again.
+func TestDevRunsCommandsOnceThroughTheLocalHostAgent(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "d")
+	script := filepath.Join(dir, "append.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\necho \"ran $LATCH_EXECUTION_ID\" >> \"${1#--file=}\"\n"), 0o755)
+	catalog := filepath.Join(dir, "catalog.yaml")
+	os.WriteFile(catalog, []byte(fmt.Sprintf(`
+targets:
+  this-host: {channel: local, hostagent_socket: %q}
+tools:
+  append_line:
+    description: Append a line.
+    input_schema: {type: object, required: [file], properties: {file: {type: string}}}
+    target: this-host
+    command: [%q, "--file={{file}}"]
+    replay: status_query
+`, filepath.Join(data, "hostagent.sock"), script)), 0o600)
+	cmd := exec.Command(latchBin, "dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--catalog", catalog)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev output:\n%s", out.String())
+		}
+	})
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(devInfoPath(data)); err == nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	c := client(t, data)
+	target := filepath.Join(dir, "out.txt")
+	args := []byte(fmt.Sprintf(`{"file":%q}`, target))
+	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "dev", Tool: "append_line", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := waitFor(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+	if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || x.GetTargetStatus() != 0 {
+		t.Errorf("outcome %v exit %d, want succeeded with exit 0", x.GetOutcome(), x.GetTargetStatus())
+	}
+	again, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "dev", Tool: "append_line", Arguments: args})
+	if err != nil || again.GetExecution().GetId() != x.GetId() {
+		t.Fatalf("retry: %v %v, want attached to %s", again, err, x.GetId())
+	}
+	got, _ := os.ReadFile(target)
+	if want := "ran " + x.GetId() + "\n"; string(got) != want {
+		t.Errorf("the command's file holds %q, want exactly one run %q", got, want)
+	}
+}

@@ -39,7 +39,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.http.Close()
+	defer st.close()
 	return st.srv.Run(ctx)
 }
 

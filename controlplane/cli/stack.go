@@ -79,6 +79,14 @@ type stack struct {
 	vault  *vault.Vault
 	tokens *auth.TokenStore
 	http   *httpdispatch.Dispatcher
+	// closeHost closes the host-agent connections and the SSH pool.
+	closeHost func()
+}
+
+// close releases the channels' connections (after the server stopped).
+func (s *stack) close() {
+	s.http.Close()
+	s.closeHost()
 }
 
 func tokensPath(data string) string { return filepath.Join(data, "tokens.json") }
@@ -142,7 +150,8 @@ func newStack(cfg stackConfig) (*stack, error) {
 		return nil, err
 	}
 	channels := map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc}
-	if err := addHostChannels(channels, cfg, log, v); err != nil {
+	closeHost, err := addHostChannels(channels, cfg, log, v)
+	if err != nil {
 		return nil, err
 	}
 	trusted := setOf(cfg.Trusted)
@@ -155,8 +164,9 @@ func newStack(cfg stackConfig) (*stack, error) {
 	})
 	if err != nil {
 		hd.Close()
+		closeHost()
 		return nil, err
 	}
 	eng.Store(srv.Engine)
-	return &stack{srv: srv, vault: v, tokens: tokens, http: hd}, nil
+	return &stack{srv: srv, vault: v, tokens: tokens, http: hd, closeHost: closeHost}, nil
 }

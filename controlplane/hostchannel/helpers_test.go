@@ -1,0 +1,357 @@
+package hostchannel
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/sshdial"
+	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/hostagent/client"
+	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// agentBin is the latch-hostagent binary built once for all tests.
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hostchannel-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBin = filepath.Join(dir, "latch-hostagent")
+	build := exec.Command("go", "build", "-o", agentBin, "github.com/latchhq/latch/hostagent/cmd/latch-hostagent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building latch-hostagent:", err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// agentProc is a real `latch-hostagent serve` process.
+type agentProc struct {
+	tb     testing.TB
+	data   string
+	socket string
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	done   chan struct{}
+}
+
+// shortDir returns a short temp dir (unix socket paths are limited to 108
+// bytes and t.TempDir paths grow with the test name).
+func shortDir(tb testing.TB) string {
+	tb.Helper()
+	d, err := os.MkdirTemp("", "hc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// startAgent runs an agent on data and socket ("" picks fresh ones) and
+// waits until it serves.
+func startAgent(tb testing.TB, data, socket string) *agentProc {
+	tb.Helper()
+	if data == "" {
+		data = filepath.Join(tb.TempDir(), "data")
+	}
+	if socket == "" {
+		socket = filepath.Join(shortDir(tb), "agent.sock")
+	}
+	a := &agentProc{tb: tb, data: data, socket: socket, log: &syncBuffer{}, done: make(chan struct{})}
+	a.cmd = exec.Command(agentBin, "serve", "--data", data, "--socket", socket, "--log-level", "info")
+	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
+	if err := a.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = a.cmd.Wait(); close(a.done) }()
+	tb.Cleanup(func() {
+		a.stop()
+		if tb.Failed() {
+			tb.Logf("agent log:\n%s", a.log.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		_, closer, err := client.Dial(ctx, socket)
+		if err == nil {
+			_ = closer.Close()
+			return a
+		}
+		select {
+		case <-a.done:
+			tb.Fatalf("agent exited before serving:\n%s", a.log.String())
+		case <-ctx.Done():
+			tb.Fatalf("agent did not serve on %s: %v\n%s", socket, err, a.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stop sends SIGTERM and waits (bounded), then SIGKILL.
+func (a *agentProc) stop() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// kill SIGKILLs the agent; the commands it started live on (own sessions).
+func (a *agentProc) kill() {
+	_ = a.cmd.Process.Kill()
+	<-a.done
+}
+
+// marker reads a marker directly from the agent (nil when there is none).
+func (a *agentProc) marker(tb testing.TB, id string) *hostagentv1.Marker {
+	tb.Helper()
+	cl, closer, err := client.Dial(ctxT(tb), a.socket)
+	if err != nil {
+		tb.Fatalf("dial agent: %v", err)
+	}
+	defer closer.Close()
+	resp, err := cl.Status(ctxT(tb), &hostagentv1.StatusRequest{ExecutionId: id})
+	if err != nil {
+		return nil
+	}
+	return resp.GetMarker()
+}
+
+// testLogger writes through t.Log until the test's cleanups have run.
+func testLogger(tb testing.TB) hclog.Logger {
+	w := &tbWriter{tb: tb}
+	tb.Cleanup(w.stop)
+	return hclog.New(&hclog.LoggerOptions{Name: "test", Output: w, Level: hclog.Debug})
+}
+
+type tbWriter struct {
+	mu   sync.Mutex
+	tb   testing.TB
+	done bool
+}
+
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.tb.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *tbWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+func ctxT(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// fakeCreds is an in-memory Credentials; locked makes Get fail like a
+// locked vault.
+type fakeCreds struct {
+	mu     sync.Mutex
+	creds  map[string]vault.Credential
+	locked bool
+}
+
+func (f *fakeCreds) Get(name string) (vault.Credential, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.locked {
+		return vault.Credential{}, vault.ErrLocked
+	}
+	c, ok := f.creds[name]
+	if !ok {
+		return vault.Credential{}, errors.New("vault: credential not found")
+	}
+	c.PrivateKey = append([]byte(nil), c.PrivateKey...) // Get returns a copy
+	return c, nil
+}
+
+// newKey returns a fresh client key as a signer and as a vault credential.
+func newKey(tb testing.TB) (ssh.Signer, vault.Credential) {
+	tb.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return signer, vault.Credential{Kind: vault.KindSSHKey, PrivateKey: pem.EncodeToMemory(block)}
+}
+
+// newPool returns an SSH pool with fast retries and keepalives, closed at
+// cleanup.
+func newPool(tb testing.TB) *sshdial.Pool {
+	tb.Helper()
+	p, err := sshdial.New(sshdial.Config{
+		Logger: testLogger(tb), BackoffMin: time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		KeepaliveInterval: 200 * time.Millisecond, KeepaliveTimeout: time.Second,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func newChannel(tb testing.TB, cfg Config) *Channel {
+	tb.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(tb)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func localTarget(socket string) *tools.Target {
+	return &tools.Target{Name: "this-host", Channel: tools.ChannelLocal, HostagentSocket: socket}
+}
+
+// newCall builds an engine call of a tool whose command is argv.
+func newCall(id string, target *tools.Target, argv ...string) engine.Call {
+	return engine.Call{
+		Execution: &recordv1.Execution{Id: id},
+		Tool:      &tools.Tool{Name: "t", Target: target.Name, Command: argv, Replay: tools.ReplayStatusQuery},
+		Target:    target,
+		Arguments: map[string]any{},
+	}
+}
+
+// appendArgv appends line to file through the shell and echoes it.
+func appendArgv(file, line string) []string {
+	return []string{"/bin/sh", "-c", `echo "` + line + `" >> "` + file + `"; echo "` + line + `"`}
+}
+
+// gatedAppendArgv waits (bounded, 60s) for gate to exist, then appends to file.
+func gatedAppendArgv(gate, file string) []string {
+	return []string{"/bin/sh", "-c", `i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; echo ran >> "` + file + `"`}
+}
+
+func readLines(tb testing.TB, path string) []string {
+	tb.Helper()
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// eventually polls cond every 20ms for at most 30s.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for range 1500 {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Fatalf("timed out waiting for %s", what)
+}
+
+// queryUntilSettled queries until the answer is no longer Unknown (bounded:
+// 300 tries, 50ms apart).
+func queryUntilSettled(tb testing.TB, c *Channel, call engine.Call) engine.Attempt {
+	tb.Helper()
+	var a engine.Attempt
+	for range 300 {
+		a = c.Query(ctxT(tb), call)
+		if a.Class != engine.Unknown {
+			return a
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("Query(%s) stayed Unknown: %s", call.Execution.GetId(), a.Reason)
+	return a
+}
+
+func className(c engine.AttemptClass) string {
+	switch c {
+	case engine.Observed:
+		return "Observed"
+	case engine.NotSent:
+		return "NotSent"
+	case engine.Unknown:
+		return "Unknown"
+	case engine.Absent:
+		return "Absent"
+	case engine.Unsupported:
+		return "Unsupported"
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
