@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/internal/testbin"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
@@ -29,19 +31,7 @@ import (
 var latchBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "latch-bin")
-	if err != nil {
-		panic(err)
-	}
-	latchBin = filepath.Join(dir, "latch")
-	out, err := exec.Command("go", "build", "-o", latchBin, "github.com/latchhq/latch/controlplane/cmd/latch").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build latch: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch"}, []*string{&latchBin})
 }
 
 const e2eCatalog = `
@@ -77,20 +67,19 @@ tools:
 `
 
 type proc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	cmd *exec.Cmd
 }
 
 // startServe runs `latch serve` as a real process and waits for its socket.
 func startServe(t *testing.T, data, catalog string) *proc {
 	t.Helper()
 	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &testbin.Buffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, stderr: &stderr}
+	p := &proc{cmd: cmd}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -326,31 +315,7 @@ var _ = http.StatusOK
 // a clean stop leaves a verifiable journal, and a restart resumes the data.
 func TestDevAndDemo(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "dev")
-	startDev := func() *proc {
-		cmd := exec.Command(latchBin, "dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0")
-		cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("latch dev output:\n%s", out.String())
-			}
-		})
-		for i := 0; i < 400; i++ {
-			if _, err := os.Stat(devInfoPath(data)); err == nil {
-				return &proc{cmd: cmd, stderr: &out}
-			}
-			time.Sleep(25 * time.Millisecond)
-		}
-		t.Fatalf("latch dev did not start:\n%s", out.String())
-		return nil
-	}
-	dev := startDev()
+	dev := startDev(t, data)
 	demo := exec.Command(latchBin, "demo", "--data", data)
 	out, err := demo.CombinedOutput()
 	if err != nil {
@@ -376,7 +341,7 @@ func TestDevAndDemo(t *testing.T) {
 	if out, code := runCLI(t, "audit", "verify", data); code != 0 {
 		t.Fatalf("audit verify after a clean stop: exit %d\n%s", code, out)
 	}
-	startDev()
+	startDev(t, data)
 	out2, code := runCLI(t, "exec", "list", "--data", data)
 	if code != 0 || !strings.Contains(out2, "deploy_release") {
 		t.Errorf("after restart, exec list does not show the earlier execution (exit %d):\n%s", code, out2)
@@ -403,25 +368,7 @@ tools:
     command: [%q, "--file={{file}}"]
     replay: status_query
 `, filepath.Join(data, "hostagent.sock"), script)), 0o600)
-	cmd := exec.Command(latchBin, "dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--catalog", catalog)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("latch dev output:\n%s", out.String())
-		}
-	})
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(devInfoPath(data)); err == nil {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	startDev(t, data, "--catalog", catalog)
 	c := client(t, data)
 	target := filepath.Join(dir, "out.txt")
 	args := []byte(fmt.Sprintf(`{"file":%q}`, target))
@@ -441,4 +388,32 @@ tools:
 	if want := "ran " + x.GetId() + "\n"; string(got) != want {
 		t.Errorf("the command's file holds %q, want exactly one run %q", got, want)
 	}
+}
+
+// startDev runs `latch dev` on data with free ports and waits until it has
+// written its dev.json (all parts are up by then).
+func startDev(t *testing.T, data string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(latchBin, append([]string{"dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
+	out := &testbin.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev output:\n%s", out.String())
+		}
+	})
+	for i := 0; i < 400; i++ {
+		if _, err := os.Stat(devInfoPath(data)); err == nil {
+			return &proc{cmd: cmd}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("latch dev did not start:\n%s", out.String())
+	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/internal/testbin"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/ssh"
 
@@ -33,39 +35,7 @@ import (
 var agentBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hostchannel-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agentBin = filepath.Join(dir, "latch-hostagent")
-	build := exec.Command("go", "build", "-o", agentBin, "github.com/latchhq/latch/hostagent/cmd/latch-hostagent")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch-hostagent:", err)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testbin.Main(m, []string{"github.com/latchhq/latch/hostagent/cmd/latch-hostagent"}, []*string{&agentBin})
 }
 
 // agentProc is a real `latch-hostagent serve` process.
@@ -74,7 +44,7 @@ type agentProc struct {
 	data   string
 	socket string
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testbin.Buffer
 	done   chan struct{}
 }
 
@@ -100,7 +70,7 @@ func startAgent(tb testing.TB, data, socket string) *agentProc {
 	if socket == "" {
 		socket = filepath.Join(shortDir(tb), "agent.sock")
 	}
-	a := &agentProc{tb: tb, data: data, socket: socket, log: &syncBuffer{}, done: make(chan struct{})}
+	a := &agentProc{tb: tb, data: data, socket: socket, log: &testbin.Buffer{}, done: make(chan struct{})}
 	a.cmd = exec.Command(agentBin, "serve", "--data", data, "--socket", socket, "--log-level", "info")
 	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
 	if err := a.cmd.Start(); err != nil {

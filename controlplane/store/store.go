@@ -13,6 +13,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/journal"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -418,11 +419,11 @@ func (t *Tx) PutResult(id string, r *recordv1.Result) error {
 func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	n := t.size
 	e.Index = uint64(n)
-	data, err := EncodeEntry(e)
+	data, err := journal.EncodeEntry(e)
 	if err != nil {
 		return 0, err
 	}
-	hashes, err := tlog.StoredHashes(n, data, hashReader(t.get))
+	hashes, err := journal.StoredHashes(n, data, hashReader(t.get))
 	if err != nil {
 		return 0, fmt.Errorf("store: journal hashes: %w", err)
 	}
@@ -440,22 +441,13 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 
 // TreeHash is the Merkle root of the journal as this update sees it.
 func (t *Tx) TreeHash() (int64, tlog.Hash, error) {
-	h, err := tlog.TreeHash(t.size, hashReader(t.get))
+	h, err := journal.TreeHash(t.size, hashReader(t.get))
 	return t.size, h, err
 }
 
 // PutCheckpoint stores a signed checkpoint for tree size n.
 func (t *Tx) PutCheckpoint(n int64, note []byte) {
 	t.set(checkpointKey(n), bytes.Clone(note))
-}
-
-// EncodeEntry is the leaf encoding of a journal entry: deterministic protobuf.
-func EncodeEntry(e *recordv1.JournalEntry) ([]byte, error) {
-	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("store: encode journal entry: %w", err)
-	}
-	return data, nil
 }
 
 // hashReader reads tlog stored hashes through a getter.

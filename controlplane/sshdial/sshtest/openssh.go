@@ -2,7 +2,6 @@ package sshtest
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -13,9 +12,10 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/latchhq/latch/internal/testbin"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -37,7 +37,7 @@ type OpenSSH struct {
 	addr    string
 	hostKey ssh.PublicKey
 	user    string
-	log     *syncBuffer
+	log     *testbin.Buffer
 }
 
 // Addr returns host:port.
@@ -123,7 +123,7 @@ func StartOpenSSH(tb testing.TB, opts OpenSSHOptions) *OpenSSH {
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
 			tb.Fatalf("sshtest: %v", err)
 		}
-		o := &OpenSSH{addr: fmt.Sprintf("127.0.0.1:%d", port), hostKey: signer.PublicKey(), user: u.Username, log: &syncBuffer{}}
+		o := &OpenSSH{addr: fmt.Sprintf("127.0.0.1:%d", port), hostKey: signer.PublicKey(), user: u.Username, log: &testbin.Buffer{}}
 		cmd := exec.Command(SSHDPath, "-D", "-e", "-f", cfgPath)
 		cmd.Stdout, cmd.Stderr = o.log, o.log
 		cmd.SysProcAttr = sshdProcAttr()
@@ -186,21 +186,4 @@ func waitBanner(addr string, exited <-chan struct{}, limit time.Duration) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -4,15 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latchhq/latch/internal/testbin"
 
 	"github.com/latchhq/latch/hostagent/client"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
@@ -22,22 +21,7 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "latch-hostagent-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "latch-hostagent")
-	build := exec.Command("go", "build", "-o", binPath, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building latch-hostagent:", err)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, []string{"github.com/latchhq/latch/hostagent/cmd/latch-hostagent"}, []*string{&binPath})
 }
 
 // agentProc is a real latch-hostagent serve process.
@@ -46,27 +30,10 @@ type agentProc struct {
 	data   string
 	socket string
 	cmd    *exec.Cmd
-	logBuf *syncBuffer
+	logBuf *testbin.Buffer
 	client hostagentv1.HostAgentClient
 	closer interface{ Close() error }
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type agentOpts struct {
@@ -93,7 +60,7 @@ func startAgent(tb testing.TB, o agentOpts) *agentProc {
 		o.data = filepath.Join(tb.TempDir(), "data")
 	}
 	socket := filepath.Join(shortDir(tb), "agent.sock")
-	a := &agentProc{tb: tb, data: o.data, socket: socket, logBuf: &syncBuffer{}, done: make(chan struct{})}
+	a := &agentProc{tb: tb, data: o.data, socket: socket, logBuf: &testbin.Buffer{}, done: make(chan struct{})}
 	args := append([]string{"serve", "--data", o.data, "--socket", socket, "--log-level", "debug"}, o.flags...)
 	a.cmd = exec.Command(binPath, args...)
 	a.cmd.Env = append(os.Environ(), o.env...)

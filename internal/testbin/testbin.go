@@ -1,0 +1,58 @@
+// Package testbin builds the project's binaries once per test process and
+// collects the output of the processes tests start. Tests of the control
+// plane, the host agent and their channels run the real binaries; this is
+// the one place that knows how to build them. Test code only.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Main builds each package (an import path of a main package) into a
+// temporary directory, sets *paths[i] to the binary, runs the tests and
+// removes the binaries. Call it from TestMain.
+func Main(m *testing.M, pkgs []string, paths []*string) {
+	dir, err := os.MkdirTemp("", "latch-testbin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for i, pkg := range pkgs {
+		out := filepath.Join(dir, filepath.Base(pkg))
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		*paths[i] = out
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Buffer is an io.Writer safe for a process's stdout and stderr at once.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
