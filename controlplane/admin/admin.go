@@ -70,13 +70,16 @@ func (s *Service) VaultStatus(context.Context, *controlplanev1.VaultStatusReques
 }
 
 func (s *Service) VaultUnlock(_ context.Context, req *controlplanev1.VaultUnlockRequest) (*controlplanev1.VaultUnlockResponse, error) {
-	if len(req.GetPassphrase()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "a passphrase is required")
+	if (len(req.GetPassphrase()) == 0) == (req.GetKeyFile() == "") {
+		return nil, status.Error(codes.InvalidArgument, "give either a passphrase or a key file")
 	}
 	var err error
-	if req.GetInit() && !s.vault.Status().Initialized {
+	switch {
+	case req.GetKeyFile() != "":
+		err = s.vault.UnlockWithKeyFile(req.GetKeyFile())
+	case req.GetInit() && !s.vault.Status().Initialized:
 		err = s.vault.Init(req.GetPassphrase())
-	} else {
+	default:
 		err = s.vault.Unlock(req.GetPassphrase())
 	}
 	if err != nil {

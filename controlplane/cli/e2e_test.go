@@ -334,6 +334,28 @@ func TestDevAndDemo(t *testing.T) {
 	if err != nil || effects["release"] != 1 {
 		t.Errorf("demo target effects = %v (%v), want exactly 1 release", effects, err)
 	}
+	// Every HTTP tool of the embedded example catalog works against the
+	// demo target.
+	c := client(t, data)
+	for _, call := range []struct{ tool, args string }{
+		{"create_ticket", `{"title":"disk almost full"}`},
+		{"get_release_status", `{"service":"checkout"}`},
+		{"rotate_credential", `{"service":"checkout","new_secret":"0123456789abcdef0123"}`},
+	} {
+		r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "dev", Tool: call.tool, Arguments: []byte(call.args)})
+		if err != nil {
+			t.Fatalf("%s: %v", call.tool, err)
+		}
+		id := r.GetExecution().GetId()
+		if r.GetExecution().GetState() == recordv1.State_STATE_AWAITING_APPROVAL {
+			if out, code := runCLI(t, "approvals", "approve", id, "--data", data); code != 0 {
+				t.Fatalf("approve %s: %s", call.tool, out)
+			}
+		}
+		if x := waitFor(t, c, id, recordv1.State_STATE_COMPLETED); x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+			t.Errorf("%s: outcome %v (status %d), want succeeded", call.tool, x.GetOutcome(), x.GetTargetStatus())
+		}
+	}
 	dev.cmd.Process.Signal(syscall.SIGINT)
 	if err := dev.cmd.Wait(); err != nil {
 		t.Fatalf("latch dev exited with %v after Ctrl-C", err)
@@ -416,4 +438,70 @@ func startDev(t *testing.T, data string, args ...string) *proc {
 	}
 	t.Fatalf("latch dev did not start:\n%s", out.String())
 	return nil
+}
+
+const approvalCatalog = `
+targets:
+  api: {channel: http, base_url: "%s", allow_private: true, idempotency_header: Idempotency-Key}
+tools:
+  rotate_credential:
+    description: Rotate.
+    input_schema: {type: object, required: [service], properties: {service: {type: string}}}
+    target: api
+    request: {method: POST, path: /v1/credentials/rotate, body: {service: "{{service}}", secret: "s"}}
+    replay: review
+    approval: every_call
+`
+
+// TestVaultLockVoidsApprovalsAndRejects: locking the vault voids a pending
+// approval and rejects new calls (reason vault_locked); after unlocking, the
+// same call asks for a fresh approval, and the operator's approval sends it.
+func TestVaultLockVoidsApprovalsAndRejects(t *testing.T) {
+	demo, url := newTarget(t)
+	catalog := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(catalog, []byte(fmt.Sprintf(approvalCatalog, url)), 0o600)
+	data := t.TempDir()
+	startServe(t, data, catalog)
+	c := client(t, data)
+	submit := func() *recordv1.Execution {
+		r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "rotate_credential", Arguments: []byte(`{"service":"db"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetExecution()
+	}
+	pending := submit()
+	if pending.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("state %v, want awaiting_approval", pending.GetState())
+	}
+	if out, code := runCLI(t, "approvals", "list", "--data", data); code != 0 || !strings.Contains(out, pending.GetId()) {
+		t.Errorf("approvals list (exit %d) lacks %s:\n%s", code, pending.GetId(), out)
+	}
+	if out, code := runCLI(t, "vault", "lock", "--data", data); code != 0 || !strings.Contains(out, "locked") {
+		t.Fatalf("vault lock: exit %d: %s", code, out)
+	}
+	x := waitFor(t, c, pending.GetId(), recordv1.State_STATE_REJECTED)
+	if !strings.Contains(x.GetReason(), "vault was locked") {
+		t.Errorf("pending approval after lock: reason %q, want voided by the lock", x.GetReason())
+	}
+	if r := submit(); r.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.GetReason(), "vault_locked") {
+		t.Errorf("call while locked: %v %q, want rejected vault_locked", r.GetState(), r.GetReason())
+	}
+	if demo.Total() != 0 {
+		t.Errorf("the target saw %d requests; nothing was approved", demo.Total())
+	}
+	if out, code := runCLI(t, "vault", "unlock", "--key-file", filepath.Join(data, "vault.key"), "--data", data); code != 0 || !strings.Contains(out, "unlocked") {
+		t.Fatalf("vault unlock: exit %d: %s", code, out)
+	}
+	fresh := submit()
+	if fresh.GetId() == pending.GetId() || fresh.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("call after unlock: %s %v, want a new execution awaiting approval", fresh.GetId(), fresh.GetState())
+	}
+	if out, code := runCLI(t, "approvals", "approve", fresh.GetId(), "--data", data, "--operator", "ops"); code != 0 {
+		t.Fatalf("approvals approve: exit %d: %s", code, out)
+	}
+	waitFor(t, c, fresh.GetId(), recordv1.State_STATE_COMPLETED)
+	if got := demo.Effects("rotation"); got != 1 {
+		t.Errorf("rotations at the target = %d, want 1", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -40,10 +41,10 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 	t.flags(fs, env)
 	init := fs.Bool("init", false, "unlock: create the vault with this passphrase if it does not exist")
 	passFile := fs.String("passphrase-file", "", "unlock: read the passphrase from this file (default: first line of stdin)")
+	unlockKey := fs.String("key-file", "", "unlock: a 32-byte key file on the control plane's host instead of a passphrase; put --kind ssh_key: the private key file")
 	kind := fs.String("kind", "", "put: bearer, basic, header or ssh_key")
 	username := fs.String("username", "", "put --kind basic: the user name (the password is read from stdin)")
 	header := fs.String("header", "", "put --kind header: the header name (the value is read from stdin)")
-	keyFile := fs.String("key-file", "", "put --kind ssh_key: the private key file")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -63,6 +64,18 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		return nil
 	case "unlock":
 		var pass []byte
+		if *unlockKey != "" {
+			abs, err := filepath.Abs(*unlockKey)
+			if err != nil {
+				return err
+			}
+			resp, err := c.VaultUnlock(ctx, &controlplanev1.VaultUnlockRequest{KeyFile: abs})
+			if err != nil {
+				return rpcError(err)
+			}
+			printVaultStatus(env.Stdout, resp.GetStatus())
+			return nil
+		}
 		if *passFile != "" {
 			b, err := os.ReadFile(*passFile)
 			if err != nil {
@@ -105,10 +118,10 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		req := &controlplanev1.VaultPutRequest{Name: pos[0], Kind: *kind, Username: *username, Header: *header}
 		switch *kind {
 		case "ssh_key":
-			if *keyFile == "" {
+			if *unlockKey == "" {
 				return usagef("--kind ssh_key needs --key-file")
 			}
-			if req.PrivateKey, err = os.ReadFile(*keyFile); err != nil {
+			if req.PrivateKey, err = os.ReadFile(*unlockKey); err != nil {
 				return err
 			}
 		case "bearer", "basic", "header":

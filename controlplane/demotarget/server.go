@@ -356,9 +356,12 @@ func (s *Server) ticket(p map[string]any, perform bool) (int, any, string) {
 
 // rotate rotates the credential {name}.
 func (s *Server) rotate(p map[string]any, perform bool) (int, any, string) {
-	name := str(p, "name")
+	name := str(p, "service") // the example catalog's rotate_credential
 	if name == "" {
-		return 0, nil, "name is a required string"
+		name = str(p, "name")
+	}
+	if name == "" {
+		return 0, nil, "service is a required string"
 	}
 	if !perform {
 		return 0, nil, ""

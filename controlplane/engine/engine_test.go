@@ -629,3 +629,23 @@ func TestDecisionOrder(t *testing.T) {
 		t.Errorf("%d sessions recorded, want 4 (mallory's refused one, robot, alice/mcp-1, alice/mcp-2)", len(ss))
 	}
 }
+
+// TestApproveAfterDisconnectThenReissue: the agent went away while its call
+// awaited approval; the operator approves; the agent re-issues the call: it
+// attaches to the approved execution, which was dispatched once.
+func TestApproveAfterDisconnectThenReissue(t *testing.T) {
+	h := newHarness(t, "", nil)
+	args := `{"name":"api","new_secret":"0123456789abcdef"}`
+	first := h.submit(t, "alice", "rotate", args)
+	if _, err := h.e.Approve(t.Context(), first.Execution.GetId(), "ops", "change 42"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+	again := h.submit(t, "alice", "rotate", args)
+	if again.Execution.GetId() != first.Execution.GetId() || again.Disposition != recordv1.Disposition_DISPOSITION_ATTACHED {
+		t.Errorf("re-issued call: %v %s, want attached to %s", again.Disposition, again.Execution.GetId(), first.Execution.GetId())
+	}
+	if got := h.ch.calls.Load(); got != 1 {
+		t.Errorf("dispatches = %d, want 1", got)
+	}
+}

@@ -145,7 +145,10 @@ type VaultUnlockRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Passphrase []byte                 `protobuf:"bytes,1,opt,name=passphrase,proto3" json:"passphrase,omitempty"`
 	// Initialize a new vault with this passphrase when none exists yet.
-	Init          bool `protobuf:"varint,2,opt,name=init,proto3" json:"init,omitempty"`
+	Init bool `protobuf:"varint,2,opt,name=init,proto3" json:"init,omitempty"`
+	// Unlock with this 32-byte key file (a path on the control plane's host)
+	// instead of a passphrase.
+	KeyFile       string `protobuf:"bytes,3,opt,name=key_file,json=keyFile,proto3" json:"key_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +195,13 @@ func (x *VaultUnlockRequest) GetInit() bool {
 		return x.Init
 	}
 	return false
+}
+
+func (x *VaultUnlockRequest) GetKeyFile() string {
+	if x != nil {
+		return x.KeyFile
+	}
+	return ""
 }
 
 type VaultUnlockResponse struct {
@@ -873,12 +883,13 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05names\x18\x04 \x01(\x05R\x05names\x12\x12\n" +
 	"\x04path\x18\x05 \x01(\tR\x04path\x12\x16\n" +
-	"\x06method\x18\x06 \x01(\tR\x06method\"H\n" +
+	"\x06method\x18\x06 \x01(\tR\x06method\"c\n" +
 	"\x12VaultUnlockRequest\x12\x1e\n" +
 	"\n" +
 	"passphrase\x18\x01 \x01(\fR\n" +
 	"passphrase\x12\x12\n" +
-	"\x04init\x18\x02 \x01(\bR\x04init\"Y\n" +
+	"\x04init\x18\x02 \x01(\bR\x04init\x12\x19\n" +
+	"\bkey_file\x18\x03 \x01(\tR\akeyFile\"Y\n" +
 	"\x13VaultUnlockResponse\x12B\n" +
 	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x12\n" +
 	"\x10VaultLockRequest\"W\n" +
