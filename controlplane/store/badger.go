@@ -117,6 +117,16 @@ func (k *BadgerKV) Commit(writes []Write) error {
 
 func (k *BadgerKV) Close() error { return k.db.Close() }
 
+// Compact flushes the memtable and compacts every level into one: a
+// maintenance step (and what benchmarks use to compare stores of different
+// sizes in the same on-disk shape).
+func (k *BadgerKV) Compact() error {
+	if err := k.db.Flatten(2); err != nil {
+		return fmt.Errorf("store: compact: %w", err)
+	}
+	return nil
+}
+
 // badgerLogger sends Badger's messages to hclog (info and debug at debug).
 type badgerLogger struct{ l hclog.Logger }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -371,5 +374,60 @@ func TestPipelinedGroupBuiltOnFailedCommitFails(t *testing.T) {
 		return tx.PutExecution(exec("act_3", "fp3", "a", recordv1.State_STATE_ACCEPTED), true)
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkMatchLookup is the matching step alone: the fingerprint index
+// lookup plus the execution read, inside an update, against a Badger store
+// holding N executions. LATCH_BENCH_SIZES overrides N ("10000,1000000").
+func BenchmarkMatchLookup(b *testing.B) {
+	sizes := []int{10_000, 100_000}
+	if s := os.Getenv("LATCH_BENCH_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
+			kv, err := OpenBadger(b.TempDir(), BadgerOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := newStore(b, kv)
+			const per = 2000
+			for base := 0; base < n; base += per {
+				if err := s.Update(context.Background(), func(tx *Tx) error {
+					for i := base; i < min(base+per, n); i++ {
+						if err := tx.PutExecution(exec(fmt.Sprintf("act_%012d", i), fmt.Sprint("fp", i), "a", recordv1.State_STATE_COMPLETED), true); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// Same on-disk shape for every size, and reads through the
+			// backend, not the cache of recent writes.
+			if err := kv.Compact(); err != nil {
+				b.Fatal(err)
+			}
+			s.kv.(*cachedKV).cur, s.kv.(*cachedKV).old = map[string]cached{}, map[string]cached{}
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				i = (i*7919 + 1) % n
+				batch := &batch{kv: s.kv, writes: map[string]*Write{}}
+				tx := &Tx{b: batch, own: map[string]*Write{}}
+				if _, err := tx.Latest(fmt.Sprint("fp", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
