@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -22,11 +24,19 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
 	fs.Var(&trusted, "trusted-actor", "an actor whose agent sessions need no authorization (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
+	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (for latch-mcp on another host); TLS required unless loopback")
+	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
+	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: require client certificates signed by this CA (mutual TLS)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *data == "" || *catalogPath == "" {
 		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
+	}
+	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return err
 	}
 	cat, err := tools.Load(*catalogPath)
 	if err != nil {
@@ -35,6 +45,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	st, err := newStack(stackConfig{
 		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
+		TCPAddr: *grpcListen, TLS: tlsCfg,
 	})
 	if err != nil {
 		return err
@@ -55,3 +66,33 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// serverTLS builds the TCP listener's TLS configuration from PEM files.
+func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		if clientCA != "" {
+			return nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, usagef("--tls-cert and --tls-key go together")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS certificate: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

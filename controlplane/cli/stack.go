@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
@@ -39,6 +40,9 @@ type stackConfig struct {
 	Trusted []string
 	// OpenSessions turns the session rule off (every session authorized).
 	OpenSessions bool
+	// TCPAddr and TLS serve the API on TCP too (server.Config).
+	TCPAddr string
+	TLS     *tls.Config
 }
 
 // actorSet knows the configured actors and every actor with a live token.

@@ -14,6 +14,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -64,6 +66,12 @@ type Config struct {
 	Sessions engine.SessionConfig
 	// Register, when set, is called to add more gRPC services.
 	Register func(*grpc.Server)
+	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
+	// another host). TLS is then required unless the address is loopback.
+	TCPAddr string
+	// TLS secures the TCP listener (set ClientCAs + RequireAndVerifyClientCert
+	// for mutual TLS).
+	TLS *tls.Config
 }
 
 // Server is a running control plane.
@@ -74,7 +82,9 @@ type Server struct {
 	Engine *engine.Engine
 	signer *journal.Signer
 	grpc   *grpc.Server
+	tcp    *grpc.Server
 	lis    net.Listener
+	tcpLis net.Listener
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -163,6 +173,21 @@ func New(cfg Config) (*Server, error) {
 		cfg.Register(g)
 	}
 	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
+	if cfg.TCPAddr != "" {
+		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
+		if cfg.TLS != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		} else if !isLoopback(cfg.TCPAddr) {
+			st.Close()
+			return nil, fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert and --tls-key, or a loopback address)", cfg.TCPAddr)
+		}
+		s.tcp = grpc.NewServer(opts...)
+		svc.Register(s.tcp)
+		healthpb.RegisterHealthServer(s.tcp, hs)
+		if cfg.Register != nil {
+			cfg.Register(s.tcp)
+		}
+	}
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
 		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
 			s.ckptSize = c.Size
@@ -190,7 +215,36 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("server: chmod %s: %w", s.cfg.Socket, err)
 	}
 	s.lis = lis
+	if s.tcp != nil {
+		tl, err := net.Listen("tcp", s.cfg.TCPAddr)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("server: listen on %s: %w", s.cfg.TCPAddr, err)
+		}
+		s.tcpLis = tl
+	}
 	return nil
+}
+
+// TCPAddr is the bound TCP address of the API, or "" when it serves only
+// on its socket.
+func (s *Server) TCPAddr() string {
+	if s.tcpLis == nil {
+		return ""
+	}
+	return s.tcpLis.Addr().String()
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Run serves until ctx ends, then shuts down cleanly: the API stops, the
@@ -205,18 +259,26 @@ func (s *Server) Run(ctx context.Context) error {
 		s.Store.Close()
 		return err
 	}
-	s.log.Info("control plane ready", "socket", s.cfg.Socket, "journal_size", s.Store.JournalSize())
+	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
+	if s.tcp != nil {
+		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
+	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
-		stopped := make(chan struct{})
-		go func() { s.grpc.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(5 * time.Second):
-			s.grpc.Stop()
+		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
+			if g == nil {
+				continue
+			}
+			stopped := make(chan struct{})
+			go func() { g.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				g.Stop()
+			}
 		}
 		return nil
 	})
