@@ -78,14 +78,33 @@ func fsyncP50(b *testing.B) time.Duration {
 	return ds[len(ds)/2]
 }
 
+// commitP50 measures a bare durable commit of one small key through the
+// store (Badger with SyncWrites): the floor under any durable Submit.
+func commitP50(b *testing.B, st *store.Store) time.Duration {
+	var ds []time.Duration
+	for i := range 200 {
+		t := time.Now()
+		err := st.Update(context.Background(), func(tx *store.Tx) error {
+			return tx.PutResult(fmt.Sprintf("probe-%d", i), &recordv1.Result{Status: 200})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(t))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
 // BenchmarkSubmit: new executions on a real on-disk Badger with SyncWrites,
 // at concurrency 1 and 64. Reports executions/s and p50 latency, and the
 // machine's fsync p50 next to it.
 func BenchmarkSubmit(b *testing.B) {
 	for _, conc := range []int{1, 64} {
 		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
-			e, _ := benchEngine(b, b.TempDir())
+			e, st := benchEngine(b, b.TempDir())
 			fs := fsyncP50(b)
+			bc := commitP50(b, st)
 			var n atomic.Int64
 			lat := make([][]time.Duration, conc)
 			b.ResetTimer()
@@ -120,6 +139,7 @@ func BenchmarkSubmit(b *testing.B) {
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "exec/s")
 			b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 			b.ReportMetric(float64(fs.Microseconds()), "fsync-p50-µs")
+			b.ReportMetric(float64(bc.Microseconds()), "bare-commit-p50-µs")
 		})
 	}
 }
