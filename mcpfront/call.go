@@ -443,7 +443,7 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 		Content:           []mcp.Content{&mcp.TextContent{Text: note}},
 		StructuredContent: cr,
 	}
-	if state == recordv1.State_STATE_COMPLETED {
+	if state == recordv1.State_STATE_COMPLETED && f.expectDelivery(exec.GetId()) {
 		res.Meta = mcp.Meta{"latch/delivery": exec.GetId()}
 	}
 	return res

@@ -37,6 +37,8 @@ const (
 	// DefaultLoopbackActor is the actor of unauthenticated loopback callers
 	// when no TokenVerifier is configured.
 	DefaultLoopbackActor = "local"
+	// sessionTimeout closes idle 2025-11-25 sessions and their stored events.
+	sessionTimeout = 30 * time.Minute
 )
 
 var (
@@ -84,6 +86,13 @@ type Front struct {
 	events    *mcp.MemoryEventStore
 	bg        sync.WaitGroup
 
+	// pending holds the ids of completed executions whose results were
+	// handed to the SDK and not yet seen written. Only these ids are taken
+	// from delivery markers: a target's JSON body, embedded raw in a result,
+	// cannot mark another execution delivered.
+	pendingMu sync.Mutex
+	pending   map[string]struct{}
+
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.
 	testCallDone func()
@@ -119,6 +128,7 @@ func New(cfg Config) (*Front, error) {
 		log:     cfg.Logger.Named("mcpfront"),
 		cfg:     cfg,
 		allowed: make(map[string]bool),
+		pending: make(map[string]struct{}),
 	}
 	for _, o := range cfg.AllowedOrigins {
 		f.allowed[o] = true
@@ -132,6 +142,10 @@ func New(cfg Config) (*Front, error) {
 	get := func(*http.Request) *mcp.Server { return f.server }
 	f.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		EventStore: f.events,
+		// Idle sessions (no request in flight) are closed after this; a
+		// client that comes back later re-initializes, and its re-sent call
+		// attaches by fingerprint.
+		SessionTimeout: sessionTimeout,
 		// Our own Origin/Host rules run first (origin.go); the SDK's
 		// DNS-rebinding check stays on as a second line.
 	})

@@ -209,8 +209,31 @@ func appendMarkers(ids []string, p []byte) []string {
 	}
 }
 
-// markDelivered records delivery off the critical path of the response.
+// maxPending bounds the pending-delivery set; past it, results are not
+// tracked and stay completed-not-delivered (the safe side).
+const maxPending = 100_000
+
+// expectDelivery registers a completed execution whose result is being sent.
+func (f *Front) expectDelivery(id string) bool {
+	f.pendingMu.Lock()
+	defer f.pendingMu.Unlock()
+	if len(f.pending) >= maxPending {
+		return false
+	}
+	f.pending[id] = struct{}{}
+	return true
+}
+
+// markDelivered records delivery off the critical path of the response, once
+// per registered id.
 func (f *Front) markDelivered(id string) {
+	f.pendingMu.Lock()
+	_, ok := f.pending[id]
+	delete(f.pending, id)
+	f.pendingMu.Unlock()
+	if !ok {
+		return
+	}
 	f.bg.Add(1)
 	go func() {
 		defer f.bg.Done()

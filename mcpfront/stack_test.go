@@ -23,6 +23,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/fingerprint"
+	"github.com/latchhq/latch/controlplane/httpchannel"
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -103,25 +109,25 @@ func testCatalog() *tools.Catalog {
 				Name: "deploy_release", Description: "Deploy one version of a service.",
 				InputSchema: obj(`{"type":"object","required":["service","version"],"additionalProperties":false,"properties":{"service":{"type":"string"},"version":{"type":"string"},"region":{"type":"string"}}}`),
 				Defaults:    map[string]any{"region": "us-east-1"},
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/v1/releases"},
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/v1/releases", Body: map[string]any{"service": "{{service}}", "version": "{{version}}", "region": "{{region}}"}},
 				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"slow_job": {
 				Name: "slow_job", Description: "A job that takes a while.",
 				InputSchema: obj(`{"type":"object","required":["job"],"additionalProperties":false,"properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/slow"},
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/slow", Body: map[string]any{"job": "{{job}}"}},
 				Replay: tools.ReplayReview, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"failing_job": {
 				Name: "failing_job", Description: "A job the target refuses.",
 				InputSchema: obj(`{"type":"object","properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/fail"},
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/fail", Body: map[string]any{"latch/delivery": "{{job}}"}},
 				Replay: tools.ReplayStatusQuery, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"approved_job": {
 				Name: "approved_job", Description: "Needs an operator's approval for every call.",
 				InputSchema: obj(`{"type":"object","required":["job"],"properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/approved"},
+				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/approved", Body: map[string]any{"job": "{{job}}"}},
 				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalEveryCall,
 			},
 			"read_status": {
@@ -139,6 +145,7 @@ type stackOptions struct {
 	ProgressInterval time.Duration
 	AllowedOrigins   []string
 	Actors           []string // token holders (default alice, bob)
+	Quiet            bool     // log warnings only (benchmarks)
 }
 
 // testStack is the whole path an agent's call takes: MCP client → HTTP
@@ -150,7 +157,7 @@ type testStack struct {
 	URL    string
 	Front  *Front
 	CP     controlplanev1.ControlPlaneClient
-	fake   *fakeControlPlane
+	engine *engine.Engine
 	effect *effectServer
 	tokens map[string]string // actor → bearer token
 	// callDone receives one value each time a catalog tool handler returned.
@@ -163,11 +170,16 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	cat := testCatalog()
 	cat.Targets["effect"].BaseURL = st.effect.srv.URL
 
-	// Control plane over bufconn.
-	st.fake = newFakeControlPlane(cat, st.effect.srv.URL)
+	// The real control plane (Badger in a temp dir, the HTTP channel to the
+	// effect server) served over bufconn.
+	st.engine = startControlPlane(t, cat)
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
-	controlplanev1.RegisterControlPlaneServer(gs, st.fake)
+	svc, err := api.New(api.Config{Engine: st.engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -192,8 +204,12 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		}
 		st.tokens[a] = tok
 	}
+	logger := testLogger(t)
+	if opts.Quiet {
+		logger.SetLevel(hclog.Warn)
+	}
 	st.Front, err = New(Config{
-		Logger:           testLogger(t),
+		Logger:           logger,
 		ControlPlane:     st.CP,
 		Catalog:          cat,
 		Tokens:           store,
@@ -204,7 +220,12 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	st.Front.testCallDone = func() { st.callDone <- struct{}{} }
+	st.Front.testCallDone = func() {
+		select {
+		case st.callDone <- struct{}{}:
+		default: // nobody counts (benchmarks)
+		}
+	}
 	hs := httptest.NewServer(st.Front.HTTPHandler())
 	st.URL = hs.URL + "/mcp"
 	t.Cleanup(func() {
@@ -215,6 +236,46 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		gs.Stop()
 	})
 	return st
+}
+
+// startControlPlane runs the real engine on Badger in a temp dir with the
+// HTTP channel, and stops it when the test ends.
+func startControlPlane(t testing.TB, cat *tools.Catalog) *engine.Engine {
+	t.Helper()
+	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := httpdispatch.New(httpdispatch.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := httpchannel.New(httpchannel.Config{Dispatcher: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := fingerprint.GenerateKey()
+	fp, _ := fingerprint.New(key)
+	e, err := engine.New(engine.Config{
+		Store: s, Catalog: cat, Fingerprinter: fp,
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.Close()
+		s.Close()
+		d.Close()
+	})
+	return e
 }
 
 // testLogger writes through t.Log.

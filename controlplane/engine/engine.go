@@ -379,11 +379,12 @@ func attachResult(prior *recordv1.Execution) *SubmitResult {
 		r.Note = "attached to " + id + ", not yet dispatched; it continues, nothing is sent twice"
 	case recordv1.State_STATE_AWAITING_APPROVAL:
 		r.Note = "attached to " + id + ", which awaits approval; no second approval request was made"
-	case recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN:
+	case recordv1.State_STATE_DISPATCHED:
+		r.Note = fmt.Sprintf("%s was dispatched at %s and is in flight; not re-sent: its result is returned when the target answers", id, stamp(prior.GetDispatchedAt()))
+	case recordv1.State_STATE_OUTCOME_UNKNOWN:
 		r.Disposition = recordv1.Disposition_DISPOSITION_RECOVERED
-		r.Note = fmt.Sprintf("%s was dispatched at %s; not re-sent: its outcome is being established from the target", id, stamp(prior.GetDispatchedAt()))
+		r.Note = fmt.Sprintf("%s was dispatched at %s and its outcome is unknown; not re-sent: it is being established from the target", id, stamp(prior.GetDispatchedAt()))
 	case recordv1.State_STATE_NEEDS_REVIEW:
-		r.Disposition = recordv1.Disposition_DISPOSITION_RECOVERED
 		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
 		r.Note = fmt.Sprintf("%s already completed at %s; returning its stored result, not re-sent (to repeat it on purpose, pass repeat_of=%s)", id, stamp(prior.GetCompletedAt()), id)

@@ -1,0 +1,122 @@
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkToolCall measures tool calls per second through the front (go-sdk
+// client → HTTP → front → control plane → HTTP effect) against a bare go-sdk
+// MCP server whose tool makes the same HTTP call with no durability and no
+// identity. Every call is a new intent (a fresh version argument), so every
+// call is a new execution and one effect.
+//
+// The front runs on newTestStack, i.e. the fake in-memory control plane for
+// now; swap in the real one there to measure the durable path.
+//
+//	go test -run '^$' -bench ToolCall -benchtime 2000x ./mcpfront/
+func BenchmarkToolCall(b *testing.B) {
+	for _, conc := range []int{1, 32} {
+		b.Run(fmt.Sprintf("front/era=2025-11-25/c=%d", conc), func(b *testing.B) {
+			st := newTestStack(b, stackOptions{Quiet: true})
+			sessions := make([]*mcp.ClientSession, conc)
+			for i := range sessions {
+				sessions[i] = st.connect(b, "alice", clientOptions{Era: eraSession})
+			}
+			runCalls(b, sessions, "deploy_release")
+			if got := st.effect.count("/v1/releases"); got != b.N {
+				b.Fatalf("effects = %d, want %d", got, b.N)
+			}
+		})
+		b.Run(fmt.Sprintf("front/era=2026-07-28/c=%d", conc), func(b *testing.B) {
+			st := newTestStack(b, stackOptions{Quiet: true})
+			sessions := make([]*mcp.ClientSession, conc)
+			for i := range sessions {
+				sessions[i] = st.connect(b, "alice", clientOptions{Era: eraStateless})
+			}
+			runCalls(b, sessions, "deploy_release")
+		})
+		b.Run(fmt.Sprintf("bare/c=%d", conc), func(b *testing.B) {
+			url, count := bareServer(b)
+			sessions := make([]*mcp.ClientSession, conc)
+			for i := range sessions {
+				client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+				cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: eraSession})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { cs.Close() })
+				sessions[i] = cs
+			}
+			runCalls(b, sessions, "deploy_release")
+			if got := count.Load(); got != int64(b.N) {
+				b.Fatalf("effects = %d, want %d", got, b.N)
+			}
+		})
+	}
+}
+
+// runCalls makes b.N calls spread over the sessions, one worker per session.
+func runCalls(b *testing.B, sessions []*mcp.ClientSession, tool string) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, cs := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"service": "api", "version": fmt.Sprintf("v%d", i)}})
+				if err != nil || res.IsError {
+					b.Errorf("CallTool #%d: %v %v", i, res, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// bareServer is a go-sdk MCP server (stateful, no event store) whose tool
+// forwards one HTTP POST to a loopback target.
+func bareServer(b *testing.B) (string, *atomic.Int64) {
+	var count atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		count.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ok":true,"request":%s}`, body)
+	}))
+	b.Cleanup(target.Close)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "deploy_release", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			hreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, target.URL+"/v1/releases", bytes.NewReader(req.Params.Arguments))
+			resp, err := http.DefaultClient.Do(hreq)
+			if err != nil {
+				return nil, err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	b.Cleanup(hs.Close)
+	return hs.URL, &count
+}

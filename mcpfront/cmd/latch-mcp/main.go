@@ -1,0 +1,236 @@
+// Command latch-mcp is Latch's MCP front: it serves the tool catalog to MCP
+// clients over Streamable HTTP (both protocol eras on /mcp) or stdio, and
+// forwards every call to the control plane's gRPC API.
+//
+//	latch-mcp --control-plane unix:///var/lib/latch/latch.sock --catalog catalog.yaml --tokens tokens.json
+//	latch-mcp --control-plane unix:///var/lib/latch/latch.sock --catalog catalog.yaml --stdio --actor alice
+//
+// Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type options struct {
+	controlPlane string
+	tlsCA        string
+	tlsCert      string
+	tlsKey       string
+	listen       string
+	catalog      string
+	tokens       string
+	stdio        bool
+	actor        string
+	origins      stringList
+	logLevel     string
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// errUsage marks bad arguments (exit code 2).
+var errUsage = errors.New("latch-mcp: bad arguments")
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("latch-mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.controlPlane, "control-plane", "", "control plane gRPC address: unix:///path/to/latch.sock or host:port (required)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle to verify a TCP control plane (required for a non-loopback host:port)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate for a TCP control plane (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "client key for --tls-cert")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:7411", "HTTP listen address; MCP is served at /mcp")
+	fs.StringVar(&o.catalog, "catalog", "", "tool catalog file (YAML, required)")
+	fs.StringVar(&o.tokens, "tokens", "", "bearer token file (create tokens with `latch token create NAME`); required on a non-loopback --listen")
+	fs.BoolVar(&o.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
+	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
+	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones (repeatable)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	switch {
+	case o.controlPlane == "":
+		return nil, fmt.Errorf("%w: --control-plane is required (unix:///path/to/latch.sock or host:port)", errUsage)
+	case o.catalog == "":
+		return nil, fmt.Errorf("%w: --catalog is required", errUsage)
+	case o.stdio && o.actor == "":
+		return nil, fmt.Errorf("%w: --stdio needs --actor NAME (the actor every call is made as)", errUsage)
+	case (o.tlsCert == "") != (o.tlsKey == ""):
+		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
+		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
+	}
+	if !o.stdio && o.tokens == "" && !loopbackHostPort(o.listen) {
+		return nil, fmt.Errorf("%w: refusing to serve without --tokens on non-loopback address %s; create a token file with `latch token create NAME` or listen on 127.0.0.1", errUsage, o.listen)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, err)
+		}
+		return 2
+	}
+	// Logs always go to stderr: with --stdio, stdout is the protocol.
+	logger := hclog.New(&hclog.LoggerOptions{Name: "latch-mcp", Level: hclog.LevelFromString(o.logLevel), Output: stderr})
+	if err := serve(ctx, o, logger); err != nil {
+		logger.Error("stopped", "error", err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options, logger hclog.Logger) error {
+	cat, err := tools.Load(o.catalog)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	conn, err := dialControlPlane(o)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	cfg := mcpfront.Config{
+		Logger:         logger,
+		ControlPlane:   controlplanev1.NewControlPlaneClient(conn),
+		Catalog:        cat,
+		LoopbackActor:  o.actor,
+		AllowedOrigins: o.origins,
+	}
+	if o.tokens != "" {
+		store, err := auth.OpenTokenStore(o.tokens)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		cfg.Tokens = store
+	}
+	front, err := mcpfront.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer front.Close()
+
+	if o.stdio {
+		logger.Info("serving MCP on stdio", "actor", o.actor, "tools", len(cat.Tools))
+		return front.ServeStdio(ctx, o.actor)
+	}
+
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "auth", o.tokens != "")
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Waiting calls end; their executions go on in the control plane.
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+// dialControlPlane connects to unix:///path (no TLS: the socket's file
+// permissions guard it) or host:port (TLS with --tls-ca; plaintext only to a
+// loopback host).
+func dialControlPlane(o *options) (*grpc.ClientConn, error) {
+	target := o.controlPlane
+	var creds credentials.TransportCredentials
+	switch {
+	case strings.HasPrefix(target, "unix://"), strings.HasPrefix(target, "unix:"):
+		creds = insecure.NewCredentials()
+	case o.tlsCA != "":
+		pem, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading --tls-ca: %v", errUsage, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: --tls-ca %s holds no PEM certificate", errUsage, o.tlsCA)
+		}
+		tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+		if o.tlsCert != "" {
+			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+			if err != nil {
+				return nil, fmt.Errorf("%w: loading --tls-cert/--tls-key: %v", errUsage, err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		creds = credentials.NewTLS(tc)
+	case loopbackHostPort(target):
+		creds = insecure.NewCredentials()
+	default:
+		return nil, fmt.Errorf("%w: --control-plane %s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", errUsage, target)
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("%w: --control-plane %s: %v", errUsage, target, err)
+	}
+	return conn, nil
+}
+
+// loopbackHostPort reports whether hostport names a loopback host.
+func loopbackHostPort(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
