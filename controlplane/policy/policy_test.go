@@ -1,0 +1,49 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/latchhq/latch/controlplane/vault"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+type fakeVault struct{ locked bool }
+
+func (f fakeVault) Status() vault.Status { return vault.Status{Locked: f.locked} }
+
+type actors map[string]bool
+
+func (a actors) Known(name string) bool { return a[name] }
+
+func TestDecisionOrder(t *testing.T) {
+	every := &tools.Tool{Approval: tools.ApprovalEveryCall}
+	none := &tools.Tool{Approval: tools.ApprovalNone}
+	tests := []struct {
+		name      string
+		locked    bool
+		actor     string
+		tool      *tools.Tool
+		reject    bool
+		approval  bool
+		reasonHas string
+	}{
+		{"locked vault first, even for an unknown actor", true, "mallory", every, true, false, ReasonVaultLocked},
+		{"unknown actor", false, "mallory", none, true, false, ReasonUnknownActor},
+		{"every_call approval", false, "alice", every, false, true, "approval"},
+		{"nothing required", false, "alice", none, false, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &Policy{Vault: fakeVault{tt.locked}, Actors: actors{"alice": true}}
+			d := p.Authorize(t.Context(), &recordv1.Execution{Actor: tt.actor}, tt.tool)
+			if d.Reject != tt.reject || d.NeedApproval != tt.approval || !strings.Contains(d.Reason, tt.reasonHas) {
+				t.Errorf("Authorize = %+v, want reject=%v approval=%v reason containing %q", d, tt.reject, tt.approval, tt.reasonHas)
+			}
+			if d.Reject && !d.Transient {
+				t.Errorf("a %s rejection must be transient: it passes when the cause is fixed", tt.reasonHas)
+			}
+		})
+	}
+}
