@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // BenchmarkToolCall measures tool calls per second through the front (go-sdk
@@ -21,8 +24,9 @@ import (
 // identity. Every call is a new intent (a fresh version argument), so every
 // call is a new execution and one effect.
 //
-// The front runs on newTestStack, i.e. the fake in-memory control plane for
-// now; swap in the real one there to measure the durable path.
+// The front runs on newTestStack: the real control plane (Badger with
+// SyncWrites) over gRPC. "controlplane" makes the same calls straight to the
+// control plane's gRPC API (Submit, then Watch until completed), without MCP.
 //
 //	go test -run '^$' -bench ToolCall -benchtime 2000x ./mcpfront/
 func BenchmarkToolCall(b *testing.B) {
@@ -46,6 +50,31 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			runCalls(b, sessions, "deploy_release")
 		})
+		b.Run(fmt.Sprintf("controlplane/c=%d", conc), func(b *testing.B) {
+			st := newTestStack(b, stackOptions{Quiet: true})
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range conc {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if err := directCall(st, fmt.Sprintf("v%d", i)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		})
 		b.Run(fmt.Sprintf("bare/c=%d", conc), func(b *testing.B) {
 			url, count := bareServer(b)
 			sessions := make([]*mcp.ClientSession, conc)
@@ -63,6 +92,29 @@ func BenchmarkToolCall(b *testing.B) {
 				b.Fatalf("effects = %d, want %d", got, b.N)
 			}
 		})
+	}
+}
+
+// directCall submits one deploy to the control plane and waits for its
+// completion on the Watch stream.
+func directCall(st *testStack, version string) error {
+	ctx := context.Background()
+	r, err := st.CP.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(`{"service":"api","version":"` + version + `"}`)})
+	if err != nil {
+		return err
+	}
+	w, err := st.CP.Watch(ctx, &controlplanev1.WatchRequest{ExecutionId: r.GetExecution().GetId()})
+	if err != nil {
+		return err
+	}
+	for {
+		m, err := w.Recv()
+		if err != nil {
+			return err
+		}
+		if m.GetExecution().GetState() == recordv1.State_STATE_COMPLETED {
+			return nil
+		}
 	}
 }
 

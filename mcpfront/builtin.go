@@ -108,7 +108,7 @@ func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 		}
 		// The disposition of a status read is "attached": it reads the same
 		// execution, never makes one.
-		return f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", g.GetExecution()), nil
+		return f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", g.GetExecution(), g.GetResult()), nil
 	}
 }
 
@@ -174,7 +174,7 @@ func (f *Front) cancelHandler(fixedActor string) mcp.ToolHandler {
 		if err != nil {
 			return f.rpcToolError(in.ExecutionID, err), nil
 		}
-		res := f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", c.GetExecution())
+		res := f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", c.GetExecution(), nil)
 		if c.GetExecution().GetState() == recordv1.State_STATE_CANCELLED {
 			res.IsError = false // the cancel the caller asked for succeeded
 		}

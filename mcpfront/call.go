@@ -167,11 +167,11 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		exec := resp.GetExecution()
 		log = log.With("execution_id", exec.GetId())
 		log.Debug("submitted", "disposition", resp.GetDisposition().String(), "state", exec.GetState().String())
-		exec, waitErr := f.wait(ctx, req, cc, exec)
+		exec, r, waitErr := f.wait(ctx, req, cc, exec)
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return f.result(ctx, cc.actor, resp.GetDisposition(), resp.GetNote(), exec), nil
+		return f.result(ctx, cc.actor, resp.GetDisposition(), resp.GetNote(), exec, r), nil
 	}
 }
 
@@ -221,17 +221,17 @@ var errWaitBound = errors.New("mcpfront: wait bound reached")
 //
 // The Watch runs on the request's ctx: when the caller goes away the wait
 // stops, and nothing else happens to the execution.
-func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callContext, exec *recordv1.Execution) (*recordv1.Execution, error) {
+func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callContext, exec *recordv1.Execution) (*recordv1.Execution, *recordv1.Result, error) {
 	if resting(exec.GetState()) {
-		return exec, nil
+		return exec, nil, nil
 	}
 	wctx, cancel := context.WithTimeoutCause(ctx, f.cfg.WaitBound, errWaitBound)
 	defer cancel()
 	stream, err := f.cfg.ControlPlane.Watch(wctx, &controlplanev1.WatchRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
 	if err != nil {
-		return f.settle(ctx, cc, exec)
+		return f.settle(ctx, cc, exec), nil, ctx.Err()
 	}
-	updates := make(chan *recordv1.Execution)
+	updates := make(chan *controlplanev1.WatchResponse)
 	done := make(chan error, 1)
 	go func() {
 		for {
@@ -241,7 +241,7 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 				return
 			}
 			select {
-			case updates <- m.GetExecution():
+			case updates <- m:
 			case <-wctx.Done():
 				done <- wctx.Err()
 				return
@@ -268,7 +268,8 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 	defer tick.Stop()
 	for {
 		select {
-		case e := <-updates:
+		case m := <-updates:
+			e := m.GetExecution()
 			if e == nil {
 				continue
 			}
@@ -278,40 +279,40 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 			}
 			exec = e
 			if resting(exec.GetState()) {
-				return exec, nil
+				return exec, m.GetResult(), nil
 			}
 		case <-tick.C:
 			progress(exec)
 		case err := <-done:
 			if ctx.Err() != nil {
-				return exec, ctx.Err()
+				return exec, nil, ctx.Err()
 			}
 			if errors.Is(context.Cause(wctx), errWaitBound) {
-				return exec, nil
+				return exec, nil, nil
 			}
 			// Stream ended without a resting state (control plane restart):
 			// answer from a fresh read.
 			f.log.Debug("watch ended", "execution_id", exec.GetId(), "error", err)
-			return f.settle(ctx, cc, exec)
+			return f.settle(ctx, cc, exec), nil, ctx.Err()
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return exec, ctx.Err()
+				return exec, nil, ctx.Err()
 			}
-			return exec, nil // wait bound: answer "still running"
+			return exec, nil, nil // wait bound: answer "still running"
 		}
 	}
 }
 
 // settle re-reads exec when watching failed.
-func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execution) (*recordv1.Execution, error) {
+func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execution) *recordv1.Execution {
 	if ctx.Err() != nil {
-		return exec, ctx.Err()
+		return exec
 	}
 	resp, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
 	if err != nil {
-		return exec, nil
+		return exec
 	}
-	return resp.GetExecution(), nil
+	return resp.GetExecution()
 }
 
 // interrupted handles a wait whose request ctx ended.
@@ -412,7 +413,10 @@ func viewResult(r *recordv1.Result, channel string) *ResultView {
 
 // result builds the answer for exec. For completed executions it reads the
 // stored result and marks the answer for delivery tracking.
-func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposition, cpNote string, exec *recordv1.Execution) *mcp.CallToolResult {
+// result builds the tool result; r is the stored result when the caller
+// already has it (from the watch), else it is read when the execution
+// completed.
+func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposition, cpNote string, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
 	cr := CallResult{
 		ExecutionID:  exec.GetId(),
 		Disposition:  dispositionName(disp),
@@ -425,7 +429,10 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 	}
 	state := exec.GetState()
 	completed := state == recordv1.State_STATE_COMPLETED || state == recordv1.State_STATE_DELIVERED
-	if completed {
+	switch {
+	case completed && r != nil:
+		cr.Result = viewResult(r, exec.GetChannel())
+	case completed:
 		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: actor}); err == nil {
 			if g.GetExecution() != nil {
 				exec = g.GetExecution()

@@ -112,7 +112,13 @@ func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStre
 			continue
 		}
 		last, sent = x.GetJournalIndex(), true
-		if err := stream.Send(&controlplanev1.WatchResponse{Execution: x}); err != nil {
+		resp := &controlplanev1.WatchResponse{Execution: x}
+		if x.GetResultRef() != "" {
+			if _, r, err := s.e.Get(x.GetId(), ""); err == nil {
+				resp.Result = r
+			}
+		}
+		if err := stream.Send(resp); err != nil {
 			return err
 		}
 		if lifecycle.Terminal(x.GetState()) {

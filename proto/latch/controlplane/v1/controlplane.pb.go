@@ -438,8 +438,11 @@ func (x *WatchRequest) GetActor() string {
 }
 
 type WatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Execution     *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Execution *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	// The stored result, sent with the completed (and delivered) state so a
+	// waiter needs no extra Get.
+	Result        *v1.Result `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -477,6 +480,13 @@ func (*WatchResponse) Descriptor() ([]byte, []int) {
 func (x *WatchResponse) GetExecution() *v1.Execution {
 	if x != nil {
 		return x.Execution
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetResult() *v1.Result {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -1432,9 +1442,10 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"executions\"G\n" +
 	"\fWatchRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"I\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\"z\n" +
 	"\rWatchResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"9\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"9\n" +
 	"\x14MarkDeliveredRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
@@ -1561,47 +1572,48 @@ var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	30, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
 	28, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
 	28, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 8: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 9: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 10: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	28, // 11: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	32, // 12: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	28, // 13: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 14: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	33, // 15: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	33, // 16: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	33, // 17: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	0,  // 18: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 19: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 20: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 21: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 22: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 23: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 24: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	14, // 25: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	16, // 26: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	18, // 27: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	20, // 28: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	22, // 29: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	24, // 30: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	1,  // 31: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 32: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 33: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 34: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 35: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 36: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 37: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	15, // 38: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	17, // 39: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	19, // 40: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	21, // 41: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	23, // 42: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	25, // 43: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	29, // 8: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	28, // 9: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 10: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 11: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	28, // 12: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	32, // 13: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	28, // 14: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	28, // 15: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	33, // 16: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	33, // 17: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	33, // 18: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	0,  // 19: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	2,  // 20: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	4,  // 21: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	6,  // 22: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	8,  // 23: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	10, // 24: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	12, // 25: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	14, // 26: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	16, // 27: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	18, // 28: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	20, // 29: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	22, // 30: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	24, // 31: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	1,  // 32: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	3,  // 33: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	5,  // 34: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	7,  // 35: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	9,  // 36: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	11, // 37: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	13, // 38: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	15, // 39: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	17, // 40: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	19, // 41: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	21, // 42: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	23, // 43: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	25, // 44: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
