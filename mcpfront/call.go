@@ -477,7 +477,7 @@ func noteFor(e *recordv1.Execution, dispatchedAt string) (note string, isError b
 	case recordv1.State_STATE_NEEDS_REVIEW:
 		return fmt.Sprintf("execution %s was dispatched at %s and its outcome is unknown; an operator must review it. Do not retry; check latch_execution_status with execution_id %s later.", id, dispatchedAt, id), false
 	case recordv1.State_STATE_AWAITING_APPROVAL:
-		return fmt.Sprintf("execution %s is awaiting operator approval; nothing has been sent yet. Do not call again (a new call attaches to this one); check latch_execution_status with execution_id %s.", id, id), false
+		return fmt.Sprintf("awaiting approval, execution %s%s; nothing has been sent yet. Call the tool again later with the same arguments (it attaches to this execution, no second request is made) or check latch_execution_status with execution_id %s.", id, reason, id), false
 	case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED:
 		return fmt.Sprintf("execution %s is accepted and still running; do not retry; check latch_execution_status with execution_id %s.", id, id), false
 	case recordv1.State_STATE_NOT_EXECUTED:

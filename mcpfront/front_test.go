@@ -305,7 +305,7 @@ func TestCancelExecutionBuiltin(t *testing.T) {
 	st := newTestStack(t, stackOptions{WaitBound: 100 * time.Millisecond})
 	cs := st.connect(t, "alice", clientOptions{Era: eraStateless})
 	res, cr := call(t, cs, "approved_job", map[string]any{"job": "drop-cache"})
-	if res.IsError || cr.State != "awaiting_approval" || !strings.Contains(cr.Note, "do not") && !strings.Contains(cr.Note, "Do not") {
+	if res.IsError || cr.State != "awaiting_approval" || !strings.HasPrefix(cr.Note, "awaiting approval, execution "+cr.ExecutionID) || !strings.Contains(cr.Note, "latch_execution_status") {
 		t.Fatalf("approved_job after the wait bound = IsError %v %+v; want a plain awaiting_approval answer", res.IsError, cr)
 	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: ToolCancelExecution, Arguments: map[string]any{"execution_id": cr.ExecutionID}})
