@@ -118,3 +118,74 @@ func (w withCheckpoints) Checkpoints() ([][]byte, error) {
 	cps, err := w.Source.Checkpoints()
 	return append(cps, w.extra...), err
 }
+
+// Proof is an inclusion proof of one journal record in a signed checkpoint.
+type Proof struct {
+	Index    int64
+	LeafHash tlog.Hash
+	Hashes   tlog.RecordProof
+}
+
+// Prove returns, for every journal record of an execution, an inclusion
+// proof against the newest signed checkpoint that covers it, and that
+// checkpoint. Each proof is checked before it is returned.
+func Prove(dataDir, executionID string) (checkpoint []byte, proofs []Proof, err error) {
+	d, err := Open(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer d.Close()
+	cps, err := d.Checkpoints()
+	if err != nil || len(cps) == 0 {
+		return nil, nil, fmt.Errorf("audit: no signed checkpoint in %s yet (one is written every 30 s and at shutdown)", dataDir)
+	}
+	checkpoint = cps[len(cps)-1]
+	c, err := journal.OpenCheckpoint(checkpoint, d.Verifier)
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit: newest checkpoint: %w", err)
+	}
+	hist, err := d.st.History(executionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(hist) == 0 {
+		return nil, nil, fmt.Errorf("audit: no journal record of %s in %s", executionID, dataDir)
+	}
+	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			h, ok, err := d.StoredHash(x)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, fmt.Errorf("audit: stored hash %d missing: run `latch audit verify`", x)
+			}
+			out[i] = h
+		}
+		return out, nil
+	})
+	for _, e := range hist {
+		i := int64(e.GetIndex())
+		if i >= c.Size {
+			continue // after the newest checkpoint: provable at the next one
+		}
+		data, err := d.Entry(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := tlog.ProveRecord(c.Size, i, reader)
+		if err != nil {
+			return nil, nil, fmt.Errorf("audit: prove record %d: %w", i, err)
+		}
+		leaf := journal.LeafHash(data)
+		if err := tlog.CheckRecord(p, c.Size, c.Root, i, leaf); err != nil {
+			return nil, nil, fmt.Errorf("audit: record %d does not prove against the checkpoint (run `latch audit verify`): %w", i, err)
+		}
+		proofs = append(proofs, Proof{Index: i, LeafHash: leaf, Hashes: p})
+	}
+	if len(proofs) == 0 {
+		return nil, nil, fmt.Errorf("audit: %s's records are newer than the newest checkpoint; prove again after the next one", executionID)
+	}
+	return checkpoint, proofs, nil
+}

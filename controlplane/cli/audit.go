@@ -16,7 +16,7 @@ import (
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
 	if len(args) == 0 {
-		return usagef("audit needs a subcommand: verify DATA_DIR | verify --export FILE --key FILE | export DATA_DIR [-o FILE]")
+		return usagef("audit needs a subcommand: verify DATA_DIR | verify --export FILE --key FILE | export DATA_DIR [-o FILE] | prove DATA_DIR ACT_ID")
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("audit "+sub, flag.ContinueOnError)
@@ -96,8 +96,29 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			w = bw
 		}
 		return audit.Export(pos[0], w)
+	case "prove":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 2 {
+			return usagef("audit prove needs DATA_DIR and an execution ID")
+		}
+		cp, proofs, err := audit.Prove(pos[0], pos[1])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "checkpoint:\n%s\n", cp)
+		for _, p := range proofs {
+			fmt.Fprintf(env.Stdout, "record %d leaf %s\n", p.Index, p.LeafHash)
+			for _, h := range p.Hashes {
+				fmt.Fprintf(env.Stdout, "  %s\n", h)
+			}
+		}
+		fmt.Fprintf(env.Stdout, "%d record(s) of %s proved against the checkpoint (RFC 6962 inclusion proofs, checked)\n", len(proofs), pos[1])
+		return nil
 	}
-	return usagef("unknown audit subcommand %q (want verify or export)", sub)
+	return usagef("unknown audit subcommand %q (want verify, export or prove)", sub)
 }
 
 func readCheckpointCopy(path string) ([][]byte, error) {

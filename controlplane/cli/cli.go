@@ -43,7 +43,7 @@ func init() {
 		"dev":       {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
 		"exec":      {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
 		"approvals": {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
-		"audit":     {"verify or export the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR", runAudit},
+		"audit":     {"the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR | prove DATA_DIR ACT_ID", runAudit},
 		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
 	}
 }

@@ -274,6 +274,9 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("audit verify of an untouched journal: exit %d\n%s", code, out)
 	}
+	if out, code := runCLI(t, "audit", "prove", data, ids[2]); code != 0 || !strings.Contains(out, "proved against the checkpoint") {
+		t.Errorf("audit prove: exit %d\n%s", code, out)
+	}
 	export := filepath.Join(t.TempDir(), "journal.jsonl")
 	if out, code := runCLI(t, "audit", "export", data, "-o", export); code != 0 {
 		t.Fatalf("audit export: exit %d: %s", code, out)
