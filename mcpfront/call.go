@@ -99,6 +99,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 		cc.stateful = true
 	case req.Extra != nil && req.Extra.TokenInfo != nil:
 		cc.actor = req.Extra.TokenInfo.UserID
+		ev.TokenId, _ = req.Extra.TokenInfo.Extra["token_id"].(string)
 	case f.cfg.Tokens == nil:
 		cc.actor = f.cfg.LoopbackActor
 	}

@@ -53,10 +53,10 @@ func TestCall(t *testing.T) {
 			st.waitState(t, cr.ExecutionID, recordv1.State_STATE_DELIVERED)
 
 			ev := st.get(t, cr.ExecutionID).GetEvidence()
-			if ev.GetJsonrpcId() == "" || !strings.HasPrefix(ev.GetPeerAddress(), "127.0.0.1:") ||
+			if ev.GetJsonrpcId() == "" || !strings.HasPrefix(ev.GetPeerAddress(), "127.0.0.1:") || ev.GetTokenId() == "" ||
 				ev.GetClientName() != "latch-test" || ev.GetTransport() != tt.wantTransport ||
 				(ev.GetMcpSessionId() != "") != tt.wantSession {
-				t.Errorf("evidence = %v, want jsonrpc id, loopback peer, client latch-test, transport %s, session id present %v", ev, tt.wantTransport, tt.wantSession)
+				t.Errorf("evidence = %v, want jsonrpc id, loopback peer, token id, client latch-test, transport %s, session id present %v", ev, tt.wantTransport, tt.wantSession)
 			}
 		})
 	}
