@@ -160,11 +160,10 @@ func (p *Pool) dial(ctx context.Context, t Target, pinned ssh.PublicKey) (*Clien
 	}
 	// x/crypto has no handshake timeout: bound it with a deadline on the
 	// socket, cleared once the connection is up. A cancelled ctx also ends it.
-	deadline := time.Now().Add(p.cfg.HandshakeTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	_ = conn.SetDeadline(deadline)
+	// The ctx deadline is left to the AfterFunc below, not folded into the
+	// socket deadline: then a ctx that ends the handshake is always reported
+	// as the ctx's error, never as a bare i/o timeout.
+	_ = conn.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	sconn, chans, reqs, err := ssh.NewClientConn(conn, t.Address, cc)
 	stopped := stop()
