@@ -165,6 +165,7 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		if err != nil {
 			return f.submitError(log, tool, err)
 		}
+		f.endOnClose(req.Session, cc.actor)
 		exec := resp.GetExecution()
 		log = log.With("execution_id", exec.GetId())
 		log.Debug("submitted", "disposition", resp.GetDisposition().String(), "state", exec.GetState().String())

@@ -85,6 +85,11 @@ type Front struct {
 	stateless *mcp.StreamableHTTPHandler
 	events    *mcp.MemoryEventStore
 	bg        sync.WaitGroup
+	// closing ends the watchers of open MCP sessions (see endOnClose).
+	closing   chan struct{}
+	closeOnce sync.Once
+	// watched holds the MCP session ids whose end is being watched.
+	watched sync.Map
 
 	// pending holds the ids of completed executions whose results were
 	// handed to the SDK and not yet seen written. Only these ids are taken
@@ -129,6 +134,7 @@ func New(cfg Config) (*Front, error) {
 		cfg:     cfg,
 		allowed: make(map[string]bool),
 		pending: make(map[string]struct{}),
+		closing: make(chan struct{}),
 	}
 	for _, o := range cfg.AllowedOrigins {
 		f.allowed[o] = true
@@ -230,4 +236,42 @@ func (f *Front) serveTransport(ctx context.Context, actor string, t mcp.Transpor
 		return err
 	}
 	return srv.Run(ctx, &deliveringTransport{inner: t, front: f})
+}
+
+// endOnClose tells the control plane when an MCP session closes (DELETE,
+// idle timeout), so its sessions journal records the end and any executions
+// the session never received (orphaned). It starts on a session's first tool
+// call, where the actor is known (the initialized notification carries no
+// token). Sessionless transports have no end.
+func (f *Front) endOnClose(ss *mcp.ServerSession, actor string) {
+	if ss == nil || ss.ID() == "" || actor == "" {
+		return
+	}
+	if _, seen := f.watched.LoadOrStore(ss.ID(), true); seen {
+		return
+	}
+	id := ss.ID()
+	ended := make(chan struct{})
+	go func() {
+		_ = ss.Wait()
+		close(ended)
+	}()
+	go func() {
+		select {
+		case <-f.closing:
+			return
+		case <-ended:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		defer f.watched.Delete(id)
+		resp, err := f.cfg.ControlPlane.EndSession(ctx, &controlplanev1.EndSessionRequest{Actor: actor, McpSessionId: id})
+		if err != nil {
+			f.log.Debug("session end not recorded", "mcp_session_id", id, "error", err)
+			return
+		}
+		if n := len(resp.GetOrphanedExecutions()); n > 0 {
+			f.log.Info("MCP session ended with results it never received", "mcp_session_id", id, "actor", actor, "executions", n)
+		}
+	}()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -580,5 +581,42 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("New(%s) error = %v, want ErrBadConfig", tt.name, err)
 			}
 		})
+	}
+}
+
+// Closing an MCP session is journaled as the agent session's end; a session
+// that leaves an execution it never received is journaled as orphaned.
+func TestSessionEndAndOrphan(t *testing.T) {
+	st := newTestStack(t, stackOptions{WaitBound: 100 * time.Millisecond})
+	cs := st.connect(t, "alice", clientOptions{Era: eraSession})
+	_, cr := call(t, cs, "approved_job", map[string]any{"job": "left-behind"})
+	if cr.State != "awaiting_approval" {
+		t.Fatalf("state %s, want awaiting_approval", cr.State)
+	}
+	mcpID := cs.ID()
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got *recordv1.Session
+	for i := 0; i < 200 && got == nil; i++ {
+		l, err := st.CP.ListSessions(context.Background(), &controlplanev1.ListSessionsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range l.GetSessions() {
+			if s.GetKey() == "mcp:"+mcpID && s.GetEndedAt() != nil {
+				got = s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got == nil {
+		t.Fatalf("session mcp:%s was not recorded as ended", mcpID)
+	}
+	if !strings.Contains(got.GetReason(), cr.ExecutionID) {
+		t.Errorf("ended session reason %q does not name the orphaned execution %s", got.GetReason(), cr.ExecutionID)
+	}
+	if x := st.get(t, cr.ExecutionID); x.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Errorf("the orphaned execution is %v, want still awaiting approval", x.GetState())
 	}
 }

@@ -249,6 +249,7 @@ func (f *Front) markDelivered(id string) {
 
 // Close waits for pending delivery records.
 func (f *Front) Close() error {
+	f.closeOnce.Do(func() { close(f.closing) })
 	f.bg.Wait()
 	return nil
 }

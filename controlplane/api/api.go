@@ -221,6 +221,14 @@ func (s *Service) RevokeSession(ctx context.Context, req *controlplanev1.RevokeS
 	return &controlplanev1.RevokeSessionResponse{Session: x}, nil
 }
 
+func (s *Service) EndSession(ctx context.Context, req *controlplanev1.EndSessionRequest) (*controlplanev1.EndSessionResponse, error) {
+	x, orphans, err := s.e.EndSession(ctx, req.GetActor(), req.GetMcpSessionId())
+	if err != nil {
+		return nil, s.toStatus(err)
+	}
+	return &controlplanev1.EndSessionResponse{Session: x, OrphanedExecutions: orphans}, nil
+}
+
 // toStatus maps engine errors to gRPC codes. Expected errors keep their
 // message (written for the caller); anything else is logged and hidden.
 func (s *Service) toStatus(err error) error {

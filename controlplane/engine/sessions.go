@@ -185,3 +185,59 @@ func (e *Engine) pendingOf(sessionID string) []*recordv1.Execution {
 	}
 	return out
 }
+
+// EndSession records that an agent's MCP session closed. Executions of that
+// session whose results it never received (anything not delivered, rejected,
+// cancelled or not_executed) make it orphaned: journaled, listed, and kept
+// for a retry to attach to.
+func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*recordv1.Session, []string, error) {
+	if actor == "" || mcpSessionID == "" {
+		return nil, nil, fmt.Errorf("%w: actor and mcp_session_id are required", ErrInvalidRequest)
+	}
+	id, _ := sessionOf(actor, "", &recordv1.Evidence{McpSessionId: mcpSessionID})
+	xs, err := e.st.List(store.Filter{Actor: actor, Limit: 1000})
+	if err != nil {
+		return nil, nil, err
+	}
+	var orphans []string
+	for _, x := range xs {
+		if x.GetSessionId() != id {
+			continue
+		}
+		switch x.GetState() {
+		case recordv1.State_STATE_DELIVERED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED, recordv1.State_STATE_NOT_EXECUTED:
+		default:
+			orphans = append(orphans, x.GetId())
+		}
+	}
+	// The end and the orphaning are one atomic step: readers never see an
+	// ended session whose orphans are not recorded yet.
+	var out *recordv1.Session
+	now := e.cfg.Clock()
+	err = e.st.Update(ctx, func(tx *store.Tx) error {
+		s, err := tx.Session(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		s.EndedAt = timestamppb.New(now)
+		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_ended", Actor: actor, Session: s}); err != nil {
+			return err
+		}
+		if len(orphans) > 0 {
+			s.Reason = fmt.Sprintf("ended with %d execution(s) it never received: %v; a retry of the same intent attaches to them", len(orphans), orphans)
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_orphaned", Actor: actor, Reason: s.Reason, Session: s}); err != nil {
+				return err
+			}
+		}
+		out = proto.Clone(s).(*recordv1.Session)
+		return tx.PutSession(s)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	s := out
+	return s, orphans, nil
+}

@@ -1409,6 +1409,111 @@ func (x *RevokeSessionResponse) GetSession() *v1.Session {
 	return nil
 }
 
+type EndSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	McpSessionId  string                 `protobuf:"bytes,2,opt,name=mcp_session_id,json=mcpSessionId,proto3" json:"mcp_session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndSessionRequest) Reset() {
+	*x = EndSessionRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSessionRequest) ProtoMessage() {}
+
+func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
+func (*EndSessionRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *EndSessionRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *EndSessionRequest) GetMcpSessionId() string {
+	if x != nil {
+		return x.McpSessionId
+	}
+	return ""
+}
+
+type EndSessionResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session *v1.Session            `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// Executions of the session not delivered to it when it ended.
+	OrphanedExecutions []string `protobuf:"bytes,2,rep,name=orphaned_executions,json=orphanedExecutions,proto3" json:"orphaned_executions,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *EndSessionResponse) Reset() {
+	*x = EndSessionResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndSessionResponse) ProtoMessage() {}
+
+func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
+func (*EndSessionResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EndSessionResponse) GetSession() *v1.Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *EndSessionResponse) GetOrphanedExecutions() []string {
+	if x != nil {
+		return x.OrphanedExecutions
+	}
+	return nil
+}
+
 var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
@@ -1498,7 +1603,14 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"K\n" +
 	"\x15RevokeSessionResponse\x122\n" +
-	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession2\xc6\t\n" +
+	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession\"O\n" +
+	"\x11EndSessionRequest\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\x12$\n" +
+	"\x0emcp_session_id\x18\x02 \x01(\tR\fmcpSessionId\"y\n" +
+	"\x12EndSessionResponse\x122\n" +
+	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession\x12/\n" +
+	"\x13orphaned_executions\x18\x02 \x03(\tR\x12orphanedExecutions2\xa9\n" +
+	"\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06Submit\x12$.latch.controlplane.v1.SubmitRequest\x1a%.latch.controlplane.v1.SubmitResponse\x12L\n" +
 	"\x03Get\x12!.latch.controlplane.v1.GetRequest\x1a\".latch.controlplane.v1.GetResponse\x12O\n" +
@@ -1512,7 +1624,9 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x04Deny\x12\".latch.controlplane.v1.DenyRequest\x1a#.latch.controlplane.v1.DenyResponse\x12g\n" +
 	"\fListSessions\x12*.latch.controlplane.v1.ListSessionsRequest\x1a+.latch.controlplane.v1.ListSessionsResponse\x12s\n" +
 	"\x10AuthorizeSession\x12..latch.controlplane.v1.AuthorizeSessionRequest\x1a/.latch.controlplane.v1.AuthorizeSessionResponse\x12j\n" +
-	"\rRevokeSession\x12+.latch.controlplane.v1.RevokeSessionRequest\x1a,.latch.controlplane.v1.RevokeSessionResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\rRevokeSession\x12+.latch.controlplane.v1.RevokeSessionRequest\x1a,.latch.controlplane.v1.RevokeSessionResponse\x12a\n" +
+	"\n" +
+	"EndSession\x12(.latch.controlplane.v1.EndSessionRequest\x1a).latch.controlplane.v1.EndSessionResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -1526,7 +1640,7 @@ func file_latch_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*SubmitRequest)(nil),            // 0: latch.controlplane.v1.SubmitRequest
 	(*SubmitResponse)(nil),           // 1: latch.controlplane.v1.SubmitResponse
@@ -1554,66 +1668,71 @@ var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*AuthorizeSessionResponse)(nil), // 23: latch.controlplane.v1.AuthorizeSessionResponse
 	(*RevokeSessionRequest)(nil),     // 24: latch.controlplane.v1.RevokeSessionRequest
 	(*RevokeSessionResponse)(nil),    // 25: latch.controlplane.v1.RevokeSessionResponse
-	(*v1.Evidence)(nil),              // 26: latch.record.v1.Evidence
-	(v1.Disposition)(0),              // 27: latch.record.v1.Disposition
-	(*v1.Execution)(nil),             // 28: latch.record.v1.Execution
-	(*v1.Result)(nil),                // 29: latch.record.v1.Result
-	(v1.State)(0),                    // 30: latch.record.v1.State
-	(v1.Outcome)(0),                  // 31: latch.record.v1.Outcome
-	(*v1.JournalEntry)(nil),          // 32: latch.record.v1.JournalEntry
-	(*v1.Session)(nil),               // 33: latch.record.v1.Session
+	(*EndSessionRequest)(nil),        // 26: latch.controlplane.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),       // 27: latch.controlplane.v1.EndSessionResponse
+	(*v1.Evidence)(nil),              // 28: latch.record.v1.Evidence
+	(v1.Disposition)(0),              // 29: latch.record.v1.Disposition
+	(*v1.Execution)(nil),             // 30: latch.record.v1.Execution
+	(*v1.Result)(nil),                // 31: latch.record.v1.Result
+	(v1.State)(0),                    // 32: latch.record.v1.State
+	(v1.Outcome)(0),                  // 33: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),          // 34: latch.record.v1.JournalEntry
+	(*v1.Session)(nil),               // 35: latch.record.v1.Session
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	26, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
-	27, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
-	28, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	29, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	30, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	28, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	28, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	29, // 8: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
-	28, // 9: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 10: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 11: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	28, // 12: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	32, // 13: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	28, // 14: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	28, // 15: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	33, // 16: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	33, // 17: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	33, // 18: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	0,  // 19: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 20: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 21: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 22: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 23: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 24: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 25: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	14, // 26: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	16, // 27: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	18, // 28: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	20, // 29: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	22, // 30: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	24, // 31: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	1,  // 32: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 33: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 34: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 35: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 36: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 37: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 38: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	15, // 39: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	17, // 40: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	19, // 41: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	21, // 42: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	23, // 43: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	25, // 44: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	28, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
+	29, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
+	30, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
+	30, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	32, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	30, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	30, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 8: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	30, // 9: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	30, // 10: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	33, // 11: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	30, // 12: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	34, // 13: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	30, // 14: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	30, // 15: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	35, // 16: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	35, // 17: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	35, // 18: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	35, // 19: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
+	0,  // 20: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	2,  // 21: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	4,  // 22: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	6,  // 23: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	8,  // 24: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	10, // 25: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	12, // 26: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	14, // 27: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	16, // 28: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	18, // 29: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	20, // 30: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	22, // 31: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	24, // 32: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	26, // 33: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
+	1,  // 34: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	3,  // 35: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	5,  // 36: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	7,  // 37: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	9,  // 38: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	11, // 39: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	13, // 40: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	15, // 41: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	17, // 42: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	19, // 43: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	21, // 44: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	23, // 45: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	25, // 46: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	27, // 47: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
@@ -1627,7 +1746,7 @@ func file_latch_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_controlplane_proto_rawDesc), len(file_latch_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	ControlPlane_ListSessions_FullMethodName     = "/latch.controlplane.v1.ControlPlane/ListSessions"
 	ControlPlane_AuthorizeSession_FullMethodName = "/latch.controlplane.v1.ControlPlane/AuthorizeSession"
 	ControlPlane_RevokeSession_FullMethodName    = "/latch.controlplane.v1.ControlPlane/RevokeSession"
+	ControlPlane_EndSession_FullMethodName       = "/latch.controlplane.v1.ControlPlane/EndSession"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -73,6 +74,10 @@ type ControlPlaneClient interface {
 	AuthorizeSession(ctx context.Context, in *AuthorizeSessionRequest, opts ...grpc.CallOption) (*AuthorizeSessionResponse, error)
 	// RevokeSession rejects the session's pending executions and all new ones.
 	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
+	// EndSession records that an agent's MCP session closed. When it left
+	// executions whose results it never received, the session is also
+	// journaled as orphaned (their results stay for a retry to attach).
+	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
 }
 
 type controlPlaneClient struct {
@@ -222,6 +227,16 @@ func (c *controlPlaneClient) RevokeSession(ctx context.Context, in *RevokeSessio
 	return out, nil
 }
 
+func (c *controlPlaneClient) EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EndSessionResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_EndSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -258,6 +273,10 @@ type ControlPlaneServer interface {
 	AuthorizeSession(context.Context, *AuthorizeSessionRequest) (*AuthorizeSessionResponse, error)
 	// RevokeSession rejects the session's pending executions and all new ones.
 	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
+	// EndSession records that an agent's MCP session closed. When it left
+	// executions whose results it never received, the session is also
+	// journaled as orphaned (their results stay for a retry to attach).
+	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -306,6 +325,9 @@ func (UnimplementedControlPlaneServer) AuthorizeSession(context.Context, *Author
 }
 func (UnimplementedControlPlaneServer) RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeSession not implemented")
+}
+func (UnimplementedControlPlaneServer) EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EndSession not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -555,6 +577,24 @@ func _ControlPlane_RevokeSession_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_EndSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EndSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).EndSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_EndSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).EndSession(ctx, req.(*EndSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -609,6 +649,10 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeSession",
 			Handler:    _ControlPlane_RevokeSession_Handler,
+		},
+		{
+			MethodName: "EndSession",
+			Handler:    _ControlPlane_EndSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -742,7 +742,8 @@ type JournalEntry struct {
 	Execution *Execution `protobuf:"bytes,9,opt,name=execution,proto3" json:"execution,omitempty"`
 	Evidence  *Evidence  `protobuf:"bytes,10,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// Session records (kind "session_started", "session_authorized",
-	// "session_revoked") carry the session after the step.
+	// "session_revoked", "session_ended", "session_orphaned") carry the
+	// session after the step.
 	Session       *Session `protobuf:"bytes,11,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -933,17 +934,19 @@ type Session struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
 	// What the session is keyed by: "run:<id>", "mcp:<session id>" or "actor".
-	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
-	State         SessionState           `protobuf:"varint,4,opt,name=state,proto3,enum=latch.record.v1.SessionState" json:"state,omitempty"`
-	TokenId       string                 `protobuf:"bytes,5,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
-	ClientName    string                 `protobuf:"bytes,6,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
-	PeerAddress   string                 `protobuf:"bytes,7,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	AuthorizedAt  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=authorized_at,json=authorizedAt,proto3" json:"authorized_at,omitempty"`
-	AuthorizedBy  string                 `protobuf:"bytes,10,opt,name=authorized_by,json=authorizedBy,proto3" json:"authorized_by,omitempty"`
-	LastSeenAt    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
-	Reason        string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
-	Trusted       bool                   `protobuf:"varint,13,opt,name=trusted,proto3" json:"trusted,omitempty"`
+	Key          string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	State        SessionState           `protobuf:"varint,4,opt,name=state,proto3,enum=latch.record.v1.SessionState" json:"state,omitempty"`
+	TokenId      string                 `protobuf:"bytes,5,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	ClientName   string                 `protobuf:"bytes,6,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	PeerAddress  string                 `protobuf:"bytes,7,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	AuthorizedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=authorized_at,json=authorizedAt,proto3" json:"authorized_at,omitempty"`
+	AuthorizedBy string                 `protobuf:"bytes,10,opt,name=authorized_by,json=authorizedBy,proto3" json:"authorized_by,omitempty"`
+	LastSeenAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_seen_at,json=lastSeenAt,proto3" json:"last_seen_at,omitempty"`
+	Reason       string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	Trusted      bool                   `protobuf:"varint,13,opt,name=trusted,proto3" json:"trusted,omitempty"`
+	// Set when the agent's MCP session closed (DELETE, idle timeout, stdio EOF).
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1069,6 +1072,13 @@ func (x *Session) GetTrusted() bool {
 	return false
 }
 
+func (x *Session) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 var File_latch_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_latch_record_v1_record_proto_rawDesc = "" +
@@ -1148,7 +1158,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1b\n" +
 	"\troot_hash\x18\x02 \x01(\fR\brootHash\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04note\"\xe6\x03\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"\x9d\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x10\n" +
@@ -1166,7 +1176,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\flast_seen_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastSeenAt\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12\x18\n" +
-	"\atrusted\x18\r \x01(\bR\atrusted*\x99\x02\n" +
+	"\atrusted\x18\r \x01(\bR\atrusted\x125\n" +
+	"\bended_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt*\x99\x02\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATE_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -1248,11 +1259,12 @@ var file_latch_record_v1_record_proto_depIdxs = []int32{
 	11, // 19: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
 	11, // 20: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
 	11, // 21: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	11, // 22: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
