@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
@@ -12,6 +13,10 @@ import (
 // returned survives power loss.
 type BadgerKV struct {
 	db *badger.DB
+	// mu makes Close wait for reads and writes in progress, and later
+	// calls fail with ErrClosed: Badger panics on a closed DB.
+	mu     sync.RWMutex
+	closed bool
 }
 
 var _ KV = (*BadgerKV)(nil)
@@ -42,6 +47,11 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
 }
 
 func (k *BadgerKV) Get(key []byte) ([]byte, error) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.closed {
+		return nil, ErrClosed
+	}
 	var out []byte
 	err := k.db.View(func(txn *badger.Txn) error {
 		it, err := txn.Get(key)
@@ -58,6 +68,11 @@ func (k *BadgerKV) Get(key []byte) ([]byte, error) {
 }
 
 func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.closed {
+		return ErrClosed
+	}
 	return k.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
@@ -88,6 +103,11 @@ func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) 
 // group. A batch larger than Badger's transaction limit is split; each part is
 // atomic on its own (the writer keeps groups far below the limit).
 func (k *BadgerKV) Commit(writes []Write) error {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.closed {
+		return ErrClosed
+	}
 	txn := k.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	apply := func(w Write) error {
@@ -115,12 +135,25 @@ func (k *BadgerKV) Commit(writes []Write) error {
 	return nil
 }
 
-func (k *BadgerKV) Close() error { return k.db.Close() }
+func (k *BadgerKV) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return nil
+	}
+	k.closed = true
+	return k.db.Close()
+}
 
 // Compact flushes the memtable and compacts every level into one: a
 // maintenance step (and what benchmarks use to compare stores of different
 // sizes in the same on-disk shape).
 func (k *BadgerKV) Compact() error {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.closed {
+		return ErrClosed
+	}
 	if err := k.db.Flatten(2); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}

@@ -431,3 +431,22 @@ func BenchmarkMatchLookup(b *testing.B) {
 		})
 	}
 }
+
+func TestReadsAfterCloseFailCleanly(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			kv := b.open(t, t.TempDir())
+			s, err := New(Config{KV: kv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			if _, err := s.List(Filter{Limit: 1}); !errors.Is(err, ErrClosed) {
+				t.Errorf("List after Close = %v, want ErrClosed", err)
+			}
+			if _, err := s.Execution("act_x"); !errors.Is(err, ErrClosed) {
+				t.Errorf("Execution after Close = %v, want ErrClosed", err)
+			}
+		})
+	}
+}
