@@ -35,6 +35,7 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
 		WithSyncWrites(true).
 		WithReadOnly(o.ReadOnly).
 		WithMetricsEnabled(false).
+		WithDetectConflicts(false). // one writer (the store's) serialises every update
 		WithLogger(badgerLogger{o.Logger})
 	if o.Logger == nil {
 		opts = opts.WithLogger(nil)
