@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -310,8 +309,6 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 		t.Errorf("the earlier export no longer verifies")
 	}
 }
-
-var _ = http.StatusOK
 
 // TestDevAndDemo runs `latch dev` and `latch demo` as real processes: the
 // demo's dropped connection and re-issued call make exactly one deployment,
