@@ -133,12 +133,3 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func newLogger(env *Env, level string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.LevelFromString(level), Output: env.Stderr})
 }
-
-func oneOf(s string, allowed ...string) bool {
-	for _, a := range allowed {
-		if s == a {
-			return true
-		}
-	}
-	return false
-}

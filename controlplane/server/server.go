@@ -380,7 +380,8 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("server: write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err == nil {
+	_, err = f.Write(data)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -25,7 +25,6 @@ type Client struct {
 	log     hclog.Logger
 	maxOut  int
 
-	once sync.Once
 	mu   sync.Mutex
 	err  error         // why the connection ended; nil while alive
 	done chan struct{} // closed when the connection has ended
