@@ -87,24 +87,33 @@ func (f *Front) rpcToolError(id string, err error) *mcp.CallToolResult {
 	return toolError("latch could not reach its control plane; try again in a moment.")
 }
 
+// executionArg reads the caller's actor and the execution_id argument of a
+// built-in tool; a missing id is an invalid-params protocol error.
+func (f *Front) executionArg(req *mcp.CallToolRequest, fixedActor string) (actor, id string, err error) {
+	if actor, err = f.builtinActor(req, fixedActor); err != nil {
+		return "", "", err
+	}
+	var in struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	if err := decodeArgs(req, &in); err != nil {
+		return "", "", err
+	}
+	if in.ExecutionID == "" {
+		return "", "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
+	}
+	return actor, in.ExecutionID, nil
+}
+
 func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		actor, err := f.builtinActor(req, fixedActor)
+		actor, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
 			return nil, err
 		}
-		var in struct {
-			ExecutionID string `json:"execution_id"`
-		}
-		if err := decodeArgs(req, &in); err != nil {
-			return nil, err
-		}
-		if in.ExecutionID == "" {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
-		}
-		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: in.ExecutionID, Actor: actor})
+		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id, Actor: actor})
 		if err != nil {
-			return f.rpcToolError(in.ExecutionID, err), nil
+			return f.rpcToolError(id, err), nil
 		}
 		// The disposition of a status read is "attached": it reads the same
 		// execution, never makes one.
@@ -157,22 +166,13 @@ func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 
 func (f *Front) cancelHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		actor, err := f.builtinActor(req, fixedActor)
+		actor, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
 			return nil, err
 		}
-		var in struct {
-			ExecutionID string `json:"execution_id"`
-		}
-		if err := decodeArgs(req, &in); err != nil {
-			return nil, err
-		}
-		if in.ExecutionID == "" {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
-		}
-		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: in.ExecutionID, Actor: actor, Reason: "agent called " + ToolCancelExecution})
+		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Actor: actor, Reason: "agent called " + ToolCancelExecution})
 		if err != nil {
-			return f.rpcToolError(in.ExecutionID, err), nil
+			return f.rpcToolError(id, err), nil
 		}
 		res := f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, "", c.GetExecution(), nil)
 		if c.GetExecution().GetState() == recordv1.State_STATE_CANCELLED {
