@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/latchhq/latch/internal/testbin"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -52,28 +54,7 @@ func BenchmarkToolCall(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("controlplane/c=%d", conc), func(b *testing.B) {
 			st := newTestStack(b, stackOptions{Quiet: true})
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			for range conc {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if err := directCall(st, fmt.Sprintf("v%d", i)); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+			testbin.Load(b, conc, func(i int64) error { return directCall(st, fmt.Sprintf("v%d", i)) })
 		})
 		b.Run(fmt.Sprintf("bare/c=%d", conc), func(b *testing.B) {
 			url, count := bareServer(b)

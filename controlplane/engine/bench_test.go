@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchhq/latch/internal/testbin"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
@@ -105,39 +105,17 @@ func BenchmarkSubmit(b *testing.B) {
 			e, st := benchEngine(b, b.TempDir())
 			fs := fsyncP50(b)
 			bc := commitP50(b, st)
-			var n atomic.Int64
-			lat := make([][]time.Duration, conc)
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for w := range conc {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := n.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						args, _ := json.Marshal(map[string]string{"service": "api", "version": strconv.FormatInt(i, 10)})
-						t := time.Now()
-						r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
-						if err != nil || r.Disposition != recordv1.Disposition_DISPOSITION_NEW {
-							b.Errorf("Submit = %v, %v", r, err)
-							return
-						}
-						lat[w] = append(lat[w], time.Since(t))
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			all := slices.Concat(lat...)
-			slices.Sort(all)
-			p50 := all[len(all)/2]
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "exec/s")
-			b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+			testbin.Load(b, conc, func(i int64) error {
+				args, _ := json.Marshal(map[string]string{"service": "api", "version": strconv.FormatInt(i, 10)})
+				r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
+				if err != nil {
+					return err
+				}
+				if r.Disposition != recordv1.Disposition_DISPOSITION_NEW {
+					return fmt.Errorf("disposition %v, want new", r.Disposition)
+				}
+				return nil
+			})
 			b.ReportMetric(float64(fs.Microseconds()), "fsync-p50-µs")
 			b.ReportMetric(float64(bc.Microseconds()), "bare-commit-p50-µs")
 		})

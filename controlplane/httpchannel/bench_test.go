@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchhq/latch/internal/testbin"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -36,40 +35,6 @@ tools:
     request: {method: POST, path: /v1/releases, body: {service: "{{service}}", version: "{{version}}", region: "{{region}}"}}
     replay: idempotency_key
 `
-
-// run drives n calls at the given concurrency and returns calls/s and p50.
-func run(b *testing.B, conc int, call func(i int64) error) {
-	var next atomic.Int64
-	lat := make([][]time.Duration, conc)
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for w := range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				t := time.Now()
-				if err := call(i); err != nil {
-					b.Error(err)
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
-}
 
 // BenchmarkDurablePath is the whole durable path: submit (accepted +
 // authorized), dispatched, the HTTP call, completed — on Badger with
@@ -100,7 +65,7 @@ func BenchmarkDurablePath(b *testing.B) {
 			}
 			defer e.Close()
 			prefix := fmt.Sprintf("c%d-%d-", conc, time.Now().UnixNano())
-			run(b, conc, func(i int64) error {
+			testbin.Load(b, conc, func(i int64) error {
 				r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
 					Arguments: []byte(`{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `"}`)})
 				if err != nil {
@@ -126,7 +91,7 @@ func BenchmarkDurablePath(b *testing.B) {
 		b.Run(fmt.Sprintf("plain/conc=%d", conc), func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			prefix := fmt.Sprintf("p%d-%d-", conc, time.Now().UnixNano())
-			run(b, conc, func(i int64) error {
+			testbin.Load(b, conc, func(i int64) error {
 				body := `{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `","region":"us-east-1"}`
 				req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/releases", bytes.NewReader([]byte(body)))
 				req.Header.Set("Idempotency-Key", prefix+strconv.FormatInt(i, 10))

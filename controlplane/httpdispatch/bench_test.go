@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/latchhq/latch/internal/testbin"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -34,7 +34,8 @@ func BenchmarkSend(b *testing.B) {
 			}
 			defer d.Close()
 			tg := demoTarget("http", srv.Listener.Addr().String())
-			runWorkers(b, workers, func(i int64) error {
+			b.ReportAllocs()
+			testbin.Load(b, workers, func(i int64) error {
 				obs, err := d.Send(b.Context(), Call{
 					ExecutionID: "exec-" + strconv.FormatInt(i, 10),
 					Target:      tg,
@@ -59,7 +60,8 @@ func BenchmarkSend(b *testing.B) {
 			client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 			defer tr.CloseIdleConnections()
 			url := srv.URL + "/v1/releases"
-			runWorkers(b, workers, func(i int64) error {
+			b.ReportAllocs()
+			testbin.Load(b, workers, func(i int64) error {
 				req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, url, bytes.NewReader(body))
 				if err != nil {
 					return err
@@ -82,39 +84,4 @@ func BenchmarkSend(b *testing.B) {
 			})
 		})
 	}
-}
-
-// runWorkers runs op b.N times on exactly workers goroutines and reports
-// requests per second.
-func runWorkers(b *testing.B, workers int, op func(i int64) error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
-				if err := op(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
 }
