@@ -165,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log)))
+	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log)))
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
@@ -174,7 +174,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
 	if cfg.TCPAddr != "" {
-		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
+		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
 		if cfg.TLS != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 		} else if !isLoopback(cfg.TCPAddr) {
@@ -417,6 +417,20 @@ func recoverUnary(log hclog.Logger) grpc.UnaryServerInterceptor {
 			}
 		}()
 		return h(ctx, req)
+	}
+}
+
+// logUnary logs every call at debug level: method, code and duration
+// (never the request: it may carry arguments and passphrases).
+func logUnary(log hclog.Logger) grpc.UnaryServerInterceptor {
+	log = log.Named("grpc")
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := h(ctx, req)
+		if log.IsDebug() {
+			log.Debug("call", "method", info.FullMethod, "code", status.Code(err).String(), "duration", time.Since(start))
+		}
+		return resp, err
 	}
 }
 
