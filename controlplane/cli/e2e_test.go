@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http/httptest"
@@ -503,5 +504,33 @@ func TestVaultLockVoidsApprovalsAndRejects(t *testing.T) {
 	waitFor(t, c, fresh.GetId(), recordv1.State_STATE_COMPLETED)
 	if got := demo.Effects("rotation"); got != 1 {
 		t.Errorf("rotations at the target = %d, want 1", got)
+	}
+}
+
+// TestCorruptDataDirIsRefusedClearly: a damaged Badger directory stops
+// `latch serve` with exit 1 and a message naming the directory and what to
+// do; nothing panics.
+func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
+	_, url := newTarget(t)
+	catalog := writeCatalog(t, url)
+	data := t.TempDir()
+	p := startServe(t, data, catalog)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	manifest := filepath.Join(server.DBDir(data), "MANIFEST")
+	if err := os.WriteFile(manifest, []byte("this is not a badger manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--vault-key-file", filepath.Join(data, "vault.key"))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("latch serve on a corrupt data dir: %v, want exit 1\n%s", err, out)
+	}
+	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), server.DBDir(data)) || !strings.Contains(string(out), "restore from backup") {
+		t.Errorf("latch serve output does not name the damaged dir and what to do:\n%s", out)
+	}
+	if out, code := runCLI(t, "audit", "verify", data); code != 1 || strings.Contains(out, "panic") {
+		t.Errorf("audit verify on a corrupt data dir: exit %d\n%s", code, out)
 	}
 }
