@@ -19,7 +19,7 @@ func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.
 	if d.Reject {
 		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy"), d.Transient
 	}
-	if reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId()); reject {
+	if reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId(), tool.Approval == tools.ApprovalSession); reject {
 		return recordv1.State_STATE_REJECTED, why, false
 	} else if wait {
 		return recordv1.State_STATE_AWAITING_APPROVAL, why, false

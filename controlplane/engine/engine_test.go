@@ -649,3 +649,23 @@ func TestApproveAfterDisconnectThenReissue(t *testing.T) {
 		t.Errorf("dispatches = %d, want 1", got)
 	}
 }
+
+// A tool with approval: session needs an authorized session even when the
+// control plane does not require session authorization in general.
+func TestToolApprovalSession(t *testing.T) {
+	h := newHarnessWith(t, "", nil, func(c *Config) {})
+	cat := h.e.cfg.Catalog
+	cat.Tools["deploy"].Approval = tools.ApprovalSession
+	defer func() { cat.Tools["deploy"].Approval = tools.ApprovalNone }()
+	r := h.submit(t, "alice", "deploy", `{"service":"s","version":"1"}`)
+	if r.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionAuthorization) {
+		t.Fatalf("approval: session tool in a new session: %v %q, want awaiting session authorization", r.Execution.GetState(), r.Execution.GetReason())
+	}
+	if _, err := h.e.AuthorizeSession(t.Context(), r.Execution.GetSessionId(), "ops"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+	if r := h.submit(t, "bob", "look", `{}`); r.Execution.GetState() == recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Errorf("a tool without approval: session waited for session authorization")
+	}
+}

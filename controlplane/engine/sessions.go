@@ -55,9 +55,11 @@ func (e *Engine) trusted(actor string) bool {
 	return e.cfg.Sessions.Trusted != nil && e.cfg.Sessions.Trusted(actor)
 }
 
-// sessionVerdict is the session rule's part of the decision order.
-func (e *Engine) sessionVerdict(actor, id string) (reject, wait bool, reason string) {
-	if !e.cfg.Sessions.Required || e.trusted(actor) {
+// sessionVerdict is the session rule's part of the decision order. It
+// applies when sessions are required, and always to tools whose contract
+// says approval: session; trusted actors are exempt.
+func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject, wait bool, reason string) {
+	if !(e.cfg.Sessions.Required || toolWantsSession) || e.trusted(actor) {
 		return false, false, ""
 	}
 	s, err := e.st.Session(id)
