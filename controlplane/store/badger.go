@@ -13,10 +13,33 @@ import (
 // returned survives power loss.
 type BadgerKV struct {
 	db *badger.DB
-	// mu makes Close wait for reads and writes in progress, and later
-	// calls fail with ErrClosed: Badger panics on a closed DB.
-	mu     sync.RWMutex
+	// Close waits for the calls in progress (active) and later calls fail
+	// with ErrClosed: Badger panics on a closed DB. Not an RWMutex: a read
+	// nested in a Scan callback must not block behind a waiting Close.
+	mu     sync.Mutex
+	idle   *sync.Cond
+	active int
 	closed bool
+}
+
+// enter registers a call; false when the store is closed.
+func (k *BadgerKV) enter() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return false
+	}
+	k.active++
+	return true
+}
+
+func (k *BadgerKV) leave() {
+	k.mu.Lock()
+	k.active--
+	if k.active == 0 {
+		k.idle.Broadcast()
+	}
+	k.mu.Unlock()
 }
 
 var _ KV = (*BadgerKV)(nil)
@@ -44,15 +67,16 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w (is another latch process using this data dir? if the directory is damaged, move it aside and restore from backup; `latch audit verify` tells what its journal holds)", dir, err)
 	}
-	return &BadgerKV{db: db}, nil
+	k := &BadgerKV{db: db}
+	k.idle = sync.NewCond(&k.mu)
+	return k, nil
 }
 
 func (k *BadgerKV) Get(key []byte) ([]byte, error) {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.closed {
+	if !k.enter() {
 		return nil, ErrClosed
 	}
+	defer k.leave()
 	var out []byte
 	err := k.db.View(func(txn *badger.Txn) error {
 		it, err := txn.Get(key)
@@ -69,11 +93,10 @@ func (k *BadgerKV) Get(key []byte) ([]byte, error) {
 }
 
 func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.closed {
+	if !k.enter() {
 		return ErrClosed
 	}
+	defer k.leave()
 	return k.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
@@ -104,11 +127,10 @@ func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) 
 // group. A batch larger than Badger's transaction limit is split; each part is
 // atomic on its own (the writer keeps groups far below the limit).
 func (k *BadgerKV) Commit(writes []Write) error {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.closed {
+	if !k.enter() {
 		return ErrClosed
 	}
+	defer k.leave()
 	txn := k.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	apply := func(w Write) error {
@@ -138,11 +160,15 @@ func (k *BadgerKV) Commit(writes []Write) error {
 
 func (k *BadgerKV) Close() error {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.closed {
+		k.mu.Unlock()
 		return nil
 	}
 	k.closed = true
+	for k.active > 0 {
+		k.idle.Wait()
+	}
+	k.mu.Unlock()
 	return k.db.Close()
 }
 
@@ -150,11 +176,10 @@ func (k *BadgerKV) Close() error {
 // maintenance step (and what benchmarks use to compare stores of different
 // sizes in the same on-disk shape).
 func (k *BadgerKV) Compact() error {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.closed {
+	if !k.enter() {
 		return ErrClosed
 	}
+	defer k.leave()
 	if err := k.db.Flatten(2); err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}

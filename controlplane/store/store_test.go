@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
@@ -449,4 +450,52 @@ func TestReadsAfterCloseFailCleanly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCloseDuringNestedReads: List reads records inside its index scan;
+// a Close that arrives meanwhile must neither deadlock nor let a read reach
+// the closed database.
+func TestCloseDuringNestedReads(t *testing.T) {
+	kv, err := OpenBadger(t.TempDir(), BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := s.Update(t.Context(), func(tx *Tx) error {
+			return tx.PutExecution(exec(fmt.Sprintf("act_%04d", i), fmt.Sprint("fp", i), "alice", recordv1.State_STATE_COMPLETED), true)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := s.List(Filter{Actor: "alice", Limit: 1000}); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Errorf("List = %v", err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(5 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close deadlocked behind nested reads")
+	}
+	wg.Wait()
 }
