@@ -155,12 +155,22 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 			args = json.RawMessage(`{}`)
 		}
 		log := f.log.With("tool", tool.Name, "actor", cc.actor)
+		// Without a progress token nothing needs the transitions in
+		// between: the control plane waits for the execution to rest and
+		// answers in the same round trip. It answers at once when the
+		// execution awaits approval (still cancellable), so an explicit
+		// cancel keeps working through the watch below.
+		var waitMs int64
+		if req.Params == nil || req.Params.GetProgressToken() == nil {
+			waitMs = f.cfg.WaitBound.Milliseconds()
+		}
 		resp, err := f.cfg.ControlPlane.Submit(ctx, &controlplanev1.SubmitRequest{
 			Actor:       cc.actor,
 			Tool:        tool.Name,
 			Arguments:   args,
 			IntentScope: cc.scope,
 			Evidence:    cc.evidence,
+			WaitMs:      waitMs,
 		})
 		if err != nil {
 			return f.submitError(log, tool, err)
@@ -169,7 +179,11 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		exec := resp.GetExecution()
 		log = log.With("execution_id", exec.GetId())
 		log.Debug("submitted", "disposition", resp.GetDisposition().String(), "state", exec.GetState().String())
-		exec, r, waitErr := f.wait(ctx, req, cc, exec)
+		r := resp.GetResult()
+		var waitErr error
+		if !resting(exec.GetState()) {
+			exec, r, waitErr = f.wait(ctx, req, cc, exec)
+		}
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}

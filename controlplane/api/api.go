@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -68,7 +69,47 @@ func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &controlplanev1.SubmitResponse{Disposition: r.Disposition, Execution: r.Execution, Note: r.Note}, nil
+	resp := &controlplanev1.SubmitResponse{Disposition: r.Disposition, Execution: r.Execution, Note: r.Note}
+	if w := req.GetWaitMs(); w > 0 && w <= maxWaitMs {
+		resp.Execution, resp.Result = s.waitResting(ctx, r.Execution, time.Duration(w)*time.Millisecond)
+	} else if w > maxWaitMs {
+		return nil, status.Errorf(codes.InvalidArgument, "wait_ms must be at most %d", maxWaitMs)
+	}
+	return resp, nil
+}
+
+// maxWaitMs bounds a Submit's server-side wait.
+const maxWaitMs = 10 * 60 * 1000
+
+// waitResting follows an execution until it rests (lifecycle.Resting, and
+// not awaiting approval) or the wait ends, and returns the newest state and
+// its stored result. The caller going away only ends the wait.
+func (s *Service) waitResting(ctx context.Context, x *recordv1.Execution, d time.Duration) (*recordv1.Execution, *recordv1.Result) {
+	rests := func(x *recordv1.Execution) bool {
+		return lifecycle.Resting(x.GetState()) || x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL
+	}
+	if !rests(x) {
+		wctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		if ch, err := s.e.Watch(wctx, x.GetId(), ""); err == nil {
+			for cur := range ch {
+				if cur.GetJournalIndex() >= x.GetJournalIndex() {
+					x = cur
+				}
+				if rests(x) {
+					break
+				}
+			}
+		}
+	}
+	if x.GetResultRef() == "" {
+		return x, nil
+	}
+	_, r, err := s.e.Get(x.GetId(), "")
+	if err != nil {
+		return x, nil
+	}
+	return x, r
 }
 
 func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*controlplanev1.GetResponse, error) {

@@ -35,7 +35,12 @@ type SubmitRequest struct {
 	// Explicit run id (`_meta` latch/run or header Latch-Run); empty: the actor.
 	IntentScope string `protobuf:"bytes,4,opt,name=intent_scope,json=intentScope,proto3" json:"intent_scope,omitempty"`
 	// Protocol correlation, recorded as evidence only.
-	Evidence      *v1.Evidence `protobuf:"bytes,5,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence *v1.Evidence `protobuf:"bytes,5,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// When > 0, wait up to this long for the execution to come to rest
+	// (completed, rejected, outcome unknown, ...; not awaiting approval) and
+	// answer with that state and its result: one round trip for a caller that
+	// needs no progress in between. Waiting never changes the execution.
+	WaitMs        int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -105,12 +110,21 @@ func (x *SubmitRequest) GetEvidence() *v1.Evidence {
 	return nil
 }
 
+func (x *SubmitRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
 type SubmitResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Disposition v1.Disposition         `protobuf:"varint,1,opt,name=disposition,proto3,enum=latch.record.v1.Disposition" json:"disposition,omitempty"`
 	Execution   *v1.Execution          `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
 	// Why the call was not re-sent (attached/recovered) or why it was rejected.
-	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	// With wait_ms: the stored result when the execution completed.
+	Result        *v1.Result `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +178,13 @@ func (x *SubmitResponse) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *SubmitResponse) GetResult() *v1.Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
 }
 
 type GetRequest struct {
@@ -1518,17 +1539,19 @@ var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1clatch/record/v1/record.proto\"\xb1\x01\n" +
+	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1clatch/record/v1/record.proto\"\xca\x01\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\fR\targuments\x12!\n" +
 	"\fintent_scope\x18\x04 \x01(\tR\vintentScope\x125\n" +
-	"\bevidence\x18\x05 \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\"\x9e\x01\n" +
+	"\bevidence\x18\x05 \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x12\x17\n" +
+	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\"\xcf\x01\n" +
 	"\x0eSubmitResponse\x12>\n" +
 	"\vdisposition\x18\x01 \x01(\x0e2\x1c.latch.record.v1.DispositionR\vdisposition\x128\n" +
 	"\texecution\x18\x02 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"E\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\x12/\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"E\n" +
 	"\n" +
 	"GetRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
@@ -1683,56 +1706,57 @@ var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	28, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
 	29, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
 	30, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	30, // 3: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 4: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	32, // 5: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	30, // 6: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	30, // 7: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 8: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
-	30, // 9: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	30, // 10: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	33, // 11: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	30, // 12: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	34, // 13: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	30, // 14: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	30, // 15: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	35, // 16: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	35, // 17: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	35, // 18: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	35, // 19: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
-	0,  // 20: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 21: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 22: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 23: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 24: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 25: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 26: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	14, // 27: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	16, // 28: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	18, // 29: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	20, // 30: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	22, // 31: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	24, // 32: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	26, // 33: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
-	1,  // 34: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 35: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 36: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 37: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 38: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 39: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 40: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	15, // 41: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	17, // 42: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	19, // 43: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	21, // 44: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	23, // 45: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	25, // 46: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	27, // 47: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
-	34, // [34:48] is the sub-list for method output_type
-	20, // [20:34] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 3: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
+	30, // 4: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 5: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	32, // 6: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	30, // 7: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	30, // 8: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	31, // 9: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	30, // 10: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	30, // 11: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	33, // 12: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	30, // 13: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	34, // 14: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	30, // 15: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	30, // 16: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	35, // 17: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	35, // 18: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	35, // 19: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	35, // 20: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
+	0,  // 21: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	2,  // 22: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	4,  // 23: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	6,  // 24: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	8,  // 25: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	10, // 26: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	12, // 27: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	14, // 28: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	16, // 29: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	18, // 30: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	20, // 31: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	22, // 32: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	24, // 33: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	26, // 34: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
+	1,  // 35: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	3,  // 36: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	5,  // 37: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	7,  // 38: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	9,  // 39: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	11, // 40: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	13, // 41: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	15, // 42: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	17, // 43: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	19, // 44: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	21, // 45: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	23, // 46: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	25, // 47: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	27, // 48: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
+	35, // [35:49] is the sub-list for method output_type
+	21, // [21:35] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
