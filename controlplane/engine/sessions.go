@@ -77,6 +77,11 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 func (e *Engine) touchSession(tx *store.Tx, id, key, actor string, ev *recordv1.Evidence, now time.Time) error {
 	s, err := tx.Session(id)
 	if err == nil {
+		// last_seen_at is coarse (a second): a busy session does not
+		// rewrite its record on every call.
+		if now.Sub(s.GetLastSeenAt().AsTime()) < time.Second {
+			return nil
+		}
 		s.LastSeenAt = timestamppb.New(now)
 		return tx.PutSession(s)
 	}
