@@ -620,3 +620,27 @@ func TestSessionEndAndOrphan(t *testing.T) {
 		t.Errorf("the orphaned execution is %v, want still awaiting approval", x.GetState())
 	}
 }
+
+// The intent scope comes from _meta latch/run or the Latch-Run header, the
+// same for both: equal runs attach, another run is another execution.
+func TestRunScopeFromHeaderOrMeta(t *testing.T) {
+	st := newTestStack(t, stackOptions{})
+	viaHeader := st.connect(t, "alice", clientOptions{Era: eraSession, Header: http.Header{HeaderRun: {"run-7"}}})
+	_, first := call(t, viaHeader, "deploy_release", map[string]any{"service": "api", "version": "9"})
+	viaMeta := st.connect(t, "alice", clientOptions{Era: eraStateless})
+	p := &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"service": "api", "version": "9"}, Meta: mcp.Meta{MetaRun: "run-7"}}
+	res, err := viaMeta.CallTool(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second := decodeResult(t, res); second.ExecutionID != first.ExecutionID || second.Disposition != "attached" {
+		t.Errorf("same run via _meta: %s %s, want attached to %s", second.Disposition, second.ExecutionID, first.ExecutionID)
+	}
+	other := st.connect(t, "alice", clientOptions{Era: eraSession, Header: http.Header{HeaderRun: {"run-8"}}})
+	if _, third := call(t, other, "deploy_release", map[string]any{"service": "api", "version": "9"}); third.ExecutionID == first.ExecutionID {
+		t.Errorf("another run id attached to the first run's execution")
+	}
+	if x := st.get(t, first.ExecutionID); x.GetIntentScope() != "run:run-7" {
+		t.Errorf("intent scope = %q, want run:run-7", x.GetIntentScope())
+	}
+}

@@ -296,24 +296,29 @@ type clientOptions struct {
 	MaxRetries int
 	Progress   func(*mcp.ProgressNotificationParams)
 	RoundTrip  http.RoundTripper // wraps the bearer transport, e.g. a cutter
+	Header     http.Header       // extra headers on every request (e.g. Latch-Run)
 }
 
 // bearer adds the token to every request.
 type bearer struct {
-	token string
-	base  http.RoundTripper
+	token  string
+	header http.Header
+	base   http.RoundTripper
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	for k, v := range b.header {
+		r.Header[k] = v
+	}
 	return b.base.RoundTrip(r)
 }
 
 // connect opens an MCP session as actor.
 func (st *testStack) connect(t testing.TB, actor string, o clientOptions) *mcp.ClientSession {
 	t.Helper()
-	var rt http.RoundTripper = bearer{token: st.tokens[actor], base: http.DefaultTransport}
+	var rt http.RoundTripper = bearer{token: st.tokens[actor], header: o.Header, base: http.DefaultTransport}
 	if c, ok := o.RoundTrip.(*cutter); ok {
 		c.base = rt
 		rt = c
