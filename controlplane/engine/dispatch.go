@@ -129,7 +129,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 				log.Error("dispatch: cannot record not_executed", "error", err)
 				return
 			}
-			if int(x.GetAttempts()) >= e.cfg.MaxDispatches {
+			if a.Final || int(x.GetAttempts()) >= e.cfg.MaxDispatches {
 				e.dropSecrets(id)
 				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
 				return

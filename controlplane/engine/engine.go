@@ -87,6 +87,10 @@ type Attempt struct {
 	Result  *recordv1.Result
 	// Reason says what happened, for the journal (never secrets).
 	Reason string
+	// Final, with NotSent: dispatching again under the same execution ID
+	// cannot succeed (a host agent never re-runs an ID), so the execution
+	// rests at not_executed at once.
+	Final bool
 }
 
 // Authorizer decides, in the fixed order of DESIGN §9, whether a new

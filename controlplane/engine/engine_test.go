@@ -109,10 +109,15 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 	case Unknown:
 		f.effects.Add(1) // the effect happened; the answer was lost
 		return Attempt{Class: Unknown, Reason: "connection reset after the request was written"}
+	case finalNotSent:
+		return Attempt{Class: NotSent, Final: true, Reason: "gate never opened"}
 	default:
 		return Attempt{Class: cl, Reason: "dial refused"}
 	}
 }
+
+// finalNotSent scripts a NotSent that must not be retried under the same ID.
+const finalNotSent AttemptClass = 100
 
 func (f *fakeChannel) Query(ctx context.Context, c Call) Attempt {
 	f.queries.Add(1)
@@ -410,6 +415,7 @@ func TestUnknownOutcomeRecovery(t *testing.T) {
 		{"review waits for an operator", "pay", `{"amount":5}`, []AttemptClass{Unknown}, nil, recordv1.State_STATE_NEEDS_REVIEW, 1},
 		{"gives up after bounded attempts", "ticket", `{"title":"v"}`, []AttemptClass{Unknown}, []AttemptClass{Unknown, Unknown, Unknown, Unknown, Unknown, Unknown, Unknown}, recordv1.State_STATE_NEEDS_REVIEW, 1},
 		{"not sent is re-dispatched", "deploy", `{"service":"b","version":"1"}`, []AttemptClass{NotSent, NotSent}, nil, recordv1.State_STATE_COMPLETED, 1},
+		{"final not sent rests at once", "deploy", `{"service":"c","version":"1"}`, []AttemptClass{finalNotSent}, nil, recordv1.State_STATE_NOT_EXECUTED, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

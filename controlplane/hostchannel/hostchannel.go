@@ -348,7 +348,7 @@ func (c *Channel) classify(ctx context.Context, ac *agentConn, target string, m 
 		if query {
 			return engine.Attempt{Class: engine.Absent, Reason: "the host agent on " + target + " never opened the command's gate: nothing ran" + reason}
 		}
-		return engine.Attempt{Class: engine.NotSent, Reason: "the host agent on " + target + " never opened the command's gate: nothing ran" + reason +
+		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: "the host agent on " + target + " never opened the command's gate: nothing ran" + reason +
 			" (the agent never re-runs an execution ID: call the tool again for a new execution)"}
 	case hostagentv1.MarkerState_MARKER_STATE_LOST:
 		return engine.Attempt{Class: engine.Unsupported, Reason: "the command ran on " + target + " and its outcome is lost" + reason +
