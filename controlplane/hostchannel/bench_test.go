@@ -21,7 +21,7 @@ func BenchmarkDispatchTrue(b *testing.B) {
 	b.Run("local", func(b *testing.B) {
 		a := startAgent(b, "", "")
 		c := newChannel(b, Config{Logger: quiet})
-		benchDispatch(b, c, localTarget(a.socket))
+		benchDispatch(b, c, localTarget(a.Socket))
 	})
 	b.Run("ssh", func(b *testing.B) {
 		signer, cred := newKey(b)
@@ -33,7 +33,7 @@ func BenchmarkDispatchTrue(b *testing.B) {
 		})
 		benchDispatch(b, c, &tools.Target{
 			Name: "bench", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
-			HostKey: srv.HostKey(), Credential: "k", HostagentSocket: a.socket,
+			HostKey: srv.HostKey(), Credential: "k", HostagentSocket: a.Socket,
 		})
 	})
 }

@@ -9,11 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +23,7 @@ import (
 	"github.com/latchhq/latch/controlplane/sshdial"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/hostagent/client"
+	"github.com/latchhq/latch/hostagent/hostagenttest"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -39,94 +37,19 @@ func TestMain(m *testing.M) {
 }
 
 // agentProc is a real `latch-hostagent serve` process.
-type agentProc struct {
-	tb     testing.TB
-	data   string
-	socket string
-	cmd    *exec.Cmd
-	log    *testbin.Buffer
-	done   chan struct{}
-}
-
-// shortDir returns a short temp dir (unix socket paths are limited to 108
-// bytes and t.TempDir paths grow with the test name).
-func shortDir(tb testing.TB) string {
-	tb.Helper()
-	d, err := os.MkdirTemp("", "hc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
+type agentProc struct{ *hostagenttest.Process }
 
 // startAgent runs an agent on data and socket ("" picks fresh ones) and
 // waits until it serves.
 func startAgent(tb testing.TB, data, socket string) *agentProc {
 	tb.Helper()
-	if data == "" {
-		data = filepath.Join(tb.TempDir(), "data")
-	}
-	if socket == "" {
-		socket = filepath.Join(shortDir(tb), "agent.sock")
-	}
-	a := &agentProc{tb: tb, data: data, socket: socket, log: &testbin.Buffer{}, done: make(chan struct{})}
-	a.cmd = exec.Command(agentBin, "serve", "--data", data, "--socket", socket, "--log-level", "info")
-	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
-	if err := a.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	tb.Cleanup(func() {
-		a.stop()
-		if tb.Failed() {
-			tb.Logf("agent log:\n%s", a.log.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for {
-		_, closer, err := client.Dial(ctx, socket)
-		if err == nil {
-			_ = closer.Close()
-			return a
-		}
-		select {
-		case <-a.done:
-			tb.Fatalf("agent exited before serving:\n%s", a.log.String())
-		case <-ctx.Done():
-			tb.Fatalf("agent did not serve on %s: %v\n%s", socket, err, a.log.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// stop sends SIGTERM and waits (bounded), then SIGKILL.
-func (a *agentProc) stop() {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-	}
-}
-
-// kill SIGKILLs the agent; the commands it started live on (own sessions).
-func (a *agentProc) kill() {
-	_ = a.cmd.Process.Kill()
-	<-a.done
+	return &agentProc{hostagenttest.Start(tb, hostagenttest.Options{Bin: agentBin, Data: data, Socket: socket, Flags: []string{"--log-level", "info"}})}
 }
 
 // marker reads a marker directly from the agent (nil when there is none).
 func (a *agentProc) marker(tb testing.TB, id string) *hostagentv1.Marker {
 	tb.Helper()
-	cl, closer, err := client.Dial(ctxT(tb), a.socket)
+	cl, closer, err := client.Dial(ctxT(tb), a.Socket)
 	if err != nil {
 		tb.Fatalf("dial agent: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/hostagent/hostagenttest"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -19,7 +20,7 @@ func TestLocalDispatchRunsOnce(t *testing.T) {
 	a := startAgent(t, "", "")
 	c := newChannel(t, Config{})
 	file := filepath.Join(t.TempDir(), "effects")
-	call := newCall("act_local_once", localTarget(a.socket), appendArgv(file, "ran")...)
+	call := newCall("act_local_once", localTarget(a.Socket), appendArgv(file, "ran")...)
 
 	first := c.Dispatch(ctxT(t), call)
 	want := engine.Attempt{
@@ -68,7 +69,7 @@ func TestLocalOutcomes(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			call := newCall("act_outcome_"+string(rune('a'+i)), localTarget(a.socket), tt.argv...)
+			call := newCall("act_outcome_"+string(rune('a'+i)), localTarget(a.Socket), tt.argv...)
 			got := c.Dispatch(ctxT(t), call)
 			if got.Class != engine.Observed || got.Outcome != tt.outcome {
 				t.Fatalf("Dispatch(%q) = %s %v (%s), want Observed %v", tt.argv, className(got.Class), got.Outcome, got.Reason, tt.outcome)
@@ -86,7 +87,7 @@ func TestLocalEnvAndCwd(t *testing.T) {
 	a := startAgent(t, "", "")
 	c := newChannel(t, Config{})
 	dir := t.TempDir()
-	call := newCall("act_env_cwd", localTarget(a.socket), "/bin/sh", "-c", `pwd; echo "$GREETING"; echo "$LATCH_EXECUTION_ID"`)
+	call := newCall("act_env_cwd", localTarget(a.Socket), "/bin/sh", "-c", `pwd; echo "$GREETING"; echo "$LATCH_EXECUTION_ID"`)
 	call.Tool.Cwd = "{{dir}}"
 	call.Tool.Env = map[string]string{"GREETING": "{{greeting}}"}
 	call.Arguments = map[string]any{"dir": dir, "greeting": "hello; $(id)"}
@@ -100,7 +101,7 @@ func TestLocalEnvAndCwd(t *testing.T) {
 func TestLocalQueryUnknownID(t *testing.T) {
 	a := startAgent(t, "", "")
 	c := newChannel(t, Config{})
-	got := c.Query(ctxT(t), newCall("act_never_seen", localTarget(a.socket), "true"))
+	got := c.Query(ctxT(t), newCall("act_never_seen", localTarget(a.Socket), "true"))
 	if got.Class != engine.Absent {
 		t.Errorf("Query(unknown id) = %s (%s), want Absent", className(got.Class), got.Reason)
 	}
@@ -108,7 +109,7 @@ func TestLocalQueryUnknownID(t *testing.T) {
 
 func TestLocalRefusals(t *testing.T) {
 	a := startAgent(t, "", "")
-	missing := filepath.Join(shortDir(t), "missing.sock")
+	missing := filepath.Join(hostagenttest.ShortDir(t), "missing.sock")
 	c := newChannel(t, Config{})
 	tests := []struct {
 		name        string
@@ -120,9 +121,9 @@ func TestLocalRefusals(t *testing.T) {
 	}{
 		{name: "agent not running", call: func() (string, string, []string) { return "act_nosock", missing, []string{"true"} },
 			dispatch: engine.NotSent, query: engine.Unknown, wantMention: "latch-hostagent runs"},
-		{name: "id the agent refuses", call: func() (string, string, []string) { return "bad id/../x", a.socket, []string{"true"} },
+		{name: "id the agent refuses", call: func() (string, string, []string) { return "bad id/../x", a.Socket, []string{"true"} },
 			dispatch: engine.NotSent, query: engine.Absent, wantMention: "refused"},
-		{name: "template references a missing argument", call: func() (string, string, []string) { return "act_tmpl", a.socket, []string{"echo", "{{nope}}"} },
+		{name: "template references a missing argument", call: func() (string, string, []string) { return "act_tmpl", a.Socket, []string{"echo", "{{nope}}"} },
 			dispatch: engine.NotSent, query: engine.Absent, wantMention: "command template"},
 	}
 	for _, tt := range tests {
@@ -150,7 +151,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 	dir := t.TempDir()
 	file, gate := filepath.Join(dir, "effects"), filepath.Join(dir, "gate")
 	const id = "act_agent_killed"
-	call := newCall(id, localTarget(a.socket), gatedAppendArgv(gate, file)...)
+	call := newCall(id, localTarget(a.Socket), gatedAppendArgv(gate, file)...)
 
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- c.Dispatch(ctxT(t), call) }()
@@ -158,7 +159,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 		m := a.marker(t, id)
 		return m.GetState() == hostagentv1.MarkerState_MARKER_STATE_RUNNING
 	})
-	a.kill()
+	a.Kill()
 	got := <-done
 	if got.Class != engine.Unknown {
 		t.Fatalf("Dispatch() with the agent killed = %s (%s), want Unknown", className(got.Class), got.Reason)
@@ -167,7 +168,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 		t.Errorf("Query() with the agent down = %s (%s), want Unknown", className(q.Class), q.Reason)
 	}
 
-	b := startAgent(t, data, a.socket)
+	b := startAgent(t, data, a.Socket)
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 		t.Errorf("Dispatch() after restart = %s (%s), want Observed", className(again.Class), again.Reason)
 	}
 	if got := readLines(t, file); len(got) != 1 {
-		t.Errorf("effects = %q, want exactly one line\nagent log:\n%s", got, b.log.String())
+		t.Errorf("effects = %q, want exactly one line\nagent log:\n%s", got, b.Log.String())
 	}
 }
 
@@ -244,7 +245,7 @@ func TestLocalStopWaiting(t *testing.T) {
 			dir := t.TempDir()
 			file, gate := filepath.Join(dir, "effects"), filepath.Join(dir, "gate")
 			id := "act_stop_waiting_" + string(rune('a'+i))
-			call := newCall(id, localTarget(a.socket), gatedAppendArgv(gate, file)...)
+			call := newCall(id, localTarget(a.Socket), gatedAppendArgv(gate, file)...)
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			done := make(chan engine.Attempt, 1)
@@ -284,7 +285,7 @@ func TestLocalRecoveryDispatchDoesNotWait(t *testing.T) {
 	dir := t.TempDir()
 	file, gate := filepath.Join(dir, "effects"), filepath.Join(dir, "gate")
 	const id = "act_recovery_replay"
-	call := newCall(id, localTarget(a.socket), gatedAppendArgv(gate, file)...)
+	call := newCall(id, localTarget(a.Socket), gatedAppendArgv(gate, file)...)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- c.Dispatch(ctx, call) }()

@@ -40,7 +40,7 @@ func newSSHEnv(t *testing.T, opts sshtest.Options, mod func(*Config)) *sshEnv {
 		srv: srv, agent: a, ch: newChannel(t, cfg), creds: creds,
 		target: &tools.Target{
 			Name: "db-01", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
-			HostKey: srv.HostKey(), Credential: "deploy-ssh-key", HostagentSocket: a.socket,
+			HostKey: srv.HostKey(), Credential: "deploy-ssh-key", HostagentSocket: a.Socket,
 		},
 	}
 }
@@ -182,7 +182,7 @@ func TestOpenSSH(t *testing.T) {
 	c := newChannel(t, Config{Credentials: &fakeCreds{creds: map[string]vault.Credential{"k": cred}}, SSH: newPool(t)})
 	target := &tools.Target{
 		Name: "openssh", Channel: tools.ChannelSSH, Address: o.Addr(), User: o.User(),
-		HostKey: o.HostKey(), Credential: "k", HostagentSocket: a.socket,
+		HostKey: o.HostKey(), Credential: "k", HostagentSocket: a.Socket,
 	}
 	file := filepath.Join(t.TempDir(), "effects")
 	call := newCall("act_openssh", target, appendArgv(file, "through sshd")...)

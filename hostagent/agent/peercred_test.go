@@ -14,17 +14,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/latchhq/latch/hostagent/client"
+	"github.com/latchhq/latch/hostagent/hostagenttest"
 )
-
-func shortDir(tb testing.TB) string {
-	tb.Helper()
-	d, err := os.MkdirTemp("", "lha")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
 
 func TestPolicyCheck(t *testing.T) {
 	self := uint32(os.Getuid())
@@ -59,7 +50,7 @@ func TestPolicyCheck(t *testing.T) {
 // this process.
 func handshake(t *testing.T, policy Policy) (PeerInfo, error) {
 	t.Helper()
-	path := filepath.Join(shortDir(t), "s.sock")
+	path := filepath.Join(hostagenttest.ShortDir(t), "s.sock")
 	lis, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +88,7 @@ func TestServerHandshakeChecksPeerUID(t *testing.T) {
 }
 
 func TestRefusedPeerCannotDial(t *testing.T) {
-	path := filepath.Join(shortDir(t), "s.sock")
+	path := filepath.Join(hostagenttest.ShortDir(t), "s.sock")
 	lis, err := Listen(path, DefaultSocketMode)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +110,7 @@ func TestRefusedPeerCannotDial(t *testing.T) {
 }
 
 func TestListen(t *testing.T) {
-	dir := shortDir(t)
+	dir := hostagenttest.ShortDir(t)
 	path := filepath.Join(dir, "a.sock")
 	lis, err := Listen(path, 0o600)
 	if err != nil {

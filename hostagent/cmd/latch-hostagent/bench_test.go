@@ -18,10 +18,10 @@ func BenchmarkMarkerBeginComplete(b *testing.B) {
 	for b.Loop() {
 		id := "bench_marker_" + strconv.Itoa(i)
 		i++
-		if _, err := a.client.MarkerBegin(ctx, &hostagentv1.MarkerBeginRequest{ExecutionId: id}); err != nil {
+		if _, err := a.Client.MarkerBegin(ctx, &hostagentv1.MarkerBeginRequest{ExecutionId: id}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := a.client.MarkerComplete(ctx, &hostagentv1.MarkerCompleteRequest{ExecutionId: id}); err != nil {
+		if _, err := a.Client.MarkerComplete(ctx, &hostagentv1.MarkerCompleteRequest{ExecutionId: id}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -37,10 +37,10 @@ func BenchmarkRunRoundTrip(b *testing.B) {
 	for b.Loop() {
 		id := "bench_run_" + strconv.Itoa(i)
 		i++
-		if _, err := a.client.Run(ctx, &hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"true"}}); err != nil {
+		if _, err := a.Client.Run(ctx, &hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"true"}}); err != nil {
 			b.Fatal(err)
 		}
-		resp, err := a.client.Wait(ctx, &hostagentv1.WaitRequest{ExecutionId: id, TimeoutMs: 30_000})
+		resp, err := a.Client.Wait(ctx, &hostagentv1.WaitRequest{ExecutionId: id, TimeoutMs: 30_000})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkIdleFootprint(b *testing.B) {
 	a := startAgent(b, agentOpts{flags: []string{"--log-level", "info"}})
 	var rss int64
 	for b.Loop() {
-		rss = vmRSS(b, a.cmd.Process.Pid)
+		rss = vmRSS(b, a.Cmd.Process.Pid)
 	}
 	fi, err := os.Stat(binPath)
 	if err != nil {

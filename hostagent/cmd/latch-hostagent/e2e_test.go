@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/execdir"
+	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/hostagent/proc"
 	"github.com/latchhq/latch/hostagent/shim"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
@@ -69,7 +70,7 @@ func TestConcurrentRunsRunOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := a.client.Run(ctxT(t), req)
+			resp, err := a.Client.Run(ctxT(t), req)
 			if err != nil {
 				t.Errorf("Run: %v", err)
 				return
@@ -119,7 +120,7 @@ func TestAgentKilledMidCommand(t *testing.T) {
 			if !resp.GetStarted() {
 				t.Fatalf("Run started = false")
 			}
-			a.kill()
+			a.Kill()
 			var b *agentProc
 			if tt.restartAfterExit {
 				if err := os.WriteFile(gate, nil, 0o600); err != nil {
@@ -132,8 +133,8 @@ func TestAgentKilledMidCommand(t *testing.T) {
 				b = startAgent(t, agentOpts{data: data})
 			} else {
 				b = startAgent(t, agentOpts{data: data})
-				if !strings.Contains(b.logBuf.String(), "re-attached to a running command") {
-					t.Errorf("restarted agent did not re-attach to the running command:\n%s", b.logBuf.String())
+				if !strings.Contains(b.Log.String(), "re-attached to a running command") {
+					t.Errorf("restarted agent did not re-attach to the running command:\n%s", b.Log.String())
 				}
 				if err := os.WriteFile(gate, nil, 0o600); err != nil {
 					t.Fatal(err)
@@ -165,7 +166,7 @@ func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := a.client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: appendCmd(file, "ran")})
+		resp, err := a.Client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: appendCmd(file, "ran")})
 		done <- result{resp, err}
 	}()
 	dir := execdir.Path(data, id)
@@ -196,7 +197,7 @@ func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 	if got := readLines(t, file); len(got) != 0 {
 		t.Errorf("effects = %q, want none: the command must never run", got)
 	}
-	st, err := a.client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id})
+	st, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id})
 	if err != nil || st.GetMarker().GetState() != stateNotStarted {
 		t.Errorf("Status = %v, %v, want not_started", st.GetMarker(), err)
 	}
@@ -208,7 +209,7 @@ func TestAgentRestartWithShimAtGateIsNotStarted(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "effects")
 	const id = "act_agent_killed_at_gate"
 	go func() {
-		_, _ = a.client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: appendCmd(file, "ran")})
+		_, _ = a.Client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: appendCmd(file, "ran")})
 	}()
 	dir := execdir.Path(data, id)
 	var cmdID proc.Identity
@@ -217,7 +218,7 @@ func TestAgentRestartWithShimAtGateIsNotStarted(t *testing.T) {
 		cmdID, err = execdir.ReadIdentity(dir, execdir.CommandFile)
 		return err == nil
 	})
-	a.kill()
+	a.Kill()
 	b := startAgent(t, agentOpts{data: data})
 	m := b.wait(id)
 	if m.GetState() != stateNotStarted {
@@ -347,13 +348,13 @@ func TestRunRejectsBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := a.client.Run(ctxT(t), tt.req)
+			_, err := a.Client.Run(ctxT(t), tt.req)
 			if status.Code(err) != codes.InvalidArgument {
 				t.Errorf("Run(%v) = %v, want InvalidArgument", tt.req, err)
 			}
 		})
 	}
-	if _, err := a.client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: "act_x"}); status.Code(err) != codes.NotFound {
+	if _, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: "act_x"}); status.Code(err) != codes.NotFound {
 		t.Errorf("Status(act_x) after refused Runs = %v, want NotFound (nothing recorded)", err)
 	}
 }
@@ -381,7 +382,7 @@ func TestOutputCappedAndReadableFromOffset(t *testing.T) {
 		{5000, 10, nil, true},
 	}
 	for _, tt := range tests {
-		resp, err := a.client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id, Offset: tt.offset, Limit: int32(tt.limit)})
+		resp, err := a.Client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id, Offset: tt.offset, Limit: int32(tt.limit)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +406,7 @@ func TestCommandSeesExecutionIDAndEnv(t *testing.T) {
 		Cwd:         "/tmp",
 	})
 	a.wait(id)
-	resp, err := a.client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id})
+	resp, err := a.Client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +441,7 @@ B="$1"
 	if m := a.wait(id); m.GetState() != stateExited {
 		t.Fatalf("script marker = %v, want exited", m)
 	}
-	resp, err := a.client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id, Limit: 1 << 20})
+	resp, err := a.Client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id, Limit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,11 +467,11 @@ B="$1"
 		t.Errorf("script exit codes (-want +got):\n%s\noutput:\n%s", diff, resp.GetData())
 	}
 	// The run marker and the script marker of one ID live side by side.
-	st, err := a.client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id})
+	st, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id})
 	if err != nil || st.GetMarker().GetState() != stateExited {
 		t.Errorf("Status(%s) = %v, %v, want the run marker (exited)", id, st.GetMarker(), err)
 	}
-	list, err := a.client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
+	list, err := a.Client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,15 +536,15 @@ func TestCorruptStoreMovedAsideAndRebuilt(t *testing.T) {
 	a.run(&hostagentv1.RunRequest{ExecutionId: "act_before", Argv: []string{"/bin/sh", "-c", "exit 3"}})
 	a.wait("act_before")
 	for _, args := range [][]string{
-		{"marker", "begin", "mig_done", "--socket", a.socket},
-		{"marker", "complete", "mig_done", "--socket", a.socket},
-		{"marker", "begin", "mig_open", "--socket", a.socket},
+		{"marker", "begin", "mig_done", "--socket", a.Socket},
+		{"marker", "complete", "mig_done", "--socket", a.Socket},
+		{"marker", "begin", "mig_open", "--socket", a.Socket},
 	} {
 		if out, err := exec.Command(binPath, args...).CombinedOutput(); err != nil {
 			t.Fatalf("latch-hostagent %q: %v\n%s", args, err, out)
 		}
 	}
-	a.stop()
+	a.Stop()
 	manifest := filepath.Join(data, "markers", "MANIFEST")
 	if err := os.WriteFile(manifest, []byte("garbage, not a badger manifest"), 0o600); err != nil {
 		t.Fatal(err)
@@ -553,10 +554,10 @@ func TestCorruptStoreMovedAsideAndRebuilt(t *testing.T) {
 	if len(aside) != 1 {
 		t.Errorf("moved-aside stores = %q, want one", aside)
 	}
-	if !strings.Contains(b.logBuf.String(), "MARKER STORE WOULD NOT OPEN") {
-		t.Errorf("agent log does not say loudly that the store was moved aside:\n%s", b.logBuf.String())
+	if !strings.Contains(b.Log.String(), "MARKER STORE WOULD NOT OPEN") {
+		t.Errorf("agent log does not say loudly that the store was moved aside:\n%s", b.Log.String())
 	}
-	st, err := b.client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: "act_before"})
+	st, err := b.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: "act_before"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +571,7 @@ func TestCorruptStoreMovedAsideAndRebuilt(t *testing.T) {
 		id   string
 		want int
 	}{{"mig_done", hostagent.ExitAlreadyCompleted}, {"mig_open", hostagent.ExitInProgress}} {
-		cmd := exec.Command(binPath, "marker", "begin", tt.id, "--socket", b.socket)
+		cmd := exec.Command(binPath, "marker", "begin", tt.id, "--socket", b.Socket)
 		out, _ := cmd.CombinedOutput()
 		if got := cmd.ProcessState.ExitCode(); got != tt.want {
 			t.Errorf("marker begin %s after rebuild exit = %d, want %d\n%s", tt.id, got, tt.want, out)
@@ -584,7 +585,7 @@ func TestCorruptStoreMovedAsideAndRebuilt(t *testing.T) {
 
 func TestSocketMode(t *testing.T) {
 	a := startAgent(t, agentOpts{})
-	fi, err := os.Stat(a.socket)
+	fi, err := os.Stat(a.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +596,7 @@ func TestSocketMode(t *testing.T) {
 
 func TestSecondAgentOnSameDataRefused(t *testing.T) {
 	a := startAgent(t, agentOpts{})
-	cmd := exec.Command(binPath, "serve", "--data", a.data, "--socket", filepath.Join(shortDir(t), "b.sock"))
+	cmd := exec.Command(binPath, "serve", "--data", a.Data, "--socket", filepath.Join(hostagenttest.ShortDir(t), "b.sock"))
 	out, _ := cmd.CombinedOutput()
 	if got := cmd.ProcessState.ExitCode(); got != hostagent.ExitRuntime || !strings.Contains(string(out), "in use") {
 		t.Errorf("second agent exit = %d, want %d with 'in use'\n%s", got, hostagent.ExitRuntime, out)
