@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchhq/latch/internal/loopback"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -177,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
 		if cfg.TLS != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
-		} else if !isLoopback(cfg.TCPAddr) {
+		} else if !loopback.HostPort(cfg.TCPAddr) {
 			st.Close()
 			return nil, fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert and --tls-key, or a loopback address)", cfg.TCPAddr)
 		}
@@ -233,18 +235,6 @@ func (s *Server) TCPAddr() string {
 		return ""
 	}
 	return s.tcpLis.Addr().String()
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Run serves until ctx ends, then shuts down cleanly: the API stops, the

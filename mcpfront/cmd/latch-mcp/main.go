@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/latchhq/latch/internal/loopback"
+
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -98,7 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
 	}
-	if !o.stdio && o.tokens == "" && !loopbackHostPort(o.listen) {
+	if !o.stdio && o.tokens == "" && !loopback.HostPort(o.listen) {
 		return nil, fmt.Errorf("%w: refusing to serve without --tokens on non-loopback address %s; create a token file with `latch token create NAME` or listen on 127.0.0.1", errUsage, o.listen)
 	}
 	return o, nil
@@ -211,7 +213,7 @@ func dialControlPlane(o *options) (*grpc.ClientConn, error) {
 			tc.Certificates = []tls.Certificate{cert}
 		}
 		creds = credentials.NewTLS(tc)
-	case loopbackHostPort(target):
+	case loopback.HostPort(target):
 		creds = insecure.NewCredentials()
 	default:
 		return nil, fmt.Errorf("%w: --control-plane %s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", errUsage, target)
@@ -221,17 +223,4 @@ func dialControlPlane(o *options) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("%w: --control-plane %s: %v", errUsage, target, err)
 	}
 	return conn, nil
-}
-
-// loopbackHostPort reports whether hostport names a loopback host.
-func loopbackHostPort(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

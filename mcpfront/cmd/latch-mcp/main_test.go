@@ -34,23 +34,3 @@ func TestRunBadArguments(t *testing.T) {
 		})
 	}
 }
-
-func TestLoopbackHostPort(t *testing.T) {
-	tests := []struct {
-		in   string
-		want bool
-	}{
-		{"127.0.0.1:7411", true},
-		{"[::1]:7411", true},
-		{"localhost:7411", true},
-		{"0.0.0.0:7411", false},
-		{":7411", false},
-		{"10.1.2.3:7411", false},
-		{"example.com:443", false},
-	}
-	for _, tt := range tests {
-		if got := loopbackHostPort(tt.in); got != tt.want {
-			t.Errorf("loopbackHostPort(%q) = %v, want %v", tt.in, got, tt.want)
-		}
-	}
-}
