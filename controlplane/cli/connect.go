@@ -64,3 +64,16 @@ func isUnavailable(err error) bool {
 	c := status.Code(err)
 	return c == codes.Unavailable || c == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
 }
+
+// adminCommand splits an admin command's subcommand from its arguments and
+// makes its flag set with the flags that find the running control plane.
+// usage is what to print when no subcommand is given.
+func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest []string, fs *flag.FlagSet, t *target, err error) {
+	if len(args) == 0 {
+		return "", nil, nil, nil, usagef("%s needs a subcommand: %s", cmd, usage)
+	}
+	t = &target{}
+	fs = flag.NewFlagSet(cmd+" "+args[0], flag.ContinueOnError)
+	t.flags(fs, env)
+	return args[0], args[1:], fs, t, nil
+}

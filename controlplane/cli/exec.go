@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -19,13 +18,10 @@ import (
 )
 
 func runExec(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("exec needs a subcommand: list | show ID | explain ID | resolve ID --completed|--not-executed --reason R")
+	sub, args, fs, t, err := adminCommand(env, "exec", "list | show ID | explain ID | resolve ID --completed|--not-executed --reason R", args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	var t target
-	fs := flag.NewFlagSet("exec "+sub, flag.ContinueOnError)
-	t.flags(fs, env)
 	switch sub {
 	case "list":
 		actor := fs.String("actor", "", "only this actor's executions")
@@ -135,13 +131,10 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 }
 
 func runApprovals(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("approvals needs a subcommand: list | show ID | approve ID | deny ID --reason R")
+	sub, args, fs, t, err := adminCommand(env, "approvals", "list | show ID | approve ID | deny ID --reason R", args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	var t target
-	fs := flag.NewFlagSet("approvals "+sub, flag.ContinueOnError)
-	t.flags(fs, env)
 	reason := fs.String("reason", "", "why (required for deny; shown to the agent)")
 	operator := fs.String("operator", env.Getenv("USER"), "who decides (journaled)")
 	pos, err := parse(fs, args)

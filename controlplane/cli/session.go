@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -15,13 +14,10 @@ func init() {
 }
 
 func runSession(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("session needs a subcommand: list | authorize ID | revoke ID --reason R")
+	sub, args, fs, t, err := adminCommand(env, "session", "list | authorize ID | revoke ID --reason R", args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	var t target
-	fs := flag.NewFlagSet("session "+sub, flag.ContinueOnError)
-	t.flags(fs, env)
 	reason := fs.String("reason", "", "revoke: why (required; shown to the agent)")
 	operator := fs.String("operator", orDefault(env.Getenv("USER"), "operator"), "who decides (journaled)")
 	limit := fs.Int("limit", 100, "list: at most this many")

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,13 +31,10 @@ func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, fu
 }
 
 func runVault(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("vault needs a subcommand: status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key | list")
+	sub, args, fs, t, err := adminCommand(env, "vault", "status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key | list", args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	var t target
-	fs := flag.NewFlagSet("vault "+sub, flag.ContinueOnError)
-	t.flags(fs, env)
 	init := fs.Bool("init", false, "unlock: create the vault with this passphrase if it does not exist")
 	passFile := fs.String("passphrase-file", "", "unlock: read the passphrase from this file (default: first line of stdin)")
 	unlockKey := fs.String("key-file", "", "unlock: a 32-byte key file on the control plane's host instead of a passphrase; put --kind ssh_key: the private key file")
@@ -49,7 +45,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, closeFn, err := adminClient(ctx, &t)
+	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -151,21 +147,18 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 }
 
 func runToken(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("token needs a subcommand: create ACTOR | list | revoke ID|ACTOR")
+	sub, args, fs, t, err := adminCommand(env, "token", "create ACTOR | list | revoke ID|ACTOR", args)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
-	var t target
-	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
-	t.flags(fs, env)
-	pos, err := parse(fs, args[1:])
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if sub != "list" && len(pos) != 1 {
 		return usagef("token %s needs exactly one argument", sub)
 	}
-	c, closeFn, err := adminClient(ctx, &t)
+	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {
 		return err
 	}
