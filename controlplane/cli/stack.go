@@ -55,16 +55,8 @@ func (a *actorSet) Known(actor string) bool {
 	if a.fixed[actor] {
 		return true
 	}
-	ts, err := a.tokens.List()
-	if err != nil {
-		return false
-	}
-	for _, t := range ts {
-		if t.Actor == actor {
-			return true
-		}
-	}
-	return false
+	ok, err := a.tokens.HasActor(actor)
+	return err == nil && ok
 }
 
 func setOf(names ...[]string) map[string]bool {

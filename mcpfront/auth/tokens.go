@@ -136,6 +136,21 @@ func (s *TokenStore) Verify(_ context.Context, token string) (actor, tokenID str
 	return t.Actor, t.ID, nil
 }
 
+// HasActor reports whether the actor holds at least one live token.
+func (s *TokenStore) HasActor(actor string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.reloadLocked(false); err != nil {
+		return false, err
+	}
+	for _, t := range s.tokens {
+		if t.Actor == actor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // List returns the stored tokens (hashes only), oldest first.
 func (s *TokenStore) List() ([]Token, error) {
 	s.mu.Lock()

@@ -93,3 +93,25 @@ func TestTokenStoreRejectsBadFile(t *testing.T) {
 		t.Fatalf("OpenTokenStore(unknown key) = nil error, want an error")
 	}
 }
+
+func TestHasActor(t *testing.T) {
+	s, err := OpenTokenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.HasActor("alice"); ok || err != nil {
+		t.Errorf("HasActor on an empty store = %v, %v", ok, err)
+	}
+	if _, err := s.Create("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.HasActor("alice"); !ok {
+		t.Error("HasActor(alice) = false after Create")
+	}
+	if _, err := s.Revoke("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.HasActor("alice"); ok {
+		t.Error("HasActor(alice) = true after Revoke")
+	}
+}
