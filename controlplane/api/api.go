@@ -307,20 +307,3 @@ func withReason(c codes.Code, reason string, err error) error {
 	}
 	return st.Err()
 }
-
-// Reason returns the ErrorInfo reason carried by a status error, or "".
-func Reason(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return ""
-}
-
-// StateName is lifecycle.Name, re-exported for CLI formatting.
-func StateName(s recordv1.State) string { return lifecycle.Name(s) }
