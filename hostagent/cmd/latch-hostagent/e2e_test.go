@@ -241,11 +241,19 @@ func TestShimKilledMidCommandIsLost(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "effects")
 	gate := filepath.Join(dir, "go-on")
+	began := filepath.Join(dir, "began")
 	const id = "act_shim_killed_mid"
-	argv := []string{"/bin/sh", "-c", `i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; echo ran >> "` + file + `"`}
+	// The command marks that it is past the shim's gate before it waits:
+	// killing the shim earlier would close the gate and the command would
+	// never run.
+	argv := []string{"/bin/sh", "-c", `: > "` + began + `"; i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; echo ran >> "` + file + `"`}
 	if resp := a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: argv}); !resp.GetStarted() {
 		t.Fatalf("Run started = false")
 	}
+	eventually(t, "the command past the gate", func() bool {
+		_, err := os.Stat(began)
+		return err == nil
+	})
 	shimID, err := execdir.ReadIdentity(execdir.Path(data, id), execdir.ShimFile)
 	if err != nil {
 		t.Fatal(err)
