@@ -23,9 +23,9 @@
 //	f/<fingerprint>                   execution id of the latest execution of that intent
 //	a/<actor>\x00<execution id>       "" (index for List by actor)
 //	s/<state number>/<execution id>   "" (index of executions by current state)
-//	e/<execution id>/<index, 16 hex> "" (the journal records of one execution)
-//	j/<index, 16 hex digits>          JournalEntry (deterministic protobuf): a Merkle leaf
-//	h/<stored hash index, 16 hex>     tlog stored hash (32 bytes)
+//	e/<execution id>                  the journal indexes of one execution (8 bytes each, big endian)
+//	j/<index, 16 hex digits>          leaf record: the tlog stored hashes this leaf completed, then
+//	                                  the JournalEntry (deterministic protobuf) that is the Merkle leaf
 //	c/<tree size, 16 hex>             signed checkpoint note
 //	m/journal_size                    number of journal entries, 8 bytes big endian
 //

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -88,24 +89,21 @@ func (s *Store) List(f Filter) ([]*recordv1.Execution, error) {
 
 // JournalEntry returns the raw leaf data of journal entry i.
 func (s *Store) JournalEntry(i int64) ([]byte, error) {
-	return s.kv.Get(journalKey(i))
+	v, err := s.kv.Get(journalKey(i))
+	if err != nil {
+		return nil, err
+	}
+	_, data, ok := decodeLeaf(v)
+	if !ok {
+		return nil, fmt.Errorf("store: journal record %d is malformed: the data dir is damaged", i)
+	}
+	return data, nil
 }
 
-// StoredHash returns a stored tlog hash; ok is false when it is absent.
+// StoredHash returns a stored tlog hash; ok is false when it is absent or
+// its record is malformed.
 func (s *Store) StoredHash(index int64) (tlog.Hash, bool, error) {
-	v, err := s.kv.Get(hashKey(index))
-	if errors.Is(err, ErrNotFound) {
-		return tlog.Hash{}, false, nil
-	}
-	if err != nil {
-		return tlog.Hash{}, false, err
-	}
-	var h tlog.Hash
-	if len(v) != tlog.HashSize {
-		return h, false, nil
-	}
-	copy(h[:], v)
-	return h, true, nil
+	return readStoredHash(s.kv.Get, index)
 }
 
 // Checkpoints returns every stored signed checkpoint, oldest first.
@@ -129,6 +127,9 @@ func (s *Store) ScanJournal(fn func(keyIndex int64, data []byte) bool) error {
 			perr = fmt.Errorf("store: journal key %q is malformed", k)
 			return false
 		}
+		if _, data, ok := decodeLeaf(v); ok {
+			v = data
+		} // else: hand over the damaged record whole; its hash will not match
 		return fn(i, v)
 	})
 	if err == nil {
@@ -139,32 +140,30 @@ func (s *Store) ScanJournal(fn func(keyIndex int64, data []byte) bool) error {
 
 // History returns the journal records of one execution, oldest first.
 func (s *Store) History(id string) ([]*recordv1.JournalEntry, error) {
-	prefix := []byte("e/" + id + "/")
-	var out []*recordv1.JournalEntry
-	var rerr error
-	err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
-		i, err := strconv.ParseInt(string(k[len(prefix):]), 16, 64)
-		if err != nil {
-			rerr = fmt.Errorf("store: history key %q is malformed", k)
-			return false
-		}
+	idx, err := s.kv.Get(historyKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(idx)%8 != 0 {
+		return nil, fmt.Errorf("store: history of %s is %d bytes, not a list of indexes: the data dir is damaged", id, len(idx))
+	}
+	out := make([]*recordv1.JournalEntry, 0, len(idx)/8)
+	for ; len(idx) > 0; idx = idx[8:] {
+		i := int64(binary.BigEndian.Uint64(idx))
 		data, err := s.JournalEntry(i)
 		if err != nil {
-			rerr = fmt.Errorf("store: journal entry %d: %w", i, err)
-			return false
+			return nil, fmt.Errorf("store: journal entry %d: %w", i, err)
 		}
 		e := &recordv1.JournalEntry{}
 		if err := proto.Unmarshal(data, e); err != nil {
-			rerr = fmt.Errorf("store: decode journal entry %d: %w", i, err)
-			return false
+			return nil, fmt.Errorf("store: decode journal entry %d: %w", i, err)
 		}
 		out = append(out, e)
-		return true
-	})
-	if err == nil {
-		err = rerr
 	}
-	return out, err
+	return out, nil
 }
 
 // Session returns a committed session, or ErrNotFound.

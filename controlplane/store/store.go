@@ -301,6 +301,8 @@ type Tx struct {
 	size    int64
 	changed []*recordv1.Execution
 	err     error
+	// created names the executions this update created.
+	created map[string]bool
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -332,11 +334,8 @@ func actorKey(actor, id string) []byte {
 func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
-func journalKey(i int64) []byte { return fmt.Appendf(nil, "j/%016x", i) }
-func historyKey(id string, i int64) []byte {
-	return fmt.Appendf(nil, "e/%s/%016x", id, i)
-}
-func hashKey(i int64) []byte       { return fmt.Appendf(nil, "h/%016x", i) }
+func journalKey(i int64) []byte     { return fmt.Appendf(nil, "j/%016x", i) }
+func historyKey(id string) []byte  { return []byte("e/" + id) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
 // Execution returns the execution as this update sees it.
@@ -363,10 +362,19 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		t.set(actorKey(x.GetActor(), x.GetId()), nil)
+		if t.created == nil {
+			t.created = map[string]bool{}
+		}
+		t.created[x.GetId()] = true
 	case err != nil:
 		return err
 	case prev.GetState() != x.GetState():
-		t.del(stateKey(prev.GetState(), x.GetId()))
+		key := stateKey(prev.GetState(), x.GetId())
+		if t.created[x.GetId()] {
+			delete(t.own, string(key)) // never committed: nothing to delete
+		} else {
+			t.del(key)
+		}
 	}
 	data, err := proto.Marshal(x)
 	if err != nil {
@@ -427,13 +435,13 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: journal hashes: %w", err)
 	}
-	base := tlog.StoredHashIndex(0, n)
-	for i, h := range hashes {
-		t.set(hashKey(base+int64(i)), bytes.Clone(h[:]))
-	}
-	t.set(journalKey(n), data)
-	if e.GetExecutionId() != "" {
-		t.set(historyKey(e.GetExecutionId(), n), nil)
+	t.set(journalKey(n), encodeLeaf(hashes, data))
+	if id := e.GetExecutionId(); id != "" {
+		hist, err := t.get(historyKey(id))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return 0, fmt.Errorf("store: history of %s: %w", id, err)
+		}
+		t.set(historyKey(id), binary.BigEndian.AppendUint64(bytes.Clone(hist), uint64(n)))
 	}
 	t.size = n + 1
 	return n, nil
@@ -456,16 +464,66 @@ type hashReader func([]byte) ([]byte, error)
 func (r hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
 	for i, idx := range indexes {
-		v, err := r(hashKey(idx))
+		h, ok, err := readStoredHash(r, idx)
 		if err != nil {
 			return nil, fmt.Errorf("store: journal hash %d: %w", idx, err)
 		}
-		if len(v) != tlog.HashSize {
-			return nil, fmt.Errorf("store: journal hash %d is %d bytes: the data dir is damaged", idx, len(v))
+		if !ok {
+			return nil, fmt.Errorf("store: journal hash %d is missing or malformed: the data dir is damaged", idx)
 		}
-		copy(out[i][:], v)
+		out[i] = h
 	}
 	return out, nil
+}
+
+// A leaf record (the value under j/<n>) holds the tlog stored hashes that
+// leaf n completed and then the leaf's data:
+//
+//	count (1 byte) | count × 32-byte hash (levels 0, 1, ...) | leaf data
+//
+// Leaf n completes 1 + trailing-ones(n) hashes. Keeping them with the leaf
+// writes one key per journal entry instead of three on average.
+func encodeLeaf(hashes []tlog.Hash, data []byte) []byte {
+	v := make([]byte, 0, 1+len(hashes)*tlog.HashSize+len(data))
+	v = append(v, byte(len(hashes)))
+	for _, h := range hashes {
+		v = append(v, h[:]...)
+	}
+	return append(v, data...)
+}
+
+// decodeLeaf splits a leaf record; ok is false when it is malformed.
+func decodeLeaf(v []byte) (hashes, data []byte, ok bool) {
+	if len(v) == 0 {
+		return nil, nil, false
+	}
+	end := 1 + int(v[0])*tlog.HashSize
+	if v[0] == 0 || len(v) < end {
+		return nil, nil, false
+	}
+	return v[1:end], v[end:], true
+}
+
+// readStoredHash finds stored hash index in the record of the leaf that
+// completed it: node n at level l is completed by leaf (n+1)<<l - 1, which
+// keeps it at position l. ok is false when the hash is absent or the record
+// is malformed.
+func readStoredHash(get func([]byte) ([]byte, error), index int64) (tlog.Hash, bool, error) {
+	level, n := tlog.SplitStoredHashIndex(index)
+	v, err := get(journalKey((n+1)<<level - 1))
+	if errors.Is(err, ErrNotFound) {
+		return tlog.Hash{}, false, nil
+	}
+	if err != nil {
+		return tlog.Hash{}, false, err
+	}
+	hashes, _, ok := decodeLeaf(v)
+	if !ok || len(hashes) < (level+1)*tlog.HashSize {
+		return tlog.Hash{}, false, nil
+	}
+	var h tlog.Hash
+	copy(h[:], hashes[level*tlog.HashSize:])
+	return h, true, nil
 }
 
 func decodeExecution(data []byte, err error) (*recordv1.Execution, error) {

@@ -255,6 +255,15 @@ func checkTree(t *testing.T, s *Store) {
 			fresh[tlog.StoredHashIndex(0, int64(i))+int64(j)] = h
 		}
 	}
+	for idx, h := range fresh {
+		got, ok, err := s.StoredHash(idx)
+		if err != nil || !ok || got != h {
+			t.Errorf("StoredHash(%d) = %v, %v, %v; recomputed from leaves %v", idx, got, ok, err, h)
+		}
+	}
+	if _, ok, err := s.StoredHash(tlog.StoredHashIndex(0, n)); ok || err != nil {
+		t.Errorf("StoredHash past the end: ok %v, err %v; want absent", ok, err)
+	}
 	want, err := tlog.TreeHash(n, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(idx))
 		for j, k := range idx {
@@ -498,4 +507,67 @@ func TestCloseDuringNestedReads(t *testing.T) {
 		t.Fatal("Close deadlocked behind nested reads")
 	}
 	wg.Wait()
+}
+
+// TestHistoryKeepsEachExecutionsEntriesInOrder appends interleaved entries
+// of two executions, some in one update and some in concurrent updates that
+// share groups, and reads each execution's history back after a reopen.
+func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
+	dir := t.TempDir()
+	kv, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, kv)
+	if err := s.Update(t.Context(), func(tx *Tx) error {
+		for _, id := range []string{"act_a", "act_b", "act_a"} {
+			if _, err := tx.Append(&recordv1.JournalEntry{ExecutionId: id, Kind: "step"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := []string{"act_a", "act_b"}[i%2]
+			if err := s.Update(t.Context(), func(tx *Tx) error {
+				_, err := tx.Append(&recordv1.JournalEntry{ExecutionId: id, Kind: "step"})
+				return err
+			}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kv, err = OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = newStore(t, kv)
+	for id, want := range map[string]int{"act_a": 12, "act_b": 11} {
+		hist, err := s.History(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != want {
+			t.Errorf("History(%s) has %d entries, want %d", id, len(hist), want)
+		}
+		for i, e := range hist {
+			if e.GetExecutionId() != id || (i > 0 && e.GetIndex() <= hist[i-1].GetIndex()) {
+				t.Errorf("History(%s)[%d] = %v: wrong execution or out of order", id, i, e)
+			}
+		}
+	}
+	if hist, err := s.History("act_none"); err != nil || len(hist) != 0 {
+		t.Errorf("History of an unknown execution = %v, %v; want empty", hist, err)
+	}
+	checkTree(t, s)
 }
