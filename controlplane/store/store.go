@@ -334,7 +334,7 @@ func actorKey(actor, id string) []byte {
 func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
-func journalKey(i int64) []byte     { return fmt.Appendf(nil, "j/%016x", i) }
+func journalKey(i int64) []byte    { return fmt.Appendf(nil, "j/%016x", i) }
 func historyKey(id string) []byte  { return []byte("e/" + id) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
