@@ -23,6 +23,13 @@ const maxGroup = 512
 
 var journalSizeKey = []byte("m/journal_size")
 
+// formatKey holds the layout version of the keys and records below, written
+// with the first journal entry. A store written in another layout is
+// refused at open instead of being misread.
+var formatKey = []byte("m/format")
+
+const format = "1"
+
 // Config configures a Store.
 type Config struct {
 	Logger hclog.Logger
@@ -79,6 +86,13 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: journal size record is %d bytes, want 8: the data dir is damaged", len(v))
 	default:
 		s.size = int64(binary.BigEndian.Uint64(v))
+		f, err := cfg.KV.Get(formatKey)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("store: read format: %w", err)
+		}
+		if string(f) != format {
+			return nil, fmt.Errorf("store: the data dir is in layout %q, this latch reads layout %q: open it with the latch that wrote it (export its journal with `latch audit export`)", f, format)
+		}
 	}
 	go s.writer()
 	return s, nil
@@ -201,6 +215,10 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 		binary.BigEndian.PutUint64(v[:], uint64(b.size))
 		b.order = append(b.order, string(journalSizeKey))
 		b.writes[string(journalSizeKey)] = &Write{Key: journalSizeKey, Value: v[:]}
+		if b.base == 0 {
+			b.order = append(b.order, string(formatKey))
+			b.writes[string(formatKey)] = &Write{Key: formatKey, Value: []byte(format)}
+		}
 	}
 	return b
 }

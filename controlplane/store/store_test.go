@@ -571,3 +571,33 @@ func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
 	}
 	checkTree(t, s)
 }
+
+func TestOpenRefusesAnotherLayout(t *testing.T) {
+	dir := t.TempDir()
+	kv, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kv, err = OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	if v, err := kv.Get(formatKey); err != nil || string(v) != format {
+		t.Fatalf("format record = %q, %v; want %q", v, err, format)
+	}
+	if err := kv.Commit([]Write{{Key: formatKey, Value: []byte("0")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{KV: kv}); err == nil || !strings.Contains(err.Error(), "layout") {
+		t.Errorf("New over a store in layout 0 = %v, want a layout error", err)
+	}
+}
