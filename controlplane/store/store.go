@@ -319,8 +319,7 @@ type Tx struct {
 	size    int64
 	changed []*recordv1.Execution
 	err     error
-	// created names the executions this update created.
-	created map[string]bool
+	known   map[string]known
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -358,7 +357,27 @@ func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
 // Execution returns the execution as this update sees it.
 func (t *Tx) Execution(id string) (*recordv1.Execution, error) {
-	return decodeExecution(t.get(execKey(id)))
+	x, err := decodeExecution(t.get(execKey(id)))
+	if err == nil {
+		if _, ok := t.known[id]; !ok {
+			t.remember(id, known{state: x.GetState()})
+		}
+	}
+	return x, err
+}
+
+// known is what an update knows of an execution's stored record, so
+// PutExecution need not decode it again.
+type known struct {
+	state   recordv1.State
+	created bool // by this update: its index keys were never committed
+}
+
+func (t *Tx) remember(id string, k known) {
+	if t.known == nil {
+		t.known = map[string]known{}
+	}
+	t.known[id] = k
 }
 
 // Latest returns the latest execution recorded for a fingerprint.
@@ -376,19 +395,23 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 	if x.GetId() == "" {
 		return errors.New("store: execution without id")
 	}
-	prev, err := t.Execution(x.GetId())
-	switch {
-	case errors.Is(err, ErrNotFound):
-		t.set(actorKey(x.GetActor(), x.GetId()), nil)
-		if t.created == nil {
-			t.created = map[string]bool{}
+	id := x.GetId()
+	prev, ok := t.known[id]
+	if !ok {
+		_, err := t.Execution(id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			t.set(actorKey(x.GetActor(), id), nil)
+			prev = known{created: true}
+		case err != nil:
+			return err
+		default:
+			prev = t.known[id]
 		}
-		t.created[x.GetId()] = true
-	case err != nil:
-		return err
-	case prev.GetState() != x.GetState():
-		key := stateKey(prev.GetState(), x.GetId())
-		if t.created[x.GetId()] {
+	}
+	if prev.state != x.GetState() && prev.state != recordv1.State_STATE_UNSPECIFIED {
+		key := stateKey(prev.state, id)
+		if prev.created {
 			delete(t.own, string(key)) // never committed: nothing to delete
 		} else {
 			t.del(key)
@@ -398,11 +421,12 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 	if err != nil {
 		return fmt.Errorf("store: encode execution: %w", err)
 	}
-	t.set(execKey(x.GetId()), data)
-	t.set(stateKey(x.GetState(), x.GetId()), nil)
+	t.set(execKey(id), data)
+	t.set(stateKey(x.GetState(), id), nil)
 	if index && x.GetFingerprint() != "" {
-		t.set(fpKey(x.GetFingerprint()), []byte(x.GetId()))
+		t.set(fpKey(x.GetFingerprint()), []byte(id))
 	}
+	t.remember(id, known{state: x.GetState(), created: prev.created})
 	t.changed = append(t.changed, x)
 	return nil
 }

@@ -601,3 +601,51 @@ func TestOpenRefusesAnotherLayout(t *testing.T) {
 		t.Errorf("New over a store in layout 0 = %v, want a layout error", err)
 	}
 }
+
+// TestStateIndexHoldsOnlyTheCurrentState moves an execution through states
+// inside one update and across updates; its state index must end with one
+// key, for the current state.
+func TestStateIndexHoldsOnlyTheCurrentState(t *testing.T) {
+	kv := NewMemKV()
+	s := newStore(t, kv)
+	move := func(tx *Tx, st recordv1.State) error {
+		x, err := tx.Execution("act_1")
+		if err != nil {
+			return err
+		}
+		x.State = st
+		return tx.PutExecution(x, false)
+	}
+	if err := s.Update(t.Context(), func(tx *Tx) error {
+		if err := tx.PutExecution(exec("act_1", "fp1", "alice", recordv1.State_STATE_ACCEPTED), true); err != nil {
+			return err
+		}
+		if err := move(tx, recordv1.State_STATE_AUTHORIZED); err != nil {
+			return err
+		}
+		return move(tx, recordv1.State_STATE_DISPATCHED)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stateKeys := func() []string {
+		var keys []string
+		if err := kv.Scan([]byte("s/"), false, func(k, _ []byte) bool {
+			keys = append(keys, string(k))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	want := string(stateKey(recordv1.State_STATE_DISPATCHED, "act_1"))
+	if got := stateKeys(); fmt.Sprint(got) != fmt.Sprint([]string{want}) {
+		t.Errorf("state index after creation = %q, want [%q]", got, want)
+	}
+	if err := s.Update(t.Context(), func(tx *Tx) error { return move(tx, recordv1.State_STATE_COMPLETED) }); err != nil {
+		t.Fatal(err)
+	}
+	want = string(stateKey(recordv1.State_STATE_COMPLETED, "act_1"))
+	if got := stateKeys(); fmt.Sprint(got) != fmt.Sprint([]string{want}) {
+		t.Errorf("state index after completion = %q, want [%q]", got, want)
+	}
+}
