@@ -317,6 +317,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
 			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence, SessionId: sessionID,
 		}
+		tx.Fresh(x.GetId())
 		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {
 			return err
 		}

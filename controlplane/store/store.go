@@ -366,6 +366,13 @@ func (t *Tx) Execution(id string) (*recordv1.Execution, error) {
 	return x, err
 }
 
+// Fresh declares that id was made for this update and was never stored (a
+// new ULID), so the update does not look it up: not as an execution, not in
+// the history index.
+func (t *Tx) Fresh(id string) {
+	t.remember(id, known{created: true})
+}
+
 // known is what an update knows of an execution's stored record, so
 // PutExecution need not decode it again.
 type known struct {
@@ -401,7 +408,6 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 		_, err := t.Execution(id)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			t.set(actorKey(x.GetActor(), id), nil)
 			prev = known{created: true}
 		case err != nil:
 			return err
@@ -409,7 +415,10 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 			prev = t.known[id]
 		}
 	}
-	if prev.state != x.GetState() && prev.state != recordv1.State_STATE_UNSPECIFIED {
+	switch {
+	case prev.state == recordv1.State_STATE_UNSPECIFIED: // not stored before
+		t.set(actorKey(x.GetActor(), id), nil)
+	case prev.state != x.GetState():
 		key := stateKey(prev.state, id)
 		if prev.created {
 			delete(t.own, string(key)) // never committed: nothing to delete
@@ -479,7 +488,15 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	}
 	t.set(journalKey(n), encodeLeaf(hashes, data))
 	if id := e.GetExecutionId(); id != "" {
-		hist, err := t.get(historyKey(id))
+		var hist []byte
+		var err error
+		if t.known[id].created {
+			if w, ok := t.own[string(historyKey(id))]; ok {
+				hist = w.Value
+			}
+		} else {
+			hist, err = t.get(historyKey(id))
+		}
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return 0, fmt.Errorf("store: history of %s: %w", id, err)
 		}

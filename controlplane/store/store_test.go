@@ -649,3 +649,34 @@ func TestStateIndexHoldsOnlyTheCurrentState(t *testing.T) {
 		t.Errorf("state index after completion = %q, want [%q]", got, want)
 	}
 }
+
+// TestFreshExecution: an execution declared fresh is created without
+// lookups, with its history, actor index and state index all written.
+func TestFreshExecution(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		if err := s.Update(t.Context(), func(tx *Tx) error {
+			x := exec("act_fresh", "fp", "alice", recordv1.State_STATE_ACCEPTED)
+			tx.Fresh(x.GetId())
+			for _, st := range []recordv1.State{recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_DISPATCHED} {
+				if _, err := tx.Append(&recordv1.JournalEntry{ExecutionId: x.GetId(), Kind: "transition", To: st}); err != nil {
+					return err
+				}
+				x.State = st
+				if err := tx.PutExecution(x, true); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if hist, err := s.History("act_fresh"); err != nil || len(hist) != 2 {
+			t.Errorf("History = %v, %v; want 2 entries", hist, err)
+		}
+		for _, f := range []Filter{{Actor: "alice", Limit: 5}, {State: recordv1.State_STATE_DISPATCHED, Limit: 5}} {
+			if got, err := s.List(f); err != nil || len(got) != 1 {
+				t.Errorf("List(%+v) = %v, %v; want act_fresh", f, got, err)
+			}
+		}
+	})
+}
