@@ -275,6 +275,21 @@ func TestSubmitDispatchesAndCompletes(t *testing.T) {
 	if h.ch.seen[0]["region"] != "us-east-1" {
 		t.Errorf("default not materialised in the dispatched arguments: %v", h.ch.seen[0])
 	}
+	// The accepted record carries the intent and arguments; later records
+	// leave them out, and the stored execution keeps them.
+	hist, err := h.e.History(x.GetId(), "")
+	if err != nil || len(hist) < 4 {
+		t.Fatalf("History = %d records, %v", len(hist), err)
+	}
+	for i, rec := range hist {
+		carries := len(rec.GetExecution().GetArguments()) > 0 && len(rec.GetExecution().GetCanonicalIntent()) > 0
+		if want := i == 0; carries != want {
+			t.Errorf("record %d (%s) carries intent and arguments: %v, want %v", i, rec.GetTo(), carries, want)
+		}
+	}
+	if got, _, _ := h.e.Get(x.GetId(), ""); len(got.GetArguments()) == 0 || len(got.GetCanonicalIntent()) == 0 {
+		t.Errorf("stored execution lost its intent or arguments: %v", got)
+	}
 }
 
 func TestConcurrentIdenticalSubmitsMakeOneExecution(t *testing.T) {

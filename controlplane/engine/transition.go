@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/lifecycle"
@@ -44,9 +43,9 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	if reason != "" {
 		x.Reason = reason
 	}
-	idx, err := tx.Append(&recordv1.JournalEntry{
+	idx, err := appendJournaled(tx, &recordv1.JournalEntry{
 		Time: ts, ExecutionId: x.GetId(), From: from, To: to, Kind: kind,
-		Reason: reason, Actor: x.GetActor(), Execution: journaled(x),
+		Reason: reason, Actor: x.GetActor(), Execution: x,
 	})
 	if err != nil {
 		return err
@@ -98,9 +97,9 @@ func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reaso
 			mutate(cur)
 		}
 		cur.UpdatedAt = timestamppb.New(now)
-		idx, err := tx.Append(&recordv1.JournalEntry{
+		idx, err := appendJournaled(tx, &recordv1.JournalEntry{
 			Time: timestamppb.New(now), ExecutionId: cur.GetId(), From: cur.GetState(), To: cur.GetState(),
-			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: journaled(cur),
+			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: cur,
 		})
 		if err != nil {
 			return err
@@ -126,13 +125,17 @@ func hostKeyID(authorizedKey string) string {
 	return ssh.FingerprintSHA256(pk)
 }
 
-// journaled is the copy of an execution a journal record carries. The
-// fields fixed at acceptance (canonical intent, arguments, evidence) are
-// carried by the accepted record only; later records carry what changes.
-func journaled(x *recordv1.Execution) *recordv1.Execution {
-	c := proto.Clone(x).(*recordv1.Execution)
+// appendJournaled appends a journal record of e.Execution. The fields fixed
+// at acceptance (canonical intent, arguments, evidence) are carried by the
+// accepted record only; later records carry what changes. The record is
+// encoded inside Append, so the execution lends it those fields' absence for
+// that call only instead of being copied.
+func appendJournaled(tx *store.Tx, e *recordv1.JournalEntry) (int64, error) {
+	x := e.GetExecution()
 	if x.GetState() != recordv1.State_STATE_ACCEPTED {
-		c.CanonicalIntent, c.Arguments, c.Evidence = nil, nil, nil
+		intent, args, evidence := x.CanonicalIntent, x.Arguments, x.Evidence
+		x.CanonicalIntent, x.Arguments, x.Evidence = nil, nil, nil
+		defer func() { x.CanonicalIntent, x.Arguments, x.Evidence = intent, args, evidence }()
 	}
-	return c
+	return tx.Append(e)
 }
