@@ -155,9 +155,11 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- c.Dispatch(ctxT(t), call) }()
-	eventually(t, "command running", func() bool {
-		m := a.marker(t, id)
-		return m.GetState() == hostagentv1.MarkerState_MARKER_STATE_RUNNING
+	// Past the shim's gate, not only marked running: an agent killed
+	// before it opens the gate leaves a command that never runs.
+	eventually(t, "command past the gate", func() bool {
+		_, err := os.Stat(file + ".began")
+		return err == nil
 	})
 	a.Kill()
 	got := <-done
