@@ -1,0 +1,29 @@
+package testbin
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// ForbidDeps fails t when the package in the current directory (a test's
+// working directory is its package's) links any package under one of the
+// forbidden import path prefixes. It enforces DESIGN's import rules.
+func ForbidDeps(t *testing.T, forbidden ...string) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps returned %d packages, want the full list", len(deps))
+	}
+	for _, d := range deps {
+		for _, f := range forbidden {
+			if d == f || strings.HasPrefix(d, f+"/") {
+				t.Errorf("this binary depends on %s (forbidden prefix %s)", d, f)
+			}
+		}
+	}
+}

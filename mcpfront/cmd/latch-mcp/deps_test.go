@@ -1,0 +1,18 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/latchhq/latch/internal/testbin"
+)
+
+// TestDeps enforces the import rule: the MCP front reaches the control plane
+// over gRPC only, so it links neither the control plane's packages nor its
+// store, nor the host agent.
+func TestDeps(t *testing.T) {
+	testbin.ForbidDeps(t,
+		"github.com/latchhq/latch/controlplane",
+		"github.com/latchhq/latch/hostagent",
+		"github.com/dgraph-io/badger",
+	)
+}
