@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/latchhq/latch/controlplane/engine"
@@ -23,7 +24,8 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	if err != nil {
 		return engine.Attempt{Class: engine.NotSent, Reason: "command template: " + err.Error()}
 	}
-	argv = wrapPlain(argv, cwd, env)
+	timeout := commandTimeout(call)
+	argv = wrapPlain(argv, cwd, env, timeout)
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	sc, err := c.sshClient(dctx, t)
 	cancel()
@@ -31,8 +33,8 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
 	}
 	maxWait := c.cfg.MaxWait
-	if d := commandTimeout(call); d > 0 {
-		maxWait = d + time.Minute
+	if timeout > 0 {
+		maxWait = timeout + plainKillAfter + time.Minute
 	}
 	ectx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
@@ -53,6 +55,8 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 		summary = "killed by signal " + res.Signal
 	case res.ExitCode == 0:
 		outcome = recordv1.Outcome_OUTCOME_SUCCEEDED
+	case timeout > 0 && (res.ExitCode == exitTimedOut || res.ExitCode == exitTimedOutKilled):
+		summary = fmt.Sprintf("exit status %d: timed out after %s (timeout(1) stopped the command)", res.ExitCode, timeout)
 	}
 	body := append(append([]byte{}, res.Stdout...), res.Stderr...)
 	total := res.StdoutBytes + res.StderrBytes
@@ -66,15 +70,25 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	}
 }
 
-// wrapPlain applies cwd and env to argv for a plain SSH exec, which has
-// neither: env(1) sets the variables and sh changes directory, with every
-// value passed as its own argument (sshdial quotes each one), never spliced
-// into shell syntax.
-func wrapPlain(argv []string, cwd string, env map[string]string) []string {
-	if cwd == "" && len(env) == 0 {
-		return argv
-	}
+// On a plain SSH target the command's timeout is enforced on the host by
+// timeout(1) (GNU coreutils or BusyBox): it runs the command in its own
+// process group, sends SIGTERM to the group when the time is up and SIGKILL
+// plainKillAfter later, and exits 124 (137 after SIGKILL).
+const (
+	plainKillAfter     = 10 * time.Second
+	exitTimedOut       = 124
+	exitTimedOutKilled = 128 + 9
+)
+
+// wrapPlain applies the timeout, cwd and env to argv for a plain SSH exec,
+// which has none of them: timeout(1) bounds the run, env(1) sets the
+// variables and sh changes directory, with every value passed as its own
+// argument (sshdial quotes each one), never spliced into shell syntax.
+func wrapPlain(argv []string, cwd string, env map[string]string, timeout time.Duration) []string {
 	var out []string
+	if timeout > 0 {
+		out = append(out, "timeout", "-k", seconds(plainKillAfter), seconds(timeout))
+	}
 	if len(env) > 0 {
 		out = append(out, "env")
 		for _, k := range slices.Sorted(maps.Keys(env)) {
@@ -85,4 +99,9 @@ func wrapPlain(argv []string, cwd string, env map[string]string) []string {
 		out = append(out, "/bin/sh", "-c", `cd -- "$0" && exec "$@"`, cwd)
 	}
 	return append(out, argv...)
+}
+
+// seconds formats d for timeout(1), rounded up to whole seconds.
+func seconds(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) + "s"
 }

@@ -182,9 +182,8 @@ func appendArgv(file, line string) []string {
 	return []string{"/bin/sh", "-c", `echo "` + line + `" >> "` + file + `"; echo "` + line + `"`}
 }
 
-// gatedAppendArgv waits (bounded, 60s) for gate to exist, then appends to file.
-// gatedAppendArgv is a command that creates file.began, waits for gate to
-// exist, then appends a line to file.
+// gatedAppendArgv is a command that creates file.began, waits (bounded,
+// 60s) for gate to exist, then appends a line to file.
 func gatedAppendArgv(gate, file string) []string {
 	return []string{"/bin/sh", "-c", `: > "` + file + `.began"; i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; echo ran >> "` + file + `"`}
 }

@@ -2,10 +2,13 @@ package hostchannel
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
@@ -227,6 +230,32 @@ func TestPlainSSH(t *testing.T) {
 		if got.Class != engine.Observed || string(got.Result.GetBody()) != want {
 			t.Errorf("Dispatch() = %s body %q (%s), want Observed %q", className(got.Class), got.Result.GetBody(), got.Reason, want)
 		}
+	})
+
+	t.Run("timeout stops the command on the host", func(t *testing.T) {
+		if _, err := exec.LookPath("timeout"); err != nil {
+			t.Skip("timeout(1) is not installed on this host")
+		}
+		pidFile := filepath.Join(dir, "pid")
+		call := newCall("act_plain_timeout", e.target, "/bin/sh", "-c", `echo $$ > "`+pidFile+`"; exec sleep 30`)
+		call.Tool.Timeout = time.Second
+		got := e.ch.Dispatch(ctxT(t), call)
+		if got.Class != engine.Observed || got.Outcome != recordv1.Outcome_OUTCOME_FAILED_AT_TARGET ||
+			got.Result.GetExitCode() != 124 || !strings.Contains(got.Reason, "timed out after 1s") {
+			t.Errorf("Dispatch() = %s %v exit %d (%s), want Observed failed_at_target exit 124 timed out",
+				className(got.Class), got.Outcome, got.Result.GetExitCode(), got.Reason)
+		}
+		raw, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the timed-out command gone from the host", func() bool {
+			return syscall.Kill(pid, 0) == syscall.ESRCH
+		})
 	})
 
 	t.Run("drop is unknown", func(t *testing.T) {
