@@ -108,10 +108,16 @@ type slot struct {
 // agentConn is one HostAgent gRPC connection.
 type agentConn struct {
 	ident  string
+	key    string // fingerprint of the SSH client key it was dialled with ("" for local)
 	client hostagentv1.HostAgentClient
 	closer io.Closer
 	cc     *grpc.ClientConn // nil when the closer is not a ClientConn
 	ssh    *sshdial.Client  // nil for local targets
+
+	// Guarded by Channel.mu: calls in progress on it, and whether it was
+	// replaced (it closes when the last call ends).
+	busy     int
+	retiring bool
 }
 
 // healthy reports whether the connection can carry a call now. Only Ready
@@ -185,6 +191,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	if err != nil {
 		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
 	}
+	defer c.release(ac)
 	timeout := commandTimeout(call)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
@@ -239,6 +246,7 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 		// A query that did not go out proves nothing.
 		return engine.Attempt{Class: engine.Unknown, Reason: "cannot ask the host agent yet: " + err.Error()}
 	}
+	defer c.release(ac)
 	qctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
 	resp, err := ac.client.Status(qctx, &hostagentv1.StatusRequest{ExecutionId: call.Execution.GetId()})
 	cancel()
@@ -474,25 +482,36 @@ func (c *Channel) conn(ctx context.Context, t *tools.Target) (*agentConn, error)
 	}
 	defer func() { <-s.sem }()
 
-	ident := identity(t)
+	ident, key := identity(t), c.keyID(t)
 	c.mu.Lock()
 	cur := s.conn
 	c.mu.Unlock()
 	if cur != nil {
-		if cur.ident == ident && cur.healthy() {
+		healthy := cur.healthy()
+		// An unreadable key ("": vault locked) keeps the connection: it
+		// was authenticated, and the recovery queries need it.
+		if cur.ident == ident && (key == "" || key == cur.key) && healthy {
+			c.mu.Lock()
+			cur.busy++
+			c.mu.Unlock()
 			return cur, nil
 		}
-		c.log.Debug("re-dialling host agent", "target", t.Name)
-		_ = cur.closer.Close()
 		c.mu.Lock()
 		s.conn = nil
 		c.mu.Unlock()
+		if healthy {
+			c.log.Info("target or its SSH key changed: dialling the host agent anew; the old connection closes when its calls end", "target", t.Name)
+			c.retire(cur)
+		} else {
+			c.log.Debug("re-dialling host agent", "target", t.Name)
+			_ = cur.closer.Close()
+		}
 	}
 	ac, err := c.dial(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	ac.ident = ident
+	ac.ident, ac.key = ident, key
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -500,7 +519,46 @@ func (c *Channel) conn(ctx context.Context, t *tools.Target) (*agentConn, error)
 		return nil, errors.New("hostchannel: channel closed (control plane shutting down)")
 	}
 	s.conn = ac
+	ac.busy++
 	return ac, nil
+}
+
+// release ends a call on ac, which conn counted in; a retired connection
+// closes with its last call.
+func (c *Channel) release(ac *agentConn) {
+	c.mu.Lock()
+	ac.busy--
+	idle := ac.retiring && ac.busy == 0
+	c.mu.Unlock()
+	if idle {
+		_ = ac.closer.Close()
+	}
+}
+
+// retire closes ac once no call runs on it: the waits of running commands
+// on the old connection must not break because a key was rotated.
+func (c *Channel) retire(ac *agentConn) {
+	c.mu.Lock()
+	ac.retiring = true
+	idle := ac.busy == 0
+	c.mu.Unlock()
+	if idle {
+		_ = ac.closer.Close()
+	}
+}
+
+// keyID is the fingerprint of an SSH target's client key as the vault holds
+// it now, so a rotated key makes a new connection; "" for local targets or
+// when the key cannot be read (the dial says why).
+func (c *Channel) keyID(t *tools.Target) string {
+	if t.Channel != tools.ChannelSSH || c.creds == nil {
+		return ""
+	}
+	signer, err := c.signer(t)
+	if err != nil {
+		return ""
+	}
+	return ssh.FingerprintSHA256(signer.PublicKey())
 }
 
 // drop forgets ac (if it is still the target's connection) and closes it

@@ -307,3 +307,46 @@ func TestSSHConcurrentDispatch(t *testing.T) {
 		t.Errorf("SSH connections = %d, want 1", got)
 	}
 }
+
+// TestSSHKeyRotation rotates the target's key in the vault while a command
+// runs: the next call reaches the agent over a new SSH connection made with
+// the new key, and the running command's dispatch, still waiting on the old
+// connection, sees its outcome (it is not cut into an unknown).
+func TestSSHKeyRotation(t *testing.T) {
+	_, first := newKey(t)
+	_, second := newKey(t)
+	srv := sshtest.Start(t, sshtest.Options{}) // accepts any client key
+	a := startAgent(t, "", "")
+	creds := &fakeCreds{creds: map[string]vault.Credential{"deploy-ssh-key": first}}
+	ch := newChannel(t, Config{Credentials: creds, SSH: newPool(t), WaitSlice: 200e6})
+	target := &tools.Target{Name: "db-01", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
+		HostKey: srv.HostKey(), Credential: "deploy-ssh-key", HostagentSocket: a.Socket}
+
+	dir := t.TempDir()
+	file, gate := filepath.Join(dir, "effects"), filepath.Join(dir, "gate")
+	running := newCall("act_rotation_running", target, gatedAppendArgv(gate, file)...)
+	done := make(chan engine.Attempt, 1)
+	go func() { done <- ch.Dispatch(ctxT(t), running) }()
+	eventually(t, "command past the gate", func() bool { _, err := os.Stat(file + ".began"); return err == nil })
+
+	creds.mu.Lock()
+	creds.creds["deploy-ssh-key"] = second
+	creds.mu.Unlock()
+	after := newCall("act_rotation_after", target, appendArgv(filepath.Join(dir, "after"), "new key")...)
+	if got := ch.Dispatch(ctxT(t), after); got.Class != engine.Observed || got.Outcome != recordv1.Outcome_OUTCOME_SUCCEEDED {
+		t.Errorf("Dispatch() after the rotation = %s %v (%s), want Observed succeeded", className(got.Class), got.Outcome, got.Reason)
+	}
+	if n := srv.Accepted(); n != 2 {
+		t.Errorf("SSH connections = %d, want 2 (a new one for the new key)", n)
+	}
+
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got.Class != engine.Observed || got.Outcome != recordv1.Outcome_OUTCOME_SUCCEEDED {
+		t.Errorf("Dispatch() that was running during the rotation = %s %v (%s), want Observed succeeded", className(got.Class), got.Outcome, got.Reason)
+	}
+	if got := readLines(t, file); len(got) != 1 {
+		t.Errorf("effects = %q, want exactly one line", got)
+	}
+}

@@ -25,9 +25,43 @@ type Client struct {
 	log     hclog.Logger
 	maxOut  int
 
-	mu   sync.Mutex
-	err  error         // why the connection ended; nil while alive
-	done chan struct{} // closed when the connection has ended
+	mu       sync.Mutex
+	err      error         // why the connection ended; nil while alive
+	done     chan struct{} // closed when the connection has ended
+	busy     int           // commands and forwarded connections open on it
+	retiring bool          // replaced in its pool: it closes when busy reaches 0
+}
+
+// acquire counts a command or forwarded connection in; release counts it
+// out and closes a retired client left idle.
+func (c *Client) acquire() {
+	c.mu.Lock()
+	c.busy++
+	c.mu.Unlock()
+}
+
+func (c *Client) release() {
+	c.mu.Lock()
+	c.busy--
+	idle := c.retiring && c.busy == 0
+	c.mu.Unlock()
+	if idle {
+		c.closeWith(fmt.Errorf("sshdial: connection to %s retired (the target or its credential changed)", c.target))
+	}
+}
+
+// retire closes the client once nothing runs on it: a pool that dials a
+// target anew (its key was rotated, its address changed) must not cut the
+// commands still running on the old connection, whose outcome would then be
+// unknown.
+func (c *Client) retire() {
+	c.mu.Lock()
+	c.retiring = true
+	idle := c.busy == 0
+	c.mu.Unlock()
+	if idle {
+		c.closeWith(fmt.Errorf("sshdial: connection to %s retired (the target or its credential changed)", c.target))
+	}
 }
 
 // Target returns the catalog name of the client's target.
@@ -298,10 +332,12 @@ func (c *Client) DialUnix(ctx context.Context, path string) (net.Conn, error) {
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
+	c.acquire()
 	conn, err := c.ssh.DialContext(ctx, "unix", path)
 	if err == nil {
-		return conn, nil
+		return &forwarded{Conn: conn, release: sync.OnceFunc(c.release)}, nil
 	}
+	c.release()
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("sshdial: opening %s on %s: %w", path, c.target, ctx.Err())
 	}
@@ -314,6 +350,19 @@ func (c *Client) DialUnix(ctx context.Context, path string) (net.Conn, error) {
 		return nil, streamLocalRefused(c.target, c.user, path, oce)
 	}
 	return nil, fmt.Errorf("sshdial: opening %s on %s: %w", path, c.target, c.cause(err))
+}
+
+// forwarded is a streamlocal channel that counts in its client's busy
+// count until it is closed.
+type forwarded struct {
+	net.Conn
+	release func()
+}
+
+func (f *forwarded) Close() error {
+	err := f.Conn.Close()
+	f.release()
+	return err
 }
 
 // matchBlock is the sshd_config remedy ErrStreamLocalRefused prints, with

@@ -48,6 +48,8 @@ func (c *Client) Exec(ctx context.Context, argv []string, stdin io.Reader) (Exec
 	if err := ctx.Err(); err != nil {
 		return ExecResult{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
+	c.acquire()
+	defer c.release()
 	log := c.log.With("argv0", argv[0])
 
 	// Session is not used: its Start folds "the server refused exec" and

@@ -3,7 +3,9 @@ package sshdial
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -225,5 +227,54 @@ func checkRoundTrip(t *testing.T, args []string) {
 	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 	if diff := cmp.Diff(args, got); diff != "" {
 		t.Errorf("sh parsed %q differently (-want +got):\n%s", line, diff)
+	}
+}
+
+// TestRotatedKeyRetiresTheOldConnection: a target asked for with a new
+// client key gets a new connection, while a command still running on the
+// old one finishes there and is observed; the old connection closes after.
+func TestRotatedKeyRetiresTheOldConnection(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{}) // accepts any client key
+	target := Target{Name: "web-01", Address: srv.Addr(), User: "deploy", HostKey: srv.HostKey(), Signer: sshtest.NewSigner(t)}
+	pool := newPool(t, nil)
+	old, err := pool.Client(ctxT(t), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	began, gate := filepath.Join(dir, "began"), filepath.Join(dir, "gate")
+	type result struct {
+		res ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := old.Exec(ctxT(t), []string{"/bin/sh", "-c", `: > "` + began + `"; i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; echo finished`}, nil)
+		done <- result{res, err}
+	}()
+	eventually(t, "command running", func() bool { _, err := os.Stat(began); return err == nil })
+
+	rotated := target
+	rotated.Signer = sshtest.NewSigner(t)
+	cur, err := pool.Client(ctxT(t), rotated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur == old || srv.Accepted() != 2 {
+		t.Fatalf("after the key changed: same client %v, connections %d; want a second connection", cur == old, srv.Accepted())
+	}
+	if old.Err() != nil {
+		t.Fatalf("the old connection closed while its command ran: %v", old.Err())
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || string(r.res.Stdout) != "finished\n" {
+		t.Fatalf("command on the retired connection = %q, %v; want it to finish", r.res.Stdout, r.err)
+	}
+	eventually(t, "the retired connection to close", func() bool { return old.Err() != nil })
+	if _, err := cur.Exec(ctxT(t), []string{"true"}, nil); err != nil {
+		t.Errorf("the new connection: %v", err)
 	}
 }

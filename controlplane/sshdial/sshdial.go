@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,6 +183,9 @@ type entry struct {
 	sem    chan struct{} // held while dialling; a ctx-aware mutex
 	client *Client
 	ident  string
+	// retired are replaced clients still running commands; Pool.Close
+	// closes them too.
+	retired []*Client
 }
 
 // New returns a Pool. It dials nothing until Client is called.
@@ -226,15 +230,25 @@ func (p *Pool) Client(ctx context.Context, t Target) (*Client, error) {
 	defer func() { <-e.sem }()
 
 	ident := t.identity()
-	if e.client != nil {
-		if e.client.Err() == nil && e.ident == ident {
-			return e.client, nil
+	if old := e.client; old != nil {
+		if old.Err() == nil && e.ident == ident {
+			return old, nil
 		}
-		if err := e.client.Err(); err != nil {
-			p.log.Debug("re-dialling broken connection", "target", t.Name, "error", err)
-		}
-		_ = e.client.Close()
+		broken := old.Err()
+		p.mu.Lock()
 		e.client = nil
+		e.retired = slices.DeleteFunc(e.retired, func(c *Client) bool { return c.Err() != nil })
+		if broken == nil {
+			e.retired = append(e.retired, old)
+		}
+		p.mu.Unlock()
+		if broken != nil {
+			p.log.Debug("re-dialling broken connection", "target", t.Name, "error", broken)
+			_ = old.Close()
+		} else {
+			p.log.Info("target or credential changed: dialling anew; the old connection closes when its commands end", "target", t.Name)
+			old.retire()
+		}
 	}
 
 	c, err := p.dialRetry(ctx, t, pinned)
@@ -262,6 +276,7 @@ func (p *Pool) Close() error {
 		if e.client != nil {
 			clients = append(clients, e.client)
 		}
+		clients = append(clients, e.retired...)
 	}
 	p.mu.Unlock()
 	for _, c := range clients {
