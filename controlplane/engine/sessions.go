@@ -202,15 +202,12 @@ func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*r
 		return nil, nil, fmt.Errorf("%w: actor and mcp_session_id are required", ErrInvalidRequest)
 	}
 	id, _ := sessionOf(actor, "", &recordv1.Evidence{McpSessionId: mcpSessionID})
-	xs, err := e.st.List(store.Filter{Actor: actor, Limit: 1000})
+	xs, err := e.st.SessionExecutions(id)
 	if err != nil {
 		return nil, nil, err
 	}
 	var orphans []string
 	for _, x := range xs {
-		if x.GetSessionId() != id {
-			continue
-		}
 		switch x.GetState() {
 		case recordv1.State_STATE_DELIVERED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED, recordv1.State_STATE_NOT_EXECUTED:
 		default:

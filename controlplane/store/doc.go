@@ -22,6 +22,7 @@
 //	S/<session id>                    Session (protobuf)
 //	f/<fingerprint>                   execution id of the latest execution of that intent
 //	a/<actor>\x00<execution id>       "" (index for List by actor)
+//	n/<session id>\x00<execution id>  "" (the executions an agent session created)
 //	s/<state number>/<execution id>   "" (index of executions by current state)
 //	e/<execution id>                  the journal indexes of one execution (8 bytes each, big endian)
 //	j/<index, 16 hex digits>          leaf record: the tlog stored hashes this leaf completed, then

@@ -166,6 +166,30 @@ func (s *Store) History(id string) ([]*recordv1.JournalEntry, error) {
 	return out, nil
 }
 
+// SessionExecutions returns the executions an agent session created, oldest
+// first.
+func (s *Store) SessionExecutions(sessionID string) ([]*recordv1.Execution, error) {
+	prefix := sessionExecKey(sessionID, "")
+	var out []*recordv1.Execution
+	var rerr error
+	err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
+		x, err := s.Execution(string(k[len(prefix):]))
+		if errors.Is(err, ErrNotFound) {
+			return true // index raced with nothing: indexes and records commit together
+		}
+		if err != nil {
+			rerr = err
+			return false
+		}
+		out = append(out, x)
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	return out, err
+}
+
 // Session returns a committed session, or ErrNotFound.
 func (s *Store) Session(id string) (*recordv1.Session, error) {
 	return decodeSession(s.kv.Get(sessionKey(id)))

@@ -348,6 +348,9 @@ func fpKey(fp string) []byte      { return []byte("f/" + fp) }
 func actorKey(actor, id string) []byte {
 	return []byte("a/" + actor + "\x00" + id)
 }
+func sessionExecKey(session, id string) []byte {
+	return []byte("n/" + session + "\x00" + id)
+}
 func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
@@ -418,6 +421,9 @@ func (t *Tx) PutExecution(x *recordv1.Execution, index bool) error {
 	switch {
 	case prev.state == recordv1.State_STATE_UNSPECIFIED: // not stored before
 		t.set(actorKey(x.GetActor(), id), nil)
+		if sid := x.GetSessionId(); sid != "" {
+			t.set(sessionExecKey(sid, id), nil)
+		}
 	case prev.state != x.GetState():
 		key := stateKey(prev.state, id)
 		if prev.created {

@@ -680,3 +680,28 @@ func TestFreshExecution(t *testing.T) {
 		}
 	})
 }
+
+func TestSessionExecutions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		for i, sid := range []string{"ses_a", "ses_b", "ses_a", ""} {
+			x := exec(fmt.Sprintf("act_%02d", i), fmt.Sprintf("fp%d", i), "alice", recordv1.State_STATE_ACCEPTED)
+			x.SessionId = sid
+			if err := s.Update(t.Context(), func(tx *Tx) error { return tx.PutExecution(x, true) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for sid, want := range map[string][]string{"ses_a": {"act_00", "act_02"}, "ses_b": {"act_01"}, "ses_none": nil} {
+			xs, err := s.SessionExecutions(sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, x := range xs {
+				ids = append(ids, x.GetId())
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(want) {
+				t.Errorf("SessionExecutions(%s) = %v, want %v", sid, ids, want)
+			}
+		}
+	})
+}
