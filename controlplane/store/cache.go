@@ -51,10 +51,20 @@ func (c *cachedKV) Commit(writes []Write) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, w := range writes {
+		if uncached(w.Key) {
+			continue
+		}
 		if len(c.cur) >= cacheGeneration {
 			c.old, c.cur = c.cur, make(map[string]cached, cacheGeneration)
 		}
 		c.cur[string(w.Key)] = cached{value: w.Value, deleted: w.Delete}
 	}
 	return nil
+}
+
+// uncached reports whether key is an index entry, which is only scanned:
+// caching it would cost the commit path for no read. A whole prefix is left
+// out (sets and deletes alike), so no stale entry can exist for one.
+func uncached(key []byte) bool {
+	return len(key) > 1 && key[1] == '/' && (key[0] == 'a' || key[0] == 's' || key[0] == 'n')
 }
