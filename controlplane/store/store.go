@@ -494,22 +494,31 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	}
 	t.set(journalKey(n), encodeLeaf(hashes, data))
 	if id := e.GetExecutionId(); id != "" {
-		var hist []byte
-		var err error
-		if t.known[id].created {
-			if w, ok := t.own[string(historyKey(id))]; ok {
-				hist = w.Value
-			}
-		} else {
-			hist, err = t.get(historyKey(id))
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		hist, err := t.history(id)
+		if err != nil {
 			return 0, fmt.Errorf("store: history of %s: %w", id, err)
 		}
-		t.set(historyKey(id), binary.BigEndian.AppendUint64(bytes.Clone(hist), uint64(n)))
+		t.set(historyKey(id), binary.BigEndian.AppendUint64(hist, uint64(n)))
 	}
 	t.size = n + 1
 	return n, nil
+}
+
+// history returns a copy of an execution's list of journal indexes as this
+// update sees it (a copy: the value may belong to the group in flight).
+func (t *Tx) history(id string) ([]byte, error) {
+	key := historyKey(id)
+	if t.known[id].created { // never committed: only this update holds it
+		if w, ok := t.own[string(key)]; ok {
+			return bytes.Clone(w.Value), nil
+		}
+		return nil, nil
+	}
+	v, err := t.get(key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return bytes.Clone(v), err
 }
 
 // TreeHash is the Merkle root of the journal as this update sees it.
