@@ -91,7 +91,7 @@ func New(cfg Config) (*Store, error) {
 			return nil, fmt.Errorf("store: read format: %w", err)
 		}
 		if string(f) != format {
-			return nil, fmt.Errorf("store: the data dir is in layout %q, this latch reads layout %q: open it with the latch that wrote it (export its journal with `latch audit export`)", f, format)
+			return nil, fmt.Errorf("store: the data dir is in layout %q, this latch reads layout %q: open it with the latch that wrote it (and export its journal with `latch audit export`), or, if it is a disposable dev dir such as .latch-dev, remove it", f, format)
 		}
 	}
 	go s.writer()
