@@ -1,14 +1,12 @@
 package hostchannel
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -186,36 +184,6 @@ func appendArgv(file, line string) []string {
 // 60s) for gate to exist, then appends a line to file.
 func gatedAppendArgv(gate, file string) []string {
 	return []string{"/bin/sh", "-c", `: > "` + file + `.began"; i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done; echo ran >> "` + file + `"`}
-}
-
-func readLines(tb testing.TB, path string) []string {
-	tb.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
-}
-
-// eventually polls cond every 20ms for at most 30s.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for range 1500 {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	tb.Fatalf("timed out waiting for %s", what)
 }
 
 // queryUntilSettled queries until the answer is no longer Unknown (bounded:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
+	"github.com/latchhq/latch/internal/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -39,7 +40,7 @@ func TestLocalDispatchRunsOnce(t *testing.T) {
 	if diff := cmp.Diff(m1, a.marker(t, "act_local_once"), protocmp.Transform()); diff != "" {
 		t.Errorf("marker changed by the second Dispatch (-first +after):\n%s", diff)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 
@@ -157,7 +158,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 	go func() { done <- c.Dispatch(ctxT(t), call) }()
 	// Past the shim's gate, not only marked running: an agent killed
 	// before it opens the gate leaves a command that never runs.
-	eventually(t, "command past the gate", func() bool {
+	testbin.Eventually(t, "command past the gate", func() bool {
 		_, err := os.Stat(file + ".began")
 		return err == nil
 	})
@@ -182,7 +183,7 @@ func TestLocalAgentKilledMidCommand(t *testing.T) {
 	if again := c.Dispatch(ctxT(t), call); again.Class != engine.Observed {
 		t.Errorf("Dispatch() after restart = %s (%s), want Observed", className(again.Class), again.Reason)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line\nagent log:\n%s", got, b.Log.String())
 	}
 }
@@ -252,7 +253,7 @@ func TestLocalStopWaiting(t *testing.T) {
 			defer cancel()
 			done := make(chan engine.Attempt, 1)
 			go func() { done <- c.Dispatch(ctx, call) }()
-			eventually(t, "command running", func() bool {
+			testbin.Eventually(t, "command running", func() bool {
 				return a.marker(t, id).GetState() == hostagentv1.MarkerState_MARKER_STATE_RUNNING
 			})
 			if tt.cancel {
@@ -271,7 +272,7 @@ func TestLocalStopWaiting(t *testing.T) {
 			if q := queryUntilSettled(t, c, call); q.Class != engine.Observed {
 				t.Errorf("Query() after the command ended = %s (%s), want Observed", className(q.Class), q.Reason)
 			}
-			if got := readLines(t, file); len(got) != 1 {
+			if got := testbin.ReadLines(t, file); len(got) != 1 {
 				t.Errorf("effects = %q, want exactly one line", got)
 			}
 		})
@@ -291,7 +292,7 @@ func TestLocalRecoveryDispatchDoesNotWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- c.Dispatch(ctx, call) }()
-	eventually(t, "command running", func() bool {
+	testbin.Eventually(t, "command running", func() bool {
 		return a.marker(t, id).GetState() == hostagentv1.MarkerState_MARKER_STATE_RUNNING
 	})
 
@@ -310,7 +311,7 @@ func TestLocalRecoveryDispatchDoesNotWait(t *testing.T) {
 	if got := c.Dispatch(ctxT(t), replay); got.Class != engine.Observed {
 		t.Errorf("recovery Dispatch() after exit = %s (%s), want Observed", className(got.Class), got.Reason)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -62,7 +63,7 @@ func TestSSHDispatch(t *testing.T) {
 			t.Errorf("call %d = %s %v body %q (%s), want Observed succeeded %q", i, className(got.Class), got.Outcome, got.Result.GetBody(), got.Reason, "over ssh\n")
 		}
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 	if n := e.srv.Accepted(); n != 1 {
@@ -94,7 +95,7 @@ func TestSSHDropMidCommand(t *testing.T) {
 
 			done := make(chan engine.Attempt, 1)
 			go func() { done <- e.ch.Dispatch(ctxT(t), call) }()
-			eventually(t, "command running", func() bool {
+			testbin.Eventually(t, "command running", func() bool {
 				return e.agent.marker(t, id).GetState() == hostagentv1.MarkerState_MARKER_STATE_RUNNING
 			})
 			tt.cut(e.srv)
@@ -113,7 +114,7 @@ func TestSSHDropMidCommand(t *testing.T) {
 			if n := e.srv.Accepted(); n < 2 {
 				t.Errorf("SSH connections = %d, want a second one after the break", n)
 			}
-			if got := readLines(t, file); len(got) != 1 {
+			if got := testbin.ReadLines(t, file); len(got) != 1 {
 				t.Errorf("effects = %q, want exactly one line", got)
 			}
 		})
@@ -162,7 +163,7 @@ func TestSSHRefusals(t *testing.T) {
 			if q := e.ch.Query(ctxT(t), call); q.Class != engine.Unknown {
 				t.Errorf("Query() = %s (%s), want Unknown (a query that did not go out proves nothing)", className(q.Class), q.Reason)
 			}
-			if got := readLines(t, file); len(got) != 0 {
+			if got := testbin.ReadLines(t, file); len(got) != 0 {
 				t.Errorf("effects = %q, want none", got)
 			}
 		})
@@ -197,7 +198,7 @@ func TestOpenSSH(t *testing.T) {
 	if q := c.Query(ctxT(t), call); q.Class != engine.Observed {
 		t.Errorf("Query() via OpenSSH = %s (%s), want Observed", className(q.Class), q.Reason)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }
@@ -253,7 +254,7 @@ func TestPlainSSH(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the timed-out command gone from the host", func() bool {
+		testbin.Eventually(t, "the timed-out command gone from the host", func() bool {
 			return syscall.Kill(pid, 0) == syscall.ESRCH
 		})
 	})
@@ -264,7 +265,7 @@ func TestPlainSSH(t *testing.T) {
 		call := newCall("act_plain_drop", e.target, "/bin/sh", "-c", script)
 		done := make(chan engine.Attempt, 1)
 		go func() { done <- e.ch.Dispatch(ctxT(t), call) }()
-		eventually(t, "command started", func() bool { _, err := os.Stat(started); return err == nil })
+		testbin.Eventually(t, "command started", func() bool { _, err := os.Stat(started); return err == nil })
 		e.srv.DropAll()
 		got := <-done
 		_ = os.WriteFile(gate, nil, 0o600)
@@ -300,7 +301,7 @@ func TestSSHConcurrentDispatch(t *testing.T) {
 			t.Errorf("Dispatch() = %s (%s), want Observed", className(got.Class), got.Reason)
 		}
 	}
-	if got := readLines(t, file); len(got) != n {
+	if got := testbin.ReadLines(t, file); len(got) != n {
 		t.Errorf("effects = %d lines, want %d", len(got), n)
 	}
 	if got := e.srv.Accepted(); got != 1 {
@@ -327,7 +328,7 @@ func TestSSHKeyRotation(t *testing.T) {
 	running := newCall("act_rotation_running", target, gatedAppendArgv(gate, file)...)
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- ch.Dispatch(ctxT(t), running) }()
-	eventually(t, "command past the gate", func() bool { _, err := os.Stat(file + ".began"); return err == nil })
+	testbin.Eventually(t, "command past the gate", func() bool { _, err := os.Stat(file + ".began"); return err == nil })
 
 	creds.mu.Lock()
 	creds.creds["deploy-ssh-key"] = second
@@ -346,7 +347,7 @@ func TestSSHKeyRotation(t *testing.T) {
 	if got := <-done; got.Class != engine.Observed || got.Outcome != recordv1.Outcome_OUTCOME_SUCCEEDED {
 		t.Errorf("Dispatch() that was running during the rotation = %s %v (%s), want Observed succeeded", className(got.Class), got.Outcome, got.Reason)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
+	"github.com/latchhq/latch/internal/testbin"
 )
 
 func TestExec(t *testing.T) {
@@ -252,7 +253,7 @@ func TestRotatedKeyRetiresTheOldConnection(t *testing.T) {
 		res, err := old.Exec(ctxT(t), []string{"/bin/sh", "-c", `: > "` + began + `"; i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; echo finished`}, nil)
 		done <- result{res, err}
 	}()
-	eventually(t, "command running", func() bool { _, err := os.Stat(began); return err == nil })
+	testbin.Eventually(t, "command running", func() bool { _, err := os.Stat(began); return err == nil })
 
 	rotated := target
 	rotated.Signer = sshtest.NewSigner(t)
@@ -273,7 +274,7 @@ func TestRotatedKeyRetiresTheOldConnection(t *testing.T) {
 	if r.err != nil || string(r.res.Stdout) != "finished\n" {
 		t.Fatalf("command on the retired connection = %q, %v; want it to finish", r.res.Stdout, r.err)
 	}
-	eventually(t, "the retired connection to close", func() bool { return old.Err() != nil })
+	testbin.Eventually(t, "the retired connection to close", func() bool { return old.Err() != nil })
 	if _, err := cur.Exec(ctxT(t), []string{"true"}, nil); err != nil {
 		t.Errorf("the new connection: %v", err)
 	}

@@ -118,15 +118,3 @@ func currentUser(tb testing.TB) string {
 	}
 	return u.Username
 }
-
-// eventually polls cond every 10ms for up to 10s.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for range 1000 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tb.Fatalf("timed out waiting for %s", what)
-}

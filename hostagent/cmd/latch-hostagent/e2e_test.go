@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/hostagent/proc"
 	"github.com/latchhq/latch/hostagent/shim"
+	"github.com/latchhq/latch/internal/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -51,7 +52,7 @@ func TestRunTwiceRunsOnce(t *testing.T) {
 	if m.GetPeerUid() != uint32(os.Getuid()) {
 		t.Errorf("peer_uid = %d, want %d", m.GetPeerUid(), os.Getuid())
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }
@@ -89,7 +90,7 @@ func TestConcurrentRunsRunOnce(t *testing.T) {
 	if m := a.wait("act_concurrent"); m.GetState() != stateExited {
 		t.Errorf("marker = %v, want exited", m)
 	}
-	if got := readLines(t, file); len(got) != 1 {
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }
@@ -126,7 +127,7 @@ func TestAgentKilledMidCommand(t *testing.T) {
 				if err := os.WriteFile(gate, nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "status file", func() bool {
+				testbin.Eventually(t, "status file", func() bool {
 					_, err := execdir.ReadStatus(execdir.Path(data, id))
 					return err == nil
 				})
@@ -148,7 +149,7 @@ func TestAgentKilledMidCommand(t *testing.T) {
 			if again.GetStarted() {
 				t.Errorf("Run after restart started = true, want false")
 			}
-			if got := readLines(t, file); len(got) != 1 {
+			if got := testbin.ReadLines(t, file); len(got) != 1 {
 				t.Errorf("effects = %q, want exactly one line", got)
 			}
 		})
@@ -171,7 +172,7 @@ func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 	}()
 	dir := execdir.Path(data, id)
 	var cmdID proc.Identity
-	eventually(t, "command waiting at the gate", func() bool {
+	testbin.Eventually(t, "command waiting at the gate", func() bool {
 		var err error
 		cmdID, err = execdir.ReadIdentity(dir, execdir.CommandFile)
 		return err == nil
@@ -190,11 +191,11 @@ func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 	if r.resp.GetStarted() || r.resp.GetMarker().GetState() != stateNotStarted {
 		t.Errorf("Run = started %v marker %v, want not started", r.resp.GetStarted(), r.resp.GetMarker())
 	}
-	eventually(t, "gated command to exit", func() bool {
+	testbin.Eventually(t, "gated command to exit", func() bool {
 		ok, _ := proc.Alive(cmdID)
 		return !ok
 	})
-	if got := readLines(t, file); len(got) != 0 {
+	if got := testbin.ReadLines(t, file); len(got) != 0 {
 		t.Errorf("effects = %q, want none: the command must never run", got)
 	}
 	st, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id})
@@ -213,7 +214,7 @@ func TestAgentRestartWithShimAtGateIsNotStarted(t *testing.T) {
 	}()
 	dir := execdir.Path(data, id)
 	var cmdID proc.Identity
-	eventually(t, "command waiting at the gate", func() bool {
+	testbin.Eventually(t, "command waiting at the gate", func() bool {
 		var err error
 		cmdID, err = execdir.ReadIdentity(dir, execdir.CommandFile)
 		return err == nil
@@ -224,11 +225,11 @@ func TestAgentRestartWithShimAtGateIsNotStarted(t *testing.T) {
 	if m.GetState() != stateNotStarted {
 		t.Errorf("marker = %v, want not_started", m)
 	}
-	eventually(t, "gated command to exit", func() bool {
+	testbin.Eventually(t, "gated command to exit", func() bool {
 		ok, _ := proc.Alive(cmdID)
 		return !ok
 	})
-	if got := readLines(t, file); len(got) != 0 {
+	if got := testbin.ReadLines(t, file); len(got) != 0 {
 		t.Errorf("effects = %q, want none", got)
 	}
 }
@@ -250,7 +251,7 @@ func TestShimKilledMidCommandIsLost(t *testing.T) {
 	if resp := a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: argv}); !resp.GetStarted() {
 		t.Fatalf("Run started = false")
 	}
-	eventually(t, "the command past the gate", func() bool {
+	testbin.Eventually(t, "the command past the gate", func() bool {
 		_, err := os.Stat(began)
 		return err == nil
 	})
@@ -271,8 +272,8 @@ func TestShimKilledMidCommandIsLost(t *testing.T) {
 	if again := a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: argv}); again.GetStarted() {
 		t.Errorf("Run of a lost execution started = true, want false")
 	}
-	eventually(t, "the command's effect", func() bool { return len(readLines(t, file)) > 0 })
-	if got := readLines(t, file); len(got) != 1 {
+	testbin.Eventually(t, "the command's effect", func() bool { return len(testbin.ReadLines(t, file)) > 0 })
+	if got := testbin.ReadLines(t, file); len(got) != 1 {
 		t.Errorf("effects = %q, want exactly one line", got)
 	}
 }
@@ -328,7 +329,7 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	if m.GetSignal() != "SIGTERM" || !strings.Contains(m.GetReason(), "timed out") {
 		t.Errorf("marker = %v, want killed by SIGTERM on timeout", m)
 	}
-	lines := readLines(t, pidFile)
+	lines := testbin.ReadLines(t, pidFile)
 	if len(lines) != 1 {
 		t.Fatalf("background pid file = %q", lines)
 	}
@@ -336,7 +337,7 @@ func TestTimeoutKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "background child of the timed-out command to die", func() bool {
+	testbin.Eventually(t, "background child of the timed-out command to die", func() bool {
 		st, err := proc.ReadStat(pid)
 		return err != nil || st.State == 'Z'
 	})

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -72,36 +69,6 @@ func (a *agentProc) wait(id string) *hostagentv1.Marker {
 func waitingState(s hostagentv1.MarkerState) bool {
 	return s == hostagentv1.MarkerState_MARKER_STATE_STARTING || s == hostagentv1.MarkerState_MARKER_STATE_RUNNING ||
 		s == hostagentv1.MarkerState_MARKER_STATE_BEGUN
-}
-
-// eventually polls cond every 20ms for at most 30s.
-func eventually(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	for range 1500 {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	tb.Fatalf("timed out waiting for %s", what)
-}
-
-func readLines(tb testing.TB, path string) []string {
-	tb.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }
 
 func appendCmd(file, line string) []string {
