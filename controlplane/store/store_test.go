@@ -287,7 +287,10 @@ func checkTree(t *testing.T, s *Store) {
 	}
 }
 
-func TestJournalSurvivesReopen(t *testing.T) {
+// badgerWithJournal returns the directory of a closed Badger store holding
+// a journal of n entries.
+func badgerWithJournal(t *testing.T, n int) string {
+	t.Helper()
 	dir := t.TempDir()
 	kv, err := OpenBadger(dir, BadgerOptions{})
 	if err != nil {
@@ -297,15 +300,19 @@ func TestJournalSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, s, 37)
+	appendN(t, s, n)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	kv, err = OpenBadger(dir, BadgerOptions{})
+	return dir
+}
+
+func TestJournalSurvivesReopen(t *testing.T) {
+	kv, err := OpenBadger(badgerWithJournal(t, 37), BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = newStore(t, kv)
+	s := newStore(t, kv)
 	if s.JournalSize() != 37 {
 		t.Fatalf("JournalSize after reopen = %d, want 37", s.JournalSize())
 	}
@@ -573,20 +580,7 @@ func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
 }
 
 func TestOpenRefusesAnotherLayout(t *testing.T) {
-	dir := t.TempDir()
-	kv, err := OpenBadger(dir, BadgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{KV: kv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, s, 1)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	kv, err = OpenBadger(dir, BadgerOptions{})
+	kv, err := OpenBadger(badgerWithJournal(t, 1), BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
