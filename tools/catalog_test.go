@@ -32,12 +32,13 @@ func TestLoadGoodCatalog(t *testing.T) {
 		Source: "testdata/good.yaml",
 		Targets: map[string]*Target{
 			"api": {Name: "api", Channel: ChannelHTTP, Credential: "api-token", BaseURL: "https://api.example.test/base",
-				IdempotencyHeader: "Idempotency-Key", Status: &StatusQuery{Method: "GET", Path: "/v1/ops/by-key/{execution_id}"},
-				Timeout: DefaultHTTPTimeout},
+				IdempotencyHeader: "Idempotency-Key",
+				Status:            &StatusQuery{Method: "GET", Path: "/v1/ops/by-key/{execution_id}", Absent: []int{404}, InProgress: []int{202, 409}},
+				Timeout:           DefaultHTTPTimeout, Settle: 5 * time.Second},
 			"box": {Name: "box", Channel: ChannelSSH, Credential: "box-key", Timeout: time.Minute, Address: "[::1]:2222",
 				User: "deploy", HostKey: testHostKey, HostagentSocket: "/run/latch-hostagent.sock"},
-			"here":  {Name: "here", Channel: ChannelLocal, HostagentSocket: "/run/latch-hostagent.sock"},
-			"plain": {Name: "plain", Channel: ChannelSSH, Address: "127.0.0.1:22", User: "ops", HostKey: testHostKey},
+			"here":  {Name: "here", Channel: ChannelLocal, HostagentSocket: "/run/latch-hostagent.sock", Settle: DefaultSettle},
+			"plain": {Name: "plain", Channel: ChannelSSH, Address: "127.0.0.1:22", User: "ops", HostKey: testHostKey, Settle: DefaultSettle},
 		},
 		Tools: map[string]*Tool{
 			"create_op": {
@@ -46,7 +47,7 @@ func TestLoadGoodCatalog(t *testing.T) {
 				Defaults:    map[string]any{"tags": []any{"a", "b"}, "size": float64(2)},
 				Target:      "api",
 				Request: &Request{Method: "PUT", Path: "/v1/ops/{{ name }}",
-					Query: map[string]string{"trace": "{{trace}}"}, Headers: map[string]string{"X-Size": "{{size}}"},
+					Query: map[string]string{"trace": "{{trace}}"}, Headers: map[string]string{"X-Size": "{{size}}", "X-Op-Key": "{{execution_id}}"},
 					Body: map[string]any{"name": "{{name}}", "size": "{{size}}", "tags": "{{tags}}", "label": "op-{{name}}", "fixed": 1.5, "none": nil}},
 				Timeout: 45 * time.Second, Replay: ReplayStatusQuery, AttachWindow: DefaultAttachWindow, Approval: ApprovalSession,
 				Fingerprint: Fingerprint{Ignore: []string{"trace"}, Secret: []string{"token"}},

@@ -40,8 +40,8 @@ var (
 
 var (
 	topKeys         = []string{"targets", "tools"}
-	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "address", "user", "host_key", "hostagent_socket"}
-	statusKeys      = []string{"method", "path"}
+	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle", "address", "user", "host_key", "hostagent_socket"}
+	statusKeys      = []string{"method", "path", "absent", "in_progress"}
 	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", "timeout", "replay", "attach_window", "approval", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
@@ -51,9 +51,9 @@ var (
 	channels        = []string{string(ChannelHTTP), string(ChannelSSH), string(ChannelLocal)}
 	// channelKeys lists the target keys that apply to each channel.
 	channelKeys = map[Channel][]string{
-		ChannelHTTP:  {"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout"},
-		ChannelSSH:   {"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout"},
-		ChannelLocal: {"channel", "hostagent_socket", "timeout"},
+		ChannelHTTP:  {"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle"},
+		ChannelSSH:   {"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout", "settle"},
+		ChannelLocal: {"channel", "hostagent_socket", "timeout", "settle"},
 	}
 	// reservedHeaders are set by the HTTP client or by Latch itself.
 	reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "te", "trailer", "upgrade"}
@@ -204,6 +204,12 @@ func (p *parser) target(e kv) *Target {
 	if e, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(e, what+": timeout")
 	}
+	t.Settle = DefaultSettle
+	if e, ok := f["settle"]; ok {
+		if d, ok := p.settle(e, what); ok {
+			t.Settle = d
+		}
+	}
 	if e, ok := f["hostagent_socket"]; ok {
 		if s, ok := p.str(e, what+": hostagent_socket"); ok {
 			if !strings.HasPrefix(s, "/") {
@@ -302,6 +308,9 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 			}
 		}
 		sq.Path = path
+		if !p.statusAnswers(sf, sq, what) {
+			ok = false
+		}
 		if ok && pok {
 			t.Status = sq
 		}
@@ -491,11 +500,8 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			} else {
 				t.Request = p.request(re, tg, info, what)
 			}
-			if replayOK && t.Replay == ReplayIdempotencyKey && tg.IdempotencyHeader == "" {
-				p.addf(f["replay"].keyNode, "%s: replay idempotency_key needs idempotency_header on target %s", what, tg.Name)
-			}
-			if replayOK && t.Replay == ReplayStatusQuery && tg.Status == nil {
-				p.addf(f["replay"].keyNode, "%s: replay status_query needs status on target %s", what, tg.Name)
+			if replayOK {
+				p.checkEvidence(f, t, tg, what)
 			}
 		case ChannelSSH, ChannelLocal:
 			if re, has := f["request"]; has {

@@ -12,6 +12,7 @@ import (
 // request parses and checks an HTTP tool's request template.
 func (p *parser) request(e kv, tg *Target, info *schemaInfo, what string) *Request {
 	what += ": request"
+	info = requestInfo(info) // {{execution_id}} is always there
 	f := p.fields(e.val, what, requestKeys)
 	if f == nil {
 		return nil

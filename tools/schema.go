@@ -156,6 +156,10 @@ func (p *parser) inputSchema(e *kv, what string) (json.RawMessage, *schemaInfo) 
 		p.addf(at, "%s: property %q is reserved: Latch adds it to side-effecting tools to mark a deliberate repeat", what, RepeatOfArgument)
 		bad = true
 	}
+	if _, ok := s.Properties[ExecutionIDVar]; ok {
+		p.addf(at, "%s: property %q is reserved: {{%s}} renders the execution ID in requests; name the argument differently", what, ExecutionIDVar, ExecutionIDVar)
+		bad = true
+	}
 	if bad {
 		return nil, nil
 	}

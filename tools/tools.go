@@ -68,6 +68,12 @@ type Target struct {
 	AllowPrivate bool
 	// Timeout bounds one HTTP exchange (default 30s).
 	Timeout time.Duration
+	// Settle is how long after a request can no longer be in flight (its
+	// send plus the dispatch timeout) the target may still not show it at
+	// its status endpoint or agent (default DefaultSettle). 0 says the
+	// target commits before answering. An "absent" answer proves nothing
+	// happened only when observed after that point.
+	Settle time.Duration
 
 	// SSH targets.
 	Address string
@@ -80,10 +86,18 @@ type Target struct {
 }
 
 // StatusQuery is how to ask an HTTP target what became of an execution.
-// "{execution_id}" in Path is replaced by the execution ID.
+// "{execution_id}" in Path is replaced by the execution ID. Its answers mean
+// (see Classify): a status in InProgress, the request is still being
+// processed (no evidence, ask again); in Absent, the target has no record of
+// the ID (evidence only after the settle point); any other 2xx, completed,
+// the answer being the stored result; anything else, no evidence.
 type StatusQuery struct {
 	Method string
 	Path   string
+	// Absent lists the "no record of this ID" statuses (default 404, 410).
+	Absent []int
+	// InProgress lists the "still in progress" statuses (default 202, 409, 425).
+	InProgress []int
 }
 
 // Request is an HTTP tool's request template. Strings may contain {{arg}}.
