@@ -75,6 +75,8 @@ const (
 	// Unknown: something may have reached the target; no answer was seen.
 	Unknown
 	// Absent: a query found that the target has no record of the execution.
+	// It proves nothing happened only when Durable, or when observed after
+	// the settle point (see recoverOne); earlier it is no evidence.
 	Absent
 	// Unsupported: the channel cannot answer this question for this tool.
 	Unsupported
@@ -91,6 +93,15 @@ type Attempt struct {
 	// cannot succeed (a host agent never re-runs an ID), so the execution
 	// rests at not_executed at once.
 	Final bool
+	// Durable, with Absent: the target has recorded that it will never act
+	// on this execution ID (a host agent's not_started marker), so the
+	// absence holds whenever it is observed, settle or not.
+	Durable bool
+	// InFlight, with Absent: how long after its send the channel's request
+	// may still reach the target, when that is longer than the tool's
+	// dispatch timeout (a host agent's Run deadline). The settle point is
+	// counted from the longer of the two.
+	InFlight time.Duration
 }
 
 // Authorizer decides, in the fixed order of DESIGN §9, whether a new

@@ -32,7 +32,22 @@ targets:
     allow_private: true
     idempotency_header: Idempotency-Key
     status: {method: GET, path: "/by-key/{execution_id}"}
+    timeout: 1ms
+    settle: 0s
+  orders:
+    channel: http
+    base_url: http://127.0.0.1:1
+    allow_private: true
+    status: {path: "/orders/by-key/{execution_id}"}
+    timeout: 1m
+    settle: 1h
 tools:
+  order:
+    description: Place an order; the key travels in the body.
+    input_schema: {type: object, required: [sku], properties: {sku: {type: string}}}
+    target: orders
+    request: {method: POST, path: /orders, body: {sku: "{{sku}}", client_ref: "{{execution_id}}"}}
+    replay: status_query
   deploy:
     description: Deploy.
     input_schema: {type: object, required: [service, version], properties: {service: {type: string}, version: {type: string}, region: {type: string}, note: {type: string}}}
@@ -426,7 +441,7 @@ func TestUnknownOutcomeRecovery(t *testing.T) {
 		{"idempotency_key re-sends under the same id", "deploy", `{"service":"a","version":"9"}`, []AttemptClass{Unknown, Unknown}, nil, recordv1.State_STATE_COMPLETED, 3},
 		{"status_query finds the result", "ticket", `{"title":"t"}`, []AttemptClass{Unknown}, []AttemptClass{Unknown, Observed}, recordv1.State_STATE_COMPLETED, 1},
 		{"status_query finds nothing", "ticket", `{"title":"t"}`, []AttemptClass{NotSent, NotSent, NotSent}, nil, recordv1.State_STATE_NOT_EXECUTED, 0},
-		{"status_query: target never saw it", "ticket", `{"title":"u"}`, []AttemptClass{Unknown}, []AttemptClass{Absent}, recordv1.State_STATE_NOT_EXECUTED, 1},
+		{"status_query: target never saw it", "ticket", `{"title":"u"}`, []AttemptClass{Unknown}, []AttemptClass{Absent, Absent}, recordv1.State_STATE_NOT_EXECUTED, 1},
 		{"review waits for an operator", "pay", `{"amount":5}`, []AttemptClass{Unknown}, nil, recordv1.State_STATE_NEEDS_REVIEW, 1},
 		{"gives up after bounded attempts", "ticket", `{"title":"v"}`, []AttemptClass{Unknown}, []AttemptClass{Unknown, Unknown, Unknown, Unknown, Unknown, Unknown, Unknown}, recordv1.State_STATE_NEEDS_REVIEW, 1},
 		{"not sent is re-dispatched", "deploy", `{"service":"b","version":"1"}`, []AttemptClass{NotSent, NotSent}, nil, recordv1.State_STATE_COMPLETED, 1},

@@ -92,7 +92,9 @@ func (e *Engine) recoveryLoop() {
 }
 
 // recoverOne tries once to settle an outcome_unknown execution from evidence,
-// by the tool's replay class. Every attempt is journaled.
+// by the tool's replay class. Every attempt is journaled with what it saw and
+// why it did or did not count as evidence; whenever the execution stays
+// outcome_unknown, NextRecoveryAt says when to ask again.
 func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
 		return
@@ -116,6 +118,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	}
 	c.Recovery = true
 	var a Attempt
+	asked := e.cfg.Clock()
 	switch c.Tool.Replay {
 	case tools.ReplayReview:
 		review("outcome unknown and the tool's replay class is review: an operator decides (latch exec resolve)")
@@ -123,6 +126,16 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	case tools.ReplayStatusQuery:
 		a = ch.Query(ctx, c)
 	default: // idempotency_key, read_only: re-send under the same execution ID
+		// The send time is durable before the first byte, like a dispatch:
+		// the evidence rule counts from the latest send.
+		sent, err := e.journal(ctx, x, "recovery_replay", "re-sending under the same execution ID, which the target's idempotency makes the same request", func(cur *recordv1.Execution) {
+			cur.LastSentAt = timestamppb.New(asked)
+		})
+		if err != nil {
+			log.Error("recovery: cannot journal the re-send; not re-sending", "error", err)
+			return
+		}
+		c.Execution = sent
 		a = ch.Dispatch(ctx, c)
 	}
 	switch a.Class {
@@ -131,20 +144,18 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 		e.complete(ctx, id, a, "recovery")
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:
+		ev := absence(x, c, a, asked)
+		if !ev.counts {
+			e.noEvidence(ctx, x, ev.reason, ev.settleAt, false) // an early absence never uses up an attempt
+			return
+		}
 		e.dropSecrets(id)
-		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", "the target has no record of it: "+a.Reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
+		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", ev.reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
 			log.Debug("recovery: not moved to not_executed", "error", err)
 		}
 	case Unsupported:
 		review("the target cannot be asked: " + a.Reason)
 	default:
-		now := e.cfg.Clock()
-		_, err := e.journal(ctx, x, "recovery_attempt", "no evidence yet: "+a.Reason, func(cur *recordv1.Execution) {
-			cur.RecoveryAttempts++
-			cur.NextRecoveryAt = timestamppb.New(now.Add(backoff(e.cfg.Recovery.MinBackoff, e.cfg.Recovery.MaxBackoff, int(cur.RecoveryAttempts))))
-		})
-		if err != nil {
-			log.Error("recovery: cannot journal attempt", "error", err)
-		}
+		e.noEvidence(ctx, x, "no evidence yet: "+a.Reason, time.Time{}, true)
 	}
 }

@@ -32,6 +32,7 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 		if x.DispatchedAt == nil {
 			x.DispatchedAt = ts
 		}
+		x.LastSentAt = ts // the evidence rule counts from the latest send
 		x.Attempts++
 	case recordv1.State_STATE_COMPLETED:
 		x.CompletedAt = ts

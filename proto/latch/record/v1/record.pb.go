@@ -480,7 +480,13 @@ type Execution struct {
 	// Journal index of the last transition recorded for this execution.
 	JournalIndex uint64 `protobuf:"varint,31,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
 	// The agent session the execution came from (see Session).
-	SessionId     string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The latest time a request carrying the execution ID may have been sent
+	// to the target: every dispatch, every recovery re-send. An "absent"
+	// answer proves nothing happened only when observed after this plus the
+	// dispatch timeout plus the target's settle. Unset on records written
+	// before it existed: dispatched_at stands in.
+	LastSentAt    *timestamppb.Timestamp `protobuf:"bytes,40,opt,name=last_sent_at,json=lastSentAt,proto3" json:"last_sent_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -725,6 +731,13 @@ func (x *Execution) GetSessionId() string {
 	return ""
 }
 
+func (x *Execution) GetLastSentAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSentAt
+	}
+	return nil
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -734,7 +747,11 @@ type JournalEntry struct {
 	From        State                  `protobuf:"varint,4,opt,name=from,proto3,enum=latch.record.v1.State" json:"from,omitempty"`
 	To          State                  `protobuf:"varint,5,opt,name=to,proto3,enum=latch.record.v1.State" json:"to,omitempty"`
 	// kind names what happened when it is not a plain transition:
-	// "transition", "attach", "recovery_attempt", "resolve", "evidence".
+	// "transition", "attach", "recovery_query" (a status query or re-send
+	// that proved nothing yet; the reason says what it saw and why it does not
+	// count), "recovery_replay" (a re-send under the same execution ID is about
+	// to go out), "recovery" (recovery settled it), "resolve", "evidence".
+	// Records before recovery_query existed say "recovery_attempt".
 	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	Actor  string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -1103,7 +1120,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\asummary\x18\a \x01(\tR\asummary\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\n" +
+	"\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -1139,7 +1157,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x10next_recovery_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\x0enextRecoveryAt\x12#\n" +
 	"\rjournal_index\x18\x1f \x01(\x04R\fjournalIndex\x12\x1d\n" +
 	"\n" +
-	"session_id\x18  \x01(\tR\tsessionId\"\xb2\x03\n" +
+	"session_id\x18  \x01(\tR\tsessionId\x12<\n" +
+	"\flast_sent_at\x18( \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastSentAt\"\xb2\x03\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1248,23 +1268,24 @@ var file_latch_record_v1_record_proto_depIdxs = []int32{
 	11, // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 9: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
 	11, // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	11, // 11: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 12: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 13: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	6,  // 14: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	4,  // 15: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	9,  // 16: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	11, // 17: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	3,  // 18: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	11, // 19: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	11, // 20: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	11, // 21: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	11, // 22: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	11, // 11: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	11, // 12: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 13: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 14: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	6,  // 15: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	4,  // 16: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	9,  // 17: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	11, // 18: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	3,  // 19: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	11, // 20: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	11, // 21: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	11, // 22: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	11, // 23: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
