@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/vault"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // Credentials looks up a credential_ref. Implemented by *vault.Vault.
@@ -52,9 +53,11 @@ func New(cfg Config) (*Channel, error) {
 	return &Channel{log: cfg.Logger.Named("httpchannel"), d: cfg.Dispatcher, creds: cfg.Credentials}, nil
 }
 
-// Dispatch sends the tool's request with the execution ID as idempotency key.
+// Dispatch sends the tool's request with the execution ID as idempotency key
+// (the target's idempotency_header) and wherever the request template says
+// {{execution_id}}.
 func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
-	method, path, query, headers, body, err := call.Tool.RenderRequest(call.Arguments)
+	method, path, query, headers, body, err := call.Tool.RenderRequestAs(call.Execution.GetId(), call.Arguments)
 	if err != nil {
 		return engine.Attempt{Class: engine.NotSent, Reason: "request template: " + err.Error()}
 	}
@@ -69,13 +72,21 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	if err != nil {
 		return failed(err)
 	}
-	if call.Recovery && obs.Status == 409 {
-		return engine.Attempt{Class: engine.Unknown, Reason: "the target reports the original request still in progress (409)"}
+	if call.Recovery && (obs.Status == 409 || obs.Status == 425) {
+		// The IETF Idempotency-Key draft's answer to a key whose first
+		// request is still being processed: no outcome yet.
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("the re-send under the same key answered %d: the target reports the original request still in progress; no evidence yet, asking again", obs.Status)}
 	}
 	return observed(obs)
 }
 
-// Query asks the target's status endpoint about the execution.
+// Query asks the target's status endpoint about the execution. The answer
+// means what the target's status contract says (tools.StatusQuery.Classify):
+// a 2xx not listed as in progress is the stored answer, which becomes the
+// result (its status, selected headers and body); an in-progress status
+// (202, 409, 425 by default) and anything unlisted are no evidence; an absent
+// one (404, 410 by default) is Absent, which the engine counts only after the
+// settle point.
 func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 	sq := call.Target.Status
 	if sq == nil {
@@ -97,13 +108,17 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 		}
 		return a
 	}
-	switch {
-	case obs.Status == 404 || obs.Status == 410:
-		return engine.Attempt{Class: engine.Absent, Reason: fmt.Sprintf("status endpoint answered %d for this execution ID", obs.Status)}
-	case obs.Status >= 200 && obs.Status < 300:
-		return observed(obs)
+	switch sq.Classify(obs.Status) {
+	case tools.StatusAbsent:
+		return engine.Attempt{Class: engine.Absent, Reason: fmt.Sprintf("status endpoint answered %d (absent) for this execution ID", obs.Status)}
+	case tools.StatusInProgress:
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status endpoint answered %d: the target has the request and reports it still in progress; asking again", obs.Status)}
+	case tools.StatusCompleted:
+		a := observed(obs)
+		a.Reason = fmt.Sprintf("status endpoint answered %d with the stored answer", obs.Status)
+		return a
 	default:
-		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status endpoint answered %d", obs.Status)}
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status endpoint answered %d, which proves nothing either way; asking again", obs.Status)}
 	}
 }
 
