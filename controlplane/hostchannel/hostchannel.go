@@ -217,8 +217,9 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	if call.Recovery {
 		// The engine's recovery worker asks many executions in turn: answer
-		// now, never block it on a long command.
-		return c.classify(ctx, ac, call.Target.Name, m, false)
+		// now, never block it on a long command. The marker answers as it
+		// does a query: not_started is then durable absence.
+		return c.classify(ctx, ac, call.Target.Name, m, true)
 	}
 	maxWait := c.cfg.MaxWait
 	if timeout > 0 {
@@ -233,6 +234,15 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 }
 
 // Query asks the host agent for the execution's marker, without acting.
+//
+// Only the agent's marker proves that nothing ran: a not_started marker is
+// durable absence (the agent never runs that ID afterwards). An agent that
+// has no marker, or refuses the ID, answers Absent without Durable: a Run
+// still on its way would create the marker, so the engine counts it only
+// after the settle point, with the Run deadline as the in-flight bound.
+// Anything that is not the agent's answer (no SSH pool or key, a failed
+// dial, a refused streamlocal channel, a missing socket, an RPC error, a
+// marker state this control plane does not know) is Unknown: no evidence.
 func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 	if a, ok := checkCall(call); !ok {
 		return a
@@ -252,17 +262,23 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 	cancel()
 	switch {
 	case status.Code(err) == codes.NotFound:
-		return engine.Attempt{Class: engine.Absent, Reason: "the host agent on " + call.Target.Name + " has no marker for this execution ID: nothing ran under it"}
+		return engine.Attempt{Class: engine.Absent, InFlight: c.runBound(), Reason: "the host agent on " + call.Target.Name +
+			" has no marker for this execution ID (a run request still on its way would create one)"}
 	case status.Code(err) == codes.InvalidArgument:
-		// Run refuses such an ID before writing a marker: nothing can have
-		// run under it.
-		return engine.Attempt{Class: engine.Absent, Reason: "the host agent on " + call.Target.Name + " refuses this execution ID, so nothing ran under it: " + status.Convert(err).Message()}
+		// Run refuses such an ID before writing a marker, so nothing can
+		// run under it; still, the answer is not a marker.
+		return engine.Attempt{Class: engine.Absent, InFlight: c.runBound(), Reason: "the host agent on " + call.Target.Name +
+			" refuses this execution ID, as its Run would (no marker can exist for it): " + status.Convert(err).Message()}
 	case err != nil:
 		c.drop(call.Target.Name, ac)
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status query to the host agent on %s failed (%v); will ask again", call.Target.Name, describe(err))}
 	}
 	return c.classify(ctx, ac, call.Target.Name, resp.GetMarker(), true)
 }
+
+// runBound is how long after it was sent a Run request may still reach the
+// agent and write a marker: its RPC deadline.
+func (c *Channel) runBound() time.Duration { return c.cfg.CallTimeout + agentStartTimeout }
 
 func checkCall(call engine.Call) (engine.Attempt, bool) {
 	switch {
@@ -354,7 +370,7 @@ func (c *Channel) classify(ctx context.Context, ac *agentConn, target string, m 
 		return a
 	case hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED:
 		if query {
-			return engine.Attempt{Class: engine.Absent, Reason: "the host agent on " + target + " never opened the command's gate: nothing ran" + reason}
+			return engine.Attempt{Class: engine.Absent, Durable: true, Reason: "the host agent's marker on " + target + " says not_started: the command's gate never opened, nothing ran, and the agent never runs this ID" + reason}
 		}
 		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: "the host agent on " + target + " never opened the command's gate: nothing ran" + reason +
 			" (the agent never re-runs an execution ID: call the tool again for a new execution)"}

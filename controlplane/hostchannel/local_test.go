@@ -103,8 +103,8 @@ func TestLocalQueryUnknownID(t *testing.T) {
 	a := startAgent(t, "", "")
 	c := newChannel(t, Config{})
 	got := c.Query(ctxT(t), newCall("act_never_seen", localTarget(a.Socket), "true"))
-	if got.Class != engine.Absent {
-		t.Errorf("Query(unknown id) = %s (%s), want Absent", className(got.Class), got.Reason)
+	if got.Class != engine.Absent || got.Durable {
+		t.Errorf("Query(unknown id) = %s durable=%v (%s), want Absent, not durable (a Run on its way would still create the marker)", className(got.Class), got.Durable, got.Reason)
 	}
 }
 
