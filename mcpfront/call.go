@@ -497,7 +497,11 @@ func noteFor(e *recordv1.Execution, dispatchedAt string) (note string, isError b
 	case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED:
 		return fmt.Sprintf("execution %s is accepted and still running; do not retry; check latch_execution_status with execution_id %s.", id, id), false
 	case recordv1.State_STATE_NOT_EXECUTED:
-		return fmt.Sprintf("execution %s was not executed%s; nothing reached the target, so calling the tool again is safe.", id, reason), true
+		// not_executed is reached only from evidence: nothing left Latch
+		// (seen before the request was written), the target's own "no
+		// record" after its settle point, the host agent's not_started
+		// marker, or an operator's decision. The reason says which.
+		return fmt.Sprintf("execution %s was not executed%s. That is established from evidence, not from a lost connection, so calling the tool again is safe: it starts a new execution.", id, reason), true
 	case recordv1.State_STATE_REJECTED:
 		return fmt.Sprintf("execution %s was rejected%s; nothing was sent to the target.", id, reason), true
 	case recordv1.State_STATE_CANCELLED:

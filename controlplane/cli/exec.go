@@ -225,10 +225,16 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	row("accepted_at", ts(x.GetAcceptedAt()))
 	row("authorized_at", ts(x.GetAuthorizedAt()))
 	row("dispatched_at", ts(x.GetDispatchedAt()))
+	if x.GetLastSentAt() != nil && !x.GetLastSentAt().AsTime().Equal(x.GetDispatchedAt().AsTime()) {
+		row("last_sent_at", ts(x.GetLastSentAt()))
+	}
 	row("completed_at", ts(x.GetCompletedAt()))
 	row("delivered_at", ts(x.GetDeliveredAt()))
 	row("dispatches", fmt.Sprint(x.GetAttempts()))
 	row("recovery_attempts", fmt.Sprint(x.GetRecoveryAttempts()))
+	if x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
+		row("next_recovery_at", ts(x.GetNextRecoveryAt()))
+	}
 	if ev := x.GetEvidence(); ev != nil {
 		row("evidence", evidenceText(ev))
 	}

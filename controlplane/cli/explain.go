@@ -16,7 +16,8 @@ import (
 // an execution's journal records.
 func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) {
 	var attaches []*recordv1.JournalEntry
-	var completed, delivered, unknown *recordv1.JournalEntry
+	var completed, delivered, unknown, notExecuted *recordv1.JournalEntry
+	var queries []*recordv1.JournalEntry
 	var first *recordv1.Evidence
 	for _, e := range hist {
 		switch {
@@ -28,8 +29,12 @@ func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) 
 			completed = e
 		case e.GetTo() == recordv1.State_STATE_DELIVERED:
 			delivered = e
+		case e.GetKind() == "recovery_query" || e.GetKind() == "recovery_attempt":
+			queries = append(queries, e)
 		case e.GetTo() == recordv1.State_STATE_OUTCOME_UNKNOWN && unknown == nil:
 			unknown = e
+		case e.GetTo() == recordv1.State_STATE_NOT_EXECUTED:
+			notExecuted = e
 		}
 	}
 	if first == nil {
@@ -85,10 +90,25 @@ func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) 
 		fmt.Fprintf(w, "   Yes: %s, target status %d, at %s, %s.\n", outcomeName(x.GetOutcome()), x.GetTargetStatus(), ts(x.GetCompletedAt()), how)
 	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetState() == recordv1.State_STATE_NEEDS_REVIEW:
 		fmt.Fprintf(w, "   Not yet: %s (%s). It was not re-sent blindly.\n", lifecycle.Name(x.GetState()), x.GetReason())
+	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED && notExecuted != nil:
+		// Say what the conclusion rests on: never "nothing happened"
+		// without the proof.
+		switch notExecuted.GetKind() {
+		case "recovery":
+			fmt.Fprintf(w, "   No answer to the request itself; recovery established from the target that it never acted on it: %s\n", notExecuted.GetReason())
+		case "resolve":
+			fmt.Fprintf(w, "   No answer was observed; an operator decided at %s that it was not executed: %s\n", ts(notExecuted.GetTime()), notExecuted.GetReason())
+		default:
+			fmt.Fprintf(w, "   No: the request was never written to the target (seen before its first byte left Latch): %s\n", notExecuted.GetReason())
+		}
 	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED:
-		fmt.Fprintf(w, "   No, and nothing happened at the target: %s\n", x.GetReason())
+		fmt.Fprintf(w, "   No answer was observed; it is not_executed: %s\n", x.GetReason())
 	default:
 		fmt.Fprintln(w, "   No.")
+	}
+
+	if n := len(queries); n > 0 {
+		fmt.Fprintf(w, "   %d recovery quer%s settled nothing; the last, at %s: %s\n", n, map[bool]string{true: "y", false: "ies"}[n == 1], ts(queries[n-1].GetTime()), queries[n-1].GetReason())
 	}
 
 	// 4. Did delivery fail after completion?
