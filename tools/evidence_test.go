@@ -94,7 +94,9 @@ tools:
 		t.Fatal(err)
 	}
 	tool := cat.Tools["place_order"]
-	args := map[string]any{"sku": "a/b"}
+	// An argument called execution_id (a schema without
+	// additionalProperties: false lets one through) never wins.
+	args := map[string]any{"sku": "a/b", ExecutionIDVar: "act_spoofed"}
 	_, path, query, headers, body, err := tool.RenderRequestAs("act_01/x", args)
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +106,10 @@ tools:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("RenderRequestAs (-want +got):\n%s", diff)
 	}
-	if _, ok := args[ExecutionIDVar]; ok {
+	if args[ExecutionIDVar] != "act_spoofed" {
 		t.Error("RenderRequestAs modified the caller's arguments")
 	}
-	if _, _, _, _, _, err := tool.RenderRequest(args); !errors.Is(err, ErrInvalidArguments) {
+	if _, _, _, _, _, err := tool.RenderRequest(map[string]any{"sku": "a"}); !errors.Is(err, ErrInvalidArguments) {
 		t.Errorf("RenderRequest without the ID = %v, want ErrInvalidArguments", err)
 	}
 }

@@ -50,7 +50,7 @@ const (
 // not_executed -> dispatched is the bounded, safe re-dispatch under the same
 // execution ID after a failure that provably sent nothing. outcome_unknown ->
 // outcome_unknown is not listed: recovery attempts are journal records of
-// kind "recovery_attempt", not transitions.
+// kind "recovery_query" (once "recovery_attempt"), not transitions.
 var next = map[state][]state{
 	recordv1.State_STATE_UNSPECIFIED: {accepted},
 	accepted:                         {awaitingApproval, authorized, rejected, cancelled},
