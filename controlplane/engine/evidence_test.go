@@ -111,3 +111,35 @@ func (h *harness) waitFor(tb testing.TB, id, what string, ok func(*recordv1.Exec
 	tb.Fatalf("execution %s never reached %s; last seen %v", id, what, last)
 	return nil
 }
+
+// TestRecoveryResendIsJournaledBeforeItGoesOut: a re-send under the same
+// key is a send, so its time is durable (last_sent_at, a recovery_replay
+// record) before the channel is called, and later absences count from it.
+func TestRecoveryResendIsJournaledBeforeItGoesOut(t *testing.T) {
+	h := newHarness(t, t.TempDir(), &fakeChannel{dispatch: []AttemptClass{Unknown, Observed}})
+	r := h.submit(t, "alice", "deploy", `{"service":"s","version":"7"}`)
+	x := h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+	if !x.GetLastSentAt().AsTime().After(x.GetDispatchedAt().AsTime()) {
+		t.Errorf("last_sent_at %s is not after dispatched_at %s: the re-send was not recorded", x.GetLastSentAt().AsTime(), x.GetDispatchedAt().AsTime())
+	}
+	hist, err := h.st.History(x.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range hist {
+		kinds = append(kinds, e.GetKind()+">"+e.GetTo().String())
+	}
+	replay := -1
+	for i, e := range hist {
+		if e.GetKind() == "recovery_replay" {
+			replay = i
+			if !e.GetExecution().GetLastSentAt().AsTime().Equal(x.GetLastSentAt().AsTime()) {
+				t.Errorf("recovery_replay record carries last_sent_at %s, want %s", e.GetExecution().GetLastSentAt().AsTime(), x.GetLastSentAt().AsTime())
+			}
+		}
+	}
+	if replay < 0 || hist[len(hist)-1].GetTo() != recordv1.State_STATE_COMPLETED || replay > len(hist)-2 {
+		t.Errorf("journal = %v, want a recovery_replay record before completed", kinds)
+	}
+}
