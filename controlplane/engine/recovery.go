@@ -144,7 +144,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 		e.complete(ctx, id, a, "recovery")
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:
-		ev := absence(x, c, a, asked)
+		ev := absence(c.Execution, c, a, asked)
 		if !ev.counts {
 			e.noEvidence(ctx, x, ev.reason, ev.settleAt, false) // an early absence never uses up an attempt
 			return
