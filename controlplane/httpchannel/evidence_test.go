@@ -31,6 +31,9 @@ import (
 // stored answer.
 type laggingOrders struct {
 	release chan struct{}
+	// cut closes the client's connection as soon as the order is received
+	// (the order goes on), instead of letting the client time out.
+	cut bool
 
 	mu        sync.Mutex
 	held      map[string]bool   // client_ref → request received, not committed
@@ -41,8 +44,8 @@ type laggingOrders struct {
 	done      chan struct{}
 }
 
-func newLaggingOrders() *laggingOrders {
-	return &laggingOrders{release: make(chan struct{}), held: map[string]bool{}, committed: map[string][]byte{},
+func newLaggingOrders(cut bool) *laggingOrders {
+	return &laggingOrders{release: make(chan struct{}), cut: cut, held: map[string]bool{}, committed: map[string][]byte{},
 		arrived: make(chan struct{}, 8), done: make(chan struct{}, 8)}
 }
 
@@ -66,7 +69,14 @@ func (o *laggingOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.held[in.ClientRef] = true
 		o.mu.Unlock()
 		o.arrived <- struct{}{}
-		<-o.release // the client's deadline passes meanwhile; the work goes on
+		if o.cut {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic("laggingOrders: cannot hijack: " + err.Error())
+			}
+			conn.Close()
+		}
+		<-o.release // the client is cut off or times out meanwhile; the work goes on
 		answer := fmt.Appendf(nil, `{"order_id":"ord_1","sku":%q,"client_ref":%q}`, in.SKU, in.ClientRef)
 		o.mu.Lock()
 		delete(o.held, in.ClientRef)
@@ -74,8 +84,10 @@ func (o *laggingOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		o.effects++
 		o.mu.Unlock()
 		o.done <- struct{}{}
-		w.WriteHeader(http.StatusCreated)
-		w.Write(answer) //nolint:errcheck // the client is long gone
+		if !o.cut {
+			w.WriteHeader(http.StatusCreated)
+			w.Write(answer) //nolint:errcheck // the client is long gone
+		}
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/orders/by-key/"):
 		key := strings.TrimPrefix(r.URL.Path, "/v1/orders/by-key/")
 		o.mu.Lock()
@@ -115,7 +127,7 @@ tools:
     input_schema: {type: object, required: [sku], properties: {sku: {type: string}}}
     target: orders
     request: {method: POST, path: /v1/orders, body: {sku: "{{sku}}", client_ref: "{{execution_id}}"}}
-    timeout: 300ms
+    timeout: %s
     replay: status_query
 `
 
@@ -146,7 +158,20 @@ func (c *manualClock) Add(d time.Duration) {
 // the agent's re-issue attaches to the same execution; once the order is
 // committed the next query finds it, and the target counts one effect.
 func TestLaggingStatusEndpointIsNotEvidence(t *testing.T) {
-	orders := newLaggingOrders()
+	for _, tt := range []struct {
+		name    string
+		cut     bool
+		timeout time.Duration
+	}{
+		{"dispatch timeout", false, 300 * time.Millisecond},
+		{"connection cut while held", true, time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) { laggingStatusEndpoint(t, tt.cut, tt.timeout) })
+	}
+}
+
+func laggingStatusEndpoint(t *testing.T, cut bool, timeout time.Duration) {
+	orders := newLaggingOrders(cut)
 	ts := httptest.NewServer(orders)
 	t.Cleanup(ts.Close)
 	var releaseOnce sync.Once
@@ -161,7 +186,7 @@ func TestLaggingStatusEndpointIsNotEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := tools.Parse("orders.yaml", []byte(fmt.Sprintf(laggingCatalog, ts.URL)))
+	cat, err := tools.Parse("orders.yaml", []byte(fmt.Sprintf(laggingCatalog, ts.URL, timeout)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +235,7 @@ func TestLaggingStatusEndpointIsNotEvidence(t *testing.T) {
 	// settle point.
 	x := waitExec(t, e, id, "an early absence journaled", func(x *recordv1.Execution) bool {
 		return x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN && x.GetNextRecoveryAt() != nil &&
-			x.GetNextRecoveryAt().AsTime().Equal(x.GetLastSentAt().AsTime().Add(300*time.Millisecond+time.Hour))
+			x.GetNextRecoveryAt().AsTime().Equal(x.GetLastSentAt().AsTime().Add(timeout+time.Hour))
 	})
 	if _, absent := orders.counts(); absent == 0 {
 		t.Fatal("the status endpoint never answered 404 for the held key; the test did not reproduce the hole")
