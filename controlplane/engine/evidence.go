@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,7 +68,10 @@ func stampTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // attempt uses up one of MaxAttempts.
 func (e *Engine) noEvidence(ctx context.Context, x *recordv1.Execution, reason string, next time.Time, counts bool) {
 	now := e.cfg.Clock()
-	_, err := e.journal(ctx, x, "recovery_query", reason, func(cur *recordv1.Execution) {
+	_, err := e.journalIf(ctx, x, "recovery_query", reason, func(cur *recordv1.Execution) error {
+		if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)(cur); err != nil {
+			return err // settled meanwhile: this answer is history
+		}
 		if counts {
 			cur.RecoveryAttempts++
 		}
@@ -76,8 +80,12 @@ func (e *Engine) noEvidence(ctx context.Context, x *recordv1.Execution, reason s
 			at = later(next, now.Add(e.cfg.Recovery.MinBackoff))
 		}
 		cur.NextRecoveryAt = timestamppb.New(at)
+		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotResolvable):
+		e.log.Debug("recovery: execution settled while it was being asked", "execution_id", x.GetId(), "error", err)
+	case err != nil:
 		e.log.Error("recovery: cannot journal attempt", "execution_id", x.GetId(), "error", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -141,5 +142,37 @@ func TestRecoveryResendIsJournaledBeforeItGoesOut(t *testing.T) {
 	}
 	if replay < 0 || hist[len(hist)-1].GetTo() != recordv1.State_STATE_COMPLETED || replay > len(hist)-2 {
 		t.Errorf("journal = %v, want a recovery_replay record before completed", kinds)
+	}
+}
+
+// TestStaleRecoveryNeverResends: recovery working from a stale copy of an
+// execution that has settled meanwhile sends nothing and journals nothing.
+func TestStaleRecoveryNeverResends(t *testing.T) {
+	h := newHarness(t, t.TempDir(), &fakeChannel{query: []AttemptClass{Unknown}})
+	for _, c := range []struct{ tool, args string }{
+		{"deploy", `{"service":"s","version":"8"}`}, // re-send class
+		{"ticket", `{"title":"t"}`},                 // status query class
+	} {
+		tool := c.tool
+		r := h.submit(t, "alice", tool, c.args)
+		x := h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+		before, err := h.st.History(x.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := h.ch.calls.Load()
+		stale := proto.Clone(x).(*recordv1.Execution)
+		stale.State = recordv1.State_STATE_OUTCOME_UNKNOWN
+		h.e.recoverOne(t.Context(), stale)
+		if got := h.ch.calls.Load(); got != calls {
+			t.Errorf("%s: recovery of a stale copy re-sent the request (%d dispatches, want %d)", tool, got, calls)
+		}
+		after, err := h.st.History(x.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before) {
+			t.Errorf("%s: recovery of a stale copy journaled %d records, want none: %v", tool, len(after)-len(before), after[len(before):])
+		}
 	}
 }

@@ -128,11 +128,15 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	default: // idempotency_key, read_only: re-send under the same execution ID
 		// The send time is durable before the first byte, like a dispatch:
 		// the evidence rule counts from the latest send.
-		sent, err := e.journal(ctx, x, "recovery_replay", "re-sending under the same execution ID, which the target's idempotency makes the same request", func(cur *recordv1.Execution) {
+		sent, err := e.journalIf(ctx, x, "recovery_replay", "re-sending under the same execution ID, which the target's idempotency makes the same request", func(cur *recordv1.Execution) error {
+			if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)(cur); err != nil {
+				return err // settled meanwhile (an operator, another query): nothing to re-send
+			}
 			cur.LastSentAt = timestamppb.New(asked)
+			return nil
 		})
 		if err != nil {
-			log.Error("recovery: cannot journal the re-send; not re-sending", "error", err)
+			log.Debug("recovery: not re-sending", "error", err)
 			return
 		}
 		c.Execution = sent

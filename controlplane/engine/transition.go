@@ -87,6 +87,16 @@ func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, k
 
 // journal appends a non-transition record (recovery attempt, evidence).
 func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution)) (*recordv1.Execution, error) {
+	return e.journalIf(ctx, x, kind, reason, func(cur *recordv1.Execution) error {
+		if mutate != nil {
+			mutate(cur)
+		}
+		return nil
+	})
+}
+
+// journalIf is journal whose mutate may refuse (nothing is written then).
+func (e *Engine) journalIf(ctx context.Context, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
 	err := e.st.Update(ctx, func(tx *store.Tx) error {
@@ -94,8 +104,8 @@ func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reaso
 		if err != nil {
 			return err
 		}
-		if mutate != nil {
-			mutate(cur)
+		if err := mutate(cur); err != nil {
+			return err
 		}
 		cur.UpdatedAt = timestamppb.New(now)
 		idx, err := appendJournaled(tx, &recordv1.JournalEntry{
