@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -194,8 +195,8 @@ func (e *Engine) pendingOf(sessionID string) []*recordv1.Execution {
 }
 
 // EndSession records that an agent's MCP session closed. Executions of that
-// session whose results it never received (anything not delivered, rejected,
-// cancelled or not_executed) make it orphaned: journaled, listed, and kept
+// session whose results it never received (lifecycle.Owed: anything not
+// delivered, rejected, cancelled or not_executed) make it orphaned: journaled, listed, and kept
 // for a retry to attach to.
 func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*recordv1.Session, []string, error) {
 	if actor == "" || mcpSessionID == "" {
@@ -208,9 +209,7 @@ func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*r
 	}
 	var orphans []string
 	for _, x := range xs {
-		switch x.GetState() {
-		case recordv1.State_STATE_DELIVERED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED, recordv1.State_STATE_NOT_EXECUTED:
-		default:
+		if lifecycle.Owed(x.GetState()) {
 			orphans = append(orphans, x.GetId())
 		}
 	}
