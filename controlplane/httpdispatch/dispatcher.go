@@ -123,21 +123,9 @@ var neverStored = map[string]bool{
 	"Set-Cookie2":         true,
 }
 
-// reservedRequest are request headers a template or credential may not set:
-// they frame the message or choose where it goes.
-var reservedRequest = map[string]bool{
-	"Host":                true,
-	"Content-Length":      true,
-	"Transfer-Encoding":   true,
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Connection":    true,
-	"Proxy-Authorization": true,
-	"Upgrade":             true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Expect":              true,
-}
+// reservedRequest reports a request header a template or credential may not
+// set (tools.ReservedHeader: the one list the catalog loader refuses too).
+func reservedRequest(name string) bool { return tools.ReservedHeader(name) }
 
 // Config configures a Dispatcher.
 type Config struct {
@@ -359,7 +347,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 	p := &prepared{url: u, header: make(http.Header, len(c.Headers)+4)}
 	if send && tg.IdempotencyHeader != "" {
 		p.idemHeader = http.CanonicalHeaderKey(tg.IdempotencyHeader)
-		if !validToken(tg.IdempotencyHeader) || reservedRequest[p.idemHeader] {
+		if !validToken(tg.IdempotencyHeader) || reservedRequest(p.idemHeader) {
 			return nil, invalid("target %q: idempotency header %q is not usable", tg.Name, tg.IdempotencyHeader)
 		}
 		if c.ExecutionID == "" || !validValue(c.ExecutionID) {
@@ -382,7 +370,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 			return nil, invalid("header name %q is not valid", k)
 		case !validValue(v):
 			return nil, invalid("header %s: value contains a control character", ck)
-		case reservedRequest[ck]:
+		case reservedRequest(ck):
 			return nil, invalid("header %s is set by the transport, not the template", ck)
 		case ck == p.idemHeader:
 			return nil, invalid("header %s carries the execution ID and cannot be set by the template", ck)
@@ -463,7 +451,7 @@ func (cr *Credential) apply(h http.Header) (header string, secrets [][]byte, err
 		return "Authorization", [][]byte{[]byte(cr.Password), []byte(enc)}, nil
 	case CredentialHeader:
 		ck := http.CanonicalHeaderKey(cr.Header)
-		if !validToken(cr.Header) || reservedRequest[ck] {
+		if !validToken(cr.Header) || reservedRequest(ck) {
 			return "", nil, invalid("header credential names an unusable header %q", cr.Header)
 		}
 		if cr.Value == "" || !validValue(cr.Value) {

@@ -298,6 +298,14 @@ func TestInvalidCalls(t *testing.T) {
 			c.Headers = map[string]string{"Authorization": "Bearer mine"}
 		}},
 	}
+	// Every header the catalog loader refuses is refused here too, from the
+	// one list (tools.ReservedHeaders), whatever its case.
+	for _, h := range tools.ReservedHeaders() {
+		tests = append(tests, struct {
+			name string
+			edit func(*Call)
+		}{"reserved header " + h, func(c *Call) { c.Headers = map[string]string{strings.ToLower(h): "x"} }})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
