@@ -641,13 +641,13 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 		return nil, fmt.Errorf("hostchannel: credential %s of target %s: %w", ref, t.Name, err)
 	}
 	defer clear(cred.PrivateKey)
-	if cred.Kind != vault.KindSSHKey {
+	kind, err := cred.SSH()
+	if err != nil {
 		return nil, fmt.Errorf("hostchannel: credential %s of target %s is %s; an ssh target needs an ssh_key credential", ref, t.Name, cred.Kind)
 	}
-	signer, err := ssh.ParsePrivateKey(cred.PrivateKey)
+	signer, err := kind.Signer()
 	if err != nil {
-		// x/crypto's parse errors name the problem, never the key.
-		return nil, fmt.Errorf("hostchannel: credential %s of target %s is not a usable unencrypted SSH private key (%v); store it again with latch vault put", ref, t.Name, err)
+		return nil, fmt.Errorf("hostchannel: credential %s of target %s is %v; store it again with latch vault put", ref, t.Name, err)
 	}
 	return signer, nil
 }
