@@ -40,3 +40,15 @@ func ForbidDepsExcept(t *testing.T, allowed []string, forbidden ...string) {
 		}
 	}
 }
+
+// TestSupport lists the packages that exist only for tests. No binary may
+// link them (nor the standard library's testing): each binary's deps test
+// forbids them with ForbidDeps(t, append(TestSupport, ...)...).
+var TestSupport = []string{
+	"testing",
+	"github.com/latchhq/latch/internal/testbin",
+	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
+	"github.com/latchhq/latch/controlplane/internal/faultproxy",
+	"github.com/latchhq/latch/controlplane/faultsuite",
+	"github.com/latchhq/latch/hostagent/hostagenttest",
+}
