@@ -22,7 +22,10 @@
 // Run markers: starting → running{pid, start_ticks, boot_id} → exited{code |
 // signal}, or not_started (the gate never opened: provably nothing ran), or
 // lost (it ran and its outcome is unknown). A lost command is never re-run.
-// Script markers (the marker API): begun → completed | failed.
+// Script markers (the marker API): begun → completed | failed. The table is
+// markerNext in markerstate.go: the agent checks it (CheckMarker) before every
+// marker write, and the control plane's host channel reads markers through
+// MarkerOpen and MarkerName, so both sides know one machine.
 //
 // # CLI exit codes
 //

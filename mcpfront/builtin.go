@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -149,7 +150,7 @@ func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 			if e.GetActor() != actor {
 				continue // defence in depth: never show another actor's work
 			}
-			s := ExecutionSummary{ExecutionID: e.GetId(), Tool: e.GetTool(), State: stateName(e.GetState()), Outcome: outcomeName(e.GetOutcome())}
+			s := ExecutionSummary{ExecutionID: e.GetId(), Tool: e.GetTool(), State: lifecycle.Name(e.GetState()), Outcome: outcomeName(e.GetOutcome())}
 			if t := e.GetAcceptedAt(); t != nil {
 				s.AcceptedAt = t.AsTime().UTC().Format(time.RFC3339)
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -216,16 +217,11 @@ func toolError(note string) *mcp.CallToolResult {
 	}
 }
 
-// resting reports whether an execution will not move without a target
-// answer, recovery or an operator: the wait ends there.
-func resting(s recordv1.State) bool {
-	switch s {
-	case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AWAITING_APPROVAL,
-		recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_DISPATCHED:
-		return false
-	}
-	return true
-}
+// resting reports whether an open call's wait ends: the execution is no
+// longer lifecycle.Pending (it will not move without a target answer,
+// recovery, an operator or the caller). Unlike the control plane's Submit
+// wait, this one waits through approval: see the lifecycle package comment.
+func resting(s recordv1.State) bool { return !lifecycle.Pending(s) }
 
 // errWaitBound ends a wait that reached Config.WaitBound.
 var errWaitBound = errors.New("mcpfront: wait bound reached")
@@ -274,7 +270,7 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 			return
 		}
 		step++
-		msg := fmt.Sprintf("execution %s: %s", e.GetId(), stateName(e.GetState()))
+		msg := fmt.Sprintf("execution %s: %s", e.GetId(), lifecycle.Name(e.GetState()))
 		if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: step, Message: msg}); err != nil {
 			f.log.Trace("progress not sent", "execution_id", e.GetId(), "error", err)
 		}
@@ -393,10 +389,6 @@ type ResultView struct {
 	Summary       string `json:"summary,omitempty"`
 }
 
-func stateName(s recordv1.State) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
-}
-
 func outcomeName(o recordv1.Outcome) string {
 	if o == recordv1.Outcome_OUTCOME_UNSPECIFIED {
 		return ""
@@ -436,7 +428,7 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 	cr := CallResult{
 		ExecutionID:  exec.GetId(),
 		Disposition:  dispositionName(disp),
-		State:        stateName(exec.GetState()),
+		State:        lifecycle.Name(exec.GetState()),
 		Outcome:      outcomeName(exec.GetOutcome()),
 		TargetStatus: exec.GetTargetStatus(),
 	}
@@ -444,7 +436,7 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 		cr.DispatchedAt = t.AsTime().UTC().Format(time.RFC3339)
 	}
 	state := exec.GetState()
-	completed := state == recordv1.State_STATE_COMPLETED || state == recordv1.State_STATE_DELIVERED
+	completed := lifecycle.Observed(state)
 	switch {
 	case completed && r != nil:
 		cr.Result = viewResult(r, exec.GetChannel())
@@ -507,5 +499,5 @@ func noteFor(e *recordv1.Execution, dispatchedAt string) (note string, isError b
 	case recordv1.State_STATE_CANCELLED:
 		return fmt.Sprintf("execution %s was cancelled before dispatch%s; nothing was sent to the target.", id, reason), true
 	}
-	return fmt.Sprintf("execution %s is in state %s; check latch_execution_status with execution_id %s.", id, stateName(e.GetState()), id), false
+	return fmt.Sprintf("execution %s is in state %s; check latch_execution_status with execution_id %s.", id, lifecycle.Name(e.GetState()), id), false
 }

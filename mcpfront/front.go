@@ -152,7 +152,7 @@ func New(cfg Config) (*Front, error) {
 		// client that comes back later re-initializes, and its re-sent call
 		// attaches by fingerprint.
 		SessionTimeout: sessionTimeout,
-		// Our own Origin/Host rules run first (origin.go); the SDK's
+		// Our own Origin/Host rules run first (wrapHTTP); the SDK's
 		// DNS-rebinding check stays on as a second line.
 	})
 	f.stateless = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{

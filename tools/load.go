@@ -55,8 +55,6 @@ var (
 		ChannelSSH:   {"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout", "settle"},
 		ChannelLocal: {"channel", "hostagent_socket", "timeout", "settle"},
 	}
-	// reservedHeaders are set by the HTTP client or by Latch itself.
-	reservedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "te", "trailer", "upgrade"}
 )
 
 // Load reads and validates the catalog at path. A bad catalog is refused
@@ -266,9 +264,12 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 	}
 	if e, ok := f["idempotency_header"]; ok {
 		if s, ok := p.str(e, what+": idempotency_header"); ok {
-			if !headerNameRE.MatchString(s) {
+			switch {
+			case !headerNameRE.MatchString(s):
 				p.addf(e.keyNode, "%s: idempotency_header %q is not a valid header name", what, s)
-			} else {
+			case ReservedHeader(s):
+				p.addf(e.keyNode, "%s: idempotency_header %s is a reserved header (the HTTP transport sets it); name another header", what, s)
+			default:
 				t.IdempotencyHeader = s
 			}
 		}

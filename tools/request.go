@@ -48,7 +48,7 @@ func (p *parser) request(e kv, tg *Target, info *schemaInfo, what string) *Reque
 			switch {
 			case !headerNameRE.MatchString(k):
 				p.addf(n, "%s.headers: %q is not a valid header name", what, k)
-			case slices.Contains(reservedHeaders, strings.ToLower(k)):
+			case ReservedHeader(k):
 				p.addf(n, "%s.headers: %s is set by the HTTP client, not the catalog", what, k)
 			case tg.IdempotencyHeader != "" && strings.EqualFold(k, tg.IdempotencyHeader):
 				p.addf(n, "%s.headers: %s is set by Latch to the execution ID", what, k)

@@ -81,13 +81,12 @@ func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest)
 // maxWaitMs bounds a Submit's server-side wait.
 const maxWaitMs = 10 * 60 * 1000
 
-// waitResting follows an execution until it rests (lifecycle.Resting, and
-// not awaiting approval) or the wait ends, and returns the newest state and
-// its stored result. The caller going away only ends the wait.
+// waitResting follows an execution until it rests (lifecycle.Resting, which
+// includes awaiting approval: the caller gets the execution ID while it can
+// still cancel) or the wait ends, and returns the newest state and its stored
+// result. The caller going away only ends the wait.
 func (s *Service) waitResting(ctx context.Context, x *recordv1.Execution, d time.Duration) (*recordv1.Execution, *recordv1.Result) {
-	rests := func(x *recordv1.Execution) bool {
-		return lifecycle.Resting(x.GetState()) || x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL
-	}
+	rests := func(x *recordv1.Execution) bool { return lifecycle.Resting(x.GetState()) }
 	if !rests(x) {
 		wctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()

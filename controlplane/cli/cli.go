@@ -35,16 +35,21 @@ type command struct {
 	run     func(ctx context.Context, env *Env, args []string) error
 }
 
-var commands map[string]command
-
-func init() {
-	commands = map[string]command{
+// commandTable is every latch command, in one place: registration does not
+// depend on the order in which Go runs the init functions of this package's
+// files. A function, not a package variable, so that no command's code can
+// form an initialization cycle with the table.
+func commandTable() map[string]command {
+	return map[string]command{
 		"serve":     {"run the control plane: latch serve --data DIR --catalog FILE", runServe},
 		"dev":       {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
 		"exec":      {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
 		"approvals": {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
 		"audit":     {"the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR | prove DATA_DIR ACT_ID", runAudit},
 		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
+		"session":   {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
+		"vault":     {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
+		"token":     {"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken},
 	}
 }
 
@@ -60,8 +65,9 @@ func Main(ctx context.Context, env *Env, args []string) int {
 	if env.Getenv == nil {
 		env.Getenv = os.Getenv
 	}
+	commands := commandTable()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		printUsage(env.Stderr)
+		printUsage(env.Stderr, commands)
 		if len(args) == 0 {
 			return ExitUsage
 		}
@@ -70,7 +76,7 @@ func Main(ctx context.Context, env *Env, args []string) int {
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(env.Stderr, "latch: unknown command %q\n\n", args[0])
-		printUsage(env.Stderr)
+		printUsage(env.Stderr, commands)
 		return ExitUsage
 	}
 	err := c.run(ctx, env, args[1:])
@@ -94,7 +100,7 @@ func Main(ctx context.Context, env *Env, args []string) int {
 // errSilent: the command already said what was wrong.
 var errSilent = errors.New("failed")
 
-func printUsage(w io.Writer) {
+func printUsage(w io.Writer, commands map[string]command) {
 	fmt.Fprintln(w, "latch: an execution gateway that turns agent retries into one action.\n\nCommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {

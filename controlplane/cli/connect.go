@@ -5,11 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/server"
@@ -76,4 +79,14 @@ func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest 
 	fs = flag.NewFlagSet(cmd+" "+args[0], flag.ContinueOnError)
 	t.flags(fs, env)
 	return args[0], args[1:], fs, t, nil
+}
+
+// dialSocket is a gRPC client of the control plane on its unix socket.
+func dialSocket(sock string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///latch-control-plane",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}))
 }

@@ -9,29 +9,20 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // devInfo is what `latch dev` leaves in its data dir for `latch demo`.
-type devInfo struct {
-	MCPURL  string `json:"mcp_url"`
-	DemoURL string `json:"demo_url"`
-	Token   string `json:"token"`
-}
+type devInfo = devstack.Info
 
-func devInfoPath(data string) string { return filepath.Join(data, "dev.json") }
-
-func writeDevInfo(data string, info devInfo) error {
-	b, _ := json.MarshalIndent(info, "", "  ")
-	return os.WriteFile(devInfoPath(data), b, 0o600)
-}
+func devInfoPath(data string) string { return devstack.InfoPath(data) }
 
 // runDemo drives a running `latch dev` through the story of a dropped
 // connection: the target accepted the work, the agent never saw the answer,

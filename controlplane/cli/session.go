@@ -9,10 +9,6 @@ import (
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
-func init() {
-	commands["session"] = command{"agent sessions: list | authorize ID | revoke ID --reason R", runSession}
-}
-
 func runSession(ctx context.Context, env *Env, args []string) error {
 	sub, args, fs, t, err := adminCommand(env, "session", "list | authorize ID | revoke ID --reason R", args)
 	if err != nil {

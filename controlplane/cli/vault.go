@@ -12,11 +12,6 @@ import (
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
-func init() {
-	commands["vault"] = command{"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault}
-	commands["token"] = command{"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken}
-}
-
 func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, func(), error) {
 	if _, closeFn, err := t.dial(ctx); err != nil {
 		return nil, nil, err

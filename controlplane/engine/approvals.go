@@ -9,26 +9,74 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
+// Names of the engine's own rules of the decision order.
+const (
+	RuleSession  = "session"
+	RuleApproval = "approval"
+)
+
+// decisionOrder is the one ordered list of DESIGN §9: the Authorizer's rules
+// (vault, then actor), then the session rule, then the tool's every_call
+// approval rule. The first rule that does not pass decides.
+func decisionOrder(a Authorizer, e *Engine) []Rule {
+	var rules []Rule
+	if a != nil {
+		rules = append(rules, a.Rules()...)
+	}
+	return append(rules,
+		Rule{Name: RuleSession, Decide: e.sessionRule},
+		Rule{Name: RuleApproval, Decide: approvalRule},
+	)
+}
+
+// approvalRule is the tool contract's approval: every_call waits for an
+// operator, whatever else allowed the execution.
+func approvalRule(_ context.Context, x *recordv1.Execution, tool *tools.Tool) Decision {
+	if tool.Approval != tools.ApprovalEveryCall {
+		return Decision{}
+	}
+	id := x.GetId()
+	if id == "" { // a new execution: its ID is minted with its first record
+		id = "ID"
+	}
+	return Decision{NeedApproval: true, Reason: "the tool requires approval for every call (latch approvals approve " + id + ")"}
+}
+
+// verdict runs rules in order and returns the first that does not pass, or
+// ("", zero Decision) when all pass.
+func verdict(ctx context.Context, rules []Rule, x *recordv1.Execution, tool *tools.Tool) (string, Decision) {
+	for _, r := range rules {
+		if d := r.Decide(ctx, x, tool); d.Reject || d.NeedApproval {
+			return r.Name, d
+		}
+	}
+	return "", Decision{}
+}
+
 // decide applies the decision order to a new execution: the state it moves
-// to after accepted (authorized, awaiting_approval or rejected) and why.
+// to after accepted (authorized, awaiting_approval or rejected) and why. The
+// reason is journaled with that transition.
 func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (st recordv1.State, reason string, transient bool) {
-	d := Decision{NeedApproval: tool.Approval == tools.ApprovalEveryCall}
-	if e.cfg.Authorizer != nil {
-		d = e.cfg.Authorizer.Authorize(ctx, x, tool)
-	}
-	if d.Reject {
-		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by policy"), d.Transient
-	}
-	if reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId(), tool.Approval == tools.ApprovalSession); reject {
-		return recordv1.State_STATE_REJECTED, why, false
-	} else if wait {
-		return recordv1.State_STATE_AWAITING_APPROVAL, why, false
-	}
+	rule, d := verdict(ctx, e.rules, x, tool)
+	e.log.Trace("decided", "tool", tool.Name, "actor", x.GetActor(), "rule", rule, "reject", d.Reject, "approval", d.NeedApproval)
 	switch {
+	case d.Reject:
+		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by the "+rule+" rule"), d.Transient
 	case d.NeedApproval:
-		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the tool requires approval for every call"), false
+		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the "+rule+" rule requires approval"), false
 	}
-	return recordv1.State_STATE_AUTHORIZED, "authorized: " + orDefault(d.Reason, "no approval required by the tool contract"), false
+	return recordv1.State_STATE_AUTHORIZED, "authorized: no approval required by the tool contract", false
+}
+
+// rulesAfter is the part of the decision order after the named rule: what is
+// still to decide once that rule's condition was met (a session authorized).
+func (e *Engine) rulesAfter(name string) []Rule {
+	for i, r := range e.rules {
+		if r.Name == name {
+			return e.rules[i+1:]
+		}
+	}
+	return nil
 }
 
 // Approve moves an execution awaiting approval to authorized and dispatches it.

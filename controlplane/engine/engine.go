@@ -104,14 +104,22 @@ type Attempt struct {
 	InFlight time.Duration
 }
 
-// Authorizer decides, in the fixed order of DESIGN §9, whether a new
-// execution may proceed. Implemented by the approvals package; nil means:
-// the tool's approval setting alone decides.
+// Authorizer contributes the first rules of the decision order (DESIGN §9):
+// the gates every execution passes before the engine's own session and
+// approval rules (see decisionOrder). Implemented by *policy.Policy (the
+// vault rule, then the actor rule); nil: only the engine's rules.
 type Authorizer interface {
-	Authorize(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) Decision
+	Rules() []Rule
 }
 
-// Decision is an Authorizer's verdict.
+// Rule is one step of the decision order. Decide returns the zero Decision
+// to pass the execution to the next rule.
+type Rule struct {
+	Name   string
+	Decide func(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) Decision
+}
+
+// Decision is one rule's verdict: reject, wait for approval, or (zero) pass.
 type Decision struct {
 	Reject       bool
 	NeedApproval bool
@@ -162,6 +170,8 @@ type Engine struct {
 	cfg Config
 	log hclog.Logger
 	st  *store.Store
+	// rules is the decision order (decisionOrder), fixed at New.
+	rules []Rule
 
 	watchMu  sync.Mutex
 	watchers map[string]map[chan *recordv1.Execution]struct{}
@@ -226,6 +236,7 @@ func New(cfg Config) (*Engine, error) {
 		cancel:   cancel,
 		kick:     make(chan string, 1024),
 	}
+	e.rules = decisionOrder(cfg.Authorizer, e)
 	cfg.Store.OnCommit(e.notify)
 	return e, nil
 }

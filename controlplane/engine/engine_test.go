@@ -593,14 +593,16 @@ func TestPendingApprovalsExpireAndVoid(t *testing.T) {
 	}
 }
 
-// rejectActor is an Authorizer that knows one bad actor.
+// rejectActor is an Authorizer whose one rule knows one bad actor.
 type rejectActor string
 
-func (r rejectActor) Authorize(_ context.Context, x *recordv1.Execution, tool *tools.Tool) Decision {
-	if x.GetActor() == string(r) {
-		return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + string(r)}
-	}
-	return Decision{NeedApproval: tool.Approval == tools.ApprovalEveryCall}
+func (r rejectActor) Rules() []Rule {
+	return []Rule{{Name: "actor", Decide: func(_ context.Context, x *recordv1.Execution, _ *tools.Tool) Decision {
+		if x.GetActor() == string(r) {
+			return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + string(r)}
+		}
+		return Decision{}
+	}}}
 }
 
 // TestDecisionOrder: policy rejection first, then the session rule, then the

@@ -69,10 +69,10 @@ func (e *Engine) Cancel(ctx context.Context, id, actor, reason string) (*recordv
 		if actor != "" && x.GetActor() != actor {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
-		switch x.GetState() {
-		case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AWAITING_APPROVAL, recordv1.State_STATE_AUTHORIZED:
+		switch {
+		case lifecycle.Cancellable(x.GetState()):
 			return nil
-		case recordv1.State_STATE_CANCELLED:
+		case x.GetState() == recordv1.State_STATE_CANCELLED:
 			return errAlreadyCancelled
 		}
 		return fmt.Errorf("%w: %s is %s; after dispatch an execution runs to its observed outcome", ErrTooLate, id, lifecycle.Name(x.GetState()))

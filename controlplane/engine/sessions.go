@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -53,6 +54,12 @@ func sessionOf(actor, scope string, ev *recordv1.Evidence) (id, key string) {
 
 func (e *Engine) trusted(actor string) bool {
 	return e.cfg.Sessions.Trusted != nil && e.cfg.Sessions.Trusted(actor)
+}
+
+// sessionRule is the session rule of the decision order.
+func (e *Engine) sessionRule(_ context.Context, x *recordv1.Execution, tool *tools.Tool) Decision {
+	reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId(), tool.Approval == tools.ApprovalSession)
+	return Decision{Reject: reject, NeedApproval: wait, Reason: why}
 }
 
 // sessionVerdict is the session rule's part of the decision order. It
@@ -108,8 +115,10 @@ func (e *Engine) touchSession(tx *store.Tx, id, key, actor string, ev *recordv1.
 // Sessions lists agent sessions.
 func (e *Engine) Sessions(limit int) ([]*recordv1.Session, error) { return e.st.Sessions(limit) }
 
-// AuthorizeSession authorizes a session; its executions that waited only for
-// that proceed, those that also need a per-call approval keep waiting for it.
+// AuthorizeSession authorizes a session; its pending executions go through
+// the rest of the decision order (the rules after the session rule): those
+// that waited only for the session proceed, those that also need a per-call
+// approval keep waiting for it.
 func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*recordv1.Session, error) {
 	s, err := e.setSession(ctx, id, "session_authorized", func(s *recordv1.Session, now time.Time) {
 		s.State = recordv1.SessionState_SESSION_STATE_AUTHORIZED
@@ -118,13 +127,21 @@ func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*re
 	if err != nil {
 		return nil, err
 	}
+	rest := e.rulesAfter(RuleSession)
 	for _, x := range e.pendingOf(id) {
-		tool := e.cfg.Catalog.Tools[x.GetTool()]
-		if tool != nil && tool.Approval == tools.ApprovalEveryCall {
-			e.journal(ctx, x, "approval", "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
-				cur.Reason = "the tool requires approval for every call (latch approvals approve " + cur.GetId() + ")"
-			})
-			continue
+		if tool := e.cfg.Catalog.Tools[x.GetTool()]; tool != nil {
+			switch _, d := verdict(ctx, rest, x, tool); {
+			case d.Reject:
+				if _, err := e.Deny(ctx, x.GetId(), operator, d.Reason); err != nil {
+					e.log.Debug("session authorized but execution not denied", "execution_id", x.GetId(), "error", err)
+				}
+				continue
+			case d.NeedApproval:
+				e.journal(ctx, x, "approval", "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
+					cur.Reason = d.Reason
+				})
+				continue
+			}
 		}
 		if _, err := e.Approve(ctx, x.GetId(), operator, "session "+id+" authorized"); err != nil {
 			e.log.Debug("session authorized but execution not approved", "execution_id", x.GetId(), "error", err)
@@ -194,8 +211,8 @@ func (e *Engine) pendingOf(sessionID string) []*recordv1.Execution {
 }
 
 // EndSession records that an agent's MCP session closed. Executions of that
-// session whose results it never received (anything not delivered, rejected,
-// cancelled or not_executed) make it orphaned: journaled, listed, and kept
+// session whose results it never received (lifecycle.Owed: anything not
+// delivered, rejected, cancelled or not_executed) make it orphaned: journaled, listed, and kept
 // for a retry to attach to.
 func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*recordv1.Session, []string, error) {
 	if actor == "" || mcpSessionID == "" {
@@ -208,9 +225,7 @@ func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*r
 	}
 	var orphans []string
 	for _, x := range xs {
-		switch x.GetState() {
-		case recordv1.State_STATE_DELIVERED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED, recordv1.State_STATE_NOT_EXECUTED:
-		default:
+		if lifecycle.Owed(x.GetState()) {
 			orphans = append(orphans, x.GetId())
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/sshdial"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/client"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -306,11 +307,9 @@ func commandTimeout(call engine.Call) time.Duration {
 	return call.Target.Timeout
 }
 
-// open reports whether the marker may still change.
-func open(s hostagentv1.MarkerState) bool {
-	return s == hostagentv1.MarkerState_MARKER_STATE_STARTING || s == hostagentv1.MarkerState_MARKER_STATE_RUNNING ||
-		s == hostagentv1.MarkerState_MARKER_STATE_BEGUN
-}
+// open reports whether the marker may still change (the host agent's
+// marker table, hostagent.MarkerOpen).
+func open(s hostagentv1.MarkerState) bool { return hostagent.MarkerOpen(s) }
 
 // wait blocks in Wait slices until the marker leaves starting/running, ctx
 // ends or maxWait passes. ok is false when the outcome is unknown; the
@@ -445,9 +444,7 @@ func capBytes(b []byte, n int) []byte {
 	return b
 }
 
-func stateName(s hostagentv1.MarkerState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "MARKER_STATE_"))
-}
+func stateName(s hostagentv1.MarkerState) string { return hostagent.MarkerName(s) }
 
 func pidNote(m *hostagentv1.Marker) string {
 	if m.GetPid() > 0 {
@@ -660,13 +657,13 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 		return nil, fmt.Errorf("hostchannel: credential %s of target %s: %w", ref, t.Name, err)
 	}
 	defer clear(cred.PrivateKey)
-	if cred.Kind != vault.KindSSHKey {
+	kind, err := cred.SSH()
+	if err != nil {
 		return nil, fmt.Errorf("hostchannel: credential %s of target %s is %s; an ssh target needs an ssh_key credential", ref, t.Name, cred.Kind)
 	}
-	signer, err := ssh.ParsePrivateKey(cred.PrivateKey)
+	signer, err := kind.Signer()
 	if err != nil {
-		// x/crypto's parse errors name the problem, never the key.
-		return nil, fmt.Errorf("hostchannel: credential %s of target %s is not a usable unencrypted SSH private key (%v); store it again with latch vault put", ref, t.Name, err)
+		return nil, fmt.Errorf("hostchannel: credential %s of target %s is %v; store it again with latch vault put", ref, t.Name, err)
 	}
 	return signer, nil
 }

@@ -122,7 +122,7 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 	}
 }
 
-func (c *Channel) credential(call engine.Call) (*httpdispatch.Credential, engine.Attempt, bool) {
+func (c *Channel) credential(call engine.Call) (httpdispatch.Credential, engine.Attempt, bool) {
 	ref := call.Target.Credential
 	if ref == "" {
 		return nil, engine.Attempt{}, true
@@ -141,7 +141,11 @@ func (c *Channel) credential(call engine.Call) (*httpdispatch.Credential, engine
 	if v.Kind == vault.KindSSHKey {
 		return nil, engine.Attempt{Class: engine.NotSent, Reason: "credential " + ref + " is an SSH key; an HTTP target needs bearer, basic or header"}, false
 	}
-	return &httpdispatch.Credential{Kind: string(v.Kind), Token: v.Token, Username: v.Username, Password: v.Password, Header: v.Header, Value: v.Value}, engine.Attempt{}, true
+	kind, err := v.HTTP()
+	if err != nil {
+		return nil, engine.Attempt{Class: engine.NotSent, Reason: "credential " + ref + ": " + err.Error()}, false
+	}
+	return kind, engine.Attempt{}, true
 }
 
 func failed(err error) engine.Attempt {

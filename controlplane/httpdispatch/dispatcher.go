@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,31 +40,23 @@ var (
 	ErrInvalidCall = errors.New("httpdispatch: invalid call")
 )
 
-// Credential kinds.
-const (
-	CredentialBearer = "bearer" // Authorization: Bearer <Token>
-	CredentialBasic  = "basic"  // Authorization: Basic base64(<Username>:<Password>)
-	CredentialHeader = "header" // <Header>: <Value>
-)
-
-// Credential is a secret the vault hands the dispatcher for one call. It is
-// injected into the request and never logged, stored or returned.
-type Credential struct {
-	Kind     string
-	Token    string
-	Username string
-	Password string
-	Header   string
-	Value    string
+// Credential is a secret the vault hands the dispatcher for one call, as
+// the kind that presents it. Implemented by the vault's HTTP kinds
+// (vault.Bearer, vault.Basic, vault.Header; vault.Credential.HTTP picks
+// one): a new kind, a request signer included, needs no change here. It is
+// never logged, stored or returned.
+type Credential interface {
+	// Apply presents the credential on the request that goes on the wire.
+	// It is called last, once per attempt, with every other header set and
+	// r.GetBody set for the call (a signer may hash the payload); it must
+	// not change the method, URL or body.
+	Apply(r *http.Request) error
+	// Headers names the headers Apply sets: templates may not set them,
+	// results never keep them.
+	Headers() []string
+	// Secrets are redacted from stored results.
+	Secrets() [][]byte
 }
-
-// String keeps credentials out of formatted output.
-func (c Credential) String() string {
-	return "httpdispatch.Credential{Kind: " + c.Kind + ", <redacted>}"
-}
-
-// GoString keeps credentials out of %#v output.
-func (c Credential) GoString() string { return c.String() }
 
 // Call is one HTTP exchange with a catalog target.
 type Call struct {
@@ -79,8 +71,8 @@ type Call struct {
 	Query   map[string]string
 	Headers map[string]string
 	Body    []byte
-	// Credential is injected into the request; nil for none.
-	Credential *Credential
+	// Credential is presented on the request; nil for none.
+	Credential Credential
 	// Timeout bounds the whole exchange (0: Target.Timeout, then
 	// Config.DefaultTimeout).
 	Timeout time.Duration
@@ -123,21 +115,9 @@ var neverStored = map[string]bool{
 	"Set-Cookie2":         true,
 }
 
-// reservedRequest are request headers a template or credential may not set:
-// they frame the message or choose where it goes.
-var reservedRequest = map[string]bool{
-	"Host":                true,
-	"Content-Length":      true,
-	"Transfer-Encoding":   true,
-	"Connection":          true,
-	"Keep-Alive":          true,
-	"Proxy-Connection":    true,
-	"Proxy-Authorization": true,
-	"Upgrade":             true,
-	"Te":                  true,
-	"Trailer":             true,
-	"Expect":              true,
-}
+// reservedRequest reports a request header a template or credential may not
+// set (tools.ReservedHeader: the one list the catalog loader refuses too).
+func reservedRequest(name string) bool { return tools.ReservedHeader(name) }
 
 // Config configures a Dispatcher.
 type Config struct {
@@ -336,9 +316,10 @@ type prepared struct {
 	url     *url.URL
 	header  http.Header
 	secrets [][]byte
-	// credHeader is the credential's header name, stripped from results.
-	credHeader string
-	idemHeader string
+	cred    Credential
+	// credHeaders are the credential's header names, stripped from results.
+	credHeaders []string
+	idemHeader  string
 }
 
 func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
@@ -359,7 +340,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 	p := &prepared{url: u, header: make(http.Header, len(c.Headers)+4)}
 	if send && tg.IdempotencyHeader != "" {
 		p.idemHeader = http.CanonicalHeaderKey(tg.IdempotencyHeader)
-		if !validToken(tg.IdempotencyHeader) || reservedRequest[p.idemHeader] {
+		if !validToken(tg.IdempotencyHeader) || reservedRequest(p.idemHeader) {
 			return nil, invalid("target %q: idempotency header %q is not usable", tg.Name, tg.IdempotencyHeader)
 		}
 		if c.ExecutionID == "" || !validValue(c.ExecutionID) {
@@ -367,12 +348,16 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		}
 	}
 	if c.Credential != nil {
-		p.credHeader, p.secrets, err = c.Credential.apply(p.header)
-		if err != nil {
-			return nil, err
-		}
-		if p.credHeader == p.idemHeader {
-			return nil, invalid("target %q: the credential header %s is also the idempotency header", tg.Name, p.credHeader)
+		p.cred, p.secrets = c.Credential, c.Credential.Secrets()
+		for _, h := range c.Credential.Headers() {
+			ck := http.CanonicalHeaderKey(h)
+			if !validToken(h) || reservedRequest(ck) {
+				return nil, invalid("header credential names an unusable header %q", h)
+			}
+			if ck == p.idemHeader {
+				return nil, invalid("target %q: the credential header %s is also the idempotency header", tg.Name, ck)
+			}
+			p.credHeaders = append(p.credHeaders, ck)
 		}
 	}
 	for k, v := range c.Headers {
@@ -382,11 +367,11 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 			return nil, invalid("header name %q is not valid", k)
 		case !validValue(v):
 			return nil, invalid("header %s: value contains a control character", ck)
-		case reservedRequest[ck]:
+		case reservedRequest(ck):
 			return nil, invalid("header %s is set by the transport, not the template", ck)
 		case ck == p.idemHeader:
 			return nil, invalid("header %s carries the execution ID and cannot be set by the template", ck)
-		case ck == p.credHeader || (c.Credential != nil && ck == "Authorization"):
+		case slices.Contains(p.credHeaders, ck) || (c.Credential != nil && ck == "Authorization"):
 			return nil, invalid("header %s would overwrite the credential", ck)
 		}
 		p.header.Set(ck, v)
@@ -399,6 +384,13 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 	}
 	if len(c.Body) > 0 && p.header.Get("Content-Type") == "" {
 		p.header.Set("Content-Type", "application/json")
+	}
+	// A credential that cannot be presented is refused here, before anything
+	// is sent, rather than in every attempt.
+	pu := *u
+	probe := &http.Request{Method: c.Method, URL: &pu, Header: p.header.Clone(), Body: io.NopCloser(bytes.NewReader(c.Body))}
+	if err := present(p.cred, probe, c.Body); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return p, nil
 }
@@ -444,36 +436,17 @@ func targetURL(tg *tools.Target, escapedPath string, query map[string]string) (*
 	return u, nil
 }
 
-// apply sets the credential on h and returns the header it used and the
-// secret byte strings to redact from observations.
-func (cr *Credential) apply(h http.Header) (header string, secrets [][]byte, err error) {
-	switch cr.Kind {
-	case CredentialBearer:
-		if cr.Token == "" || !validValue(cr.Token) {
-			return "", nil, invalid("bearer credential has an empty or malformed token")
-		}
-		h.Set("Authorization", "Bearer "+cr.Token)
-		return "Authorization", [][]byte{[]byte(cr.Token)}, nil
-	case CredentialBasic:
-		if cr.Username == "" || strings.Contains(cr.Username, ":") || !validValue(cr.Username) || !validValue(cr.Password) {
-			return "", nil, invalid("basic credential needs a username without ':' and printable fields")
-		}
-		enc := base64.StdEncoding.EncodeToString([]byte(cr.Username + ":" + cr.Password))
-		h.Set("Authorization", "Basic "+enc)
-		return "Authorization", [][]byte{[]byte(cr.Password), []byte(enc)}, nil
-	case CredentialHeader:
-		ck := http.CanonicalHeaderKey(cr.Header)
-		if !validToken(cr.Header) || reservedRequest[ck] {
-			return "", nil, invalid("header credential names an unusable header %q", cr.Header)
-		}
-		if cr.Value == "" || !validValue(cr.Value) {
-			return "", nil, invalid("header credential %s has an empty or malformed value", ck)
-		}
-		h.Set(ck, cr.Value)
-		return ck, [][]byte{[]byte(cr.Value)}, nil
-	default:
-		return "", nil, invalid("credential kind %q is not bearer, basic or header", cr.Kind)
+// present applies cred (if any) to req, the request about to be sent. req
+// has a GetBody only while the credential looks at it: the transport must
+// never see one (it would replay the request on its own).
+func present(cred Credential, req *http.Request, body []byte) error {
+	if cred == nil {
+		return nil
 	}
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	err := cred.Apply(req)
+	req.GetBody = nil
+	return err
 }
 
 // failClass is how an attempt failed.
@@ -598,6 +571,9 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 		Body:          io.NopCloser(bytes.NewReader(c.Body)),
 		ContentLength: int64(len(c.Body)),
 	}).WithContext(httptrace.WithClientTrace(ctx, trace))
+	if err := present(p.cred, req, c.Body); err != nil {
+		return nil, &failure{class: notSent, err: invalid("target %q: the credential could not be presented: %v", c.Target.Name, err)}
+	}
 
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
@@ -622,7 +598,7 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 	}
 	obs := &Observation{Status: resp.StatusCode, Headers: make(map[string]string), Truncated: truncated}
 	for k, vs := range resp.Header {
-		if !(d.keep[k] || k == p.idemHeader) || neverStored[k] || k == p.credHeader || len(vs) == 0 {
+		if !(d.keep[k] || k == p.idemHeader) || neverStored[k] || slices.Contains(p.credHeaders, k) || len(vs) == 0 {
 			continue
 		}
 		obs.Headers[k] = string(redact([]byte(strings.Join(vs, ", ")), p.secrets, false))

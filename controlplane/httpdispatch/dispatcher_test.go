@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -149,9 +150,9 @@ func TestCredentials(t *testing.T) {
 		header     string
 		wantHeader string
 	}{
-		{"bearer", Credential{Kind: CredentialBearer, Token: secret}, "Authorization", "Bearer " + secret},
-		{"basic", Credential{Kind: CredentialBasic, Username: "deployer", Password: secret}, "Authorization", "Basic " + basic},
-		{"header", Credential{Kind: CredentialHeader, Header: "x-api-key", Value: secret}, "X-Api-Key", secret},
+		{"bearer", vault.Bearer{Token: secret}, "Authorization", "Bearer " + secret},
+		{"basic", vault.Basic{Username: "deployer", Password: secret}, "Authorization", "Basic " + basic},
+		{"header", vault.Header{Name: "x-api-key", Value: secret}, "X-Api-Key", secret},
 	}
 	// A careless target that echoes the credential everywhere.
 	srv, seen := startRecorder(t, func(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +175,7 @@ func TestCredentials(t *testing.T) {
 			})
 			tg := demoTarget("http", srv.Listener.Addr().String())
 			cred := tt.cred
-			obs, err := d.Send(t.Context(), Call{ExecutionID: "e", Target: tg, Method: "POST", Path: "/x", Body: []byte("{}"), Credential: &cred})
+			obs, err := d.Send(t.Context(), Call{ExecutionID: "e", Target: tg, Method: "POST", Path: "/x", Body: []byte("{}"), Credential: cred})
 			if err != nil {
 				t.Fatalf("Send = %v", err)
 			}
@@ -287,16 +288,24 @@ func TestInvalidCalls(t *testing.T) {
 		{"template sets the key", func(c *Call) { c.Headers = map[string]string{"idempotency-key": "other"} }},
 		{"header with newline", func(c *Call) { c.Headers = map[string]string{"X-A": "a\r\nX-B: b"} }},
 		{"no execution ID", func(c *Call) { c.ExecutionID = "" }},
-		{"unknown credential kind", func(c *Call) { c.Credential = &Credential{Kind: "magic", Token: "t"} }},
-		{"empty bearer", func(c *Call) { c.Credential = &Credential{Kind: CredentialBearer} }},
-		{"credential header is Host", func(c *Call) { c.Credential = &Credential{Kind: CredentialHeader, Header: "Host", Value: "x"} }},
+		{"credential kind that cannot present itself", func(c *Call) { c.Credential = unpresentable{} }},
+		{"empty bearer", func(c *Call) { c.Credential = vault.Bearer{} }},
+		{"credential header is Host", func(c *Call) { c.Credential = vault.Header{Name: "Host", Value: "x"} }},
 		{"credential header is the idempotency header", func(c *Call) {
-			c.Credential = &Credential{Kind: CredentialHeader, Header: "Idempotency-Key", Value: "secret-value"}
+			c.Credential = vault.Header{Name: "Idempotency-Key", Value: "secret-value"}
 		}},
 		{"template overrides credential", func(c *Call) {
-			c.Credential = &Credential{Kind: CredentialBearer, Token: "tok"}
+			c.Credential = vault.Bearer{Token: "tok"}
 			c.Headers = map[string]string{"Authorization": "Bearer mine"}
 		}},
+	}
+	// Every header the catalog loader refuses is refused here too, from the
+	// one list (tools.ReservedHeaders), whatever its case.
+	for _, h := range tools.ReservedHeaders() {
+		tests = append(tests, struct {
+			name string
+			edit func(*Call)
+		}{"reserved header " + h, func(c *Call) { c.Headers = map[string]string{strings.ToLower(h): "x"} }})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,9 +70,11 @@
 //
 // # Secrets
 //
-// The credential is injected as a header (bearer, basic or a named header).
-// It is never logged, and never kept in an Observation: Authorization,
-// Proxy-Authorization, Cookie, Set-Cookie and the credential's header are
+// The credential is a Credential: its kind (the vault's bearer, basic or
+// named header, or any request signer) presents itself on each request, last,
+// through Apply. The dispatcher knows no kind by name. A credential is never
+// logged, and never kept in an Observation: Authorization,
+// Proxy-Authorization, Cookie, Set-Cookie and the credential's headers are
 // never stored, and occurrences of the secret (8 bytes or longer) in the
 // stored headers and body are replaced with "[REDACTED]". Only method,
 // target, execution ID and status are logged; path, query, headers and

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/controlplane/faultproxy"
+	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/tools"
 )
 

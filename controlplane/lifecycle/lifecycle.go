@@ -3,7 +3,9 @@
 // may attach to. It holds no state itself; the control plane's engine asks it
 // before every durable transition.
 //
-// Any control-plane package may import it.
+// Any control-plane package may import it, and so may the MCP front (its
+// import-rule test allows this one control-plane package): it imports only the
+// record proto, and must keep it that way.
 package lifecycle
 
 import (
@@ -74,16 +76,64 @@ func Check(from, to recordv1.State) error {
 }
 
 // Terminal reports whether no further transition can happen.
-func Terminal(s recordv1.State) bool { return len(next[s]) == 0 }
+func Terminal(s recordv1.State) bool { return known(s) && len(next[s]) == 0 }
 
-// Resting reports whether an execution waits for something outside the
-// dispatch path (a human, evidence, or the caller): a waiter may stop there.
-func Resting(s recordv1.State) bool {
+// Cancellable reports whether an explicit cancel may still end the execution:
+// before dispatch only (DESIGN §4). It is read off the transition table.
+func Cancellable(s recordv1.State) bool { return Check(s, cancelled) == nil }
+
+// The sets below are the one definition of each group of states; every
+// package that asks "is this execution still moving?" asks here. Waiters
+// differ in what they wait for, so there are two questions, not one:
+//
+//   - Moving: the gateway carries the execution on by itself (accepted,
+//     authorized, dispatched). Nothing outside the dispatch path is needed.
+//   - Resting: everything else. The execution waits for something outside
+//     the dispatch path: an approver, evidence from the target, an operator,
+//     or the caller. awaiting_approval is resting: it will not move until a
+//     person decides.
+//   - Pending: Moving or awaiting_approval. Its verdict or outcome is still
+//     to come in the ordinary course of things.
+//
+// The control plane's Submit wait stops at the first rest (Resting), so a
+// caller learns the execution ID while an execution awaiting approval can
+// still be cancelled. The MCP front's wait for an open tool call covers
+// approval too (it waits while Pending), because an approver deciding while
+// the call is open is the common case and the outcome is what the model
+// needs; the front then watches with progress and honours a cancel.
+
+// Moving reports whether the gateway moves the execution on by itself.
+func Moving(s recordv1.State) bool {
 	switch s {
-	case completed, delivered, rejected, cancelled, notExecuted, needsReview, outcomeUnknown:
+	case accepted, authorized, dispatched:
 		return true
 	}
 	return false
+}
+
+// Resting reports whether an execution waits for something outside the
+// dispatch path (an approver, evidence, an operator, or the caller): a waiter
+// that only follows the dispatch path stops there.
+func Resting(s recordv1.State) bool { return known(s) && !Moving(s) }
+
+// Pending reports whether the execution's verdict or outcome is still to come
+// in the ordinary course: it is moving, or it awaits an approver.
+func Pending(s recordv1.State) bool { return Moving(s) || s == awaitingApproval }
+
+// Observed reports whether the target's answer was observed: the execution
+// carries an outcome and, usually, a stored result.
+func Observed(s recordv1.State) bool { return s == completed || s == delivered }
+
+// Owed reports whether the caller is still owed an answer it may not have
+// received: anything but delivered (it got the result), rejected (a retry
+// gets the same rejection), cancelled, and not_executed (nothing happened).
+// An ended MCP session orphans its owed executions.
+func Owed(s recordv1.State) bool {
+	switch s {
+	case delivered, rejected, cancelled, notExecuted:
+		return false
+	}
+	return known(s)
 }
 
 // Attachable reports whether a retry with the same intent attaches to an
@@ -109,6 +159,13 @@ func Settled(s recordv1.State) bool {
 		return true
 	}
 	return false
+}
+
+// known reports whether s is one of the lifecycle's states (not unspecified,
+// not a number from a newer schema).
+func known(s recordv1.State) bool {
+	_, ok := recordv1.State_name[int32(s)]
+	return ok && s != recordv1.State_STATE_UNSPECIFIED
 }
 
 // Name is the state's lowercase name as DESIGN writes it ("outcome_unknown").

@@ -1,6 +1,8 @@
-// Package policy decides whether a new execution may proceed, in the fixed
-// order of DESIGN §9: a locked vault denies everything; then the tool's
-// approval contract. It implements engine.Authorizer.
+// Package policy holds the first rules of the decision order of DESIGN §9:
+// a locked vault rejects everything, then an actor the control plane does
+// not know is rejected. The engine runs them before its own session rule
+// and the tool's approval rule (engine.decisionOrder); *Policy implements
+// engine.Authorizer by returning them in that order.
 package policy
 
 import (
@@ -31,8 +33,14 @@ type Actors interface {
 // actor is unknown or its tokens were revoked.
 const ReasonUnknownActor = "unknown_actor"
 
-// Policy is the decision order. The session rule and the tool's approval
-// rule follow it in the engine.
+// Names of the policy's rules in the decision order.
+const (
+	RuleVault = "vault"
+	RuleActor = "actor"
+)
+
+// Policy is the start of the decision order. The session rule and the
+// tool's approval rule follow it in the engine.
 type Policy struct {
 	Vault VaultStatus
 	// Actors, when set, rejects actors it does not know.
@@ -41,16 +49,24 @@ type Policy struct {
 
 var _ engine.Authorizer = (*Policy)(nil)
 
-// Authorize returns the verdict for a new execution.
-func (p *Policy) Authorize(_ context.Context, x *recordv1.Execution, tool *tools.Tool) engine.Decision {
+// Rules returns the vault rule, then the actor rule.
+func (p *Policy) Rules() []engine.Rule {
+	return []engine.Rule{
+		{Name: RuleVault, Decide: p.vault},
+		{Name: RuleActor, Decide: p.actor},
+	}
+}
+
+func (p *Policy) vault(context.Context, *recordv1.Execution, *tools.Tool) engine.Decision {
 	if p.Vault != nil && p.Vault.Status().Locked {
 		return engine.Decision{Reject: true, Reason: ReasonVaultLocked + ": the vault is locked; an operator must run `latch vault unlock` before any action runs", Transient: true}
 	}
+	return engine.Decision{}
+}
+
+func (p *Policy) actor(_ context.Context, x *recordv1.Execution, _ *tools.Tool) engine.Decision {
 	if p.Actors != nil && !p.Actors.Known(x.GetActor()) {
 		return engine.Decision{Reject: true, Transient: true, Reason: ReasonUnknownActor + ": actor " + x.GetActor() + " has no live token (revoked or never created: latch token create)"}
-	}
-	if tool.Approval == tools.ApprovalEveryCall {
-		return engine.Decision{NeedApproval: true, Reason: "the tool requires approval for every call (latch approvals approve ID)"}
 	}
 	return engine.Decision{}
 }

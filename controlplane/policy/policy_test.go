@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/vault"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -31,13 +32,15 @@ func TestDecisionOrder(t *testing.T) {
 	}{
 		{"locked vault first, even for an unknown actor", true, "mallory", every, true, false, ReasonVaultLocked},
 		{"unknown actor", false, "mallory", none, true, false, ReasonUnknownActor},
-		{"every_call approval", false, "alice", every, false, true, "approval"},
+		// every_call is the engine's approval rule, after the session rule
+		// (engine.TestDecisionOrderTable): the policy passes it.
+		{"every_call is not the policy's", false, "alice", every, false, false, ""},
 		{"nothing required", false, "alice", none, false, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &Policy{Vault: fakeVault{tt.locked}, Actors: actors{"alice": true}}
-			d := p.Authorize(t.Context(), &recordv1.Execution{Actor: tt.actor}, tt.tool)
+			d := first(t, p.Rules(), &recordv1.Execution{Actor: tt.actor}, tt.tool)
 			if d.Reject != tt.reject || d.NeedApproval != tt.approval || !strings.Contains(d.Reason, tt.reasonHas) {
 				t.Errorf("Authorize = %+v, want reject=%v approval=%v reason containing %q", d, tt.reject, tt.approval, tt.reasonHas)
 			}
@@ -46,4 +49,19 @@ func TestDecisionOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// first runs the rules in order, as the engine does, and returns the first
+// verdict that does not pass.
+func first(t *testing.T, rules []engine.Rule, x *recordv1.Execution, tool *tools.Tool) engine.Decision {
+	t.Helper()
+	if len(rules) != 2 || rules[0].Name != RuleVault || rules[1].Name != RuleActor {
+		t.Fatalf("Rules() = %v, want the vault rule then the actor rule", rules)
+	}
+	for _, r := range rules {
+		if d := r.Decide(t.Context(), x, tool); d.Reject || d.NeedApproval {
+			return d
+		}
+	}
+	return engine.Decision{}
 }

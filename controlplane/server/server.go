@@ -55,7 +55,8 @@ type Config struct {
 	// Channels perform executions; a channel kind without an entry refuses
 	// its executions with a clear reason.
 	Channels map[tools.Channel]engine.Channel
-	// Authorizer decides new executions (nil: the tool contract alone).
+	// Authorizer contributes the first rules of the decision order (nil: only
+	// the engine's session and approval rules).
 	Authorizer engine.Authorizer
 	// CheckpointInterval between signed checkpoints (default 30s).
 	CheckpointInterval time.Duration

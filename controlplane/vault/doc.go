@@ -70,7 +70,15 @@
 // # Secrets in output
 //
 // Credential prints as its kind and "[redacted]" under every fmt verb, in
-// JSON and in log/slog. No error or log line of this package contains a
+// JSON and in log/slog; so do the kinds it turns into.
+//
+// # Kinds
+//
+// Credential is the stored record. Credential.HTTP and Credential.SSH turn
+// it into its kind, which implements HTTPCredential (Apply on an
+// *http.Request: Bearer, Basic, Header) or SSHCredential (Signer: SSHKey).
+// The dispatchers call only those interfaces, so adding a kind (a request
+// signer) touches this package alone (kinds.go, Validate, the sealed fields). No error or log line of this package contains a
 // secret value, nor a rejected name or header name (a secret may have been
 // pasted there by mistake).
 package vault

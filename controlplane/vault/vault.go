@@ -34,6 +34,9 @@ var (
 	ErrInvalidName = errors.New("vault: invalid credential name")
 	// ErrInvalidCredential: Credential.Validate rejected the credential.
 	ErrInvalidCredential = errors.New("vault: invalid credential")
+	// ErrWrongKind: the credential's kind is not for this channel (an SSH
+	// key asked for as an HTTP credential, or the other way round).
+	ErrWrongKind = errors.New("vault: credential kind does not fit the channel")
 )
 
 // Config holds what a Vault needs.

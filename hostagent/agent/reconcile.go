@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/execdir"
 	"github.com/latchhq/latch/hostagent/markers"
 	"github.com/latchhq/latch/hostagent/proc"
@@ -23,7 +24,7 @@ func (a *Agent) reconcile() error {
 	}
 	var watching int
 	for _, m := range ms {
-		if !open(m.GetState()) {
+		if !hostagent.MarkerOpen(m.GetState()) {
 			continue
 		}
 		id := m.GetExecutionId()

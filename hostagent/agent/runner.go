@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/execdir"
 	"github.com/latchhq/latch/hostagent/markers"
 	"github.com/latchhq/latch/hostagent/proc"
@@ -160,6 +161,9 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "shim did not start the command: "+err.Error())
 	}
 	running, err := a.store.Update(markers.Runs, id, func(m *hostagentv1.Marker) error {
+		if err := hostagent.CheckMarker(m.GetState(), hostagentv1.MarkerState_MARKER_STATE_RUNNING); err != nil {
+			return err
+		}
 		m.State = hostagentv1.MarkerState_MARKER_STATE_RUNNING
 		m.Pid = int32(st.PID)
 		m.StartTicks = st.StartTicks
@@ -257,10 +261,18 @@ func (a *Agent) finish(log hclog.Logger, id, dir string) {
 	}
 }
 
-// apply copies a status file into an open run marker.
+// apply copies a status file into an open run marker. A status file whose
+// state the marker cannot move to (a damaged file) settles it as lost: the
+// command may have run, and it is never re-run.
 func (a *Agent) apply(id string, status *hostagentv1.Marker) (*hostagentv1.Marker, error) {
 	m, err := a.store.Update(markers.Runs, id, func(m *hostagentv1.Marker) error {
-		if !open(m.GetState()) {
+		if !hostagent.MarkerOpen(m.GetState()) {
+			return nil
+		}
+		if err := hostagent.CheckMarker(m.GetState(), status.GetState()); err != nil {
+			m.State = hostagentv1.MarkerState_MARKER_STATE_LOST
+			m.Reason = fmt.Sprintf("the status file says %s, which a %s marker cannot become; outcome unknown, not re-run", hostagent.MarkerName(status.GetState()), hostagent.MarkerName(m.GetState()))
+			m.UpdatedUnixNano = a.cfg.Now().UnixNano()
 			return nil
 		}
 		execdir.ApplyStatus(m, status)
@@ -282,8 +294,8 @@ func (a *Agent) settle(log hclog.Logger, id string, state hostagentv1.MarkerStat
 		log.Info("execution settled", "state", state.String(), "reason", reason)
 	}
 	m, err := a.store.Update(markers.Runs, id, func(m *hostagentv1.Marker) error {
-		if !open(m.GetState()) {
-			return nil
+		if hostagent.CheckMarker(m.GetState(), state) != nil {
+			return nil // already final: the first settlement stands
 		}
 		m.State = state
 		m.Reason = reason
@@ -294,8 +306,4 @@ func (a *Agent) settle(log hclog.Logger, id string, state hostagentv1.MarkerStat
 		a.notify.fire(id)
 	}
 	return m, err
-}
-
-func open(s hostagentv1.MarkerState) bool {
-	return s == hostagentv1.MarkerState_MARKER_STATE_STARTING || s == hostagentv1.MarkerState_MARKER_STATE_RUNNING
 }

@@ -77,10 +77,6 @@ func (a *Agent) Status(_ context.Context, req *hostagentv1.StatusRequest) (*host
 	return &hostagentv1.StatusResponse{Marker: m}, nil
 }
 
-func waiting(s hostagentv1.MarkerState) bool {
-	return open(s) || s == hostagentv1.MarkerState_MARKER_STATE_BEGUN
-}
-
 // Wait implements HostAgent.Wait: it returns when the marker is no longer
 // starting, running or begun, or at the deadline (timeout_ms, default 30s,
 // at most 10 min) with the marker as it is then.
@@ -102,7 +98,7 @@ func (a *Agent) Wait(ctx context.Context, req *hostagentv1.WaitRequest) (*hostag
 		if err != nil {
 			return nil, a.toStatus(err)
 		}
-		if !waiting(m.GetState()) {
+		if !hostagent.MarkerOpen(m.GetState()) {
 			return &hostagentv1.WaitResponse{Marker: m}, nil
 		}
 		select {
@@ -133,7 +129,7 @@ func (a *Agent) Output(_ context.Context, req *hostagentv1.OutputRequest) (*host
 		limit = defaultOutput
 	}
 	limit = min(limit, maxOutput)
-	final := !open(m.GetState())
+	final := hostagent.MarkerFinal(m.GetState())
 	resp := &hostagentv1.OutputResponse{NextOffset: req.GetOffset()}
 	f, err := os.Open(filepath.Join(execdir.Path(a.cfg.DataDir, id), execdir.OutputFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -200,7 +196,7 @@ func (a *Agent) finishScript(id string, to hostagentv1.MarkerState, set func(*ho
 	unlock := a.lockScript(id)
 	defer unlock()
 	m, err := a.store.Update(markers.Scripts, id, func(m *hostagentv1.Marker) error {
-		if m.GetState() != hostagentv1.MarkerState_MARKER_STATE_BEGUN {
+		if hostagent.CheckMarker(m.GetState(), to) != nil {
 			return refusal(m)
 		}
 		m.State = to

@@ -2,6 +2,7 @@ package testbin
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,15 @@ import (
 // working directory is its package's) links any package under one of the
 // forbidden import path prefixes. It enforces DESIGN's import rules.
 func ForbidDeps(t *testing.T, forbidden ...string) {
+	t.Helper()
+	ForbidDepsExcept(t, nil, forbidden...)
+}
+
+// ForbidDepsExcept is ForbidDeps with exceptions: a package whose import
+// path is exactly one of allowed may be linked although a forbidden prefix
+// covers it. An exception names one package, never a tree, so whatever that
+// package starts to import is checked like the rest.
+func ForbidDepsExcept(t *testing.T, allowed []string, forbidden ...string) {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -20,10 +30,25 @@ func ForbidDeps(t *testing.T, forbidden ...string) {
 		t.Fatalf("go list -deps returned %d packages, want the full list", len(deps))
 	}
 	for _, d := range deps {
+		if slices.Contains(allowed, d) {
+			continue
+		}
 		for _, f := range forbidden {
 			if d == f || strings.HasPrefix(d, f+"/") {
 				t.Errorf("this binary depends on %s (forbidden prefix %s)", d, f)
 			}
 		}
 	}
+}
+
+// TestSupport lists the packages that exist only for tests. No binary may
+// link them (nor the standard library's testing): each binary's deps test
+// forbids them with ForbidDeps(t, append(TestSupport, ...)...).
+var TestSupport = []string{
+	"testing",
+	"github.com/latchhq/latch/internal/testbin",
+	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
+	"github.com/latchhq/latch/controlplane/internal/faultproxy",
+	"github.com/latchhq/latch/controlplane/faultsuite",
+	"github.com/latchhq/latch/hostagent/hostagenttest",
 }

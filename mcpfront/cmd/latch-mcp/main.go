@@ -2,8 +2,8 @@
 // clients over Streamable HTTP (both protocol eras on /mcp) or stdio, and
 // forwards every call to the control plane's gRPC API.
 //
-//	latch-mcp --control-plane unix:///var/lib/latch/latch.sock --catalog catalog.yaml --tokens tokens.json
-//	latch-mcp --control-plane unix:///var/lib/latch/latch.sock --catalog catalog.yaml --stdio --actor alice
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --stdio --actor alice
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
 package main
@@ -71,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("latch-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.controlPlane, "control-plane", "", "control plane gRPC address: unix:///path/to/latch.sock or host:port (required)")
+	fs.StringVar(&o.controlPlane, "control-plane", "", "control plane gRPC address: unix:///DATA/control.sock in the control plane's data dir DATA, or host:port (required)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle to verify a TCP control plane (required for a non-loopback host:port)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate for a TCP control plane (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "client key for --tls-cert")
@@ -90,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	switch {
 	case o.controlPlane == "":
-		return nil, fmt.Errorf("%w: --control-plane is required (unix:///path/to/latch.sock or host:port)", errUsage)
+		return nil, fmt.Errorf("%w: --control-plane is required (unix:///DATA/control.sock in the control plane's data dir DATA, or host:port)", errUsage)
 	case o.catalog == "":
 		return nil, fmt.Errorf("%w: --catalog is required", errUsage)
 	case o.stdio && o.actor == "":

@@ -37,9 +37,11 @@ type SubmitRequest struct {
 	// Protocol correlation, recorded as evidence only.
 	Evidence *v1.Evidence `protobuf:"bytes,5,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	// When > 0, wait up to this long for the execution to come to rest
-	// (completed, rejected, outcome unknown, ...; not awaiting approval) and
-	// answer with that state and its result: one round trip for a caller that
-	// needs no progress in between. Waiting never changes the execution.
+	// (lifecycle.Resting: completed, rejected, outcome unknown, awaiting
+	// approval, ...) and answer with that state and its result: one round trip
+	// for a caller that needs no progress in between. An execution awaiting
+	// approval is answered at once, so the caller can still cancel it. Waiting
+	// never changes the execution.
 	WaitMs        int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

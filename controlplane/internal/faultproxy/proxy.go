@@ -2,7 +2,9 @@
 // 127.0.0.1, forwards to one backend, and injects connection faults that a
 // test switches at run time. Modes apply to new and existing connections
 // alike, from the next chunk of data each direction carries. Only tests
-// import this package.
+// import this package; it lives under controlplane/internal so that no
+// package outside controlplane can, and the binaries' deps tests keep it out
+// of every binary.
 package faultproxy
 
 import (

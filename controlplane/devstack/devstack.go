@@ -1,0 +1,213 @@
+// Package devstack assembles what `latch dev` runs around the control plane
+// in one process: the MCP front, a host agent for this machine, the demo
+// HTTP target, the example catalog pointed at them, the dev token and the
+// dev.json file that `latch demo` reads. The control plane itself (store,
+// vault, channels, policy, gRPC server) is built by the caller, which also
+// parses the flags and opens the listeners: devstack gets them in Config.
+//
+// Only controlplane/cli imports it.
+//
+// # Data directory (in addition to the control plane's)
+//
+//	DATA/dev.json          Info: the MCP URL, the demo URL and the dev token, while dev runs
+//	DATA/hostagent/        the embedded host agent's data dir
+//	DATA/hostagent.sock    its socket (the catalog's local targets point here)
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/latchhq/latch/controlplane/demotarget"
+	"github.com/latchhq/latch/hostagent/agent"
+	"github.com/latchhq/latch/mcpfront"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	"github.com/latchhq/latch/tools"
+	"github.com/latchhq/latch/tools/examples"
+)
+
+// Actor is the dev actor: the dev token authenticates as it.
+const Actor = "dev"
+
+// ExampleDemoURL is the demo target's address in the embedded example
+// catalog; Catalog rewrites it to where the demo target really listens.
+const ExampleDemoURL = "http://127.0.0.1:7412"
+
+// AgentSocket is the embedded host agent's socket in data dir data.
+func AgentSocket(data string) string { return filepath.Join(data, "hostagent.sock") }
+
+// Catalog loads path as is, or the embedded example catalog with its
+// demo-target URLs pointed at demoURL.
+//
+// The embedded catalog's SSH targets with a host agent become `local`
+// targets of the dev host agent (agentSocket), so its migration tool runs on
+// this machine.
+func Catalog(path, demoURL, agentSocket string) (*tools.Catalog, error) {
+	if path != "" {
+		cat, err := tools.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("catalog refused:\n%v", err)
+		}
+		return cat, nil
+	}
+	cat, err := tools.Parse("tools/examples/catalog.yaml (embedded)", examples.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("embedded catalog: %w", err)
+	}
+	for _, t := range cat.Targets {
+		switch {
+		case t.Channel == tools.ChannelHTTP && t.BaseURL == ExampleDemoURL:
+			t.BaseURL = demoURL
+		case t.Channel == tools.ChannelSSH && t.HostagentSocket != "":
+			*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostagentSocket: agentSocket, Timeout: t.Timeout}
+		}
+	}
+	return cat, nil
+}
+
+// NewToken makes a random dev token.
+func NewToken() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return "latch_dev_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Config is what Run assembles. Every field is required.
+type Config struct {
+	Logger  hclog.Logger
+	DataDir string
+	// Serve runs the control plane (its server's Run); it shares Run's
+	// errgroup, so the first failure of any part stops them all.
+	Serve func(context.Context) error
+	// ControlPlane is a client of that control plane's API.
+	ControlPlane controlplanev1.ControlPlaneClient
+	Catalog      *tools.Catalog
+	// Token authenticates as Actor; Tokens verifies every other token
+	// (those of `latch token create`).
+	Token  string
+	Tokens mcpfront.TokenVerifier
+	// MCP and Demo are the open listeners of the MCP front and the demo
+	// target.
+	MCP, Demo net.Listener
+	// Out receives the banner a newcomer reads.
+	Out io.Writer
+}
+
+// Run serves the stack until ctx ends or a part fails.
+func Run(ctx context.Context, cfg Config) error {
+	switch {
+	case cfg.Logger == nil, cfg.Serve == nil, cfg.ControlPlane == nil, cfg.Catalog == nil,
+		cfg.Token == "", cfg.Tokens == nil, cfg.MCP == nil, cfg.Demo == nil, cfg.Out == nil, cfg.DataDir == "":
+		return errors.New("devstack: Config is incomplete (Logger, DataDir, Serve, ControlPlane, Catalog, Token, Tokens, MCP, Demo and Out are required)")
+	}
+	log := cfg.Logger
+	front, err := mcpfront.New(mcpfront.Config{
+		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
+		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens},
+	})
+	if err != nil {
+		return err
+	}
+	defer front.Close()
+	demo := demotarget.New(demotarget.Config{Logger: log})
+	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
+	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+
+	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log})
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return cfg.Serve(gctx) })
+	g.Go(func() error { return ag.Serve(gctx) })
+	g.Go(func() error { return serveHTTP(gctx, demoSrv, cfg.Demo) })
+	g.Go(func() error { return serveHTTP(gctx, mcpSrv, cfg.MCP) })
+	mcpURL, demoURL := "http://"+cfg.MCP.Addr().String()+"/mcp", "http://"+cfg.Demo.Addr().String()
+	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token}); err != nil {
+		return err
+	}
+	defer os.Remove(InfoPath(cfg.DataDir))
+	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL)
+	return g.Wait()
+}
+
+// Info is what `latch dev` leaves in its data dir for `latch demo`.
+type Info struct {
+	MCPURL  string `json:"mcp_url"`
+	DemoURL string `json:"demo_url"`
+	Token   string `json:"token"`
+}
+
+// InfoPath is dev.json in data dir data.
+func InfoPath(data string) string { return filepath.Join(data, "dev.json") }
+
+// WriteInfo writes dev.json, readable by its owner only (it holds the token).
+func WriteInfo(data string, info Info) error {
+	b, _ := json.MarshalIndent(info, "", "  ")
+	return os.WriteFile(InfoPath(data), b, 0o600)
+}
+
+func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+// devTokens accepts the dev token as the dev actor, and every token made by
+// `latch token create`.
+type devTokens struct {
+	token string
+	store mcpfront.TokenVerifier
+}
+
+func (d *devTokens) Verify(ctx context.Context, tok string) (string, string, error) {
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(d.token)) == 1 {
+		return Actor, "dev", nil
+	}
+	return d.store.Verify(ctx, tok)
+}
+
+func printBanner(w io.Writer, url, token, data, demo string) {
+	fmt.Fprintf(w, `
+Latch dev is running.
+
+  MCP endpoint   %s
+  bearer token   %s   (actor %q)
+  data dir       %s   (admin commands: latch exec list --data %s)
+  demo target    %s
+
+Connect an MCP client (Streamable HTTP):
+
+  Claude Code:   claude mcp add --transport http latch %s --header "Authorization: Bearer %s"
+  Cursor / VS Code (mcp.json):
+    {"mcpServers": {"latch": {"url": "%s", "headers": {"Authorization": "Bearer %s"}}}}
+
+Try the story:  latch demo --data %s
+Ctrl-C stops cleanly; a later `+"`latch dev --data %s`"+` resumes.
+`, url, token, Actor, data, data, demo, url, token, url, token, data, data)
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// gates is a stand-in for *policy.Policy: a vault rule and an actor rule,
+// switched by the test.
+type gates struct {
+	locked  bool
+	unknown string
+}
+
+func (g *gates) Rules() []Rule {
+	return []Rule{
+		{Name: "vault", Decide: func(context.Context, *recordv1.Execution, *tools.Tool) Decision {
+			if g.locked {
+				return Decision{Reject: true, Transient: true, Reason: "vault_locked: test"}
+			}
+			return Decision{}
+		}},
+		{Name: "actor", Decide: func(_ context.Context, x *recordv1.Execution, _ *tools.Tool) Decision {
+			if x.GetActor() == g.unknown {
+				return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + g.unknown}
+			}
+			return Decision{}
+		}},
+	}
+}
+
+// TestDecisionOrderTable walks the order vault → actor → session →
+// every_call approval: each case turns on every condition from a rule on,
+// and the earliest rule that does not pass must decide. The verdict's reason
+// is what Submit journals with the state it decides.
+func TestDecisionOrderTable(t *testing.T) {
+	type want struct {
+		Rule      string
+		State     recordv1.State
+		Reason    string
+		Transient bool
+	}
+	tests := []struct {
+		name                  string
+		locked, unknownActor  bool
+		sessionNew, everyCall bool
+		want                  want
+	}{
+		{"vault first, over everything", true, true, true, true,
+			want{"vault", recordv1.State_STATE_REJECTED, "vault_locked", true}},
+		{"then the actor", false, true, true, true,
+			want{"actor", recordv1.State_STATE_REJECTED, "unknown_actor", true}},
+		{"then the session", false, false, true, true,
+			want{RuleSession, recordv1.State_STATE_AWAITING_APPROVAL, ReasonSessionAuthorization, false}},
+		{"then every_call approval", false, false, false, true,
+			want{RuleApproval, recordv1.State_STATE_AWAITING_APPROVAL, "the tool requires approval for every call", false}},
+		{"nothing required", false, false, false, false,
+			want{"", recordv1.State_STATE_AUTHORIZED, "authorized: no approval required by the tool contract", false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &gates{locked: tt.locked}
+			if tt.unknownActor {
+				g.unknown = "alice"
+			}
+			h := newHarnessWith(t, "", nil, func(c *Config) {
+				c.Authorizer = g
+				c.Sessions = SessionConfig{Required: tt.sessionNew}
+			})
+			if got, want := ruleNames(h.e.rules), []string{"vault", "actor", RuleSession, RuleApproval}; !cmp.Equal(got, want) {
+				t.Fatalf("decision order = %v, want %v", got, want)
+			}
+			tool := h.e.cfg.Catalog.Tools["deploy"]
+			if tt.everyCall {
+				tool = h.e.cfg.Catalog.Tools["rotate"]
+			}
+			x := &recordv1.Execution{Actor: "alice", Tool: tool.Name, SessionId: "ses_new"}
+			rule, _ := verdict(t.Context(), h.e.rules, x, tool)
+			st, reason, transient := h.e.decide(t.Context(), x, tool)
+			got := want{rule, st, reason, transient}
+			if !strings.HasPrefix(got.Reason, tt.want.Reason) {
+				t.Errorf("decide reason = %q, want it to start with %q", got.Reason, tt.want.Reason)
+			}
+			got.Reason = tt.want.Reason
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+			// Submit journals the same verdict with the state it decides.
+			args := `{"service":"a","version":"1"}`
+			if tt.everyCall {
+				args = `{"name":"db","new_secret":"0123456789abcdef"}`
+			}
+			r, err := h.e.Submit(t.Context(), SubmitInput{Actor: "alice", Tool: tool.Name, Arguments: json.RawMessage(args)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := h.st.History(r.Execution.GetId())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !journaled(j, tt.want.State, tt.want.Reason) {
+				t.Errorf("journal of %s has no %s record with a reason starting %q: %v", r.Execution.GetId(), tt.want.State, tt.want.Reason, j)
+			}
+		})
+	}
+}
+
+func ruleNames(rs []Rule) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+func journaled(j []*recordv1.JournalEntry, st recordv1.State, reasonPrefix string) bool {
+	for _, e := range j {
+		if e.GetTo() == st && strings.HasPrefix(e.GetReason(), reasonPrefix) {
+			return true
+		}
+	}
+	return false
+}
