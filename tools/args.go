@@ -98,6 +98,9 @@ func atPrefix(at string) string {
 //
 //   - empty input or JSON null is an empty object; anything but an object,
 //     or more than MaxArgumentsSize bytes, is refused;
+//   - the raw bytes are checked first (CheckRawArguments): invalid UTF-8,
+//     lone surrogate escapes and duplicate keys at any depth are refused,
+//     naming the argument, before encoding/json could replace or merge them;
 //   - numbers are float64 (see decodeJSON: integers beyond 2^53 are refused);
 //   - repeat_of, if present, must be a non-empty string and is accepted only
 //     by side-effecting tools; it STAYS in the returned map (it enters the
@@ -115,6 +118,11 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		args = map[string]any{}
 	} else {
+		// Refuse what decoding would silently change (invalid UTF-8, lone
+		// surrogates, duplicate keys) while the raw bytes still show it.
+		if err := CheckRawArguments(trimmed); err != nil {
+			return nil, err
+		}
 		v, err := decodeJSON(trimmed)
 		if err != nil {
 			return nil, argError("arguments are not valid JSON: %v", err)

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/tools/examples"
 )
 
@@ -141,6 +143,58 @@ func FuzzRender(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrInvalidArguments) {
 			t.Fatalf("RenderArgv error %v does not wrap ErrInvalidArguments", err)
+		}
+	})
+}
+
+// FuzzCheckRawArguments compares the raw-argument check with the
+// fingerprint's strict RFC 8785 parser, written independently: both must
+// agree on every input, except where they are meant to differ (numbers out
+// of double range are the decoder's business here; the nesting bounds count
+// alike). Whatever the check accepts, encoding/json decodes to a value that
+// re-encodes to an accepted text with the same canonical form.
+func FuzzCheckRawArguments(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"a":"\ud800"}`, `{"a":"\ud83d\ude00"}`,
+		"{\"a\":\"\xff\"}", `{"a":[{"b":1,"b":2}]}`, `{"a":1e400}`, `[1,2,3]`, `"x"`, `{"a":-0.0e-0}`,
+		`{"a":"\u0000\"\\\/\b\f\n\r\t"}`, ` {"a" : [ ] , "b" : { } } `, `{"a":01}`, `{"a":1.}`, `{"a":tru}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := CheckRawArguments(data)
+		_, ferr := fingerprint.Canonicalize(data)
+		if err != nil && !errors.Is(err, ErrInvalidArguments) {
+			t.Fatalf("CheckRawArguments(%q) = %v, not an ErrInvalidArguments", data, err)
+		}
+		if err != nil && ferr == nil {
+			t.Fatalf("CheckRawArguments(%q) = %v, but the JCS parser accepts it", data, err)
+		}
+		if err == nil && ferr != nil && !errors.Is(ferr, fingerprint.ErrNumberRange) {
+			t.Fatalf("CheckRawArguments(%q) accepted it, but the JCS parser refuses: %v", data, ferr)
+		}
+		if err != nil || ferr != nil {
+			return
+		}
+		v, derr := decodeJSON(data)
+		if derr != nil {
+			// Only numbers encoding/json cannot hold exactly may fail here.
+			if !strings.Contains(derr.Error(), "number") && !strings.Contains(derr.Error(), "integer") {
+				t.Fatalf("decodeJSON(%q) = %v after the check accepted it", data, derr)
+			}
+			return
+		}
+		again, merr := json.Marshal(v)
+		if merr != nil {
+			t.Fatalf("json.Marshal(decoded %q) = %v", data, merr)
+		}
+		if err := CheckRawArguments(again); err != nil {
+			t.Fatalf("re-encoded %q (from %q) is refused: %v", again, data, err)
+		}
+		c1, _ := fingerprint.Canonicalize(data)
+		c2, err := fingerprint.Canonicalize(again)
+		if err != nil || !bytes.Equal(c1, c2) {
+			t.Fatalf("decoding changed the value: %q canonicalises to %q, its decoded form to %q (%v)", data, c1, c2, err)
 		}
 	})
 }
