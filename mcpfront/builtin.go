@@ -13,6 +13,7 @@ import (
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // Built-in tool names. Every built-in acts on the caller's own executions
@@ -65,6 +66,9 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
+	}
+	if err := tools.CheckRawArguments(args); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}
 	}
 	if err := json.Unmarshal(args, v); err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -158,12 +159,9 @@ func (t *Tool) RenderCommand(args map[string]any) (argv []string, cwd string, en
 		return nil, "", nil, err
 	}
 	if t.Cwd != "" {
-		cwd, err = render(t.Cwd, args, nil)
+		cwd, err = renderCwd(t.Cwd, args)
 		if err != nil {
 			return nil, "", nil, err
-		}
-		if !strings.HasPrefix(cwd, "/") || strings.IndexByte(cwd, 0) >= 0 {
-			return nil, "", nil, argError("cwd %q is not an absolute path", cwd)
 		}
 	}
 	if len(t.Env) > 0 {
@@ -183,6 +181,56 @@ func (t *Tool) RenderCommand(args map[string]any) (argv []string, cwd string, en
 		}
 	}
 	return argv, cwd, env, nil
+}
+
+// renderCwd renders a cwd template. Arguments may name a directory under
+// the template's literal prefix, never leave it: like a URL path element, a
+// substituted value may not contain "/" (nor NUL), and an element holding a
+// reference may not render to "", "." or "..". The result is cleaned
+// (path.Clean) and must still lie under the literal prefix: the template's
+// text before its first reference, up to the last "/" in it. The cleaned
+// path is returned, so the path checked is the path used.
+func renderCwd(tmpl string, args map[string]any) (string, error) {
+	names, err := templateArgs(tmpl)
+	if err != nil {
+		return "", argError("cwd: %v", err)
+	}
+	for _, name := range names {
+		v, ok := args[name]
+		if !ok {
+			continue // render reports it
+		}
+		str, err := plainString(v)
+		if err != nil {
+			return "", argError("argument %q: %v", name, err)
+		}
+		if strings.ContainsAny(str, "/\x00") {
+			return "", argError("argument %q is used in cwd %q and must name one directory: its value may not contain \"/\" or a NUL byte", name, tmpl)
+		}
+	}
+	out, err := render(tmpl, args, nil)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(out, "/") || strings.IndexByte(out, 0) >= 0 {
+		return "", argError("cwd %q does not render to an absolute path", tmpl)
+	}
+	// Values hold no "/", so template and result have the same elements.
+	telems, relems := strings.Split(tmpl, "/"), strings.Split(out, "/")
+	for i, el := range telems {
+		if strings.Contains(el, "{{") && (relems[i] == "" || relems[i] == "." || relems[i] == "..") {
+			return "", argError("cwd element %q renders to %q, which would leave the directory cwd %q names; pass a directory name", el, relems[i], tmpl)
+		}
+	}
+	cleaned := path.Clean(out)
+	if len(names) > 0 {
+		lit := tmpl[:strings.Index(tmpl, "{{")]
+		prefix := path.Clean(lit[:strings.LastIndex(lit, "/")+1])
+		if cleaned != prefix && !strings.HasPrefix(cleaned, strings.TrimSuffix(prefix, "/")+"/") {
+			return "", argError("cwd %q renders to %s, which is not under %s", tmpl, cleaned, prefix)
+		}
+	}
+	return cleaned, nil
 }
 
 // renderOptional renders s; when s is exactly "{{arg}}" and arg is absent it
