@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,7 +89,8 @@ tools:
       required: [a, b]
       properties: {a: {type: string}, b: {}}
     target: here
-    command: [/bin/echo, "{{a}}", "--b={{b}}"]
+    command: [/bin/echo, "--b={{b}}", "{{a}}"]
+    positional_after_double_dash: [a]
     replay: review
 `
 
@@ -138,11 +140,20 @@ func FuzzRender(f *testing.F) {
 		}
 		argv, err := cat.Tools["cmd"].RenderArgv(args)
 		if err == nil {
-			if len(argv) != 3 || argv[1] != a {
+			if len(argv) != 4 || argv[2] != "--" || argv[3] != a {
 				t.Fatalf("argv = %q: an argument changed the argv shape", argv)
 			}
 		} else if !errors.Is(err, ErrInvalidArguments) {
 			t.Fatalf("RenderArgv error %v does not wrap ErrInvalidArguments", err)
+		}
+		// A hand-built tool skips the load rule; the render rule still holds.
+		bare := &Tool{Name: "bare", Command: []string{"/bin/echo", "{{a}}", "x{{a}}"}}
+		argv, err = bare.RenderArgv(args)
+		switch {
+		case err == nil && (len(argv) != 3 || argv[1] != a || strings.HasPrefix(argv[1], "-")):
+			t.Fatalf("bare argv = %q for a = %q: a value became an option or changed the shape", argv, a)
+		case err != nil && !strings.HasPrefix(a, "-") && !strings.Contains(a, "\x00"):
+			t.Fatalf("bare RenderArgv(a = %q) = %v, want accepted", a, err)
 		}
 	})
 }
@@ -195,6 +206,31 @@ func FuzzCheckRawArguments(f *testing.F) {
 		c2, err := fingerprint.Canonicalize(again)
 		if err != nil || !bytes.Equal(c1, c2) {
 			t.Fatalf("decoding changed the value: %q canonicalises to %q, its decoded form to %q (%v)", data, c1, c2, err)
+		}
+	})
+}
+
+// FuzzPatternNoLeadingDash checks the proof is sound: a pattern it accepts
+// never matches a string that is empty or starts with "-".
+func FuzzPatternNoLeadingDash(f *testing.F) {
+	for _, s := range [][2]string{
+		{`^[0-9]+$`, "-1"}, {`^[a-z]`, "-a"}, {`^(?:a|b)`, "-"}, {`^\w+`, "-x"}, {`(?m)^a`, "-\na"},
+		{`^[a-z]+|^[0-9]+`, "-9"}, {`^(?:)x`, ""}, {`^\p{L}`, "-é"}, {`^a{1,3}`, "-aaa"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, s string) {
+		if !patternNoLeadingDash(pattern) {
+			return
+		}
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			t.Fatalf("patternNoLeadingDash(%q) = true for a pattern Go cannot compile: %v", pattern, err)
+		}
+		for _, v := range []string{s, "-" + s, "-"} {
+			if re.MatchString(v) && (v == "" || v[0] == '-') {
+				t.Fatalf("patternNoLeadingDash(%q) = true, but it matches %q", pattern, v)
+			}
 		}
 	})
 }

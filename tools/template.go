@@ -132,13 +132,23 @@ func (t *Tool) RenderString(s string, args map[string]any) (string, error) {
 
 // RenderArgv renders the command template, one argv element per element.
 // The result is an argv for exec, never a shell string: an argument value is
-// always exactly one element (or part of one), whatever it contains.
+// always exactly one element (or part of one), whatever it contains. With
+// PositionalAfterDoubleDash, "--" is inserted before the first element that
+// begins with one of those arguments. An argument value that would make an
+// element start with "-" (an option) is refused unless a "--" precedes it
+// (options.go).
 func (t *Tool) RenderArgv(args map[string]any) ([]string, error) {
 	if len(t.Command) == 0 {
 		return nil, fmt.Errorf("%w: tool %s has no command", ErrWrongChannel, t.Name)
 	}
-	argv := make([]string, len(t.Command))
+	ins := t.doubleDashAt()
+	argv := make([]string, 0, len(t.Command)+1)
+	dashed := false
 	for i, el := range t.Command {
+		if i == ins {
+			argv = append(argv, "--")
+			dashed = true
+		}
 		s, err := render(el, args, nil)
 		if err != nil {
 			return nil, err
@@ -146,7 +156,13 @@ func (t *Tool) RenderArgv(args map[string]any) ([]string, error) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, argError("command element %d contains a NUL byte", i)
 		}
-		argv[i] = s
+		if i > 0 {
+			if err := t.checkOptionValue(i, el, s, dashed); err != nil {
+				return nil, err
+			}
+			dashed = dashed || el == "--"
+		}
+		argv = append(argv, s)
 	}
 	return argv, nil
 }

@@ -74,6 +74,7 @@ tools:
       properties: {version: {type: string}, dir: {type: string}, level: {type: string}}
     target: here
     command: [/opt/migrate, "--to={{version}}", "{{version}}"]
+    positional_after_double_dash: [version]
     cwd: "/srv/{{dir}}"
     env: {LEVEL: "{{level}}", FIXED: "v-{{version}}"}
     replay: status_query
@@ -192,7 +193,7 @@ func TestRenderCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"/opt/migrate", "--to=1; rm -rf / $(id)", "1; rm -rf / $(id)"}, argv); diff != "" {
+	if diff := cmp.Diff([]string{"/opt/migrate", "--to=1; rm -rf / $(id)", "--", "1; rm -rf / $(id)"}, argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 	if cwd != "/srv/app" {
