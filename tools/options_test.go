@@ -22,24 +22,24 @@ func TestPatternNoLeadingDash(t *testing.T) {
 		{`^[a-z]+|^[0-9]+`, true},
 		{`^\w`, true},
 		{`^(?i)abc`, true},
-		{`[a-z]+`, false},            // unanchored: matches "-x"
-		{`(?m)^[a-z]`, false},        // ^ is a line start: matches "-x\na"
-		{`^[a-z]?`, false},           // may match nothing first
-		{`^[a-z]*`, false},           // may match ""
-		{`^.`, false},                // any character, "-" included
-		{`^[^a-z]`, false},           // negated class holds "-"
-		{`^[+-]?[0-9]+$`, false},     // optional sign
-		{`^-`, false},                // starts with "-"
-		{`^[a\-z]`, false},           // "-" in the class
-		{`^[,-.]`, false},            // "-" inside a range
-		{`^[a-z]+|[0-9]`, false},     // one alternative unanchored
-		{`^$`, false},                // only ""
-		{`^(?:)a`, true},             // empty group then a: Simplify drops it
-		{`^(a|b?)`, false},           // one branch may be empty
-		{`^\s`, true},                // whitespace is not "-"
-		{`^[`, false},                // not a pattern
-		{`^\p{L}`, true},             // letters
-		{`^\PL`, false},              // non-letters include "-"
+		{`[a-z]+`, false},        // unanchored: matches "-x"
+		{`(?m)^[a-z]`, false},    // ^ is a line start: matches "-x\na"
+		{`^[a-z]?`, false},       // may match nothing first
+		{`^[a-z]*`, false},       // may match ""
+		{`^.`, false},            // any character, "-" included
+		{`^[^a-z]`, false},       // negated class holds "-"
+		{`^[+-]?[0-9]+$`, false}, // optional sign
+		{`^-`, false},            // starts with "-"
+		{`^[a\-z]`, false},       // "-" in the class
+		{`^[,-.]`, false},        // "-" inside a range
+		{`^[a-z]+|[0-9]`, false}, // one alternative unanchored
+		{`^$`, false},            // only ""
+		{`^(?:)a`, true},         // empty group then a: Simplify drops it
+		{`^(a|b?)`, false},       // one branch may be empty
+		{`^\s`, true},            // whitespace is not "-"
+		{`^[`, false},            // not a pattern
+		{`^\p{L}`, true},         // letters
+		{`^\PL`, false},          // non-letters include "-"
 	}
 	for _, tt := range tests {
 		if got := patternNoLeadingDash(tt.pattern); got != tt.want {

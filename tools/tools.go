@@ -129,8 +129,8 @@ type Tool struct {
 	// command elements: Latch passes "--" before the first of them, so a
 	// value starting with "-" is data, not an option (options.go).
 	PositionalAfterDoubleDash []string
-	Cwd     string
-	Env     map[string]string
+	Cwd                       string
+	Env                       map[string]string
 	// Timeout bounds the command or request (0: the target's default).
 	Timeout time.Duration
 
