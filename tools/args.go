@@ -154,12 +154,34 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 		return nil, err
 	}
 	if err := rs.Validate(rest); err != nil {
-		return nil, argError("%s", cleanValidation(err))
+		return nil, argError("%s", t.hideSecrets(cleanValidation(err), rest))
 	}
 	if hasRepeat {
 		rest[RepeatOfArgument] = repeatOf
 	}
 	return rest, nil
+}
+
+// hideSecrets replaces the values of secret arguments in a validation
+// message (jsonschema-go quotes the offending value) with "[secret]": the
+// message goes back to the agent, and from there into transcripts and logs.
+func (t *Tool) hideSecrets(msg string, args map[string]any) string {
+	for _, name := range t.Fingerprint.Secret {
+		v, ok := args[name]
+		if !ok {
+			continue
+		}
+		str, err := plainString(v)
+		if err != nil || str == "" {
+			continue
+		}
+		for _, form := range []string{fmt.Sprintf("%q", str), fmt.Sprintf("%v", v), str} {
+			if form != "" {
+				msg = strings.ReplaceAll(msg, form, "[secret]")
+			}
+		}
+	}
+	return msg
 }
 
 // SplitRepeatOf returns the repeat_of argument ("" when absent) and a

@@ -127,8 +127,8 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	}
 	switch a.Class {
 	case Observed:
-		e.dropSecrets(id)
 		e.complete(ctx, id, a, "recovery")
+		e.dropSecrets(id) // after complete: it redacts them from the result
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:
 		e.dropSecrets(id)
