@@ -45,8 +45,15 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	for _, o := range origins {
+		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
+			return usagef("--allow-origin: %v", err)
+		}
 	}
 	log := newLogger(env, *level)
 	demoLis, err := net.Listen("tcp", *demoListen)
@@ -88,7 +95,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer conn.Close()
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
-		Tokens: &devTokens{token: token, store: st.tokens},
+		Tokens: &devTokens{token: token, store: st.tokens}, AllowedOrigins: origins,
 	})
 	if err != nil {
 		return err

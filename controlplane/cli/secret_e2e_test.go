@@ -145,3 +145,16 @@ func TestSecretEchoesNeverStoredOrReturned(t *testing.T) {
 		t.Errorf("the host agent's output file %s does not hold the secret, so the command never printed it and the test proves nothing", hostOutput)
 	}
 }
+
+// TestDevRefusesBadAllowOrigin: --allow-origin takes origins, checked
+// before anything starts (exit 2, saying what an origin looks like).
+func TestDevRefusesBadAllowOrigin(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "d")
+	out, code := runCLI(t, "dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--allow-origin", "https://console.example.com", "--allow-origin", "null")
+	if code != 2 || !strings.Contains(out, "--allow-origin") || !strings.Contains(out, "scheme://host[:port]") {
+		t.Fatalf("latch dev --allow-origin null: exit %d\n%s\nwant exit 2 naming the flag and the origin form", code, out)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("latch dev created %s before refusing its arguments", data)
+	}
+}
