@@ -107,7 +107,9 @@ func atPrefix(at string) string {
 //     fingerprint, DESIGN §5) and is left out of schema validation. Use
 //     SplitRepeatOf to take it out;
 //   - the contract's defaults are materialised for absent properties;
-//   - the result is validated against the input schema.
+//   - the result is validated against the input schema;
+//   - the request or command is rendered once (checkRender), so arguments
+//     the templates refuse are refused here, before anything is stored.
 //
 // Every failure wraps ErrInvalidArguments and names the argument and rule.
 func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
@@ -156,10 +158,29 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 	if err := rs.Validate(rest); err != nil {
 		return nil, argError("%s", t.hideSecrets(cleanValidation(err), rest))
 	}
+	if err := t.checkRender(rest); err != nil {
+		return nil, err
+	}
 	if hasRepeat {
 		rest[RepeatOfArgument] = repeatOf
 	}
 	return rest, nil
+}
+
+// checkRender renders the request or command once, so that arguments the
+// templates refuse (a cwd or path element of "..", a value that would become
+// an option, a line break in a header) are refused here, before anything is
+// stored, rather than when the execution is dispatched.
+func (t *Tool) checkRender(args map[string]any) error {
+	switch {
+	case t.Request != nil:
+		_, _, _, _, _, err := t.RenderRequest(args)
+		return err
+	case len(t.Command) > 0:
+		_, _, _, err := t.RenderCommand(args)
+		return err
+	}
+	return nil
 }
 
 // hideSecrets replaces the values of secret arguments in a validation

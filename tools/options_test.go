@@ -168,3 +168,33 @@ func TestOptionArgumentsAtRender(t *testing.T) {
 		})
 	}
 }
+
+// TestPrepareArgumentsRefusesUnrenderable: values the command templates
+// refuse are refused by PrepareArguments, the step before anything is
+// stored, not only at dispatch.
+func TestPrepareArgumentsRefusesUnrenderable(t *testing.T) {
+	cat := mustParse(t, `
+targets:
+  here: {channel: local, hostagent_socket: /run/latch.sock}
+tools:
+  build:
+    input_schema:
+      type: object
+      required: [app, file]
+      properties: {app: {type: string}, file: {type: string}}
+    target: here
+    command: [/usr/bin/make, -C, "/srv/{{app}}", "{{file}}"]
+    positional_after_double_dash: [file]
+    cwd: "/srv/apps/{{app}}"
+    replay: status_query
+`)
+	tool := cat.Tools["build"]
+	if _, err := tool.PrepareArguments([]byte(`{"app":"shop","file":"-rf"}`)); err != nil {
+		t.Fatalf("PrepareArguments(positional -rf) = %v, want accepted (it follows --)", err)
+	}
+	for _, raw := range []string{`{"app":"..","file":"x"}`, `{"app":"a/../../etc","file":"x"}`} {
+		if _, err := tool.PrepareArguments([]byte(raw)); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "cwd") {
+			t.Errorf("PrepareArguments(%s) = %v, want refused naming cwd", raw, err)
+		}
+	}
+}

@@ -32,6 +32,7 @@ targets:
     allow_private: true
     idempotency_header: Idempotency-Key
     status: {method: GET, path: "/by-key/{execution_id}"}
+  here: {channel: local, hostagent_socket: /run/latch-test.sock}
 tools:
   deploy:
     description: Deploy.
@@ -63,6 +64,14 @@ tools:
     request: {method: POST, path: /pay, body: {amount: "{{amount}}", memo: "{{secret_memo}}"}}
     replay: review
     fingerprint: {secret: [secret_memo]}
+  build:
+    description: Build one app, a directory under /srv.
+    input_schema: {type: object, required: [app], properties: {app: {type: string}}}
+    target: here
+    command: [/usr/bin/make, "{{app}}"]
+    positional_after_double_dash: [app]
+    cwd: "/srv/{{app}}"
+    replay: status_query
   look:
     description: Look.
     input_schema: {type: object, properties: {}}
@@ -740,5 +749,29 @@ func TestToolApprovalSession(t *testing.T) {
 	h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
 	if r := h.submit(t, "bob", "look", `{}`); r.Execution.GetState() == recordv1.State_STATE_AWAITING_APPROVAL {
 		t.Errorf("a tool without approval: session waited for session authorization")
+	}
+}
+
+// TestHostileArgumentsStoreNothing: arguments refused for what decoding
+// would change or what the templates would let escape are refused by Submit
+// with ErrInvalidArguments naming the argument, before anything is stored:
+// no execution, no journal record.
+func TestHostileArgumentsStoreNothing(t *testing.T) {
+	h := newHarness(t, "", nil)
+	before := h.st.JournalSize()
+	for _, tt := range []struct{ tool, args, want string }{
+		{"deploy", `{"service":"api","version":"1","version":"2"}`, "argument version is given twice"},
+		{"deploy", `{"service":"api","version":"\udc00"}`, "argument version holds a lone UTF-16 surrogate"},
+		{"deploy", "{\"service\":\"api\",\"version\":\"\xff\"}", "argument version is not valid UTF-8"},
+		{"build", `{"app":".."}`, `cwd element`},
+		{"build", `{"app":"../etc"}`, `argument "app" is used in cwd`},
+	} {
+		_, err := h.e.Submit(t.Context(), SubmitInput{Actor: "alice", Tool: tt.tool, Arguments: json.RawMessage(tt.args)})
+		if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Submit(%s, %q) = %v, want ErrInvalidArguments containing %q", tt.tool, tt.args, err, tt.want)
+		}
+	}
+	if xs, _ := h.e.List(store.Filter{}); len(xs) != 0 || h.st.JournalSize() != before {
+		t.Errorf("after refused calls: %d executions, journal %d -> %d; want nothing stored", len(xs), before, h.st.JournalSize())
 	}
 }
