@@ -125,6 +125,9 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 	default: // idempotency_key, read_only: re-send under the same execution ID
 		a = ch.Dispatch(ctx, c)
 	}
+	if a.Class != Observed {
+		a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest
+	}
 	switch a.Class {
 	case Observed:
 		e.complete(ctx, id, a, "recovery")

@@ -59,6 +59,9 @@ func (e *Engine) redactAttempt(x *recordv1.Execution, a Attempt) Attempt {
 			needles = appendNeedles(needles, v)
 		}
 	}
+	// A needle inside the mark itself would make redaction grow the text
+	// each time it is applied; such a value is not worth hiding.
+	needles = slices.DeleteFunc(needles, func(n []byte) bool { return bytes.Contains([]byte(redactedMark), n) })
 	if len(needles) == 0 {
 		return a
 	}
