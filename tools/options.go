@@ -125,6 +125,11 @@ func (p *parser) optionArgs(f map[string]kv, t *Tool, info *schemaInfo, what str
 		if info == nil {
 			return // the schema's own problems are reported
 		}
+		if !info.props[name] {
+			// Not an argument: checkTemplate reports an unknown name, and a
+			// variable Latch itself sets (an execution ID) is never an option.
+			continue
+		}
 		if cannotStartWithDash(info.schema.Properties[name]) {
 			continue
 		}
