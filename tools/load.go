@@ -508,6 +508,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			}
 			p.cwdEnv(f, t, info, what)
 			p.optionArgs(f, t, info, what)
+			p.plainSSHSecrets(f, t, tg, what)
 			if replayOK && tg.Channel == ChannelSSH && tg.HostagentSocket == "" && t.Replay != ReplayReview {
 				p.addf(f["replay"].keyNode, "%s: target %s is plain SSH (no hostagent_socket): nothing can tell what became of an interrupted command, so replay must be review", what, tg.Name)
 			}

@@ -272,3 +272,22 @@ func quotedList(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// plainSSHSecrets refuses secret arguments in the env of a tool on a plain
+// SSH target (no hostagent_socket). Without a host agent, env is applied by
+// env(1) on the remote command line, so every value is in the argv of a
+// process on the host, visible to all its users (/proc/<pid>/cmdline) and
+// to sshd's logs; through a host agent env travels over its socket.
+func (p *parser) plainSSHSecrets(f map[string]kv, t *Tool, tg *Target, what string) {
+	if tg.Channel != ChannelSSH || tg.HostagentSocket != "" || len(t.Fingerprint.Secret) == 0 {
+		return
+	}
+	for _, k := range sortedKeys(t.Env) {
+		names, _ := templateArgs(t.Env[k])
+		for _, n := range names {
+			if slices.Contains(t.Fingerprint.Secret, n) {
+				p.addf(f["env"].keyNode, "%s: secret argument %s must not appear in env.%s: target %s is plain SSH (no hostagent_socket), where env is set on the remote command line and visible to every user of the host; run a host agent there", what, n, k, tg.Name)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -196,5 +197,27 @@ tools:
 		if _, err := tool.PrepareArguments([]byte(raw)); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "cwd") {
 			t.Errorf("PrepareArguments(%s) = %v, want refused naming cwd", raw, err)
 		}
+	}
+}
+
+func TestPlainSSHRefusesSecretEnv(t *testing.T) {
+	const head = `
+targets:
+  plain: {channel: ssh, address: "db.internal:22", user: deploy, host_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"%s}
+tools:
+  t:
+    input_schema: {type: object, required: [token], properties: {token: {type: string}}}
+    target: plain
+    command: [/opt/run]
+    env: {TOKEN: "{{token}}"}
+    replay: review
+    fingerprint: {secret: [token]}
+`
+	_, err := Parse("inline.yaml", []byte(fmt.Sprintf(head, "")))
+	if err == nil || !strings.Contains(err.Error(), "secret argument token must not appear in env.TOKEN: target plain is plain SSH") {
+		t.Fatalf("Parse(plain SSH, secret in env) = %v, want refused", err)
+	}
+	if _, err := Parse("inline.yaml", []byte(fmt.Sprintf(head, ", hostagent_socket: /run/latch.sock"))); err != nil {
+		t.Fatalf("Parse(host agent, secret in env) = %v, want loaded", err)
 	}
 }
