@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -111,4 +112,31 @@ func TestOriginRuleOnHTTP(t *testing.T) {
 			t.Errorf("Origin %q: body %q does not say how to allow an origin", tt.origins, rec.Body.String())
 		}
 	}
+}
+
+// FuzzParseOrigin: whatever ParseOrigin accepts is an http(s) origin whose
+// normal form parses back to itself, with the same host, and no userinfo,
+// path, query or fragment.
+func FuzzParseOrigin(f *testing.F) {
+	for _, s := range []string{"http://localhost:5173", "https://[::1]:3000", "http://127.0.0.1@evil.example", "null",
+		"HTTPS://Console.Example.com:443", "http://a.b-c.d:65535", "http://[::ffff:127.0.0.1]", "http://x#y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, host, err := ParseOrigin(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadOrigin) {
+				t.Fatalf("ParseOrigin(%q) error %v does not wrap ErrBadOrigin", s, err)
+			}
+			return
+		}
+		n2, host2, err := ParseOrigin(n)
+		if err != nil || n2 != n || host2 != host {
+			t.Fatalf("ParseOrigin(%q) = %q, %q; its normal form parses to %q, %q, %v", s, n, host, n2, host2, err)
+		}
+		u, err := url.Parse(n)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.ToLower(u.Hostname()) != host {
+			t.Fatalf("ParseOrigin(%q) = %q (host %q), which is not a plain origin of that host: %+v %v", s, n, host, u, err)
+		}
+	})
 }
