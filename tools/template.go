@@ -233,6 +233,9 @@ func renderCwd(tmpl string, args map[string]any) (string, error) {
 	}
 	// Values hold no "/", so template and result have the same elements.
 	telems, relems := strings.Split(tmpl, "/"), strings.Split(out, "/")
+	if len(telems) != len(relems) {
+		return "", argError("cwd %q: an argument changed the number of path elements", tmpl)
+	}
 	for i, el := range telems {
 		if strings.Contains(el, "{{") && (relems[i] == "" || relems[i] == "." || relems[i] == "..") {
 			return "", argError("cwd element %q renders to %q, which would leave the directory cwd %q names; pass a directory name", el, relems[i], tmpl)
