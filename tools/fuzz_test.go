@@ -91,6 +91,7 @@ tools:
     target: here
     command: [/bin/echo, "--b={{b}}", "{{a}}"]
     positional_after_double_dash: [a]
+    cwd: "/srv/x/{{a}}"
     replay: review
 `
 
@@ -145,6 +146,13 @@ func FuzzRender(f *testing.F) {
 			}
 		} else if !errors.Is(err, ErrInvalidArguments) {
 			t.Fatalf("RenderArgv error %v does not wrap ErrInvalidArguments", err)
+		}
+		if _, cwd, _, err := cat.Tools["cmd"].RenderCommand(args); err == nil {
+			if cwd != "/srv/x/"+a || filepath.Clean(cwd) != cwd || strings.Count(cwd, "/") != 3 {
+				t.Fatalf("cwd = %q for a = %q: an argument left /srv/x or added elements", cwd, a)
+			}
+		} else if !errors.Is(err, ErrInvalidArguments) {
+			t.Fatalf("RenderCommand error %v does not wrap ErrInvalidArguments", err)
 		}
 		// A hand-built tool skips the load rule; the render rule still holds.
 		bare := &Tool{Name: "bare", Command: []string{"/bin/echo", "{{a}}", "x{{a}}"}}
