@@ -172,6 +172,12 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 // an option, a line break in a header) are refused here, before anything is
 // stored, rather than when the execution is dispatched.
 func (t *Tool) checkRender(args map[string]any) error {
+	if _, ok := args[executionIDVar]; !ok {
+		// Latch sets the execution ID only at dispatch; templates that use
+		// it are checked with a value of the same shape.
+		args = maps.Clone(args)
+		args[executionIDVar] = "act_00000000000000000000000000"
+	}
 	switch {
 	case t.Request != nil:
 		_, _, _, _, _, err := t.RenderRequest(args)
@@ -182,6 +188,10 @@ func (t *Tool) checkRender(args map[string]any) error {
 	}
 	return nil
 }
+
+// executionIDVar is the template variable the execution ID may be rendered
+// as (set by Latch at dispatch, never by the caller).
+const executionIDVar = "execution_id"
 
 // hideSecrets replaces the values of secret arguments in a validation
 // message (jsonschema-go quotes the offending value) with "[secret]": the
