@@ -10,6 +10,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -31,8 +32,15 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	for _, o := range origins {
+		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
+			return usagef("--allow-origin: %v", err)
+		}
 	}
 	log := newLogger(env, *level)
 	demoLis, err := net.Listen("tcp", *demoListen)
@@ -75,6 +83,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
 		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		AllowedOrigins: origins,
 	})
 }
 

@@ -142,10 +142,13 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 		c.Execution = sent
 		a = ch.Dispatch(ctx, c)
 	}
+	if a.Class != Observed {
+		a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest
+	}
 	switch a.Class {
 	case Observed:
-		e.dropSecrets(id)
 		e.complete(ctx, id, a, "recovery")
+		e.dropSecrets(id) // after complete: it redacts them from the result
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:
 		ev := absence(c.Execution, c, a, asked)

@@ -20,6 +20,8 @@ func TestRunBadArguments(t *testing.T) {
 		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--catalog", "c.yaml", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
+		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
+		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
 		{"missing catalog file", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "/nonexistent/catalog.yaml"}, "--catalog"},
 	}
 	for _, tt := range tests {
