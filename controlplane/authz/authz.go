@@ -178,7 +178,15 @@ func (a *Authorizer) HasTLSIdentities() bool { return len(a.fronts)+len(a.operat
 
 // HasSocketGuests reports whether uids other than the server's own and
 // root may use the unix socket (its mode must then let them connect).
-func (a *Authorizer) HasSocketGuests() bool { return len(a.localUIDs) > 2 || len(a.frontUIDs) > 0 }
+func (a *Authorizer) HasSocketGuests() bool {
+	own := uint32(os.Getuid())
+	for u := range a.localUIDs {
+		if u != own && u != 0 {
+			return true
+		}
+	}
+	return len(a.frontUIDs) > 0
+}
 
 // Identify names the peer of an RPC from its transport.
 func (a *Authorizer) Identify(ctx context.Context) Caller {

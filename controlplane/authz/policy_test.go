@@ -331,3 +331,26 @@ func FuzzParseIdentity(f *testing.F) {
 		}
 	})
 }
+
+func TestHasSocketGuests(t *testing.T) {
+	own := uint32(os.Getuid())
+	tests := []struct {
+		name string
+		cfg  Config
+		want bool
+	}{
+		{"none", Config{}, false},
+		{"own uid and root listed", Config{OperatorUIDs: []uint32{own, 0}}, false},
+		{"an operator uid", Config{OperatorUIDs: []uint32{own + 12345}}, true},
+		{"a front uid", Config{FrontUIDs: []uint32{own + 12346}}, true},
+	}
+	for _, tt := range tests {
+		a, err := New(tt.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.HasSocketGuests(); got != tt.want {
+			t.Errorf("HasSocketGuests(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

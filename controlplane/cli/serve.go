@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -27,12 +29,24 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (for latch-mcp on another host); TLS required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
-	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: require client certificates signed by this CA (mutual TLS)")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: the CA that signs fronts' and operators' client certificates (mutual TLS; required with --tls-cert)")
+	var frontIDs, operatorIDs listFlag
+	var frontUIDs, operatorUIDs uidFlag
+	fs.Var(&frontIDs, "front-identity", "a client certificate identity that may call agent-facing RPCs over TCP: its URI SAN (spiffe://…) or cn:SUBJECT_CN (repeatable)")
+	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity (repeatable)")
+	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
+	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *data == "" || *catalogPath == "" {
 		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
+	}
+	if *grpcListen == "" && (*tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" || len(frontIDs)+len(operatorIDs) > 0) {
+		return usagef("--tls-cert, --tls-key, --tls-client-ca, --front-identity and --operator-identity configure the TCP listener: give --grpc-listen ADDR too")
+	}
+	if *tlsCert != "" && *tlsClientCA == "" {
+		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
 	}
 	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
 	if err != nil {
@@ -46,6 +60,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
+		Access: authz.Config{
+			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
+			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
+		},
 	})
 	if err != nil {
 		return err
@@ -67,6 +85,19 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// uidFlag is a repeatable numeric uid flag.
+type uidFlag []uint32
+
+func (u *uidFlag) String() string { return fmt.Sprint([]uint32(*u)) }
+func (u *uidFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not a numeric uid", v)
+	}
+	*u = append(*u, uint32(n))
+	return nil
+}
+
 // serverTLS builds the TCP listener's TLS configuration from PEM files.
 func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	if certFile == "" && keyFile == "" {
@@ -82,7 +113,7 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	if clientCA != "" {
 		pem, err := os.ReadFile(clientCA)
 		if err != nil {
