@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Reasons carried in errdetails.ErrorInfo of a refusal.
@@ -346,8 +348,36 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
+		if c, _ := CallerFrom(ctx); c.Role == RoleOperator {
+			bindOperator(req, c.Identity)
+		}
 		return h(ctx, req)
 	}
+}
+
+// bindOperator ties the "operator" field of a request (the name a decision
+// is journaled under) to the certificate that made it: a remote operator
+// cannot record a decision under someone else's name. The name becomes
+// the identity, or "NAME (IDENTITY)" when the client gave another name.
+// Socket callers are trusted by uid and keep the name they give.
+func bindOperator(req any, identity string) {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return
+	}
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("operator")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+		return
+	}
+	name := r.Get(fd).String()
+	switch name {
+	case "", identity:
+		name = identity
+	default:
+		name = name + " (" + identity + ")"
+	}
+	r.Set(fd, protoreflect.ValueOfString(name))
 }
 
 // StreamInterceptor enforces the policy on streaming RPCs.

@@ -14,12 +14,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/internal/testpki"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 const (
@@ -352,5 +354,38 @@ func TestHasSocketGuests(t *testing.T) {
 		if got := a.HasSocketGuests(); got != tt.want {
 			t.Errorf("HasSocketGuests(%s) = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestOperatorNameBoundToCertificate: the name a decision is journaled
+// under carries the certificate's identity for a remote operator; socket
+// callers keep the name they give.
+func TestOperatorNameBoundToCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	a := newTestAuthorizer(t, nil, time.Now)
+	const deny = "/latch.controlplane.v1.ControlPlane/Deny"
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		given string
+		want  string
+	}{
+		{"operator certificate, no name", tlsPeer(t, ca.Client(t, "alice", operatorID)), "", operatorID},
+		{"operator certificate, another name", tlsPeer(t, ca.Client(t, "alice", operatorID)), "bob", "bob (" + operatorID + ")"},
+		{"operator certificate, its own identity", tlsPeer(t, ca.Client(t, "alice", operatorID)), operatorID, operatorID},
+		{"local caller", unixPeer(0), "bob", "bob"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &controlplanev1.DenyRequest{ExecutionId: "act_x", Operator: tt.given, Reason: "r"}
+			var got string
+			_, err := a.UnaryInterceptor()(tt.ctx, req, &grpc.UnaryServerInfo{FullMethod: deny}, func(_ context.Context, r any) (any, error) {
+				got = r.(*controlplanev1.DenyRequest).GetOperator()
+				return nil, nil
+			})
+			if err != nil || got != tt.want {
+				t.Errorf("operator of Deny by %s giving %q = %q, %v; want %q", tt.name, tt.given, got, err, tt.want)
+			}
+		})
 	}
 }
