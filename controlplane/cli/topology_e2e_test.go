@@ -30,6 +30,7 @@ type pki struct {
 	frontCert, frontKey       string
 	operatorCert, operatorKey string
 	foreignCert, foreignKey   string
+	unlistedCert, unlistedKey string
 }
 
 func writePKI(t *testing.T) pki {
@@ -42,6 +43,7 @@ func writePKI(t *testing.T) pki {
 	p.frontCert, p.frontKey = ca.Client(t, "mcp-1", e2eFrontID).Write(t, dir, "front")
 	p.operatorCert, p.operatorKey = ca.Client(t, "alice", e2eOperatorID).Write(t, dir, "operator")
 	p.foreignCert, p.foreignKey = other.Client(t, "mcp-1", e2eFrontID).Write(t, dir, "foreign")
+	p.unlistedCert, p.unlistedKey = ca.Client(t, "mcp-2", "spiffe://latch.test/front/mcp-2").Write(t, dir, "unlisted")
 	return p
 }
 
@@ -147,6 +149,12 @@ func TestFrontOverMTLSInSeparateProcess(t *testing.T) {
 		if code != 1 || !strings.Contains(out, "refused the TLS handshake") {
 			t.Errorf("exec list with %s: exit %d, want the handshake refusal explained:\n%s", name, code, out)
 		}
+	}
+	// A front whose certificate is not listed stops at start, saying why.
+	out2, err := exec.Command(mcpBin, "--control-plane", addr, "--tls-ca", p.ca, "--tls-cert", p.unlistedCert, "--tls-key", p.unlistedKey,
+		"--catalog", catalog, "--listen", "127.0.0.1:0", "--actor", "alice").CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "refuses this front") || !strings.Contains(string(out2), "spiffe://latch.test/front/mcp-2") {
+		t.Errorf("latch-mcp with an unlisted certificate: %v, want it to stop naming its identity:\n%s", err, out2)
 	}
 	// Off loopback, TCP without --tls-ca is a usage error.
 	if out, code := runCLI(t, "exec", "list", "--addr", "tcp://latch.invalid:7400"); code != 2 || !strings.Contains(out, "--tls-ca") {

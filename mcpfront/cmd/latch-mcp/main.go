@@ -142,6 +142,9 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return err
 	}
 	defer conn.Close()
+	if err := probeControlPlane(ctx, conn, o.controlPlane, logger); err != nil {
+		return err
+	}
 
 	cfg := mcpfront.Config{
 		Logger:         logger,
