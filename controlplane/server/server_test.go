@@ -175,10 +175,11 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 
 	type rpc string
 	const (
-		list   rpc = "ControlPlane/List" // agent-facing
-		deny   rpc = "ControlPlane/Deny" // operator
-		unlock rpc = "Admin/VaultUnlock" // local
-		vput   rpc = "Admin/VaultPut"    // operator
+		list   rpc = "ControlPlane/List"  // agent-facing
+		deny   rpc = "ControlPlane/Deny"  // operator
+		unlock rpc = "Admin/VaultUnlock"  // local
+		vput   rpc = "Admin/VaultPut"     // operator
+		watch  rpc = "ControlPlane/Watch" // agent-facing, a stream
 	)
 	call := func(conn *grpc.ClientConn, r rpc) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -193,6 +194,11 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 			_, err = controlplanev1.NewAdminClient(conn).VaultUnlock(ctx, &controlplanev1.VaultUnlockRequest{})
 		case vput:
 			_, err = controlplanev1.NewAdminClient(conn).VaultPut(ctx, &controlplanev1.VaultPutRequest{})
+		case watch:
+			var s grpc.ServerStreamingClient[controlplanev1.WatchResponse]
+			if s, err = controlplanev1.NewControlPlaneClient(conn).Watch(ctx, &controlplanev1.WatchRequest{ExecutionId: "act_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); err == nil {
+				_, err = s.Recv()
+			}
 		}
 		return err
 	}
@@ -214,6 +220,8 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 		{"front on an agent-facing RPC", []tls.Certificate{front}, list, passed, ""},
 		{"front on an operator RPC", []tls.Certificate{front}, deny, codes.PermissionDenied, "ControlPlane/Deny refused for front " + frontID},
 		{"front on an Admin RPC", []tls.Certificate{front}, vput, codes.PermissionDenied, "Admin/VaultPut refused for front " + frontID},
+		{"front on an agent-facing stream", []tls.Certificate{front}, watch, passed, ""},
+		{"unlisted certificate on a stream", []tls.Certificate{unlisted}, watch, codes.PermissionDenied, "ControlPlane/Watch refused for unlisted caller spiffe://latch.test/front/eve"},
 		{"operator on an agent-facing RPC", []tls.Certificate{operator}, list, passed, ""},
 		{"operator on an operator RPC", []tls.Certificate{operator}, deny, passed, ""},
 		{"operator on a local RPC", []tls.Certificate{operator}, unlock, codes.PermissionDenied, "Admin/VaultUnlock refused for operator " + operatorID},
@@ -282,6 +290,7 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 	want := []denied{
 		{frontID, "ControlPlane/Deny"},
 		{frontID, "Admin/VaultPut"},
+		{"spiffe://latch.test/front/eve", "ControlPlane/Watch"},
 		{operatorID, "Admin/VaultUnlock"},
 		{"spiffe://latch.test/front/eve", "ControlPlane/List"},
 	}
