@@ -254,3 +254,24 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlaintextLoopbackIsFrontOnly: a loopback TCP listener without TLS
+// serves agent-facing RPCs to any local process and refuses operator RPCs
+// (operators use the socket).
+func TestPlaintextLoopbackIsFrontOnly(t *testing.T) {
+	_, url := newTarget(t)
+	catalog := writeCatalog(t, url)
+	data := t.TempDir()
+	_, addr := startProc(t, "latch serve", tcpReady, latchBin, "serve", "--data", data, "--catalog", catalog,
+		"--vault-key-file", filepath.Join(data, "vault.key"), "--grpc-listen", "127.0.0.1:0")
+	if out, code := runCLI(t, "exec", "list", "--addr", "tcp://"+addr); code != 0 {
+		t.Errorf("exec list (agent-facing List) over plaintext loopback: exit %d\n%s", code, out)
+	}
+	out, code := runCLI(t, "session", "list", "--addr", "tcp://"+addr)
+	if code != 1 || !regexp.MustCompile(`refused ControlPlane/ListSessions for front tcp:127\.0\.0\.1:\d+`).MatchString(out) {
+		t.Errorf("session list over plaintext loopback: exit %d, want refused for the front tcp:…:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "session", "list", "--data", data); code != 0 {
+		t.Errorf("session list on the socket: exit %d\n%s", code, out)
+	}
+}
