@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,8 @@ const (
 	defaultWindow = time.Minute
 	// maxTracked bounds the refusals remembered for deduplication.
 	maxTracked = 4096
+	// maxPerWindow bounds the refusal records journaled per window.
+	maxPerWindow = 100
 )
 
 // Journal records refusals durably. Implemented by the control plane's
@@ -46,6 +49,10 @@ type Refusal struct {
 	// journaled since Since: within a window only the first one is.
 	Suppressed int
 	Since      time.Time
+	// Overflow, when > 0, makes this a summary record: that many refusals
+	// since Since were over the per-window budget and not journaled one by
+	// one (Method and Caller are then empty).
+	Overflow int
 }
 
 // Reason says what was refused and why, for the caller and the journal.
@@ -69,6 +76,9 @@ func (r Refusal) Reason() string {
 // JournalReason is Reason plus the count of identical refusals this record
 // stands for.
 func (r Refusal) JournalReason() string {
+	if r.Overflow > 0 {
+		return fmt.Sprintf("%d refusals since %s were not journaled one by one: over the budget of %d refusal records per deduplication window (the control plane's log has them at debug level)", r.Overflow, r.Since.UTC().Format(time.RFC3339), maxPerWindow)
+	}
 	if r.Suppressed == 0 {
 		return r.Reason()
 	}
@@ -111,9 +121,11 @@ type Authorizer struct {
 	fronts    map[string]bool
 	operators map[string]bool
 
-	mu       sync.Mutex
-	seen     map[string]*seen
-	overflow int
+	mu          sync.Mutex
+	seen        map[string]*seen
+	windowStart time.Time
+	inWindow    int // records journaled in the window
+	overflow    int // refusals over the budget, not journaled one by one
 }
 
 type seen struct {
@@ -263,34 +275,80 @@ func (a *Authorizer) Authorize(ctx context.Context, fullMethod string) (context.
 	return nil, st.Err()
 }
 
-// refuse logs and journals a refusal; identical ones (same RPC, caller and
-// role) within the window are counted and written with the next record.
+// refuse logs and journals a refusal. Two bounds keep a flood from
+// growing the journal: identical refusals (same RPC, same caller) within
+// the window are counted and written with the next record, and at most
+// maxPerWindow records are written per window; the refusals over that
+// budget are counted and written as one summary record when the next
+// window opens (or at Flush).
 func (a *Authorizer) refuse(ctx context.Context, r Refusal) {
-	key := r.Method + "\x00" + r.Caller.Identity + "\x00" + r.Caller.Role.String()
+	key := r.Method + "\x00" + dedupeIdentity(r.Caller) + "\x00" + r.Caller.Role.String()
 	a.mu.Lock()
+	summary := a.rollWindowLocked(r.Time)
 	s := a.seen[key]
-	if s != nil && r.Time.Sub(s.journaled) < a.cfg.Window {
+	switch {
+	case s != nil && r.Time.Sub(s.journaled) < a.cfg.Window:
 		s.suppressed++
 		s.last = r
 		a.mu.Unlock()
 		a.log.Debug("access denied (repeat, counted)", "rpc", ShortMethod(r.Method), "caller", r.Caller.String())
+		a.journalSummary(ctx, summary)
 		return
-	}
-	if s == nil && len(a.seen) >= maxTracked {
+	case a.inWindow >= maxPerWindow:
+		a.overflow++
+		a.mu.Unlock()
+		a.log.Debug("access denied (over the journal budget, counted)", "rpc", ShortMethod(r.Method), "caller", r.Caller.String())
+		a.journalSummary(ctx, summary)
+		return
+	case s == nil && len(a.seen) >= maxTracked:
 		a.sweepLocked(r.Time)
 		if len(a.seen) >= maxTracked {
 			a.overflow++
 			a.mu.Unlock()
-			a.log.Warn("access denied (not journaled: too many distinct refused callers)", "rpc", ShortMethod(r.Method), "caller", r.Caller.String())
+			a.log.Debug("access denied (too many refused callers tracked, counted)", "rpc", ShortMethod(r.Method), "caller", r.Caller.String())
+			a.journalSummary(ctx, summary)
 			return
 		}
 	}
+	a.inWindow++
 	if s != nil {
 		r.Suppressed, r.Since = s.suppressed, s.journaled
 	}
 	a.seen[key] = &seen{last: r, journaled: r.Time}
 	a.mu.Unlock()
 	a.log.Warn("access denied", "rpc", ShortMethod(r.Method), "caller", r.Caller.String(), "transport", r.Caller.Transport, "suppressed_before", r.Suppressed)
+	a.journalSummary(ctx, summary)
+	a.journal(ctx, r)
+}
+
+// dedupeIdentity is the caller's identity without what changes per
+// connection (a plaintext TCP peer's port).
+func dedupeIdentity(c Caller) string {
+	if c.Transport == TransportTCP {
+		if host, _, err := net.SplitHostPort(strings.TrimPrefix(c.Identity, "tcp:")); err == nil {
+			return "tcp:" + host
+		}
+	}
+	return c.Identity
+}
+
+// rollWindowLocked opens a new budget window when the current one ended
+// and returns the summary of the refusals the last one did not journal
+// (Overflow 0: none).
+func (a *Authorizer) rollWindowLocked(now time.Time) Refusal {
+	if now.Sub(a.windowStart) < a.cfg.Window {
+		return Refusal{}
+	}
+	out := Refusal{Time: now, Overflow: a.overflow, Since: a.windowStart}
+	a.windowStart, a.inWindow, a.overflow = now, 0, 0
+	return out
+}
+
+func (a *Authorizer) journalSummary(ctx context.Context, r Refusal) {
+	if r.Overflow == 0 {
+		return
+	}
+	a.log.Warn("refusals not journaled one by one", "count", r.Overflow, "since", r.Since)
 	a.journal(ctx, r)
 }
 
@@ -330,15 +388,13 @@ func (a *Authorizer) Flush(ctx context.Context) {
 			s.suppressed, s.journaled = 0, r.Time
 		}
 	}
-	overflow := a.overflow
+	summary := Refusal{Time: a.cfg.Now(), Overflow: a.overflow, Since: a.windowStart}
 	a.overflow = 0
 	a.mu.Unlock()
 	for _, r := range out {
 		a.journal(ctx, r)
 	}
-	if overflow > 0 {
-		a.log.Warn("refusals not journaled: too many distinct refused callers", "count", overflow)
-	}
+	a.journalSummary(ctx, summary)
 }
 
 // UnaryInterceptor enforces the policy on unary RPCs.

@@ -389,3 +389,37 @@ func TestOperatorNameBoundToCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalJournalBudget: many distinct refused callers within a window
+// write at most maxPerWindow records, then one summary with the count;
+// a plaintext peer reconnecting from new ports is one caller.
+func TestRefusalJournalBudget(t *testing.T) {
+	j := &fakeJournal{}
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	a := newTestAuthorizer(t, j, func() time.Time { return now })
+	const approve = "/latch.controlplane.v1.ControlPlane/Approve"
+	for i := range maxPerWindow + 50 {
+		a.Authorize(unixPeer(uint32(50000+i)), approve)
+	}
+	if len(j.recs) != maxPerWindow {
+		t.Fatalf("%d distinct refusals in a window journaled %d records, want the budget %d", maxPerWindow+50, len(j.recs), maxPerWindow)
+	}
+	now = now.Add(2 * time.Minute)
+	a.Authorize(unixPeer(60000), approve)
+	if len(j.recs) != maxPerWindow+2 {
+		t.Fatalf("after the window: %d records, want the summary and the new refusal", len(j.recs))
+	}
+	if sum := j.recs[maxPerWindow]; sum.Overflow != 50 || !strings.Contains(sum.JournalReason(), "50 refusals") {
+		t.Errorf("summary record = overflow %d, reason %q; want 50", sum.Overflow, sum.JournalReason())
+	}
+
+	j2 := &fakeJournal{}
+	b := newTestAuthorizer(t, j2, func() time.Time { return now })
+	for port := range 20 {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 40000 + port}})
+		b.Authorize(ctx, approve)
+	}
+	if len(j2.recs) != 1 {
+		t.Errorf("one plaintext peer from 20 ports journaled %d records, want 1", len(j2.recs))
+	}
+}
