@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/tlsfiles"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -100,21 +99,9 @@ func (t *target) tlsCreds(hostport string) (credentials.TransportCredentials, er
 		}
 		return insecure.NewCredentials(), nil
 	}
-	pem, err := os.ReadFile(t.tlsCA)
+	cfg, err := tlsfiles.Client(t.tlsCA, t.tlsCert, t.tlsKey, nil)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, usagef("--tls-ca %s holds no PEM certificate", t.tlsCA)
-	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
-	if t.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(t.tlsCert, t.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+		return nil, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 	}
 	return credentials.NewTLS(cfg), nil
 }

@@ -3,14 +3,16 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -48,7 +50,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if *tlsCert != "" && *tlsClientCA == "" {
 		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
 	}
-	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	logger := newLogger(env, *level)
+	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
 	st, err := newStack(stackConfig{
-		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: logger, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
@@ -98,8 +101,10 @@ func (u *uidFlag) Set(v string) error {
 	return nil
 }
 
-// serverTLS builds the TCP listener's TLS configuration from PEM files.
-func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+// serverTLS builds the TCP listener's TLS configuration from PEM files
+// (TLS 1.3, mutual with a client CA; the files are re-read when they
+// change, so certificates rotate without a restart).
+func serverTLS(certFile, keyFile, clientCA string, log hclog.Logger) (*tls.Config, error) {
 	if certFile == "" && keyFile == "" {
 		if clientCA != "" {
 			return nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
@@ -109,21 +114,9 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, usagef("--tls-cert and --tls-key go together")
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg, err := tlsfiles.Server(certFile, keyFile, clientCA, log)
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
-	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", clientCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
 }
