@@ -45,6 +45,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -235,7 +236,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.grpc = g
 	if cfg.TCPAddr != "" {
-		opts := interceptors()
+		opts := append(interceptors(),
+			// A connection is re-made (and its certificate checked again)
+			// within MaxConnectionAge; the grace outlasts a Submit's
+			// longest wait, so no call in flight is cut.
+			grpc.KeepaliveParams(keepalive.ServerParameters{
+				MaxConnectionAge: tcpMaxConnectionAge, MaxConnectionAgeGrace: tcpMaxConnectionAgeGrace,
+				Time: 2 * time.Minute, Timeout: 20 * time.Second,
+			}))
 		if tlsCfg != nil {
 			opts = append(opts, grpc.Creds(&handshakeLog{TransportCredentials: credentials.NewTLS(tlsCfg), log: s.log}))
 		}
@@ -498,6 +506,12 @@ func recoverStream(log hclog.Logger) grpc.StreamServerInterceptor {
 		return h(srv, ss)
 	}
 }
+
+// Bounds of a TCP connection's life (see New).
+const (
+	tcpMaxConnectionAge      = time.Hour
+	tcpMaxConnectionAgeGrace = 15 * time.Minute
+)
 
 // RecordRefusal journals a refused RPC (authz.Journal): kind
 // "access_denied", the caller's identity as the actor, the RPC and the
