@@ -80,14 +80,15 @@ func (d *Dir) StoredHash(index int64) (tlog.Hash, bool, error) { return d.st.Sto
 
 func (d *Dir) Checkpoints() ([][]byte, error) { return d.st.Checkpoints() }
 
-// Verify verifies the data dir's journal, plus any external checkpoint copy.
-func Verify(dataDir string, extraCheckpoints [][]byte) (*journal.Report, error) {
+// Verify verifies the data dir's journal, with the options' checkpoint
+// copy when one is given.
+func Verify(dataDir string, opts journal.Options) (*journal.Report, error) {
 	d, err := Open(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	return journal.Verify(WithCheckpoints(d, extraCheckpoints), d.Verifier)
+	return journal.VerifyWith(d, d.Verifier, opts)
 }
 
 // Export writes the data dir's journal as JSON lines.
@@ -98,25 +99,6 @@ func Export(dataDir string, w io.Writer) error {
 	}
 	defer d.Close()
 	return journal.Export(w, d)
-}
-
-// WithCheckpoints adds checkpoints kept outside the data dir (an external
-// copy) to a source, so truncation behind them is caught too.
-func WithCheckpoints(src journal.Source, extra [][]byte) journal.Source {
-	if len(extra) == 0 {
-		return src
-	}
-	return withCheckpoints{src, extra}
-}
-
-type withCheckpoints struct {
-	journal.Source
-	extra [][]byte
-}
-
-func (w withCheckpoints) Checkpoints() ([][]byte, error) {
-	cps, err := w.Source.Checkpoints()
-	return append(cps, w.extra...), err
 }
 
 // Proof is an inclusion proof of one journal record in a signed checkpoint.

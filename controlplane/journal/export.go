@@ -2,10 +2,13 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -119,6 +122,9 @@ type exportSource struct {
 	data        [][]byte // nil: missing
 	leafHashes  []*tlog.Hash
 	checkpoints [][]byte
+	// readable lists the record lines whose readable part differs from
+	// their data, by position (KindReadable problems).
+	readable []Problem
 }
 
 var _ Source = (*exportSource)(nil)
@@ -145,58 +151,64 @@ func (s *exportSource) StoredHash(index int64) (tlog.Hash, bool, error) {
 
 func (s *exportSource) Checkpoints() ([][]byte, error) { return s.checkpoints, nil }
 
+// The keys each line type may carry.
+var (
+	headerKeys     = []string{"type", "format", "size"}
+	recordKeys     = []string{"type", "index", "leaf_hash", "data", "entry", "missing"}
+	checkpointKeys = []string{"type", "note"}
+)
+
 // ReadExport reads an export file written by Export, for Verify. It fails
-// with ErrMalformedExport when the file does not follow the format; a file
-// that parses but was tampered with reads fine and Verify reports how.
-// The leaf_hash of each record is served as the stored leaf hash of its
-// position; the export carries no interior hashes.
+// with ErrMalformedExport when the file does not follow the format (a
+// header or checkpoint line with a key the format does not have, or a key
+// twice, included); a file that parses but was tampered with reads fine
+// and Verify reports how. The leaf_hash of each record is served as the
+// stored leaf hash of its position; the export carries no interior hashes.
+//
+// Each record line's readable part is rebuilt from its data and compared
+// (see the package documentation); Verify reports every difference as a
+// KindReadable problem naming the line's position and the fields.
 func ReadExport(r io.Reader) (Source, error) {
 	dec := json.NewDecoder(r)
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("%w: header line: %v", ErrMalformedExport, err)
+	}
 	var hdr exportLine
-	if err := dec.Decode(&hdr); err != nil {
+	if err := json.Unmarshal(raw, &hdr); err != nil {
 		return nil, fmt.Errorf("%w: header line: %v", ErrMalformedExport, err)
 	}
 	if hdr.Type != "header" || hdr.Format != ExportFormat || hdr.Size == nil || *hdr.Size < 0 {
 		return nil, fmt.Errorf("%w: first line is not a %s header with a size", ErrMalformedExport, ExportFormat)
 	}
+	if err := strictKeys(raw, headerKeys); err != nil {
+		return nil, fmt.Errorf("%w: header line: %v", ErrMalformedExport, err)
+	}
 	src := &exportSource{}
 	for line := 2; ; line++ {
-		var l exportLine
-		err := dec.Decode(&l)
+		raw = nil
+		err := dec.Decode(&raw)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 		}
+		var l exportLine
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+		}
 		switch l.Type {
 		case "record":
-			if l.Missing {
-				src.data = append(src.data, nil)
-				src.leafHashes = append(src.leafHashes, nil)
-				continue
+			if err := src.addRecord(line, raw, &l); err != nil {
+				return nil, err
 			}
-			if l.Data == nil {
-				return nil, fmt.Errorf("%w: line %d: record without data", ErrMalformedExport, line)
-			}
-			data := *l.Data
-			if data == nil {
-				data = []byte{}
-			}
-			var hp *tlog.Hash
-			if l.LeafHash != nil {
-				if len(*l.LeafHash) != tlog.HashSize {
-					return nil, fmt.Errorf("%w: line %d: leaf_hash is %d bytes, want %d", ErrMalformedExport, line, len(*l.LeafHash), tlog.HashSize)
-				}
-				var h tlog.Hash
-				copy(h[:], *l.LeafHash)
-				hp = &h
-			}
-			src.data = append(src.data, data)
-			src.leafHashes = append(src.leafHashes, hp)
 		case "checkpoint":
 			if l.Note == nil {
 				return nil, fmt.Errorf("%w: line %d: checkpoint without note", ErrMalformedExport, line)
+			}
+			if err := strictKeys(raw, checkpointKeys); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 			}
 			src.checkpoints = append(src.checkpoints, []byte(*l.Note))
 		case "header":
@@ -211,4 +223,308 @@ func ReadExport(r io.Reader) (Source, error) {
 		return nil, fmt.Errorf("%w: header claims %d records, the file holds %d", ErrMalformedExport, *hdr.Size, records)
 	}
 	return src, nil
+}
+
+// addRecord adds a record line (file line number line, raw bytes raw,
+// parsed as l) at the next position and notes how its readable part
+// differs from its data.
+func (s *exportSource) addRecord(line int, raw json.RawMessage, l *exportLine) error {
+	pos := int64(len(s.data))
+	fields, err := objectFields(raw)
+	if err != nil {
+		return fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+	}
+	if l.Missing {
+		s.data = append(s.data, nil)
+		s.leafHashes = append(s.leafHashes, nil)
+	} else {
+		if l.Data == nil {
+			return fmt.Errorf("%w: line %d: record without data", ErrMalformedExport, line)
+		}
+		data := *l.Data
+		if data == nil {
+			data = []byte{}
+		}
+		var hp *tlog.Hash
+		if l.LeafHash != nil {
+			if len(*l.LeafHash) != tlog.HashSize {
+				return fmt.Errorf("%w: line %d: leaf_hash is %d bytes, want %d", ErrMalformedExport, line, len(*l.LeafHash), tlog.HashSize)
+			}
+			var h tlog.Hash
+			copy(h[:], *l.LeafHash)
+			hp = &h
+		}
+		s.data = append(s.data, data)
+		s.leafHashes = append(s.leafHashes, hp)
+	}
+	if diffs := readableDiffs(l, fields); len(diffs) > 0 {
+		const maxListed = 8
+		if len(diffs) > maxListed {
+			diffs = append(diffs[:maxListed], fmt.Sprintf("and %d more", len(diffs)-maxListed))
+		}
+		s.readable = append(s.readable, Problem{pos, KindReadable,
+			fmt.Sprintf("the record line at position %d (line %d) says what its data does not: %s", pos, line, strings.Join(diffs, "; "))})
+	}
+	return nil
+}
+
+// readableDiffs lists, one item per field, how a record line's readable
+// part (its keys, index and entry) differs from what its data says.
+func readableDiffs(l *exportLine, fields []jsonField) []string {
+	var diffs []string
+	present := make(map[string]json.RawMessage)
+	for _, f := range fields {
+		switch {
+		case f.count > 1:
+			diffs = append(diffs, fmt.Sprintf("key %q appears %d times", f.name, f.count))
+		case !slices.Contains(recordKeys, f.name):
+			diffs = append(diffs, fmt.Sprintf("key %q is not part of the format", f.name))
+		}
+		present[f.name] = f.value
+	}
+	entryRaw, hasEntry := present["entry"]
+	if l.Missing {
+		for _, k := range []string{"data", "leaf_hash", "entry"} {
+			if _, ok := present[k]; ok {
+				diffs = append(diffs, fmt.Sprintf("a missing record carries %s", k))
+			}
+		}
+		return diffs
+	}
+	e, err := DecodeEntry(*l.Data)
+	if err != nil {
+		// Verify reports the data itself as modified; the readable
+		// part can only be wrong by being there.
+		if hasEntry {
+			diffs = append(diffs, "entry: present, but data is not a journal entry")
+		}
+		return diffs
+	}
+	switch {
+	case l.Index == nil:
+		diffs = append(diffs, fmt.Sprintf("index: absent, data says %d", e.GetIndex()))
+	case *l.Index < 0 || uint64(*l.Index) != e.GetIndex():
+		diffs = append(diffs, fmt.Sprintf("index: %d, data says %d", *l.Index, e.GetIndex()))
+	}
+	if !hasEntry {
+		return append(diffs, "entry: absent, data holds one")
+	}
+	rebuilt, err := protojson.Marshal(e)
+	if err != nil {
+		return append(diffs, fmt.Sprintf("entry: data's entry has no readable form (%v)", err))
+	}
+	return append(diffs, entryDiffs(entryRaw, rebuilt)...)
+}
+
+// entryDiffs compares a readable entry with the one rebuilt from data,
+// field by field ("entry.actor: \"mallory\", data says \"agent:ci\"").
+// protojson varies its whitespace, so the fast path compares compacted
+// bytes; when they differ, both are decoded (a key given twice is a
+// difference) and compared as JSON values, so a change of form that keeps
+// every value (whitespace, escapes) is not a difference.
+func entryDiffs(readable, rebuilt []byte) []string {
+	var a, b bytes.Buffer
+	if json.Compact(&a, readable) == nil && json.Compact(&b, rebuilt) == nil && bytes.Equal(a.Bytes(), b.Bytes()) {
+		return nil
+	}
+	var diffs []string
+	got, err := decodeJSON(readable, "entry", &diffs)
+	if err != nil {
+		return append(diffs, fmt.Sprintf("entry: does not parse (%v)", err))
+	}
+	want, err := decodeJSON(rebuilt, "entry", nil)
+	if err != nil {
+		return append(diffs, fmt.Sprintf("entry: data's readable form does not parse (%v)", err))
+	}
+	diffJSON("entry", got, want, &diffs)
+	return diffs
+}
+
+// jsonField is one key of a JSON object as written: its first value and
+// how many times the key appears.
+type jsonField struct {
+	name  string
+	value json.RawMessage
+	count int
+}
+
+// objectFields lists the keys of the JSON object raw in order of first
+// appearance.
+func objectFields(raw []byte) ([]jsonField, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var fields []jsonField
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name }); i >= 0 {
+			fields[i].count++
+			continue
+		}
+		fields = append(fields, jsonField{name: name, value: v, count: 1})
+	}
+	return fields, nil
+}
+
+// strictKeys fails when the JSON object raw has a key not in allowed, or a
+// key twice.
+func strictKeys(raw []byte, allowed []string) error {
+	fields, err := objectFields(raw)
+	if err != nil {
+		return err
+	}
+	for _, f := range fields {
+		if f.count > 1 {
+			return fmt.Errorf("key %q appears %d times", f.name, f.count)
+		}
+		if !slices.Contains(allowed, f.name) {
+			return fmt.Errorf("key %q is not part of the format (want %s)", f.name, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// decodeJSON decodes one JSON value into map[string]any, []any, string,
+// json.Number, bool or nil. A key given twice in an object keeps its first
+// value (what a reader that stops at the first sees) and, when dups is not
+// nil, is listed there by path.
+func decodeJSON(raw []byte, path string, dups *[]string) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return decodeValue(dec, path, dups, 0)
+}
+
+// maxJSONDepth bounds decodeValue's recursion (encoding/json itself
+// refuses nesting past 10000).
+const maxJSONDepth = 10000
+
+func decodeValue(dec *json.Decoder, path string, dups *[]string, depth int) (any, error) {
+	if depth > maxJSONDepth {
+		return nil, errors.New("nested too deep")
+	}
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := t.(json.Delim)
+	if !ok {
+		return t, nil
+	}
+	switch d {
+	case '{':
+		obj := make(map[string]any)
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			v, err := decodeValue(dec, path+"."+k, dups, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if _, seen := obj[k]; seen {
+				if dups != nil {
+					*dups = append(*dups, fmt.Sprintf("%s.%s: key appears more than once", path, k))
+				}
+				continue
+			}
+			obj[k] = v
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return obj, nil
+	case '[':
+		arr := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := decodeValue(dec, fmt.Sprintf("%s[%d]", path, i), dups, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return arr, nil
+	}
+	return nil, fmt.Errorf("unexpected %v", d)
+}
+
+// diffJSON appends one item per path where got (the readable part) and
+// want (rebuilt from data) differ.
+func diffJSON(path string, got, want any, diffs *[]string) {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := slices.Sorted(func(yield func(string) bool) {
+			for k := range w {
+				if !yield(k) {
+					return
+				}
+			}
+			for k := range g {
+				if _, ok := w[k]; !ok && !yield(k) {
+					return
+				}
+			}
+		})
+		for _, k := range keys {
+			gv, inGot := g[k]
+			wv, inWant := w[k]
+			switch {
+			case !inGot:
+				*diffs = append(*diffs, fmt.Sprintf("%s.%s: absent, data says %s", path, k, jsonText(wv)))
+			case !inWant:
+				*diffs = append(*diffs, fmt.Sprintf("%s.%s: %s, not in data", path, k, jsonText(gv)))
+			default:
+				diffJSON(path+"."+k, gv, wv, diffs)
+			}
+		}
+		return
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			break
+		}
+		for i := range w {
+			diffJSON(fmt.Sprintf("%s[%d]", path, i), g[i], w[i], diffs)
+		}
+		return
+	default:
+		switch got.(type) {
+		case map[string]any, []any:
+		default:
+			if got == want {
+				return
+			}
+		}
+	}
+	*diffs = append(*diffs, fmt.Sprintf("%s: %s, data says %s", path, jsonText(got), jsonText(want)))
+}
+
+// jsonText renders a decoded JSON value compactly, cut to a readable length.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	const maxLen = 80
+	if s := []rune(string(b)); len(s) > maxLen {
+		return string(s[:maxLen]) + "…"
+	}
+	return string(b)
 }

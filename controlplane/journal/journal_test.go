@@ -549,6 +549,106 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// TestVerifyAnchoring: the records after the newest anchor are not yet
+// anchored (not a problem); with a checkpoint copy only the copy's
+// checkpoints are anchors, and a truncation behind the copy is caught.
+func TestVerifyAnchoring(t *testing.T) {
+	s, vkey := testKeys(t)
+	otherSkey, _, _ := GenerateKey(testOrigin)
+	other, _ := NewSigner(otherSkey)
+	const n = 16
+	tests := []struct {
+		name   string
+		cps    []int64
+		tamper func(tb testing.TB, m *memJournal) *CheckpointCopy
+		// want: problems; from: UnanchoredFrom; anchor: NewestAnchor
+		want         []string
+		from, anchor int64
+		summary      string // in UnanchoredSummary ("" when none)
+	}{
+		{name: "every record anchored", cps: []int64{4, 16}, from: n, anchor: 16},
+		{name: "empty journal, no checkpoint", tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			m.entries = nil
+			return nil
+		}, from: 0, anchor: -1},
+		{name: "tail after the newest checkpoint", cps: []int64{4, 12}, from: 12, anchor: 12,
+			summary: "not yet anchored: records 12 to 15 (4 records) come after the newest checkpoint (size 12)"},
+		{name: "one record after the newest checkpoint", cps: []int64{15}, from: 15, anchor: 15,
+			summary: "not yet anchored: record 15 comes after the newest checkpoint (size 15)"},
+		{name: "no checkpoint at all", from: 0, anchor: -1,
+			summary: "not yet anchored: all records 0 to 15 (16 records): the journal holds no signed checkpoint at all"},
+		{name: "newest checkpoint forged: the one before is the anchor", cps: []int64{8}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			root, _ := TreeHash(16, m)
+			msg, _ := other.Sign(16, root, time.Time{})
+			m.checkpoints = append(m.checkpoints, msg)
+			return nil
+		}, want: []string{"checkpoint@16"}, from: 8, anchor: 8, summary: "records 8 to 15 (8 records)"},
+		{name: "copy as new as the journal", cps: []int64{4, 16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			return &CheckpointCopy{Name: "copy.jsonl", Notes: slices.Clone(m.checkpoints)}
+		}, from: n, anchor: 16},
+		{name: "copy lags the journal's own checkpoints", cps: []int64{4, 12, 16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			return &CheckpointCopy{Name: "copy.jsonl", Notes: slices.Clone(m.checkpoints[:2])}
+		}, from: 12, anchor: 12, summary: "after the newest checkpoint of the copy copy.jsonl (size 12); the journal's own checkpoint of size 16 covers them"},
+		{name: "empty copy", cps: []int64{16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			return &CheckpointCopy{Name: "copy.jsonl"}
+		}, from: 0, anchor: -1, summary: "the checkpoint copy copy.jsonl holds no checkpoint signed by this key"},
+		{name: "copy signed by another key", cps: []int64{16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			root, _ := TreeHash(16, m)
+			msg, _ := other.Sign(16, root, time.Time{})
+			return &CheckpointCopy{Name: "copy.jsonl", Notes: [][]byte{msg}}
+		}, want: []string{"checkpoint@16"}, from: 0, anchor: -1, summary: "holds no checkpoint signed by this key"},
+		{name: "truncated, checkpoints deleted, copy kept", cps: []int64{4, 12, 16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			cc := &CheckpointCopy{Name: "copy.jsonl", Notes: slices.Clone(m.checkpoints)}
+			m.entries, m.checkpoints = m.entries[:10], nil
+			return cc
+		}, want: []string{"truncated@10"}, from: 10, anchor: 16},
+		{name: "truncated, checkpoints deleted, no copy", cps: []int64{4, 12, 16}, tamper: func(tb testing.TB, m *memJournal) *CheckpointCopy {
+			m.entries, m.checkpoints = m.entries[:10], nil
+			return nil
+		}, from: 0, anchor: -1, summary: "all records 0 to 9 (10 records): the journal holds no signed checkpoint at all"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newJournal(t, s, n, tt.cps...)
+			var cc *CheckpointCopy
+			if tt.tamper != nil {
+				cc = tt.tamper(t, m)
+			}
+			rep, err := VerifyWith(m, vkey, Options{CheckpointCopy: cc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := problemKeys(rep); !slices.Equal(got, tt.want) {
+				t.Errorf("Verify problems = %v, want %v\n%s", got, tt.want, rep)
+			}
+			if rep.UnanchoredFrom != tt.from || rep.NewestAnchor != tt.anchor {
+				t.Errorf("Report.UnanchoredFrom, NewestAnchor = %d, %d; want %d, %d\n%s", rep.UnanchoredFrom, rep.NewestAnchor, tt.from, tt.anchor, rep)
+			}
+			sum := rep.UnanchoredSummary()
+			if (tt.summary == "") != (sum == "") || !strings.Contains(sum, tt.summary) {
+				t.Errorf("UnanchoredSummary() = %q, want one containing %q", sum, tt.summary)
+			}
+			if sum != "" && !strings.Contains(rep.String(), sum) {
+				t.Errorf("Report.String() lacks the unanchored summary:\n%s", rep)
+			}
+		})
+	}
+}
+
+// TestVerifyCopyDuplicates: a checkpoint both in the journal and in the
+// copy counts once.
+func TestVerifyCopyDuplicates(t *testing.T) {
+	s, vkey := testKeys(t)
+	m := newJournal(t, s, 8, 4, 8)
+	rep, err := VerifyWith(m, vkey, Options{CheckpointCopy: &CheckpointCopy{Name: "c", Notes: slices.Clone(m.checkpoints)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Checkpoints != 2 || rep.CopyCheckpoints != 2 || !slices.Equal(rep.Verified, []int64{4, 8}) {
+		t.Errorf("Verify = %d checkpoints (%d in the copy), verified %v; want 2 (2), [4 8]", rep.Checkpoints, rep.CopyCheckpoints, rep.Verified)
+	}
+}
+
 func TestVerifyDetailNamesRange(t *testing.T) {
 	s, vkey := testKeys(t)
 	m := newJournal(t, s, 16, 4, 8)
@@ -717,6 +817,180 @@ func TestVerifyExportTampered(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("Verify(tampered export) = %v, want %v\n%s", got, tt.want, rep)
+			}
+		})
+	}
+}
+
+// readableJournal is a journal of 12 records, checkpointed at 12, whose
+// record 4 carries an execution snapshot, exported as lines.
+func readableJournal(tb testing.TB, s *Signer) []string {
+	tb.Helper()
+	m := &memJournal{hashes: map[int64]tlog.Hash{}}
+	for i := range int64(12) {
+		e := testEntry(i, "ok")
+		if i == 4 {
+			e.Execution = &recordv1.Execution{Id: "act_01", Actor: "agent:ci", State: recordv1.State_STATE_COMPLETED, TargetStatus: 200}
+		}
+		m.append(tb, encode(tb, e))
+	}
+	m.sign(tb, s, 12)
+	var buf bytes.Buffer
+	if err := Export(&buf, m); err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+}
+
+// TestVerifyExportReadable: an export line whose readable part (entry,
+// index, extra keys) says something its signed data does not is reported
+// by position and field, while the signed records still verify; a change
+// of form alone (whitespace, escapes) is not a difference.
+func TestVerifyExportReadable(t *testing.T) {
+	s, vkey := testKeys(t)
+	const line4 = 1 + 4
+	tests := []struct {
+		name   string
+		edit   func(string) string
+		fields []string // each must appear in the problem's detail; none: no problem
+	}{
+		{
+			name:   "actor edited",
+			edit:   func(l string) string { return strings.Replace(l, `"actor":"agent:ci"`, `"actor":"mallory"`, 1) },
+			fields: []string{`entry.actor: "mallory", data says "agent:ci"`},
+		},
+		{
+			name:   "reason edited",
+			edit:   func(l string) string { return strings.Replace(l, `"reason":"ok"`, `"reason":"approved by the CEO"`, 1) },
+			fields: []string{`entry.reason: "approved by the CEO", data says "ok"`},
+		},
+		{
+			name: "state edited",
+			edit: func(l string) string {
+				return strings.Replace(l, `"to":"STATE_AWAITING_APPROVAL"`, `"to":"STATE_REJECTED"`, 1)
+			},
+			fields: []string{`entry.to: "STATE_REJECTED", data says "STATE_AWAITING_APPROVAL"`},
+		},
+		{
+			name: "execution snapshot state edited",
+			edit: func(l string) string {
+				return strings.Replace(l, `"state":"STATE_COMPLETED"`, `"state":"STATE_NOT_EXECUTED"`, 1)
+			},
+			fields: []string{`entry.execution.state: "STATE_NOT_EXECUTED", data says "STATE_COMPLETED"`},
+		},
+		{
+			name: "time edited",
+			edit: func(l string) string {
+				return strings.Replace(l, `"time":"2026-11-30T04:00:00.000000004Z"`, `"time":"2026-11-30T05:00:00.000000004Z"`, 1)
+			},
+			fields: []string{`entry.time: "2026-11-30T05:00:00.000000004Z", data says "2026-11-30T04:00:00.000000004Z"`},
+		},
+		{
+			name:   "field added to the entry",
+			edit:   func(l string) string { return strings.Replace(l, `"entry":{`, `"entry":{"note":"all fine",`, 1) },
+			fields: []string{`entry.note: "all fine", not in data`},
+		},
+		{
+			name:   "field removed from the entry",
+			edit:   func(l string) string { return strings.Replace(l, `,"actor":"agent:ci"`, ``, 1) },
+			fields: []string{`entry.actor: absent, data says "agent:ci"`},
+		},
+		{
+			name: "key given twice, first one forged",
+			edit: func(l string) string {
+				return strings.Replace(l, `"actor":"agent:ci"`, `"actor":"mallory","actor":"agent:ci"`, 1)
+			},
+			fields: []string{`entry.actor: key appears more than once`, `entry.actor: "mallory", data says "agent:ci"`},
+		},
+		{
+			name:   "entry removed",
+			edit:   func(l string) string { return l[:strings.Index(l, `,"entry":`)] + "}" },
+			fields: []string{"entry: absent, data holds one"},
+		},
+		{
+			name:   "index field edited",
+			edit:   func(l string) string { return strings.Replace(l, `"index":4,`, `"index":7,`, 1) },
+			fields: []string{"index: 7, data says 4"},
+		},
+		{
+			name: "key the format does not have",
+			edit: func(l string) string {
+				return strings.Replace(l, `{"type":"record",`, `{"type":"record","approved_by":"cfo",`, 1)
+			},
+			fields: []string{`key "approved_by" is not part of the format`},
+		},
+		{
+			name:   "data key given twice",
+			edit:   func(l string) string { return strings.Replace(l, `"data":`, `"data":"AAAA","data":`, 1) },
+			fields: []string{`key "data" appears 2 times`},
+		},
+		{
+			name: "reformatted with spaces and escapes: not a difference",
+			edit: func(l string) string {
+				l = strings.Replace(l, `"actor":"agent:ci"`, `"actor" : "agent\u003aci"`, 1)
+				return strings.Replace(l, `"entry":{`, `"entry": { `, 1)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lines := readableJournal(t, s)
+			edited := tt.edit(lines[line4])
+			if edited == lines[line4] {
+				t.Fatalf("the edit changed nothing in %s", lines[line4])
+			}
+			lines[line4] = edited
+			src, err := ReadExport(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+			if err != nil {
+				t.Fatalf("ReadExport: %v", err)
+			}
+			rep, err := Verify(src, vkey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if len(tt.fields) > 0 {
+				want = []string{"readable@4"}
+			}
+			if got := problemKeys(rep); !slices.Equal(got, want) {
+				t.Fatalf("Verify(export with line 4 edited) = %v, want %v\n%s", got, want, rep)
+			}
+			if rep.Anchored != 12 {
+				t.Errorf("Report.Anchored = %d, want 12: the signed records are intact", rep.Anchored)
+			}
+			for _, f := range tt.fields {
+				if !strings.Contains(rep.Problems[0].Detail, f) {
+					t.Errorf("problem detail lacks %q:\n%s", f, rep.Problems[0].Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestReadExportRefusesExtraKeys: header and checkpoint lines carry only
+// their own keys, once.
+func TestReadExportRefusesExtraKeys(t *testing.T) {
+	s, _ := testKeys(t)
+	lines := readableJournal(t, s)
+	last := len(lines) - 1
+	for name, edit := range map[string]func([]string){
+		"header key twice": func(l []string) { l[0] = strings.Replace(l[0], `"size":12`, `"size":12,"size":11`, 1) },
+		"header extra key": func(l []string) { l[0] = strings.Replace(l[0], `"size":12`, `"size":12,"by":"me"`, 1) },
+		"checkpoint extra key": func(l []string) {
+			l[last] = strings.Replace(l[last], `{"type":"checkpoint",`, `{"type":"checkpoint","ok":true,`, 1)
+		},
+		"checkpoint note twice": func(l []string) {
+			l[last] = strings.Replace(l[last], `{"type":"checkpoint",`, `{"type":"checkpoint","note":"x",`, 1)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := slices.Clone(lines)
+			edit(l)
+			if slices.Equal(l, lines) {
+				t.Fatal("the edit changed nothing")
+			}
+			if _, err := ReadExport(strings.NewReader(strings.Join(l, "\n") + "\n")); !errors.Is(err, ErrMalformedExport) {
+				t.Errorf("ReadExport = %v, want ErrMalformedExport", err)
 			}
 		})
 	}
