@@ -33,6 +33,8 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		progress := newProgressLine(env.Stderr)
+		opts.Progress = progress.update
 		var rep *journal.Report
 		switch {
 		case *export != "":
@@ -68,6 +70,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		default:
 			return usagef("audit verify needs a DATA_DIR or --export FILE")
 		}
+		progress.done()
 		fmt.Fprintln(env.Stdout, rep.String())
 		return vf.verdict(env, rep)
 	case "export":

@@ -1112,13 +1112,140 @@ func FuzzReadExport(f *testing.F) {
 	})
 }
 
-func BenchmarkVerify(b *testing.B) {
+// realisticEntry is a journal entry the size of a real transition: it
+// carries the execution snapshot (fingerprint, canonical intent, arguments,
+// timestamps, evidence).
+func realisticEntry(i int64) *recordv1.JournalEntry {
+	at := timestamppb.New(time.Date(2026, 11, 30, 4, 0, 0, int(i), time.UTC))
+	id := fmt.Sprintf("act_01JDX%021d", i/4)
+	return &recordv1.JournalEntry{
+		Index: uint64(i), Time: at, ExecutionId: id,
+		From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_COMPLETED,
+		Kind: "transition", Reason: "target answered 200", Actor: "agent:ci",
+		Execution: &recordv1.Execution{
+			Id: id, Fingerprint: "hmac-sha256:" + strings.Repeat("ab", 32), Actor: "agent:ci", IntentScope: "run:deploy-42",
+			Tool: "deploy_release", Target: "https://deploy.internal/v1/releases", Channel: "http", Replay: "idempotency_key",
+			CanonicalIntent: []byte(`{"actor":"agent:ci","arguments":{"region":"us-east-1","service":"api","version":"1.2.3"},"channel":"http","intent_scope":"run:deploy-42","method":"POST","target":"https://deploy.internal/v1/releases","tool":"deploy_release"}`),
+			State:           recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 200,
+			ResultRef: "r/" + id, AttachWindowSeconds: 7200,
+			AcceptedAt: at, AuthorizedAt: at, DispatchedAt: at, CompletedAt: at, UpdatedAt: at,
+			Evidence:  &recordv1.Evidence{McpSessionId: "ses-7f3a", JsonrpcId: fmt.Sprint(i), ClientName: "claude-code", Transport: "streamable-http", TokenId: "tok_01"},
+			Arguments: []byte(`{"region":"us-east-1","service":"api","version":"1.2.3"}`),
+			Attempts:  1,
+		},
+	}
+}
+
+// benchJournal is n realistic records with a checkpoint at n.
+func benchJournal(b *testing.B, n int64) (*memJournal, string) {
+	b.Helper()
 	s, vkey := testKeys(b)
-	m := newJournal(b, s, 4096, 1024, 2048, 4096)
+	m := &memJournal{hashes: map[int64]tlog.Hash{}}
+	for i := range n {
+		m.append(b, encode(b, realisticEntry(i)))
+	}
+	m.sign(b, s, n)
+	return m, vkey
+}
+
+// sliceJournal is a Source over slices, as the data dir reader's is.
+type sliceJournal struct {
+	entries     [][]byte
+	hashes      []tlog.Hash
+	checkpoints [][]byte
+}
+
+func (s *sliceJournal) Size() int64                   { return int64(len(s.entries)) }
+func (s *sliceJournal) Entry(i int64) ([]byte, error) { return s.entries[i], nil }
+func (s *sliceJournal) Checkpoints() ([][]byte, error) {
+	return s.checkpoints, nil
+}
+func (s *sliceJournal) StoredHash(i int64) (tlog.Hash, bool, error) {
+	if i < 0 || i >= int64(len(s.hashes)) {
+		return tlog.Hash{}, false, nil
+	}
+	return s.hashes[i], true, nil
+}
+
+// TestVerifyLarge runs the chunked, parallel read over several chunks.
+func TestVerifyLarge(t *testing.T) {
+	s, vkey := testKeys(t)
+	const n = 3*readChunk + 17
+	m := newJournal(t, s, n, readChunk, n)
+	m.entries[readChunk+5] = encode(t, testEntry(readChunk+5, "forged"))
+	m.entries[2*readChunk+1] = []byte{0xff}
+	rep, err := Verify(m, vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("modified@%d", readChunk+5), fmt.Sprintf("modified@%d", 2*readChunk+1)}
+	if got := problemKeys(rep); !slices.Equal(got, want) || rep.Anchored != readChunk {
+		t.Errorf("Verify = %v, anchored %d; want %v, anchored %d\n%s", got, rep.Anchored, want, readChunk, rep)
+	}
+}
+
+// BenchmarkVerify measures Verify over an in-memory journal of realistic
+// records; records/s is the figure to compare.
+func BenchmarkVerify(b *testing.B) {
+	const n = 1 << 17
+	mj, vkey := benchJournal(b, n)
+	m := &sliceJournal{entries: mj.entries, hashes: make([]tlog.Hash, tlog.StoredHashCount(n)), checkpoints: mj.checkpoints}
+	for i := range m.hashes {
+		m.hashes[i] = mj.hashes[int64(i)]
+	}
 	for b.Loop() {
 		rep, err := Verify(m, vkey)
+		if err != nil || !rep.OK() || rep.Unanchored() != 0 {
+			b.Fatal(err, rep)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkVerifyExport measures reading and verifying an export file.
+func BenchmarkVerifyExport(b *testing.B) {
+	const n = 1 << 15
+	m, vkey := benchJournal(b, n)
+	var buf bytes.Buffer
+	if err := Export(&buf, m); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		src, err := ReadExport(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		rep, err := Verify(src, vkey)
 		if err != nil || !rep.OK() {
 			b.Fatal(err, rep)
 		}
 	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// FuzzEntryIndex: where both read an entry, entryIndex and DecodeEntry
+// agree on its index, and entryIndex accepts every entry EncodeEntry
+// writes (unknown top-level fields aside: they fall back to DecodeEntry).
+func FuzzEntryIndex(f *testing.F) {
+	f.Add(encode(f, realisticEntry(7)))
+	f.Add(encode(f, testEntry(3, "ok")))
+	f.Add([]byte{0x08, 0x05, 0x08, 0x09}) // index given twice: the last wins
+	f.Add([]byte{0x1a, 0x02, 0xff, 0xfe}) // execution_id not UTF-8
+	f.Add([]byte{0x0a, 0x01, 0x00})       // index with the wrong wire type
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := entryIndex(data)
+		e, err := DecodeEntry(data)
+		if ok && err == nil && got != e.GetIndex() {
+			t.Fatalf("entryIndex(%x) = %d, DecodeEntry index %d", data, got, e.GetIndex())
+		}
+		if err == nil && len(e.ProtoReflect().GetUnknown()) == 0 {
+			again, eerr := EncodeEntry(e)
+			if eerr != nil {
+				return
+			}
+			if i, ok := entryIndex(again); !ok || i != e.GetIndex() {
+				t.Fatalf("entryIndex(EncodeEntry(%v)) = %d, %v", e, i, ok)
+			}
+		}
+	})
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -86,9 +88,23 @@ type Options struct {
 	// them, so whoever can rewrite the journal can re-sign them.
 	CheckpointCopy *CheckpointCopy
 	// Progress, when set, is called from Verify's goroutine as records
-	// are read: every ProgressEvery records and once when all are read.
-	Progress func(done, total int64)
+	// are read and hashed (stage StageVerify): every ProgressEvery records
+	// and once when all are. Readers of a data dir report their own
+	// reading through it too (StageRead).
+	Progress func(Progress)
 }
+
+// Progress is how far a long verification is.
+type Progress struct {
+	Stage       string // StageRead or StageVerify
+	Done, Total int64  // records
+}
+
+// Progress stages.
+const (
+	StageRead   = "reading the journal"
+	StageVerify = "hashing records"
+)
 
 // ProgressEvery is how many records Verify reads between Progress calls.
 const ProgressEvery = 1 << 16
@@ -363,51 +379,105 @@ func newVerification(src Source, verifierKey string, opts Options) (*verificatio
 	return vr, nil
 }
 
+// readChunk is how many records readRecords reads before hashing them.
+const readChunk = 1 << 13
+
 // readRecords reads every position once, recomputes the tree from the
 // records and decodes each entry's index. A position whose bytes are not
-// an entry is modified.
+// an entry is modified. Records are read in order, in chunks; the records
+// of a chunk are hashed and their index read on every CPU (hashing is
+// most of the cost), then the tree is extended in order.
 func (vr *verification) readRecords() ([]Problem, error) {
+	workers := runtime.GOMAXPROCS(0)
+	data := make([][]byte, min(vr.n, readChunk))
 	var problems []Problem
-	for p := range vr.n {
-		if vr.opts.Progress != nil && p > 0 && p%ProgressEvery == 0 {
-			vr.opts.Progress(p, vr.n)
+	for start := int64(0); start < vr.n; start += readChunk {
+		end := min(start+readChunk, vr.n)
+		if vr.opts.Progress != nil && start > 0 && start%ProgressEvery == 0 {
+			vr.opts.Progress(Progress{StageVerify, start, vr.n})
 		}
-		data, err := vr.src.Entry(p)
-		switch {
-		case errors.Is(err, ErrEntryNotFound):
-			data = nil
-		case err != nil:
-			return nil, fmt.Errorf("journal: read entry %d: %w", p, err)
-		default:
-			vr.leaves[p].present = true
+		for p := start; p < end; p++ {
+			d, err := vr.src.Entry(p)
+			switch {
+			case errors.Is(err, ErrEntryNotFound):
+				d = nil
+			case err != nil:
+				return nil, fmt.Errorf("journal: read entry %d: %w", p, err)
+			default:
+				vr.leaves[p].present = true
+			}
+			data[p-start] = d
 		}
-		l := &vr.leaves[p]
-		l.hash = tlog.RecordHash(data)
-		hs, err := tlog.StoredHashesForRecordHash(p, l.hash, vr.reader)
-		if err != nil {
-			return nil, fmt.Errorf("journal: hash leaf %d: %w", p, err)
+		vr.hashLeaves(start, end, data, workers)
+		for p := start; p < end; p++ {
+			l := &vr.leaves[p]
+			hs, err := tlog.StoredHashesForRecordHash(p, l.hash, vr.reader)
+			if err != nil {
+				return nil, fmt.Errorf("journal: hash leaf %d: %w", p, err)
+			}
+			vr.tree = append(vr.tree, hs...)
+			if l.present && !l.decoded {
+				index, pr, ok := decodeIndex(p, data[p-start])
+				if !ok {
+					problems = append(problems, pr)
+					continue
+				}
+				l.decoded, l.index = true, index
+			}
 		}
-		vr.tree = append(vr.tree, hs...)
-		if !l.present {
-			continue
-		}
-		e, err := DecodeEntry(data)
-		if err != nil {
-			problems = append(problems, Problem{p, KindModified,
-				fmt.Sprintf("position %d does not hold a journal entry (%v)", p, err)})
-			continue
-		}
-		if e.GetIndex() > 1<<62 {
-			problems = append(problems, Problem{p, KindModified,
-				fmt.Sprintf("position %d holds an entry with impossible index %d", p, e.GetIndex())})
-			continue
-		}
-		l.decoded, l.index = true, int64(e.GetIndex())
 	}
 	if vr.opts.Progress != nil {
-		vr.opts.Progress(vr.n, vr.n)
+		vr.opts.Progress(Progress{StageVerify, vr.n, vr.n})
 	}
 	return problems, nil
+}
+
+// hashLeaves sets the hash, and for entries whose shape entryIndex
+// accepts the index, of leaves [start, end), whose data is data[0:].
+func (vr *verification) hashLeaves(start, end int64, data [][]byte, workers int) {
+	one := func(lo, hi int64) {
+		for p := lo; p < hi; p++ {
+			l := &vr.leaves[p]
+			d := data[p-start]
+			l.hash = tlog.RecordHash(d)
+			if !l.present {
+				continue
+			}
+			if index, ok := entryIndex(d); ok && index <= maxIndex {
+				l.decoded, l.index = true, int64(index)
+			}
+		}
+	}
+	if workers < 2 || end-start < 1024 {
+		one(start, end)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (end - start + int64(workers) - 1) / int64(workers)
+	for lo := start; lo < end; lo += step {
+		wg.Go(func() { one(lo, min(lo+step, end)) })
+	}
+	wg.Wait()
+}
+
+// maxIndex is the largest index an entry may carry.
+const maxIndex = 1 << 62
+
+// decodeIndex reads the index of a present record entryIndex refused,
+// with the full decoder, which says why a record is not an entry. ok is
+// false when it is not, or its index is
+// impossible; pr then says so. (entryIndex refuses some entries the
+// decoder reads, such as a known field with another wire type, which proto
+// keeps as an unknown field.)
+func decodeIndex(p int64, data []byte) (index int64, pr Problem, ok bool) {
+	e, err := DecodeEntry(data)
+	if err != nil {
+		return 0, Problem{p, KindModified, fmt.Sprintf("position %d does not hold a journal entry (%v)", p, err)}, false
+	}
+	if e.GetIndex() > maxIndex {
+		return 0, Problem{p, KindModified, fmt.Sprintf("position %d holds an entry with impossible index %d", p, e.GetIndex())}, false
+	}
+	return int64(e.GetIndex()), Problem{}, true
 }
 
 // storedLeaf returns the source's stored leaf hash of position i.
@@ -426,18 +496,42 @@ func (vr *verification) storedLeaf(i int64) (tlog.Hash, bool, error) {
 // of one index, and marks them in vr.inserted. The original is the one
 // matching the stored leaf hash of that index, else the first.
 func (vr *verification) findInserted() ([]Problem, error) {
-	positions := make(map[int64][]int64)
+	// Count the positions of each index; indexes within [0, n) (all of
+	// them, in a sound journal) in a slice, the others in a map.
+	count := make([]int32, vr.n)
+	beyond := make(map[int64]int32)
+	dups := false
 	for p := range vr.n {
-		if vr.leaves[p].decoded {
-			positions[vr.leaves[p].index] = append(positions[vr.leaves[p].index], p)
+		l := vr.leaves[p]
+		if !l.decoded {
+			continue
+		}
+		var c int32
+		if l.index < vr.n {
+			count[l.index]++
+			c = count[l.index]
+		} else {
+			beyond[l.index]++
+			c = beyond[l.index]
+		}
+		dups = dups || c > 1
+	}
+	if !dups {
+		return nil, nil
+	}
+	positions := make(map[int64][]int64) // of the indexes held more than once
+	for p := range vr.n {
+		l := vr.leaves[p]
+		if !l.decoded {
+			continue
+		}
+		if (l.index < vr.n && count[l.index] > 1) || beyond[l.index] > 1 {
+			positions[l.index] = append(positions[l.index], p)
 		}
 	}
 	var problems []Problem
 	for _, j := range slices.Sorted(maps.Keys(positions)) {
 		ps := positions[j]
-		if len(ps) < 2 {
-			continue
-		}
 		orig := ps[0]
 		if h, ok, err := vr.storedLeaf(j); err != nil {
 			return nil, err
@@ -467,7 +561,7 @@ func (vr *verification) findInserted() ([]Problem, error) {
 // (reported modified) stands for its position's index: it is damaged, not
 // missing.
 func (vr *verification) findMissing() ([]Problem, error) {
-	seen := make(map[int64]bool)
+	seen := make([]bool, vr.n) // indexes >= n are never expected
 	expected := vr.n
 	for p := range vr.n {
 		l := vr.leaves[p]
@@ -475,7 +569,9 @@ func (vr *verification) findMissing() ([]Problem, error) {
 		case vr.inserted[p]:
 			expected--
 		case l.decoded:
-			seen[l.index] = true
+			if l.index < vr.n {
+				seen[l.index] = true
+			}
 		case l.present:
 			seen[p] = true
 		}
@@ -737,6 +833,9 @@ func reordered(order []int64, leaves []leaf) []int64 {
 	idx := make([]int64, len(order))
 	for i, p := range order {
 		idx[i] = leaves[p].index
+	}
+	if slices.IsSorted(idx) {
+		return nil // the indexes are unique here: in order
 	}
 	sorted := slices.Clone(idx)
 	slices.Sort(sorted)
