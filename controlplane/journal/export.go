@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -56,7 +57,6 @@ type exportLine struct {
 	LeafHash *[]byte `json:"leaf_hash"`
 	Data     *[]byte `json:"data"`
 	Missing  bool    `json:"missing"`
-	Note     *string `json:"note"`
 }
 
 // Export writes src as an export file (see the package documentation).
@@ -159,9 +159,9 @@ var (
 )
 
 // ReadExport reads an export file written by Export, for Verify. It fails
-// with ErrMalformedExport when the file does not follow the format (a
-// header or checkpoint line with a key the format does not have, or a key
-// twice, included); a file that parses but was tampered with reads fine
+// with ErrMalformedExport when the file does not follow the format (one
+// JSON object per line; a header or checkpoint line with a key the format
+// does not have, or a key twice, included); a file that parses but was tampered with reads fine
 // and Verify reports how. The leaf_hash of each record is served as the
 // stored leaf hash of its position; the export carries no interior hashes.
 //
@@ -169,9 +169,12 @@ var (
 // (see the package documentation); Verify reports every difference as a
 // KindReadable problem naming the line's position and the fields.
 func ReadExport(r io.Reader) (Source, error) {
-	dec := json.NewDecoder(r)
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
+	lines := &lineReader{r: bufio.NewReaderSize(r, 1<<16)}
+	raw, err := lines.next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("the file is empty")
+		}
 		return nil, fmt.Errorf("%w: header line: %v", ErrMalformedExport, err)
 	}
 	var hdr exportLine
@@ -185,36 +188,46 @@ func ReadExport(r io.Reader) (Source, error) {
 		return nil, fmt.Errorf("%w: header line: %v", ErrMalformedExport, err)
 	}
 	src := &exportSource{}
-	for line := 2; ; line++ {
-		raw = nil
-		err := dec.Decode(&raw)
+	for {
+		raw, err := lines.next()
+		line := lines.n
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 		}
-		var l exportLine
-		if err := json.Unmarshal(raw, &l); err != nil {
+		// One scan splits the line into its keys; each value is then
+		// decoded alone (a record's entry only by the readable check).
+		fields, err := objectFields(raw)
+		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 		}
-		switch l.Type {
+		var typ string
+		if err := fieldValue(fields, "type", &typ); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+		}
+		switch typ {
 		case "record":
-			if err := src.addRecord(line, raw, &l); err != nil {
+			if err := src.addRecord(line, fields); err != nil {
 				return nil, err
 			}
 		case "checkpoint":
-			if l.Note == nil {
-				return nil, fmt.Errorf("%w: line %d: checkpoint without note", ErrMalformedExport, line)
-			}
-			if err := strictKeys(raw, checkpointKeys); err != nil {
+			var note *string
+			if err := fieldValue(fields, "note", &note); err != nil {
 				return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 			}
-			src.checkpoints = append(src.checkpoints, []byte(*l.Note))
+			if note == nil {
+				return nil, fmt.Errorf("%w: line %d: checkpoint without note", ErrMalformedExport, line)
+			}
+			if err := fieldsAllowed(fields, checkpointKeys); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+			}
+			src.checkpoints = append(src.checkpoints, []byte(*note))
 		case "header":
 			return nil, fmt.Errorf("%w: line %d: a second header", ErrMalformedExport, line)
 		default:
-			return nil, fmt.Errorf("%w: line %d: unknown type %q", ErrMalformedExport, line, l.Type)
+			return nil, fmt.Errorf("%w: line %d: unknown type %q", ErrMalformedExport, line, typ)
 		}
 	}
 	records := int64(len(src.data))
@@ -225,14 +238,67 @@ func ReadExport(r io.Reader) (Source, error) {
 	return src, nil
 }
 
-// addRecord adds a record line (file line number line, raw bytes raw,
-// parsed as l) at the next position and notes how its readable part
-// differs from its data.
-func (s *exportSource) addRecord(line int, raw json.RawMessage, l *exportLine) error {
+// maxLine bounds the length of one export line: a record line is a few
+// kilobytes.
+const maxLine = 64 << 20
+
+// lineReader reads the lines of a JSON Lines file, skipping blank ones; n
+// is the number of the line last returned. A line must hold one JSON value.
+type lineReader struct {
+	r   *bufio.Reader
+	n   int
+	buf []byte
+}
+
+// next returns the next non-blank line, valid until the following call,
+// or io.EOF.
+func (l *lineReader) next() ([]byte, error) {
+	for {
+		l.buf = l.buf[:0]
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = l.r.ReadSlice('\n')
+			l.buf = append(l.buf, chunk...)
+			if len(l.buf) > maxLine {
+				l.n++
+				return nil, fmt.Errorf("longer than %d bytes", maxLine)
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if len(l.buf) == 0 && err != nil {
+			return nil, io.EOF
+		}
+		l.n++
+		line := bytes.TrimSpace(l.buf)
+		if len(line) == 0 {
+			continue
+		}
+		if !json.Valid(line) {
+			return nil, fmt.Errorf("not one JSON value (an export has one per line)")
+		}
+		return line, nil
+	}
+}
+
+// addRecord adds a record line (file line number line, split into fields)
+// at the next position and notes how its readable part differs from its
+// data.
+func (s *exportSource) addRecord(line int, fields []jsonField) error {
 	pos := int64(len(s.data))
-	fields, err := objectFields(raw)
-	if err != nil {
-		return fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+	var l exportLine
+	for _, f := range []struct {
+		name string
+		into any
+	}{{"index", &l.Index}, {"leaf_hash", &l.LeafHash}, {"data", &l.Data}, {"missing", &l.Missing}} {
+		if err := fieldValue(fields, f.name, f.into); err != nil {
+			return fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
+		}
 	}
 	if l.Missing {
 		s.data = append(s.data, nil)
@@ -257,7 +323,7 @@ func (s *exportSource) addRecord(line int, raw json.RawMessage, l *exportLine) e
 		s.data = append(s.data, data)
 		s.leafHashes = append(s.leafHashes, hp)
 	}
-	if diffs := readableDiffs(l, fields); len(diffs) > 0 {
+	if diffs := readableDiffs(&l, fields); len(diffs) > 0 {
 		const maxListed = 8
 		if len(diffs) > maxListed {
 			diffs = append(diffs[:maxListed], fmt.Sprintf("and %d more", len(diffs)-maxListed))
@@ -323,8 +389,14 @@ func readableDiffs(l *exportLine, fields []jsonField) []string {
 // difference) and compared as JSON values, so a change of form that keeps
 // every value (whitespace, escapes) is not a difference.
 func entryDiffs(readable, rebuilt []byte) []string {
-	var a, b bytes.Buffer
-	if json.Compact(&a, readable) == nil && json.Compact(&b, rebuilt) == nil && bytes.Equal(a.Bytes(), b.Bytes()) {
+	// Export writes the entry compacted: an untouched line is equal to
+	// the compacted rebuild byte for byte.
+	var b bytes.Buffer
+	if json.Compact(&b, rebuilt) == nil && bytes.Equal(readable, b.Bytes()) {
+		return nil
+	}
+	var a bytes.Buffer
+	if json.Compact(&a, readable) == nil && bytes.Equal(a.Bytes(), b.Bytes()) {
 		return nil
 	}
 	var diffs []string
@@ -340,39 +412,146 @@ func entryDiffs(readable, rebuilt []byte) []string {
 	return diffs
 }
 
-// jsonField is one key of a JSON object as written: its first value and
-// how many times the key appears.
+// jsonField is one key of a JSON object as written: its last value (the
+// one encoding/json and most readers keep) and how many times it appears.
 type jsonField struct {
 	name  string
 	value json.RawMessage
 	count int
 }
 
-// objectFields lists the keys of the JSON object raw in order of first
-// appearance.
-func objectFields(raw []byte) ([]jsonField, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
+// fieldValue decodes the value of the named field into v, leaving v as is
+// when the field is absent.
+func fieldValue(fields []jsonField, name string, v any) error {
+	for _, f := range fields {
+		if f.name == name {
+			if err := json.Unmarshal(f.value, v); err != nil {
+				return fmt.Errorf("key %q: %v", name, err)
+			}
+			return nil
+		}
 	}
+	return nil
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// objectFields splits the JSON object raw into its top-level keys in order
+// of first appearance, in one pass that does not decode the values. raw
+// must be valid JSON (as json.Decoder returns it); anything else is an
+// error, never a panic.
+func objectFields(raw []byte) ([]jsonField, error) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, errNotObject
+	}
+	i = skipSpace(raw, i+1)
 	var fields []jsonField
-	for dec.More() {
-		t, err := dec.Token()
+	if i < len(raw) && raw[i] == '}' {
+		return fields, nil
+	}
+	for {
+		end, err := skipString(raw, i)
 		if err != nil {
 			return nil, err
 		}
-		name, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
+		var name string
+		if key := raw[i:end]; bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
+			name = string(key[1 : len(key)-1])
+		} else if err := json.Unmarshal(key, &name); err != nil {
 			return nil, err
 		}
-		if i := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name }); i >= 0 {
-			fields[i].count++
-			continue
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, errNotObject
 		}
-		fields = append(fields, jsonField{name: name, value: v, count: 1})
+		i = skipSpace(raw, i+1)
+		end, err = skipValue(raw, i)
+		if err != nil {
+			return nil, err
+		}
+		value := json.RawMessage(raw[i:end])
+		if k := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name }); k >= 0 {
+			fields[k].count++
+			fields[k].value = value
+		} else {
+			fields = append(fields, jsonField{name: name, value: value, count: 1})
+		}
+		i = skipSpace(raw, end)
+		if i >= len(raw) {
+			return nil, errNotObject
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return fields, nil
+		default:
+			return nil, errNotObject
+		}
 	}
-	return fields, nil
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string starting at i.
+func skipString(raw []byte, i int) (int, error) {
+	if i >= len(raw) || raw[i] != '"' {
+		return 0, errNotObject
+	}
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errNotObject
+}
+
+// skipValue returns the index just past the JSON value starting at i.
+func skipValue(raw []byte, i int) (int, error) {
+	if i >= len(raw) {
+		return 0, errNotObject
+	}
+	switch raw[i] {
+	case '"':
+		return skipString(raw, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(raw); j++ {
+			switch raw[j] {
+			case '"':
+				end, err := skipString(raw, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errNotObject
+	}
+	j := i
+	for j < len(raw) && !strings.ContainsRune(",}] \t\n\r", rune(raw[j])) {
+		j++
+	}
+	if j == i {
+		return 0, errNotObject
+	}
+	return j, nil
 }
 
 // strictKeys fails when the JSON object raw has a key not in allowed, or a
@@ -382,6 +561,11 @@ func strictKeys(raw []byte, allowed []string) error {
 	if err != nil {
 		return err
 	}
+	return fieldsAllowed(fields, allowed)
+}
+
+// fieldsAllowed fails when a field is not in allowed, or given twice.
+func fieldsAllowed(fields []jsonField, allowed []string) error {
 	for _, f := range fields {
 		if f.count > 1 {
 			return fmt.Errorf("key %q appears %d times", f.name, f.count)
@@ -394,9 +578,8 @@ func strictKeys(raw []byte, allowed []string) error {
 }
 
 // decodeJSON decodes one JSON value into map[string]any, []any, string,
-// json.Number, bool or nil. A key given twice in an object keeps its first
-// value (what a reader that stops at the first sees) and, when dups is not
-// nil, is listed there by path.
+// json.Number, bool or nil. A key given twice in an object keeps its last
+// value and, when dups is not nil, is listed there by path.
 func decodeJSON(raw []byte, path string, dups *[]string) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -432,13 +615,10 @@ func decodeValue(dec *json.Decoder, path string, dups *[]string, depth int) (any
 			if err != nil {
 				return nil, err
 			}
-			if _, seen := obj[k]; seen {
-				if dups != nil {
-					*dups = append(*dups, fmt.Sprintf("%s.%s: key appears more than once", path, k))
-				}
-				continue
+			if _, seen := obj[k]; seen && dups != nil {
+				*dups = append(*dups, fmt.Sprintf("%s.%s: key appears more than once", path, k))
 			}
-			obj[k] = v
+			obj[k] = v // the last, as encoding/json and most readers keep
 		}
 		if _, err := dec.Token(); err != nil {
 			return nil, err
