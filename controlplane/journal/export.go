@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -123,8 +126,10 @@ type exportSource struct {
 	leafHashes  []*tlog.Hash
 	checkpoints [][]byte
 	// readable lists the record lines whose readable part differs from
-	// their data, by position (KindReadable problems).
+	// their data, by position (KindReadable problems); pending are the
+	// record lines not checked yet.
 	readable []Problem
+	pending  []readableJob
 }
 
 var _ Source = (*exportSource)(nil)
@@ -198,8 +203,9 @@ func ReadExport(r io.Reader) (Source, error) {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 		}
 		// One scan splits the line into its keys; each value is then
-		// decoded alone (a record's entry only by the readable check).
-		fields, err := objectFields(raw)
+		// decoded alone (a record's entry only by the readable check,
+		// later: hence the copy, the reader reuses its line buffer).
+		fields, err := objectFields(bytes.Clone(raw))
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrMalformedExport, line, err)
 		}
@@ -230,6 +236,7 @@ func ReadExport(r io.Reader) (Source, error) {
 			return nil, fmt.Errorf("%w: line %d: unknown type %q", ErrMalformedExport, line, typ)
 		}
 	}
+	src.checkPending()
 	records := int64(len(src.data))
 	src.size = max(*hdr.Size, records)
 	if *hdr.Size-records > maxMissingTail {
@@ -323,15 +330,60 @@ func (s *exportSource) addRecord(line int, fields []jsonField) error {
 		s.data = append(s.data, data)
 		s.leafHashes = append(s.leafHashes, hp)
 	}
-	if diffs := readableDiffs(&l, fields); len(diffs) > 0 {
-		const maxListed = 8
-		if len(diffs) > maxListed {
-			diffs = append(diffs[:maxListed], fmt.Sprintf("and %d more", len(diffs)-maxListed))
-		}
-		s.readable = append(s.readable, Problem{pos, KindReadable,
-			fmt.Sprintf("the record line at position %d (line %d) says what its data does not: %s", pos, line, strings.Join(diffs, "; "))})
+	s.pending = append(s.pending, readableJob{pos: pos, line: line, l: l, fields: fields})
+	if len(s.pending) >= readableBatch {
+		s.checkPending()
 	}
 	return nil
+}
+
+// readableBatch is how many record lines ReadExport checks at once.
+const readableBatch = 1024
+
+// readableJob is one record line waiting for its readable check.
+type readableJob struct {
+	pos    int64
+	line   int
+	l      exportLine
+	fields []jsonField
+}
+
+// checkPending runs the readable check of the pending lines on every CPU
+// (rebuilding an entry's readable form costs more than reading the line)
+// and keeps the problems in position order.
+func (s *exportSource) checkPending() {
+	jobs := s.pending
+	s.pending = s.pending[:0:0]
+	found := make([]*Problem, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(jobs)); i = next.Add(1) - 1 {
+				found[i] = jobs[i].check()
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range found {
+		if p != nil {
+			s.readable = append(s.readable, *p)
+		}
+	}
+}
+
+// check returns the line's readable problem, or nil.
+func (j *readableJob) check() *Problem {
+	diffs := readableDiffs(&j.l, j.fields)
+	if len(diffs) == 0 {
+		return nil
+	}
+	const maxListed = 8
+	if len(diffs) > maxListed {
+		diffs = append(diffs[:maxListed], fmt.Sprintf("and %d more", len(diffs)-maxListed))
+	}
+	return &Problem{j.pos, KindReadable,
+		fmt.Sprintf("the record line at position %d (line %d) says what its data does not: %s", j.pos, j.line, strings.Join(diffs, "; "))}
 }
 
 // readableDiffs lists, one item per field, how a record line's readable
