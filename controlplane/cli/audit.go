@@ -34,6 +34,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		progress := newProgressLine(env.Stderr)
+		defer progress.done()
 		opts.Progress = progress.update
 		var rep *journal.Report
 		switch {
@@ -148,15 +149,15 @@ func (v *verifyFlags) options() (journal.Options, error) {
 	return journal.Options{CheckpointCopy: &journal.CheckpointCopy{Name: *v.copyPath, Notes: notes}}, nil
 }
 
-// required reports whether records not yet anchored fail the check: as
-// --require-anchored says when given, else when a copy was given.
-func (v *verifyFlags) required() bool {
+// required reports whether records not yet anchored fail the check, and
+// why: as --require-anchored says when given, else when a copy was given.
+func (v *verifyFlags) required() (bool, string) {
 	set := false
 	v.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "require-anchored" })
 	if set {
-		return *v.requireAnchored
+		return *v.requireAnchored, "--require-anchored"
 	}
-	return *v.copyPath != ""
+	return *v.copyPath != "", "the default with --checkpoints"
 }
 
 // verdict is the exit of `audit verify` once the report is printed:
@@ -166,12 +167,12 @@ func (v *verifyFlags) verdict(env *Env, rep *journal.Report) error {
 	if !rep.OK() {
 		return errSilent
 	}
-	if n := rep.Unanchored(); n > 0 && v.required() {
-		why := "--require-anchored"
-		if *v.copyPath != "" {
-			why = "the default with --checkpoints"
+	if required, why := v.required(); required && rep.Unanchored() > 0 {
+		what := fmt.Sprintf("%d records are", rep.Unanchored())
+		if rep.Unanchored() == 1 {
+			what = "1 record is"
 		}
-		fmt.Fprintf(env.Stdout, "refused: %d records are not yet anchored (%s): no checkpoint vouches for them; pass --require-anchored=false to accept them unanchored\n", n, why)
+		fmt.Fprintf(env.Stdout, "refused: %s not yet anchored (%s): no checkpoint vouches for them; pass --require-anchored=false to accept them unanchored\n", what, why)
 		return errSilent
 	}
 	return nil
