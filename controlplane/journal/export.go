@@ -499,6 +499,7 @@ func objectFields(raw []byte) ([]jsonField, error) {
 	}
 	i = skipSpace(raw, i+1)
 	var fields []jsonField
+	var byName map[string]int // once there are many fields
 	if i < len(raw) && raw[i] == '}' {
 		return fields, nil
 	}
@@ -523,11 +524,29 @@ func objectFields(raw []byte) ([]jsonField, error) {
 			return nil, err
 		}
 		value := json.RawMessage(raw[i:end])
-		if k := slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name }); k >= 0 {
+		// A line has a handful of keys: look them up in the slice, and
+		// only past that in a map (a hostile line may have millions).
+		k := -1
+		if byName != nil {
+			if at, ok := byName[name]; ok {
+				k = at
+			}
+		} else {
+			k = slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name })
+		}
+		if k >= 0 {
 			fields[k].count++
 			fields[k].value = value
 		} else {
 			fields = append(fields, jsonField{name: name, value: value, count: 1})
+			if byName != nil {
+				byName[name] = len(fields) - 1
+			} else if len(fields) > 16 {
+				byName = make(map[string]int, 2*len(fields))
+				for at, f := range fields {
+					byName[f.name] = at
+				}
+			}
 		}
 		i = skipSpace(raw, end)
 		if i >= len(raw) {

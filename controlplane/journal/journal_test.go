@@ -1266,6 +1266,11 @@ func FuzzObjectFields(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[1,2]`))
 	f.Add([]byte(`{"a":tru`))
+	many := []byte(`{`)
+	for i := range 40 {
+		many = fmt.Appendf(many, `"k%d":%d,"k%d":"again",`, i, i, i%7)
+	}
+	f.Add(append(many, `"end":true}`...))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		fields, err := objectFields(raw)
 		var want map[string]json.RawMessage
