@@ -292,7 +292,7 @@ type openedCheckpoint struct {
 // data and every difference is a KindReadable problem.
 //
 // Verify reads every record once and keeps the recomputed tree in memory:
-// about 100 bytes per record.
+// about 130 bytes per record.
 func Verify(src Source, verifierKey string) (*Report, error) {
 	return VerifyWith(src, verifierKey, Options{})
 }
