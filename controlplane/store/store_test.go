@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
@@ -695,6 +697,63 @@ func TestSessionExecutions(t *testing.T) {
 			}
 			if fmt.Sprint(ids) != fmt.Sprint(want) {
 				t.Errorf("SessionExecutions(%s) = %v, want %v", sid, ids, want)
+			}
+		}
+	})
+}
+
+func TestListPagesWithCursor(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		var want []string
+		for i := range 23 {
+			st := recordv1.State_STATE_OUTCOME_UNKNOWN
+			if i%4 == 3 {
+				st = recordv1.State_STATE_DISPATCHED // interleaved: another index
+			} else {
+				want = append(want, fmt.Sprintf("act_%02d", i))
+			}
+			x := exec(fmt.Sprintf("act_%02d", i), fmt.Sprintf("fp%d", i), "alice", st)
+			if err := s.Update(ctx, func(tx *Tx) error { return tx.PutExecution(x, true) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reversed := append([]string(nil), want...)
+		slices.Reverse(reversed)
+		tests := []struct {
+			name string
+			f    Filter
+			want []string
+		}{
+			{"state, oldest first", Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN, OldestFirst: true}, want},
+			{"state, newest first", Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN}, reversed},
+			{"actor, oldest first", Filter{Actor: "alice", OldestFirst: true, State: recordv1.State_STATE_UNSPECIFIED}, nil},
+		}
+		// Every execution by actor, oldest first, for the third case.
+		for i := range 23 {
+			tests[2].want = append(tests[2].want, fmt.Sprintf("act_%02d", i))
+		}
+		for _, tt := range tests {
+			for _, page := range []int{1, 5, 100} {
+				f := tt.f
+				f.Limit = page
+				var got []string
+				for {
+					xs, err := s.List(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, x := range xs {
+						got = append(got, x.GetId())
+					}
+					if len(xs) < page {
+						break
+					}
+					f.After = xs[len(xs)-1].GetId()
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("%s, pages of %d (-want +got):\n%s", tt.name, page, diff)
+				}
 			}
 		}
 	})
