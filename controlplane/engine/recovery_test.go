@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/fingerprint"
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// recoveryCatalog has one status_query tool on each of two targets, so the
+// per-target limit can be seen.
+const recoveryCatalog = `
+targets:
+  slow:
+    channel: http
+    base_url: http://127.0.0.1:1
+    allow_private: true
+    idempotency_header: Idempotency-Key
+    status: {method: GET, path: "/by-key/{execution_id}"}
+  fast:
+    channel: http
+    base_url: http://127.0.0.1:2
+    allow_private: true
+    idempotency_header: Idempotency-Key
+    status: {method: GET, path: "/by-key/{execution_id}"}
+tools:
+  order:
+    description: Order.
+    input_schema: {type: object, required: [n], properties: {n: {type: integer}}}
+    target: slow
+    request: {method: POST, path: /orders, body: {n: "{{n}}"}}
+    replay: status_query
+    attach_window: 1h
+  ping:
+    description: Ping.
+    input_schema: {type: object, required: [n], properties: {n: {type: integer}}}
+    target: fast
+    request: {method: POST, path: /pings, body: {n: "{{n}}"}}
+    replay: status_query
+    attach_window: 1h
+`
+
+// target is a fake pair of HTTP targets: every dispatch has its effect and
+// loses its answer (outcome unknown); the status endpoint answers "still in
+// progress" until an execution has been asked settleAfter times, then
+// returns the stored answer. It records when each execution was asked.
+type target struct {
+	settleAfter int
+	delay       map[string]time.Duration // per target name
+	answer      func(id string, n int) AttemptClass
+
+	mu       sync.Mutex
+	asked    map[string][]time.Time
+	settled  []string // in the order they settled
+	inFlight map[string]int
+	maxBusy  map[string]int
+}
+
+func newTarget(settleAfter int) *target {
+	return &target{settleAfter: settleAfter, delay: map[string]time.Duration{},
+		asked: map[string][]time.Time{}, inFlight: map[string]int{}, maxBusy: map[string]int{}}
+}
+
+func (f *target) Dispatch(ctx context.Context, c Call) Attempt {
+	return Attempt{Class: Unknown, Reason: "connection reset after the request was written"}
+}
+
+func (f *target) Query(ctx context.Context, c Call) Attempt {
+	id, name := c.Execution.GetId(), c.Target.Name
+	f.mu.Lock()
+	f.asked[id] = append(f.asked[id], time.Now())
+	n := len(f.asked[id])
+	f.inFlight[name]++
+	f.maxBusy[name] = max(f.maxBusy[name], f.inFlight[name])
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.inFlight[name]--
+		f.mu.Unlock()
+	}()
+	if d := f.delay[name]; d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return Attempt{Class: Unknown, Reason: "query cut short"}
+		}
+	}
+	class := Unknown
+	switch {
+	case f.answer != nil:
+		class = f.answer(id, n)
+	case f.settleAfter > 0 && n >= f.settleAfter:
+		class = Observed
+	}
+	if class != Observed {
+		return Attempt{Class: class, Reason: "status 202: still in progress"}
+	}
+	f.mu.Lock()
+	f.settled = append(f.settled, id)
+	f.mu.Unlock()
+	return Attempt{Class: Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Result: &recordv1.Result{Status: 200, Body: []byte(`{"ok":true}`)}, Reason: "status 200"}
+}
+
+func (f *target) times(id string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked[id])
+}
+
+// newRecoveryEngine builds an engine over st with the recovery catalog; it
+// is not started.
+func newRecoveryEngine(tb testing.TB, st *store.Store, ch Channel, rc RecoveryConfig) *Engine {
+	tb.Helper()
+	cat, err := tools.Parse("recovery.yaml", []byte(recoveryCatalog))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fp, err := fingerprint.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := New(Config{
+		Logger: hclog.NewNullLogger(), Store: st, Catalog: cat, Fingerprinter: fp,
+		Channels: map[tools.Channel]Channel{tools.ChannelHTTP: ch}, Recovery: rc,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// failingKV fails every commit while fail is set.
+type failingKV struct {
+	store.KV
+	fail atomic.Bool
+}
+
+var errDiskFull = errors.New("disk full (injected)")
+
+func (k *failingKV) Commit(w []store.Write) error {
+	if k.fail.Load() {
+		return errDiskFull
+	}
+	return k.KV.Commit(w)
+}
+
+func memStore(tb testing.TB) (*store.Store, *failingKV) {
+	tb.Helper()
+	kv := &failingKV{KV: store.NewMemKV()}
+	st, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, kv
+}
+
+func submitOrder(tb testing.TB, e *Engine, tool string, n int) *SubmitResult {
+	tb.Helper()
+	r, err := e.Submit(context.Background(), SubmitInput{Actor: "alice", Tool: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))})
+	if err != nil {
+		tb.Fatalf("Submit(%s, %d) = %v", tool, n, err)
+	}
+	return r
+}
+
+func offsets(t0 time.Time, ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for _, t := range ts {
+		out = append(out, t.Sub(t0))
+	}
+	return out
+}
+
+// TestAttachPullsQueryToFloorWithoutCountingIt: an attaching retry moves the
+// next status query earlier, but never before the last query plus
+// MinBackoff, and the early query does not consume a recovery attempt; a
+// storm of attaches does not make queries more frequent than the floor.
+func TestAttachPullsQueryToFloorWithoutCountingIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memStore(t)
+		ch := newTarget(0) // never settles
+		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour, MaxAttempts: 30})
+		if err := e.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { e.Close(); st.Close() }()
+		t0 := time.Now()
+		id := submitOrder(t, e, "order", 1).Execution.GetId()
+		// Due queries at +1s (unknown +1s), +2s, +4s: attempts 1, 2, 3;
+		// the next due one at +8s.
+		time.Sleep(4500 * time.Millisecond)
+		synctest.Wait()
+		// An attach at +4.5s may pull the +8s query to the floor, +5s.
+		if r := submitOrder(t, e, "order", 1); r.Execution.GetId() != id || r.Disposition != recordv1.Disposition_DISPOSITION_RECOVERED {
+			t.Fatalf("attach = %s %v, want recovered %s", r.Execution.GetId(), r.Disposition, id)
+		}
+		time.Sleep(600 * time.Millisecond) // +5.1s
+		synctest.Wait()
+		// A storm of attaches at +5.1s: one more query, at the floor +6s.
+		for range 200 {
+			submitOrder(t, e, "order", 1)
+		}
+		time.Sleep(1500 * time.Millisecond) // +6.6s
+		synctest.Wait()
+		want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 6 * time.Second}
+		if diff := cmp.Diff(want, offsets(t0, ch.times(id))); diff != "" {
+			t.Errorf("query times after submit (-want +got):\n%s", diff)
+		}
+		x, err := st.Execution(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.GetRecoveryAttempts() != 3 {
+			t.Errorf("recovery_attempts = %d after 3 due and 2 early queries, want 3", x.GetRecoveryAttempts())
+		}
+		// The early queries pushed the next counted one back: each query
+		// waits for the backoff of the attempts so far (4s after +6s).
+		time.Sleep(time.Until(t0.Add(10*time.Second + 500*time.Millisecond)))
+		synctest.Wait()
+		if got := offsets(t0, ch.times(id)); len(got) != 6 || got[5] != 10*time.Second {
+			t.Errorf("query times = %v, want a sixth, counted query at +10s", got)
+		}
+		if x, _ := st.Execution(id); x.GetRecoveryAttempts() != 4 {
+			t.Errorf("recovery_attempts = %d, want 4", x.GetRecoveryAttempts())
+		}
+	})
+}
+
+// TestFailedJournalWriteIsRetriedWithBackoff: while the store cannot commit,
+// recovery rounds record nothing; they are retried with a doubling backoff
+// (not at once, not dropped), and recovery finishes once the store works.
+func TestFailedJournalWriteIsRetriedWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, kv := memStore(t)
+		ch := newTarget(0)
+		var settle atomic.Bool
+		ch.answer = func(_ string, n int) AttemptClass {
+			if n > 50 { // spinning: end it, the query times below fail the test
+				kv.fail.Store(false)
+				settle.Store(true)
+			}
+			if settle.Load() {
+				return Observed
+			}
+			return Unknown
+		}
+		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour, MaxAttempts: 30})
+		if err := e.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { e.Close(); st.Close() }()
+		t0 := time.Now()
+		id := submitOrder(t, e, "order", 1).Execution.GetId()
+		synctest.Wait()
+		if x, _ := st.Execution(id); x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
+			t.Fatalf("state %s, want outcome_unknown before the store fails", lifecycle.Name(x.GetState()))
+		}
+		kv.fail.Store(true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// Failed rounds at +1s, then after 1s, 2s, 4s.
+		want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+		if diff := cmp.Diff(want, offsets(t0, ch.times(id))); diff != "" {
+			t.Errorf("query times while the store fails (-want +got):\n%s", diff)
+		}
+		kv.fail.Store(false)
+		settle.Store(true)
+		time.Sleep(7 * time.Second) // the retry due at +16s
+		synctest.Wait()
+		x, err := st.Execution(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.GetState() != recordv1.State_STATE_COMPLETED {
+			t.Errorf("state %s after the store recovered, want completed", lifecycle.Name(x.GetState()))
+		}
+		if got := offsets(t0, ch.times(id)); got[len(got)-1] != 16*time.Second {
+			t.Errorf("query times = %v, want the last at +16s", got)
+		}
+	})
+}
+
+// TestStartQueuesEveryUnsettledExecution: start-up finds every
+// outcome_unknown, dispatched and authorized execution, not the first page.
+func TestStartQueuesEveryUnsettledExecution(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memStore(t)
+		ch := newTarget(1) // the first query settles
+		const each = 2*startPage + 7
+		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour, Workers: 8, PerTarget: 8})
+		now := time.Now()
+		var ids []string
+		err := st.Update(t.Context(), func(tx *store.Tx) error {
+			for i := range 3 * each {
+				x := &recordv1.Execution{
+					Id: fmt.Sprintf("act_%05d", i), Fingerprint: fmt.Sprintf("fp%d", i), Actor: "alice", IntentScope: "actor:alice",
+					Tool: "order", Target: "slow", Channel: "http", Replay: "status_query", Arguments: []byte(`{"n":1}`),
+					AcceptedAt: timestamppb.New(now), State: recordv1.State_STATE_ACCEPTED,
+				}
+				path := []recordv1.State{recordv1.State_STATE_AUTHORIZED}
+				switch i % 3 {
+				case 1:
+					path = append(path, recordv1.State_STATE_DISPATCHED)
+				case 2:
+					path = append(path, recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN)
+				}
+				for _, to := range path {
+					if err := e.step(tx, x, to, now, "transition", "seeded", false); err != nil {
+						return err
+					}
+				}
+				ids = append(ids, x.GetId())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { e.Close(); st.Close() }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var notDone []string
+		for _, id := range ids {
+			if x, _ := st.Execution(id); x.GetState() != recordv1.State_STATE_COMPLETED {
+				notDone = append(notDone, id+" "+lifecycle.Name(x.GetState()))
+			}
+		}
+		if len(notDone) > 0 {
+			t.Errorf("%d of %d executions not completed after start-up, e.g. %v", len(notDone), len(ids), notDone[:min(5, len(notDone))])
+		}
+		// Authorized ones were dispatched (the fake loses every answer)
+		// and then asked; dispatched ones were asked, never re-sent.
+		for i, id := range ids {
+			if n := len(ch.times(id)); n != 1 {
+				t.Errorf("%s (seeded %d) was asked %d times, want 1", id, i%3, n)
+				break
+			}
+		}
+	})
+}
