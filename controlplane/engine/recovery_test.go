@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -357,4 +358,293 @@ func TestStartQueuesEveryUnsettledExecution(t *testing.T) {
 			}
 		}
 	})
+}
+
+// loadResult is what one run of the recovery load scenario measured.
+type loadResult struct {
+	executions, queries, attaches int
+	create, start, settle         time.Duration
+}
+
+// recoveryLoad is the recovery queue scenario of issue 10: n executions of
+// the slow target (plus a few of a fast one, accepted last) were left
+// outcome_unknown by one run; the next run, on the same Badger data dir,
+// recovers them while an agent re-issues some of them (attaching retries,
+// bounded in count) and the slow target needs settleAfter queries per
+// execution. It fails tb unless every execution settles, none is moved to
+// needs_review, no query comes before its backoff floor, no target sees
+// more than PerTarget queries at once, the fast target is not starved, and
+// the slow target's executions settle oldest first.
+func recoveryLoad(tb testing.TB, n int) loadResult {
+	tb.Helper()
+	const (
+		nFast       = 50
+		settleAfter = 2
+		storm       = 1000
+	)
+	rc := RecoveryConfig{Interval: 100 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, MaxAttempts: settleAfter, Workers: 24, PerTarget: 16}
+	dir := tb.TempDir()
+	open := func() *store.Store {
+		kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		st, err := store.New(store.Config{KV: kv})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	}
+
+	// Run 1 left n+nFast executions outcome_unknown, all due at the same
+	// instant (as after a restart that found them all dispatched), so the
+	// order among them is the tie rule's: oldest accepted first. They are
+	// written directly, in large groups, as Submit and markUnknown would
+	// have left them: the scenario is about run 2.
+	created := time.Now()
+	st := open()
+	e := newRecoveryEngine(tb, st, newTarget(0), rc)
+	total := n + nFast
+	seedUnknown(tb, e, "order", 1, n, created.Add(-30*time.Minute), created.Add(-10*time.Minute))
+	seedUnknown(tb, e, "ping", 1, nFast, created.Add(-20*time.Minute), created.Add(-10*time.Minute))
+	st.Close()
+
+	// Run 2: recover them all.
+	st = open()
+	defer st.Close()
+	ch := newTarget(settleAfter)
+	ch.delay["slow"] = time.Millisecond
+	e = newRecoveryEngine(tb, st, ch, rc)
+	began := time.Now()
+	if err := e.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	defer e.Close()
+	res := loadResult{executions: total, start: time.Since(began), create: began.Sub(created)}
+
+	// The storm: attaching retries of random orders, bounded in count.
+	r := rand.New(rand.NewPCG(5, 6))
+	picks := make([]int, storm)
+	for i := range picks {
+		picks[i] = 1 + r.IntN(n)
+	}
+	var bad atomic.Int32
+	var stormWG sync.WaitGroup
+	var cursor atomic.Int32
+	for range 4 {
+		stormWG.Go(func() {
+			for i := int(cursor.Add(1)) - 1; i < storm; i = int(cursor.Add(1)) - 1 {
+				r := submitOrder(tb, e, "order", picks[i])
+				if r.Disposition == recordv1.Disposition_DISPOSITION_NEW {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	stormWG.Wait()
+	res.attaches = storm
+	if bad.Load() > 0 {
+		tb.Errorf("%d attaching retries were answered new: a second execution of an accepted intent", bad.Load())
+	}
+
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		ch.mu.Lock()
+		settled := len(ch.settled)
+		ch.mu.Unlock()
+		if settled >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of %d executions settled in 3 minutes", settled, total)
+		}
+	}
+	// Completion is journaled after the target answered: wait for the
+	// last of those commits.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		xs, err := st.List(store.Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN, Limit: 1})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(xs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s is still outcome_unknown a minute after the target answered for it", xs[0].GetId())
+		}
+	}
+	res.settle = time.Since(began)
+
+	// Every execution completed; none needs review.
+	states := map[string]int{}
+	type rec struct {
+		id       string
+		accepted time.Time
+		target   string
+	}
+	var recs []rec
+	f := store.Filter{Limit: 1000, OldestFirst: true}
+	for {
+		xs, err := st.List(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, x := range xs {
+			states[lifecycle.Name(x.GetState())]++
+			recs = append(recs, rec{x.GetId(), x.GetAcceptedAt().AsTime(), x.GetTarget()})
+		}
+		if len(xs) < f.Limit {
+			break
+		}
+		f.After = xs[len(xs)-1].GetId()
+	}
+	if diff := cmp.Diff(map[string]int{"completed": total}, states); diff != "" {
+		tb.Errorf("final states (-want +got):\n%s", diff)
+	}
+
+	// No query before its backoff floor; no target over its limit.
+	ch.mu.Lock()
+	var early int
+	for _, ts := range ch.asked {
+		res.queries += len(ts)
+		for i := 1; i < len(ts); i++ {
+			if ts[i].Sub(ts[i-1]) < rc.MinBackoff {
+				early++
+			}
+		}
+	}
+	settledOrder := slices.Clone(ch.settled)
+	busy := ch.maxBusy["slow"]
+	ch.mu.Unlock()
+	if early > 0 {
+		tb.Errorf("%d queries came less than MinBackoff (%s) after the previous query of the same execution", early, rc.MinBackoff)
+	}
+	if busy > rc.PerTarget {
+		tb.Errorf("the slow target had %d queries at once, want at most PerTarget (%d)", busy, rc.PerTarget)
+	}
+
+	// The fast target is not starved by the slow one: its executions
+	// (accepted last) settle while most of the slow ones are still open.
+	var slowBefore, fastSeen int
+	for _, id := range settledOrder {
+		if fastSeen == nFast {
+			break
+		}
+		if i := slices.IndexFunc(recs, func(r rec) bool { return r.id == id }); i >= 0 && recs[i].target == "fast" {
+			fastSeen++
+		} else {
+			slowBefore++
+		}
+	}
+	if slowBefore > n/2 {
+		tb.Errorf("%d of %d slow executions settled before the last fast one: the slow target starved the fast one", slowBefore, n)
+	}
+
+	// Oldest settle first: Spearman's rank correlation between acceptance
+	// order and settle order of the slow target's executions.
+	slices.SortFunc(recs, func(a, b rec) int {
+		if c := a.accepted.Compare(b.accepted); c != 0 {
+			return c
+		}
+		return cmpString(a.id, b.id)
+	})
+	acceptRank := map[string]int{}
+	for _, r := range recs {
+		if r.target == "slow" {
+			acceptRank[r.id] = len(acceptRank)
+		}
+	}
+	var d2 float64
+	var k int
+	for _, id := range settledOrder {
+		if a, ok := acceptRank[id]; ok {
+			d := float64(a - k)
+			d2 += d * d
+			k++
+		}
+	}
+	rho := 1 - 6*d2/(float64(k)*(float64(k)*float64(k)-1))
+	if rho < 0.9 {
+		tb.Errorf("rank correlation of acceptance and settle order = %.3f, want >= 0.9 (oldest settle first)", rho)
+	}
+	tb.Logf("%d executions (%d slow, %d fast), %d attaching retries: made unknown in %s; start-up scan %s, all settled %s after start, %d queries, settle-order rank correlation %.3f",
+		total, n, nFast, storm, res.create.Round(time.Millisecond), res.start.Round(time.Millisecond), res.settle.Round(time.Millisecond), res.queries, rho)
+	return res
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func TestRecoveryQueueUnderLoad(t *testing.T) {
+	n := 5000
+	if testing.Short() {
+		n = 500
+	}
+	recoveryLoad(t, n)
+}
+
+// BenchmarkRecovery5000 measures how long run 2 of the load scenario takes
+// to settle 5,000 unknown executions (reported as settle-s/op).
+func BenchmarkRecovery5000(b *testing.B) {
+	for b.Loop() {
+		r := recoveryLoad(b, 5000)
+		b.ReportMetric(r.settle.Seconds(), "settle-s/op")
+		b.ReportMetric(r.start.Seconds(), "start-s/op")
+	}
+}
+
+// seedUnknown writes executions of tool with arguments {"n": from..to} as
+// Submit and markUnknown leave them after a lost answer: accepted (indexed
+// for matching), authorized, dispatched, outcome_unknown with NextRecoveryAt
+// due. Acceptance times start at accepted and increase with n.
+func seedUnknown(tb testing.TB, e *Engine, toolName string, from, to int, accepted, due time.Time) {
+	tb.Helper()
+	tool := e.cfg.Catalog.Tools[toolName]
+	target := e.cfg.Catalog.Targets[tool.Target]
+	const batch = 200
+	for lo := from; lo <= to; lo += batch {
+		err := e.st.Update(context.Background(), func(tx *store.Tx) error {
+			for i := lo; i <= min(to, lo+batch-1); i++ {
+				// As Submit fingerprints the request.
+				args, err := tool.PrepareArguments(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+				if err != nil {
+					return err
+				}
+				repeatOf, plain := tool.SplitRepeatOf(args)
+				record, err := e.cfg.Fingerprinter.Record(intentOf("alice", "actor:alice", tool, target, plain, repeatOf), tool.Fingerprint.Ignore, tool.Fingerprint.Secret)
+				if err != nil {
+					return err
+				}
+				stored, err := storedArguments(plain, tool.Fingerprint.Secret)
+				if err != nil {
+					return err
+				}
+				now := accepted.Add(time.Duration(i) * time.Microsecond)
+				x := &recordv1.Execution{
+					Id: e.cfg.NewID(), Fingerprint: e.cfg.Fingerprinter.Sum(record), Actor: "alice", IntentScope: "actor:alice",
+					Tool: tool.Name, Target: tool.Target, Channel: string(target.Channel), Replay: string(tool.Replay),
+					CanonicalIntent: record, Arguments: stored, AttachWindowSeconds: int64(tool.AttachWindow / time.Second),
+					AcceptedAt: timestamppb.New(now),
+				}
+				for j, to := range []recordv1.State{recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN} {
+					if to == recordv1.State_STATE_OUTCOME_UNKNOWN {
+						x.NextRecoveryAt = timestamppb.New(due)
+					}
+					if err := e.step(tx, x, to, now, "transition", "seeded", j == 0); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatalf("seed executions %d..%d: %v", lo, min(to, lo+batch-1), err)
+		}
+	}
 }
