@@ -304,3 +304,27 @@ func TestNothingStarves(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkPushTake measures one Push and one Take+Done of a queue holding
+// 5,000 waiting items in 8 groups.
+func BenchmarkPushTake(b *testing.B) {
+	q, err := New[int](Config{GroupLimit: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	for i := range 5000 {
+		q.Push(Item[int]{ID: fmt.Sprintf("x%d", i), Group: fmt.Sprintf("g%d", i%8), Due: past.Add(time.Duration(i))})
+	}
+	ctx := context.Background()
+	i := 5000
+	for b.Loop() {
+		q.Push(Item[int]{ID: fmt.Sprintf("x%d", i), Group: fmt.Sprintf("g%d", i%8), Due: past.Add(time.Duration(i))})
+		it, err := q.Take(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q.Done(it.ID)
+		i++
+	}
+}
