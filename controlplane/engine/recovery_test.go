@@ -648,3 +648,37 @@ func seedUnknown(tb testing.TB, e *Engine, toolName string, from, to int, accept
 		}
 	}
 }
+
+// TestCloseStopsWorkersMidQuery: Close returns while a target still holds a
+// query, and no worker or timer is left behind (synctest fails the test if
+// a goroutine of the bubble outlives it).
+func TestCloseStopsWorkersMidQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, _ := memStore(t)
+		defer st.Close()
+		ch := newTarget(0)
+		ch.delay["slow"] = time.Hour
+		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Second, MinBackoff: time.Second, MaxBackoff: time.Hour})
+		if err := e.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		id := submitOrder(t, e, "order", 1).Execution.GetId()
+		time.Sleep(2 * time.Second) // the query started at +1s and is held
+		synctest.Wait()
+		if n := len(ch.times(id)); n != 1 {
+			t.Fatalf("%d queries in flight, want 1", n)
+		}
+		before := time.Now()
+		e.Close()
+		if waited := time.Since(before); waited != 0 {
+			t.Errorf("Close waited %s for a held query, want it to cut the query short", waited)
+		}
+		x, err := st.Execution(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
+			t.Errorf("state after Close = %s, want outcome_unknown (recovered at the next start)", lifecycle.Name(x.GetState()))
+		}
+	})
+}
