@@ -58,11 +58,11 @@ tools:
     attach_window: 1h
 `
 
-// target is a fake pair of HTTP targets: every dispatch has its effect and
+// fakeTargets is a fake pair of HTTP targets: every dispatch has its effect and
 // loses its answer (outcome unknown); the status endpoint answers "still in
 // progress" until an execution has been asked settleAfter times, then
 // returns the stored answer. It records when each execution was asked.
-type target struct {
+type fakeTargets struct {
 	settleAfter int
 	delay       map[string]time.Duration // per target name
 	answer      func(id string, n int) AttemptClass
@@ -74,16 +74,16 @@ type target struct {
 	maxBusy  map[string]int
 }
 
-func newTarget(settleAfter int) *target {
-	return &target{settleAfter: settleAfter, delay: map[string]time.Duration{},
+func newFakeTargets(settleAfter int) *fakeTargets {
+	return &fakeTargets{settleAfter: settleAfter, delay: map[string]time.Duration{},
 		asked: map[string][]time.Time{}, inFlight: map[string]int{}, maxBusy: map[string]int{}}
 }
 
-func (f *target) Dispatch(ctx context.Context, c Call) Attempt {
+func (f *fakeTargets) Dispatch(ctx context.Context, c Call) Attempt {
 	return Attempt{Class: Unknown, Reason: "connection reset after the request was written"}
 }
 
-func (f *target) Query(ctx context.Context, c Call) Attempt {
+func (f *fakeTargets) Query(ctx context.Context, c Call) Attempt {
 	id, name := c.Execution.GetId(), c.Target.Name
 	f.mu.Lock()
 	f.asked[id] = append(f.asked[id], time.Now())
@@ -119,7 +119,7 @@ func (f *target) Query(ctx context.Context, c Call) Attempt {
 	return Attempt{Class: Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Result: &recordv1.Result{Status: 200, Body: []byte(`{"ok":true}`)}, Reason: "status 200"}
 }
 
-func (f *target) times(id string) []time.Time {
+func (f *fakeTargets) times(id string) []time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.asked[id])
@@ -196,7 +196,7 @@ func offsets(t0 time.Time, ts []time.Time) []time.Duration {
 func TestAttachPullsQueryToFloorWithoutCountingIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, _ := memStore(t)
-		ch := newTarget(0) // never settles
+		ch := newFakeTargets(0) // never settles
 		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour, MaxAttempts: 30})
 		if err := e.Start(t.Context()); err != nil {
 			t.Fatal(err)
@@ -250,7 +250,7 @@ func TestAttachPullsQueryToFloorWithoutCountingIt(t *testing.T) {
 func TestFailedJournalWriteIsRetriedWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, kv := memStore(t)
-		ch := newTarget(0)
+		ch := newFakeTargets(0)
 		var settle atomic.Bool
 		ch.answer = func(_ string, n int) AttemptClass {
 			if n > 50 { // spinning: end it, the query times below fail the test
@@ -303,7 +303,7 @@ func TestFailedJournalWriteIsRetriedWithBackoff(t *testing.T) {
 func TestStartQueuesEveryUnsettledExecution(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, _ := memStore(t)
-		ch := newTarget(1) // the first query settles
+		ch := newFakeTargets(1) // the first query settles
 		const each = 2*startPage + 7
 		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour, Workers: 8, PerTarget: 8})
 		now := time.Now()
@@ -403,7 +403,7 @@ func recoveryLoad(tb testing.TB, n int) loadResult {
 	// have left them: the scenario is about run 2.
 	created := time.Now()
 	st := open()
-	e := newRecoveryEngine(tb, st, newTarget(0), rc)
+	e := newRecoveryEngine(tb, st, newFakeTargets(0), rc)
 	total := n + nFast
 	seedUnknown(tb, e, "order", 1, n, created.Add(-30*time.Minute), created.Add(-10*time.Minute))
 	seedUnknown(tb, e, "ping", 1, nFast, created.Add(-20*time.Minute), created.Add(-10*time.Minute))
@@ -412,7 +412,7 @@ func recoveryLoad(tb testing.TB, n int) loadResult {
 	// Run 2: recover them all.
 	st = open()
 	defer st.Close()
-	ch := newTarget(settleAfter)
+	ch := newFakeTargets(settleAfter)
 	ch.delay["slow"] = time.Millisecond
 	e = newRecoveryEngine(tb, st, ch, rc)
 	began := time.Now()
@@ -656,7 +656,7 @@ func TestCloseStopsWorkersMidQuery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st, _ := memStore(t)
 		defer st.Close()
-		ch := newTarget(0)
+		ch := newFakeTargets(0)
 		ch.delay["slow"] = time.Hour
 		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Second, MinBackoff: time.Second, MaxBackoff: time.Hour})
 		if err := e.Start(t.Context()); err != nil {
