@@ -66,6 +66,7 @@ type fakeTargets struct {
 	settleAfter int
 	delay       map[string]time.Duration // per target name
 	answer      func(id string, n int) AttemptClass
+	onDispatch  func() // called before a dispatch loses its answer
 
 	mu       sync.Mutex
 	asked    map[string][]time.Time
@@ -80,6 +81,9 @@ func newFakeTargets(settleAfter int) *fakeTargets {
 }
 
 func (f *fakeTargets) Dispatch(ctx context.Context, c Call) Attempt {
+	if f.onDispatch != nil {
+		f.onDispatch()
+	}
 	return Attempt{Class: Unknown, Reason: "connection reset after the request was written"}
 }
 
@@ -679,6 +683,49 @@ func TestCloseStopsWorkersMidQuery(t *testing.T) {
 		}
 		if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
 			t.Errorf("state after Close = %s, want outcome_unknown (recovered at the next start)", lifecycle.Name(x.GetState()))
+		}
+	})
+}
+
+// TestFailedMarkUnknownIsRetried: when the transition into outcome_unknown
+// cannot be written after a dispatch lost its answer, the execution does not
+// stay dispatched until the next start: the transition is retried with
+// backoff, then the execution is recovered.
+func TestFailedMarkUnknownIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, kv := memStore(t)
+		ch := newFakeTargets(1)
+		ch.onDispatch = func() { kv.fail.Store(true) }
+		e := newRecoveryEngine(t, st, ch, RecoveryConfig{Interval: time.Hour, MinBackoff: time.Second, MaxBackoff: time.Hour})
+		if err := e.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { e.Close(); st.Close() }()
+		id := submitOrder(t, e, "order", 1).Execution.GetId()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if x, _ := st.Execution(id); x.GetState() != recordv1.State_STATE_DISPATCHED {
+			t.Fatalf("state %s while the store fails, want dispatched", lifecycle.Name(x.GetState()))
+		}
+		kv.fail.Store(false)
+		time.Sleep(10 * time.Second) // retries at +1s, +3s (failing), +7s; then the query
+		synctest.Wait()
+		hist, err := st.History(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path []string
+		for _, h := range hist {
+			if h.GetFrom() != h.GetTo() {
+				path = append(path, lifecycle.Name(h.GetTo()))
+			}
+		}
+		want := []string{"accepted", "authorized", "dispatched", "outcome_unknown", "completed"}
+		if diff := cmp.Diff(want, path); diff != "" {
+			t.Errorf("transitions (-want +got):\n%s", diff)
+		}
+		if n := len(ch.times(id)); n != 1 {
+			t.Errorf("%d status queries, want 1", n)
 		}
 	})
 }

@@ -758,3 +758,29 @@ func TestListPagesWithCursor(t *testing.T) {
 		}
 	})
 }
+
+// TestUpdateAfterAFailedCommitSucceeds: a commit that failed while no other
+// group was waiting must not fail the next update too (it is not built on
+// the failed group's writes, which never happened).
+func TestUpdateAfterAFailedCommitSucceeds(t *testing.T) {
+	kv := NewMemKV()
+	kv.FailCommit = errors.New("disk full (injected)")
+	s := newStore(t, kv)
+	put := func(id string) error {
+		return s.Update(context.Background(), func(tx *Tx) error {
+			if _, err := tx.Execution(id); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%s is visible before it was written: %v", id, err)
+			}
+			return tx.PutExecution(exec(id, "fp-"+id, "a", recordv1.State_STATE_ACCEPTED), true)
+		})
+	}
+	if err := put("act_1"); err == nil {
+		t.Fatal("Update succeeded over a failing commit")
+	}
+	if err := put("act_1"); err != nil {
+		t.Errorf("Update after a failed commit = %v, want success (the failure was transient)", err)
+	}
+	if _, err := s.Execution("act_1"); err != nil {
+		t.Errorf("Execution(act_1) = %v after the retried update", err)
+	}
+}
