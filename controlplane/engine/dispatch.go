@@ -159,6 +159,9 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	})
 	if err != nil {
 		e.log.Error("cannot record outcome_unknown", "execution_id", id, "error", err)
+		if e.ctx.Err() == nil {
+			e.orphan(id)
+		}
 		return
 	}
 	e.Kick(id)

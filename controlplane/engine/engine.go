@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/dueq"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
@@ -154,15 +155,27 @@ type Config struct {
 	ApprovalTTL time.Duration
 }
 
-// RecoveryConfig tunes recovery of unknown outcomes.
+// RecoveryConfig tunes recovery of unknown outcomes (see recovery.go for
+// how the work is scheduled).
 type RecoveryConfig struct {
-	// Interval between scans (default 1s).
+	// Interval is how often expired approvals are rejected, and the longest
+	// the recovery queue sleeps before it reads the clock again (default 1s).
 	Interval time.Duration
 	// MinBackoff, MaxBackoff bound the delay between attempts on one
-	// execution (defaults 1s, 5m).
+	// execution (defaults 1s, 5m). MinBackoff is also the backoff floor: no
+	// two recovery queries of one execution start less than MinBackoff
+	// apart, whatever asks for them.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxAttempts before the execution goes to needs_review (default 30).
+	// Only queries made when an execution was due count; a query pulled
+	// earlier by an attaching retry does not.
 	MaxAttempts int
+	// Workers is how many recovery queries (and start-up dispatches) run
+	// at once (default 4).
+	Workers int
+	// PerTarget is how many of them may work on one target at once
+	// (default 2), so a slow target cannot hold every worker.
+	PerTarget int
 }
 
 // Engine runs executions.
@@ -184,7 +197,12 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	kick   chan string
+
+	// rq holds recovery and start-up work by due time (recovery.go);
+	// rstate what recovery remembers per execution between rounds.
+	rq       *dueq.Queue[job]
+	rstateMu sync.Mutex
+	rstate   map[string]*recoveryState
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.
@@ -225,6 +243,16 @@ func New(cfg Config) (*Engine, error) {
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 30
 	}
+	if r.Workers <= 0 {
+		r.Workers = 4
+	}
+	if r.PerTarget <= 0 {
+		r.PerTarget = 2
+	}
+	rq, err := dueq.New[job](dueq.Config{Clock: cfg.Clock, GroupLimit: r.PerTarget, MaxWait: r.Interval})
+	if err != nil {
+		return nil, fmt.Errorf("engine: recovery queue: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg:      cfg,
@@ -234,7 +262,8 @@ func New(cfg Config) (*Engine, error) {
 		secrets:  map[string]map[string]any{},
 		ctx:      ctx,
 		cancel:   cancel,
-		kick:     make(chan string, 1024),
+		rq:       rq,
+		rstate:   map[string]*recoveryState{},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
 	cfg.Store.OnCommit(e.notify)
@@ -380,7 +409,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		return res, nil
 	}
 	if res.Disposition == recordv1.Disposition_DISPOSITION_RECOVERED {
-		e.Kick(res.Execution.GetId())
+		e.hurry(res.Execution)
 	}
 	return res, nil
 }

@@ -170,6 +170,16 @@ func (s *Store) writer() {
 				break fill
 			}
 		}
+		if prev != nil {
+			select {
+			case <-prev.committed:
+				// It finished while the writer waited for work: its
+				// writes are in the KV or, if it failed, never happened;
+				// either way the next group is built on the KV alone.
+				prev, size = nil, s.JournalSize()
+			default:
+			}
+		}
 		b := s.build(group, prev, size)
 		if prev != nil {
 			if err := <-prev.committed; err != nil {
