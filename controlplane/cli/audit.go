@@ -12,6 +12,7 @@ import (
 	"github.com/latchhq/latch/controlplane/audit"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
@@ -63,9 +64,15 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 				return err
 			}
 		case len(pos) == 1:
-			rep, err = audit.Verify(pos[0], extra)
+			var state *store.StateReport
+			rep, state, err = audit.VerifyAll(ctx, pos[0], extra)
 			if err != nil {
 				return err
+			}
+			fmt.Fprintln(env.Stdout, state.String())
+			if !state.OK() {
+				fmt.Fprintln(env.Stdout, rep.String())
+				return errSilent
 			}
 		default:
 			return usagef("audit verify needs a DATA_DIR or --export FILE")

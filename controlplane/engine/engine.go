@@ -291,6 +291,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			if err != nil {
 				return err
 			}
+			if err := tx.Check(cited); err != nil && !errors.Is(err, store.ErrResultIntegrity) {
+				return err
+			}
 			if !lifecycle.Settled(cited.GetState()) {
 				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
 			}
@@ -299,6 +302,15 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			prior, err := tx.Latest(fp)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
+			}
+			// The prior decides whether this call is sent: it must agree
+			// with its journal records before it can (a forged state must
+			// not turn a retry into a second effect). A result that fails
+			// its hash still attaches; Get then refuses to return it.
+			if err == nil {
+				if cerr := tx.Check(prior); cerr != nil && !errors.Is(cerr, store.ErrResultIntegrity) {
+					return cerr
+				}
 			}
 			if err == nil && matches(prior, in.Actor, scope, now) {
 				res = attachResult(prior)

@@ -90,6 +90,10 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+
+	// backgroundCheck: start-up checked only the unsettled executions (a
+	// large store); Run checks the rest while serving (state.go).
+	backgroundCheck bool
 }
 
 // Paths of a data directory.
@@ -154,6 +158,11 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
+	scope, err := checkState(log, cfg.DataDir, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	eng, err := engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
@@ -174,7 +183,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Register != nil {
 		cfg.Register(g)
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g,
+		backgroundCheck: scope == store.CheckUnsettled}
 	if cfg.TCPAddr != "" {
 		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
 		if cfg.TLS != nil {
@@ -256,6 +266,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
+	if s.backgroundCheck {
+		g.Go(func() error { return s.checkAllState(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {

@@ -480,7 +480,12 @@ type Execution struct {
 	// Journal index of the last transition recorded for this execution.
 	JournalIndex uint64 `protobuf:"varint,31,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
 	// The agent session the execution came from (see Session).
-	SessionId     string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// SHA-256 of the stored result exactly as stored: the deterministic
+	// protobuf encoding of Result (store/doc.go). Set by the completed record
+	// that stored the result; result_ref is then "sha256:<hex of this>". A
+	// result whose bytes do not hash to it is never returned.
+	ResultSha256  []byte `protobuf:"bytes,33,opt,name=result_sha256,json=resultSha256,proto3" json:"result_sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +728,13 @@ func (x *Execution) GetSessionId() string {
 		return x.SessionId
 	}
 	return ""
+}
+
+func (x *Execution) GetResultSha256() []byte {
+	if x != nil {
+		return x.ResultSha256
+	}
+	return nil
 }
 
 // JournalEntry is one leaf of the activity journal.
@@ -1103,7 +1115,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\asummary\x18\a \x01(\tR\asummary\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\t\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -1139,7 +1151,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x10next_recovery_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\x0enextRecoveryAt\x12#\n" +
 	"\rjournal_index\x18\x1f \x01(\x04R\fjournalIndex\x12\x1d\n" +
 	"\n" +
-	"session_id\x18  \x01(\tR\tsessionId\"\xb2\x03\n" +
+	"session_id\x18  \x01(\tR\tsessionId\x12#\n" +
+	"\rresult_sha256\x18! \x01(\fR\fresultSha256\"\xb2\x03\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +

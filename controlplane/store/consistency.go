@@ -1,0 +1,649 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Errors of the state check (see "State is a function of the journal" in
+// doc.go). Both are matched by *StateError.
+var (
+	// ErrStateMismatch: an execution record, the history or fingerprint
+	// index, or a stored result disagrees with the journal.
+	ErrStateMismatch = errors.New("store: state disagrees with the journal")
+	// ErrResultIntegrity: the execution record agrees with the journal but
+	// its stored result does not hash to what the journal committed.
+	ErrResultIntegrity = errors.New("store: result_integrity: the stored result does not hash to its journal record")
+)
+
+// VerifyCommand is what an operator runs to see every disagreement.
+const VerifyCommand = "latch audit verify DATA_DIR"
+
+// MismatchKind names what disagrees with the journal.
+type MismatchKind string
+
+const (
+	// MismatchRecord: the execution record (x/) differs from the execution
+	// snapshot of its last journal record.
+	MismatchRecord MismatchKind = "record"
+	// MismatchMissing: the journal holds an execution whose record is gone.
+	MismatchMissing MismatchKind = "missing_record"
+	// MismatchUnjournaled: a record, result or index entry that no journal
+	// record accounts for.
+	MismatchUnjournaled MismatchKind = "unjournaled"
+	// MismatchHistory: the history index (e/) does not list the journal
+	// records of the execution.
+	MismatchHistory MismatchKind = "history"
+	// MismatchResult: the stored result (r/) does not hash to the hash the
+	// journal committed, or is missing.
+	MismatchResult MismatchKind = "result_integrity"
+	// MismatchIndex: a fingerprint index entry (f/) points at an execution
+	// that does not exist or has another fingerprint.
+	MismatchIndex MismatchKind = "fingerprint_index"
+)
+
+// Mismatch is one disagreement between the stored state and the journal.
+type Mismatch struct {
+	ExecutionID string
+	// JournalIndex is the journal record the state was compared with, or -1
+	// when there is none.
+	JournalIndex int64
+	// Key is the store key that disagrees (x/<id>, r/<id>, f/<fp>, e/<id>).
+	Key    string
+	Kind   MismatchKind
+	Detail string
+}
+
+func (m Mismatch) String() string {
+	id := m.ExecutionID
+	if id == "" {
+		id = "(no execution)"
+	}
+	at := "no journal record"
+	if m.JournalIndex >= 0 {
+		at = "journal record " + strconv.FormatInt(m.JournalIndex, 10)
+	}
+	return fmt.Sprintf("%s (%s): %s %s: %s", id, at, m.Key, m.Kind, m.Detail)
+}
+
+// StateError carries the mismatches that made a read or a start-up refuse.
+type StateError struct {
+	Mismatches []Mismatch
+}
+
+func (e *StateError) Error() string {
+	var b strings.Builder
+	if e.resultOnly() {
+		b.WriteString(ErrResultIntegrity.Error())
+	} else {
+		b.WriteString(ErrStateMismatch.Error())
+	}
+	for i, m := range e.Mismatches {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Mismatches)-i)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(m.String())
+	}
+	b.WriteString("; run `" + VerifyCommand + "` on the stopped data dir to see every mismatch")
+	return b.String()
+}
+
+// Is matches ErrResultIntegrity when every mismatch is about the result
+// alone, ErrStateMismatch always.
+func (e *StateError) Is(target error) bool {
+	return target == ErrStateMismatch || (target == ErrResultIntegrity && e.resultOnly())
+}
+
+func (e *StateError) resultOnly() bool {
+	for _, m := range e.Mismatches {
+		if m.Kind != MismatchResult {
+			return false
+		}
+	}
+	return len(e.Mismatches) > 0
+}
+
+func stateErr(ms []Mismatch) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	return &StateError{Mismatches: ms}
+}
+
+// ResultSum is the hash the journal commits for a stored result: SHA-256 of
+// its bytes exactly as stored under r/<id> (the deterministic protobuf
+// encoding PutResult writes).
+func ResultSum(stored []byte) []byte {
+	s := sha256.Sum256(stored)
+	return s[:]
+}
+
+// ResultRef names a result by its hash.
+func ResultRef(sum []byte) string { return "sha256:" + hex.EncodeToString(sum) }
+
+// getter reads a key as some view sees it (the KV, or an update's Tx).
+type getter func([]byte) ([]byte, error)
+
+// entryAt reads and decodes journal record i.
+func entryAt(get getter, i int64) (*recordv1.JournalEntry, error) {
+	v, err := get(journalKey(i))
+	if err != nil {
+		return nil, err
+	}
+	_, data, ok := decodeLeaf(v)
+	if !ok {
+		return nil, fmt.Errorf("journal record %d is malformed", i)
+	}
+	e := &recordv1.JournalEntry{}
+	if err := proto.Unmarshal(data, e); err != nil {
+		return nil, fmt.Errorf("journal record %d does not decode: %v", i, err)
+	}
+	if e.GetIndex() != uint64(i) {
+		return nil, fmt.Errorf("journal record under key %d says it is record %d", i, e.GetIndex())
+	}
+	return e, nil
+}
+
+// changesRecord reports whether a journal record of an execution is one its
+// record must equal: every record that carries the execution except
+// "attach", which reports the execution as it was without changing it.
+func changesRecord(e *recordv1.JournalEntry) bool {
+	return e.GetExecution() != nil && e.GetKind() != "attach"
+}
+
+// expectedRecord is the execution record the journal records of one
+// execution imply: the snapshot of the last record that changed it, with
+// the fields fixed at acceptance (carried by the accepted record only, see
+// engine appendJournaled) taken from the accepted record, and journal_index
+// set to the last record's own index (its snapshot holds the previous one:
+// the index is known only once the record is appended).
+func expectedRecord(accepted, last *recordv1.JournalEntry) *recordv1.Execution {
+	want := proto.Clone(last.GetExecution()).(*recordv1.Execution)
+	if want.GetState() != recordv1.State_STATE_ACCEPTED && accepted != nil {
+		a := accepted.GetExecution()
+		want.CanonicalIntent, want.Arguments, want.Evidence = a.GetCanonicalIntent(), a.GetArguments(), a.GetEvidence()
+	}
+	want.JournalIndex = last.GetIndex()
+	return want
+}
+
+// checkAgainst compares one execution's record and result with the journal
+// records listed in hist (its history index, oldest first).
+func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) []Mismatch {
+	var out []Mismatch
+	add := func(idx int64, key string, kind MismatchKind, format string, args ...any) {
+		out = append(out, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	if len(hist) == 0 {
+		add(-1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
+		return out
+	}
+	var accepted, last *recordv1.JournalEntry
+	for i := len(hist) - 1; i >= 0 && last == nil; i-- {
+		e, err := entryAt(get, hist[i])
+		if err != nil {
+			add(hist[i], "j/"+strconv.FormatInt(hist[i], 10), MismatchHistory, "%v", err)
+			return out
+		}
+		if e.GetExecutionId() != id {
+			add(hist[i], "e/"+id, MismatchHistory, "the history index lists journal record %d, which belongs to %q", hist[i], e.GetExecutionId())
+			return out
+		}
+		if changesRecord(e) {
+			last = e
+		}
+	}
+	if last == nil {
+		add(hist[0], "e/"+id, MismatchHistory, "none of the execution's journal records carries its state")
+		return out
+	}
+	if last.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED {
+		e, err := entryAt(get, hist[0])
+		switch {
+		case err != nil:
+			add(hist[0], "e/"+id, MismatchHistory, "%v", err)
+			return out
+		case e.GetExecutionId() != id || e.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED:
+			add(hist[0], "e/"+id, MismatchHistory, "the first journal record the history index lists is not this execution's accepted record")
+			return out
+		}
+		accepted = e
+	}
+	idx := int64(last.GetIndex())
+	want := expectedRecord(accepted, last)
+	if x == nil {
+		add(idx, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(want.GetState()))
+		return out
+	}
+	if !proto.Equal(x, want) {
+		add(idx, "x/"+id, MismatchRecord, "differs from the journal in %s", diffFields(want, x))
+	}
+	r, err := get(resultKey(id))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		if len(want.GetResultSha256()) > 0 {
+			add(idx, "r/"+id, MismatchResult, "the journal commits result %s but no result is stored", ResultRef(want.GetResultSha256()))
+		}
+	case err != nil:
+		add(idx, "r/"+id, MismatchResult, "cannot read the stored result: %v", err)
+	case len(want.GetResultSha256()) == 0:
+		add(idx, "r/"+id, MismatchResult, "a result is stored but no journal record commits one")
+	case !bytes.Equal(ResultSum(r), want.GetResultSha256()):
+		add(idx, "r/"+id, MismatchResult, "the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(r)), ResultRef(want.GetResultSha256()))
+	}
+	return out
+}
+
+// diffFields names the top-level fields in which got differs from want,
+// with both values for scalar fields, never secrets (records hold none).
+func diffFields(want, got *recordv1.Execution) string {
+	w, g := want.ProtoReflect(), got.ProtoReflect()
+	var parts []string
+	fields := w.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		f := fields.Get(i)
+		wv, gv := w.Get(f), g.Get(f)
+		if w.Has(f) == g.Has(f) && valueEqual(f, wv, gv) {
+			continue
+		}
+		switch {
+		case f.Kind() == protoreflect.EnumKind && f.Enum().FullName() == "latch.record.v1.State":
+			parts = append(parts, fmt.Sprintf("state (journal %s, record %s)", lifecycle.Name(recordv1.State(wv.Enum())), lifecycle.Name(recordv1.State(gv.Enum()))))
+		case f.Kind() == protoreflect.MessageKind || f.Kind() == protoreflect.BytesKind:
+			parts = append(parts, string(f.Name()))
+		default:
+			parts = append(parts, fmt.Sprintf("%s (journal %v, record %v)", f.Name(), wv.Interface(), gv.Interface()))
+		}
+	}
+	if len(parts) == 0 {
+		return "unknown fields"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func valueEqual(f protoreflect.FieldDescriptor, a, b protoreflect.Value) bool {
+	switch f.Kind() {
+	case protoreflect.MessageKind:
+		return proto.Equal(a.Message().Interface(), b.Message().Interface())
+	case protoreflect.BytesKind:
+		return bytes.Equal(a.Bytes(), b.Bytes())
+	}
+	return a.Interface() == b.Interface()
+}
+
+// historyOf reads an execution's history index as a list of journal indexes.
+func historyOf(get getter, id string) ([]int64, error) {
+	v, err := get(historyKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%8 != 0 {
+		return nil, fmt.Errorf("history index of %s is %d bytes, not a list of 8-byte indexes", id, len(v))
+	}
+	out := make([]int64, 0, len(v)/8)
+	for ; len(v) > 0; v = v[8:] {
+		out = append(out, int64(binary.BigEndian.Uint64(v)))
+	}
+	return out, nil
+}
+
+// checkOne checks one execution (x nil: its record is missing) through its
+// history index.
+func checkOne(get getter, id string, x *recordv1.Execution) []Mismatch {
+	hist, err := historyOf(get, id)
+	if err != nil {
+		return []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "e/" + id, Kind: MismatchHistory, Detail: err.Error()}}
+	}
+	return checkAgainst(get, id, x, hist)
+}
+
+// Check verifies one execution as this update sees it: its record against
+// its journal records, and its stored result against the committed hash. It
+// returns a *StateError, or nil. Attach uses it before answering from a
+// prior execution.
+func (t *Tx) Check(x *recordv1.Execution) error {
+	return stateErr(checkOne(t.get, x.GetId(), x))
+}
+
+// Verified returns a committed execution and its stored result (nil when it
+// has none), both checked against the journal: this is the one read through
+// which results reach anyone. A result whose bytes do not hash to its
+// journal record is never returned: the error is a *StateError matching
+// ErrResultIntegrity (the record is sound, the result is not) or
+// ErrStateMismatch (the record itself disagrees); x is returned with it
+// when the record was read.
+func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, error) {
+	x, err := s.Execution(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := stateErr(checkOne(s.kv.Get, id, x)); err != nil {
+		return x, nil, err
+	}
+	if len(x.GetResultSha256()) == 0 {
+		return x, nil, nil
+	}
+	data, err := s.kv.Get(resultKey(id))
+	if err != nil {
+		return x, nil, fmt.Errorf("store: read result of %s: %w", id, err)
+	}
+	// Checked again on the bytes decoded: the check above read them once.
+	if !bytes.Equal(ResultSum(data), x.GetResultSha256()) {
+		return x, nil, stateErr([]Mismatch{{ExecutionID: id, JournalIndex: int64(x.GetJournalIndex()), Key: "r/" + id, Kind: MismatchResult,
+			Detail: fmt.Sprintf("the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(data)), ResultRef(x.GetResultSha256()))}})
+	}
+	r := &recordv1.Result{}
+	if err := proto.Unmarshal(data, r); err != nil {
+		return x, nil, fmt.Errorf("store: decode result of %s: %w", id, err)
+	}
+	return x, r, nil
+}
+
+// CheckScope says how much of the store a state check covers.
+type CheckScope int
+
+const (
+	// CheckAll rebuilds every execution's history from the journal itself
+	// and checks every execution record, history index, result and
+	// fingerprint index entry against it (audit verify; start-up when the
+	// store is small).
+	CheckAll CheckScope = iota + 1
+	// CheckUnsettled checks, through their history indexes, the executions
+	// the control plane acts on at start-up: every one not yet settled
+	// (lifecycle.Settled), and not_executed (which may be re-dispatched).
+	CheckUnsettled
+	// CheckAllLive is CheckAll on a store that is being written (the
+	// background pass after a CheckUnsettled start-up): a mismatch about an
+	// execution that changed after the pass began, or an index entry that
+	// moved, is checked again on a fresh read before it is reported.
+	CheckAllLive
+)
+
+// StateReport is the outcome of a state check.
+type StateReport struct {
+	Scope      CheckScope
+	Executions int // execution records checked
+	Results    int // stored results checked
+	Index      int // fingerprint index entries checked
+	Journal    int // journal records read
+	Mismatches []Mismatch
+}
+
+// OK reports whether the state agrees with the journal.
+func (r *StateReport) OK() bool { return len(r.Mismatches) == 0 }
+
+// Err is a *StateError for the mismatches, or nil.
+func (r *StateReport) Err() error { return stateErr(r.Mismatches) }
+
+func (r *StateReport) String() string {
+	var b strings.Builder
+	what := "all state"
+	switch r.Scope {
+	case CheckUnsettled:
+		what = "unsettled executions"
+	case CheckAllLive:
+		what = "all state, while serving"
+	}
+	if r.OK() {
+		fmt.Fprintf(&b, "state ok: %d execution records, %d results and %d fingerprint index entries agree with %d journal records (%s)", r.Executions, r.Results, r.Index, r.Journal, what)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "state DISAGREES with the journal: %d mismatch(es) in %d execution records, %d results, %d fingerprint index entries (%s)", len(r.Mismatches), r.Executions, r.Results, r.Index, what)
+	for _, m := range r.Mismatches {
+		b.WriteString("\n  ")
+		b.WriteString(m.String())
+	}
+	return b.String()
+}
+
+// SmallStore is the journal size up to which start-up checks all state
+// rather than only the unsettled executions (StartupScope).
+const SmallStore = 200_000
+
+// StartupScope is the check start-up runs synchronously: everything for a
+// small store, the unsettled executions otherwise (the rest is checked by a
+// background CheckAll pass while attach checks each prior it answers from).
+func (s *Store) StartupScope() CheckScope {
+	if s.JournalSize() <= SmallStore {
+		return CheckAll
+	}
+	return CheckUnsettled
+}
+
+// CheckState checks committed state against the journal. It reads a
+// consistent store only when nothing writes meanwhile (offline, or before
+// the engine starts); a background pass on a live store re-checks every
+// execution it finds disagreeing through a fresh read before reporting it.
+func (s *Store) CheckState(ctx context.Context, scope CheckScope) (*StateReport, error) {
+	switch scope {
+	case CheckAll:
+		return s.checkAll(ctx)
+	case CheckAllLive:
+		size := s.JournalSize()
+		rep, err := s.checkAll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Scope, rep.Mismatches = CheckAllLive, s.recheck(rep.Mismatches, size)
+		return rep, nil
+	case CheckUnsettled:
+		return s.checkUnsettled(ctx)
+	}
+	return nil, fmt.Errorf("store: unknown check scope %d", scope)
+}
+
+func (s *Store) checkUnsettled(ctx context.Context) (*StateReport, error) {
+	rep := &StateReport{Scope: CheckUnsettled}
+	for st := range recordv1.State_name {
+		state := recordv1.State(st)
+		if state == recordv1.State_STATE_UNSPECIFIED || (lifecycle.Settled(state) && state != recordv1.State_STATE_NOT_EXECUTED) {
+			continue
+		}
+		prefix := []byte("s/" + strconv.Itoa(int(state)) + "/")
+		var ids []string
+		if err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
+			ids = append(ids, string(k[len(prefix):]))
+			return ctx.Err() == nil
+		}); err != nil {
+			return nil, fmt.Errorf("store: state check: %w", err)
+		}
+		for _, id := range ids {
+			x, err := s.Execution(id)
+			if errors.Is(err, ErrNotFound) {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: -1, Key: "x/" + id, Kind: MismatchMissing,
+					Detail: "the state index lists this execution as " + lifecycle.Name(state) + " but its record is gone"})
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store: state check: %w", err)
+			}
+			rep.Executions++
+			if x.GetState() != state {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: int64(x.GetJournalIndex()), Key: "s/" + id, Kind: MismatchRecord,
+					Detail: "the state index says " + lifecycle.Name(state) + ", the record says " + lifecycle.Name(x.GetState())})
+			}
+			rep.Mismatches = append(rep.Mismatches, checkOne(s.kv.Get, id, x)...)
+		}
+	}
+	return rep, ctx.Err()
+}
+
+// checkAll reads the journal once, in index order, to learn which records
+// belong to which execution; then it holds every record, result, history
+// and fingerprint index entry against that. Memory: one list of journal
+// indexes per execution.
+func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
+	rep := &StateReport{Scope: CheckAll}
+	hist := map[string][]int64{}
+	var derr error
+	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		rep.Journal++
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		_, data, ok := decodeLeaf(v)
+		if !ok {
+			return true // the journal check reports damaged leaves
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) != nil {
+			return true // likewise
+		}
+		if id := e.GetExecutionId(); id != "" {
+			hist[id] = append(hist[id], i)
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read the journal: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(hist))
+	fingerprints := map[string]string{} // execution id -> fingerprint, for the index check
+	err = s.kv.Scan([]byte("x/"), false, func(k, v []byte) bool {
+		id := string(k[2:])
+		rep.Executions++
+		seen[id] = true
+		x, err := decodeExecution(v, nil)
+		if err != nil {
+			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: -1, Key: "x/" + id, Kind: MismatchRecord, Detail: err.Error()})
+			return true
+		}
+		fingerprints[id] = x.GetFingerprint()
+		h := hist[id]
+		if stored, err := historyOf(s.kv.Get, id); err != nil || !equalIndexes(stored, h) {
+			detail := fmt.Sprintf("the history index lists journal records %v, the journal holds %v", stored, h)
+			if err != nil {
+				detail = err.Error()
+			}
+			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(h), Key: "e/" + id, Kind: MismatchHistory, Detail: detail})
+		}
+		if len(x.GetResultSha256()) > 0 {
+			rep.Results++
+		}
+		rep.Mismatches = append(rep.Mismatches, checkAgainst(s.kv.Get, id, x, h)...)
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for id := range hist {
+		if !seen[id] {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(missing)
+	for _, id := range missing {
+		rep.Mismatches = append(rep.Mismatches, checkAgainst(s.kv.Get, id, nil, hist[id])...)
+	}
+	err = s.kv.Scan([]byte("r/"), false, func(k, _ []byte) bool {
+		if id := string(k[2:]); !seen[id] {
+			rep.Results++
+			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "r/" + id, Kind: MismatchUnjournaled, Detail: "a result is stored for an execution that has no record"})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read results: %w", err)
+	}
+	err = s.kv.Scan([]byte("f/"), false, func(k, v []byte) bool {
+		rep.Index++
+		fp, id := string(k[2:]), string(v)
+		got, ok := fingerprints[id]
+		switch {
+		case !ok:
+			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "f/" + fp, Kind: MismatchIndex, Detail: "the fingerprint index points at an execution that has no record"})
+		case got != fp:
+			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "f/" + fp, Kind: MismatchIndex, Detail: "the fingerprint index points at an execution of another intent (fingerprint " + got + ")"})
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
+	}
+	return rep, ctx.Err()
+}
+
+// recheck re-reads what each mismatch is about and keeps it only when it
+// still stands: an execution written since the pass began (journal size
+// then: size) is checked again through its history index; an index entry
+// that now points at a matching execution is dropped.
+func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
+	var out []Mismatch
+	done := map[string]bool{}
+	for _, m := range ms {
+		if m.Kind == MismatchIndex {
+			fp := strings.TrimPrefix(m.Key, "f/")
+			if id, err := s.kv.Get(fpKey(fp)); err == nil {
+				if x, err := s.Execution(string(id)); err == nil && x.GetFingerprint() == fp {
+					continue
+				}
+			}
+			out = append(out, m)
+			continue
+		}
+		x, err := s.Execution(m.ExecutionID)
+		changed := err == nil && int64(x.GetJournalIndex()) >= size
+		if h, herr := historyOf(s.kv.Get, m.ExecutionID); err == nil && herr == nil && last(h) >= size {
+			changed = true // an attach record since (it changes no record)
+		}
+		if !changed {
+			out = append(out, m)
+			continue
+		}
+		if !done[m.ExecutionID] {
+			done[m.ExecutionID] = true
+			out = append(out, checkOne(s.kv.Get, m.ExecutionID, x)...)
+		}
+	}
+	return out
+}
+
+func equalIndexes(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func last(h []int64) int64 {
+	if len(h) == 0 {
+		return -1
+	}
+	return h[len(h)-1]
+}
