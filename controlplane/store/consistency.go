@@ -526,6 +526,7 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	}
 	seen := make(map[string]bool, len(hist))
 	fingerprints := map[string]string{} // execution id -> fingerprint, for the index check
+	owners := map[string]string{}       // fingerprint -> newest execution with it
 	err = s.kv.Scan([]byte("x/"), false, func(k, v []byte) bool {
 		id := string(k[2:])
 		rep.Executions++
@@ -536,6 +537,7 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 			return true
 		}
 		fingerprints[id] = x.GetFingerprint()
+		owners[x.GetFingerprint()] = id // x/ keys sort by creation: the newest wins
 		h := hist[id]
 		if stored, err := historyOf(s.kv.Get, id); err != nil || !equalIndexes(stored, h) {
 			detail := fmt.Sprintf("the history index lists journal records %v, the journal holds %v", stored, h)
@@ -584,7 +586,13 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 		case !ok:
 			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "f/" + fp, Kind: MismatchIndex, Detail: "the fingerprint index points at an execution that has no record"})
 		case got != fp:
-			rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "f/" + fp, Kind: MismatchIndex, Detail: "the fingerprint index points at an execution of another intent (fingerprint " + got + ")"})
+			m := Mismatch{ExecutionID: id, JournalIndex: last(hist[id]), Key: "f/" + fp, Kind: MismatchIndex,
+				Detail: "the fingerprint index points at " + id + ", an execution of another intent (fingerprint " + got + ")"}
+			if owner, ok := owners[fp]; ok {
+				m.ExecutionID, m.JournalIndex = owner, last(hist[owner])
+				m.Detail += "; the newest execution of this intent is " + owner
+			}
+			rep.Mismatches = append(rep.Mismatches, m)
 		}
 		return ctx.Err() == nil
 	})
