@@ -106,11 +106,13 @@ func (s *Service) waitResting(ctx context.Context, x *recordv1.Execution, d time
 	if x.GetResultRef() == "" {
 		return x, nil
 	}
-	_, r, err := s.e.Get(x.GetId(), "")
+	cur, r, err := s.e.Get(x.GetId(), "")
 	if err != nil {
 		return x, nil
 	}
-	return x, r
+	// cur may have moved on: a result that failed its hash check sent it
+	// to needs_review, and the caller must see that, not "completed".
+	return cur, r
 }
 
 func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*controlplanev1.GetResponse, error) {
