@@ -66,6 +66,11 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
+	// FullStateCheckUpTo is the journal size up to which start-up checks
+	// all state against the journal before serving (0: store.SmallStore;
+	// negative: never). A larger store is checked for its unsettled
+	// executions first and the rest in the background (state.go).
+	FullStateCheckUpTo int64
 	// Register, when set, is called to add more gRPC services.
 	Register func(*grpc.Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
@@ -158,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
-	scope, err := checkState(log, cfg.DataDir, st)
+	scope, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		st.Close()
 		return nil, err

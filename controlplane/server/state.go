@@ -21,8 +21,8 @@ var ErrStateMismatch = errors.New("server: the store disagrees with its journal"
 // entry of a small store, or the unsettled executions of a large one (the
 // rest is then checked by checkAllState while serving, and attach checks
 // each prior execution it answers from). It returns the scope it checked.
-func checkState(log hclog.Logger, dataDir string, st *store.Store) (store.CheckScope, error) {
-	scope := st.StartupScope()
+func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int64) (store.CheckScope, error) {
+	scope := st.StartupScope(fullUpTo)
 	start := time.Now()
 	rep, err := st.CheckState(context.Background(), scope)
 	if err != nil {

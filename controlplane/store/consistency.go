@@ -422,10 +422,14 @@ func (r *StateReport) String() string {
 const SmallStore = 50_000
 
 // StartupScope is the check start-up runs synchronously: everything for a
-// small store, the unsettled executions otherwise (the rest is checked by a
-// background CheckAll pass while attach checks each prior it answers from).
-func (s *Store) StartupScope() CheckScope {
-	if s.JournalSize() <= SmallStore {
+// store of at most fullUpTo journal records (0: SmallStore; negative:
+// never), the unsettled executions otherwise (the rest is checked by a
+// background CheckAllLive pass while attach checks each prior it answers from).
+func (s *Store) StartupScope(fullUpTo int64) CheckScope {
+	if fullUpTo == 0 {
+		fullUpTo = SmallStore
+	}
+	if s.JournalSize() <= fullUpTo {
 		return CheckAll
 	}
 	return CheckUnsettled

@@ -353,7 +353,7 @@ func TestStartupCheckAtScale(t *testing.T) {
 	_, s = openBadger(t, dir)
 	defer s.Close()
 	opened := time.Since(start)
-	scope := s.StartupScope()
+	scope := s.StartupScope(0)
 	start = time.Now()
 	rep, err := s.CheckState(t.Context(), scope)
 	if err != nil || !rep.OK() {
