@@ -184,26 +184,26 @@ func expectedRecord(accepted, last *recordv1.JournalEntry) *recordv1.Execution {
 }
 
 // checkAgainst compares one execution's record and result with the journal
-// records listed in hist (its history index, oldest first).
-func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) []Mismatch {
-	var out []Mismatch
+// records listed in hist (its history index, oldest first). It also returns
+// the stored result's bytes when it read them and they hash right.
+func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) (out []Mismatch, result []byte) {
 	add := func(idx int64, key string, kind MismatchKind, format string, args ...any) {
 		out = append(out, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	if len(hist) == 0 {
 		add(-1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
-		return out
+		return out, nil
 	}
 	var accepted, last *recordv1.JournalEntry
 	for i := len(hist) - 1; i >= 0 && last == nil; i-- {
 		e, err := entryAt(get, hist[i])
 		if err != nil {
 			add(hist[i], "j/"+strconv.FormatInt(hist[i], 10), MismatchHistory, "%v", err)
-			return out
+			return out, nil
 		}
 		if e.GetExecutionId() != id {
 			add(hist[i], "e/"+id, MismatchHistory, "the history index lists journal record %d, which belongs to %q", hist[i], e.GetExecutionId())
-			return out
+			return out, nil
 		}
 		if changesRecord(e) {
 			last = e
@@ -211,17 +211,17 @@ func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) []
 	}
 	if last == nil {
 		add(hist[0], "e/"+id, MismatchHistory, "none of the execution's journal records carries its state")
-		return out
+		return out, nil
 	}
 	if last.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED {
 		e, err := entryAt(get, hist[0])
 		switch {
 		case err != nil:
 			add(hist[0], "e/"+id, MismatchHistory, "%v", err)
-			return out
+			return out, nil
 		case e.GetExecutionId() != id || e.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED:
 			add(hist[0], "e/"+id, MismatchHistory, "the first journal record the history index lists is not this execution's accepted record")
-			return out
+			return out, nil
 		}
 		accepted = e
 	}
@@ -229,7 +229,7 @@ func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) []
 	want := expectedRecord(accepted, last)
 	if x == nil {
 		add(idx, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(want.GetState()))
-		return out
+		return out, nil
 	}
 	if !proto.Equal(x, want) {
 		add(idx, "x/"+id, MismatchRecord, "differs from the journal in %s", diffFields(want, x))
@@ -246,8 +246,10 @@ func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) []
 		add(idx, "r/"+id, MismatchResult, "a result is stored but no journal record commits one")
 	case !bytes.Equal(ResultSum(r), want.GetResultSha256()):
 		add(idx, "r/"+id, MismatchResult, "the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(r)), ResultRef(want.GetResultSha256()))
+	default:
+		result = r
 	}
-	return out
+	return out, result
 }
 
 // diffFields names the top-level fields in which got differs from want,
@@ -308,10 +310,10 @@ func historyOf(get getter, id string) ([]int64, error) {
 
 // checkOne checks one execution (x nil: its record is missing) through its
 // history index.
-func checkOne(get getter, id string, x *recordv1.Execution) []Mismatch {
+func checkOne(get getter, id string, x *recordv1.Execution) ([]Mismatch, []byte) {
 	hist, err := historyOf(get, id)
 	if err != nil {
-		return []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "e/" + id, Kind: MismatchHistory, Detail: err.Error()}}
+		return []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "e/" + id, Kind: MismatchHistory, Detail: err.Error()}}, nil
 	}
 	return checkAgainst(get, id, x, hist)
 }
@@ -321,7 +323,8 @@ func checkOne(get getter, id string, x *recordv1.Execution) []Mismatch {
 // returns a *StateError, or nil. Attach uses it before answering from a
 // prior execution.
 func (t *Tx) Check(x *recordv1.Execution) error {
-	return stateErr(checkOne(t.get, x.GetId(), x))
+	ms, _ := checkOne(t.get, x.GetId(), x)
+	return stateErr(ms)
 }
 
 // Verified returns a committed execution and its stored result (nil when it
@@ -336,21 +339,15 @@ func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := stateErr(checkOne(s.kv.Get, id, x)); err != nil {
+	ms, data := checkOne(s.kv.Get, id, x)
+	if err := stateErr(ms); err != nil {
 		return x, nil, err
 	}
 	if len(x.GetResultSha256()) == 0 {
 		return x, nil, nil
 	}
-	data, err := s.kv.Get(resultKey(id))
-	if err != nil {
-		return x, nil, fmt.Errorf("store: read result of %s: %w", id, err)
-	}
-	// Checked again on the bytes decoded: the check above read them once.
-	if !bytes.Equal(ResultSum(data), x.GetResultSha256()) {
-		return x, nil, stateErr([]Mismatch{{ExecutionID: id, JournalIndex: int64(x.GetJournalIndex()), Key: "r/" + id, Kind: MismatchResult,
-			Detail: fmt.Sprintf("the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(data)), ResultRef(x.GetResultSha256()))}})
-	}
+	// checkOne compared the bytes it read (data) with the hash the journal
+	// committed; x equals the journal's record, so that is x's hash too.
 	r := &recordv1.Result{}
 	if err := proto.Unmarshal(data, r); err != nil {
 		return x, nil, fmt.Errorf("store: decode result of %s: %w", id, err)
@@ -487,7 +484,8 @@ func (s *Store) checkUnsettled(ctx context.Context) (*StateReport, error) {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: int64(x.GetJournalIndex()), Key: "s/" + id, Kind: MismatchRecord,
 					Detail: "the state index says " + lifecycle.Name(state) + ", the record says " + lifecycle.Name(x.GetState())})
 			}
-			rep.Mismatches = append(rep.Mismatches, checkOne(s.kv.Get, id, x)...)
+			ms, _ := checkOne(s.kv.Get, id, x)
+			rep.Mismatches = append(rep.Mismatches, ms...)
 		}
 	}
 	return rep, ctx.Err()
@@ -812,7 +810,8 @@ func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
 		}
 		if !done[m.ExecutionID] {
 			done[m.ExecutionID] = true
-			out = append(out, checkOne(s.kv.Get, m.ExecutionID, x)...)
+			again, _ := checkOne(s.kv.Get, m.ExecutionID, x)
+			out = append(out, again...)
 		}
 	}
 	return out

@@ -367,3 +367,33 @@ func TestStartupCheckAtScale(t *testing.T) {
 	}
 	t.Logf("full check: %v over %d executions, %d results, %d index entries, %d journal records", time.Since(start), rep.Executions, rep.Results, rep.Index, rep.Journal)
 }
+
+// BenchmarkVerified: the per-read gate (record against its journal
+// records, result against its committed hash) on a store of 10,000
+// executions, next to the unchecked read it replaced.
+func BenchmarkVerified(b *testing.B) {
+	s, err := store.New(store.Config{KV: store.NewMemKV()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	build(b, s, 10_000, 0)
+	b.Run("verified", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, r, err := s.Verified(idOf(i % 10_000)); err != nil || r == nil {
+				b.Fatal(r, err)
+			}
+			i++
+		}
+	})
+	b.Run("record_only", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if _, err := s.Execution(idOf(i % 10_000)); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
