@@ -41,10 +41,10 @@ func (e *Engine) Get(id, actor string) (*recordv1.Execution, *recordv1.Result, e
 // result does not hash to its journal record.
 const ReasonResultIntegrity = "result_integrity"
 
-// quarantine records that x's stored result failed its hash check: a
-// completed or delivered execution moves to needs_review, journaled with
-// the disagreeing record, so an operator sees it; the result is withheld.
-func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execution, *recordv1.Result, error) {
+// integrityReview logs a result that failed its hash check and returns the
+// reason to journal, and whether x is in a state (completed, delivered) that
+// must move to needs_review for it.
+func (e *Engine) integrityReview(x *recordv1.Execution, cause error) (string, bool) {
 	var detail string
 	var se *store.StateError
 	if errors.As(cause, &se) && len(se.Mismatches) > 0 {
@@ -52,13 +52,23 @@ func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execu
 	}
 	e.log.Error("stored result does not hash to its journal record; withheld and sent to review",
 		"execution_id", x.GetId(), "journal_index", x.GetJournalIndex(), "mismatch", detail, "command", store.VerifyCommand)
-	switch x.GetState() {
-	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
-	default:
-		return x, nil, nil // already out of completed (needs_review says why)
-	}
 	reason := fmt.Sprintf("%s: the stored result does not hash to journal record %d (%s); it is withheld. Run `%s` on the stopped data dir; an operator decides (latch exec resolve)",
 		ReasonResultIntegrity, x.GetJournalIndex(), detail, store.VerifyCommand)
+	switch x.GetState() {
+	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
+		return reason, true
+	}
+	return reason, false
+}
+
+// quarantine records that x's stored result failed its hash check: a
+// completed or delivered execution moves to needs_review, journaled with
+// the disagreeing record, so an operator sees it; the result is withheld.
+func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execution, *recordv1.Result, error) {
+	reason, review := e.integrityReview(x, cause)
+	if !review {
+		return x, nil, nil // already out of completed (needs_review says why)
+	}
 	y, err := e.transition(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, "integrity", reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
 	if err != nil {
 		e.log.Error("cannot record result_integrity review", "execution_id", x.GetId(), "error", err)
