@@ -746,7 +746,8 @@ type JournalEntry struct {
 	From        State                  `protobuf:"varint,4,opt,name=from,proto3,enum=latch.record.v1.State" json:"from,omitempty"`
 	To          State                  `protobuf:"varint,5,opt,name=to,proto3,enum=latch.record.v1.State" json:"to,omitempty"`
 	// kind names what happened when it is not a plain transition:
-	// "transition", "attach", "recovery_attempt", "resolve", "evidence".
+	// "transition", "attach", "recovery_attempt", "resolve", "evidence",
+	// "integrity" (a stored result failed its hash: completed -> needs_review).
 	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	Actor  string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
