@@ -352,3 +352,13 @@ func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, erro
 	}
 	return x, r, nil
 }
+
+// Result returns the stored result of an execution through Verified (so it
+// is checked against the journal too), or ErrNotFound when it has none.
+func (s *Store) Result(id string) (*recordv1.Result, error) {
+	_, r, err := s.Verified(id)
+	if err == nil && r == nil {
+		return nil, ErrNotFound
+	}
+	return r, err
+}
