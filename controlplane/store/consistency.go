@@ -192,39 +192,41 @@ func checkAgainst(get getter, id string, x *recordv1.Execution, hist []int64) (o
 		add(-1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
 		return out, nil
 	}
-	var accepted, last *recordv1.JournalEntry
-	for i := len(hist) - 1; i >= 0 && last == nil; i-- {
-		e, err := entryAt(get, hist[i])
-		if err != nil {
-			add(hist[i], "j/"+strconv.FormatInt(hist[i], 10), MismatchHistory, "%v", err)
-			return out, nil
-		}
-		if e.GetExecutionId() != id {
-			add(hist[i], "e/"+id, MismatchHistory, "the history index lists journal record %d, which belongs to %q", hist[i], e.GetExecutionId())
-			return out, nil
-		}
-		if changesRecord(e) {
-			last = e
-		}
-	}
-	if last == nil {
-		add(hist[0], "e/"+id, MismatchHistory, "none of the execution's journal records carries its state")
+	// The newest record vouches for the current record: a record that
+	// changed it (normalised, see expectedRecord), or an attach, which
+	// carries the whole record as it was answered from (nothing changes a
+	// record without a newer journal record). One decode, however many
+	// times the execution was attached to.
+	newest := hist[len(hist)-1]
+	last, err := entryAt(get, newest)
+	switch {
+	case err != nil:
+		add(newest, "j/"+strconv.FormatInt(newest, 10), MismatchHistory, "%v", err)
+		return out, nil
+	case last.GetExecutionId() != id || last.GetExecution().GetId() != id:
+		add(newest, "e/"+id, MismatchHistory, "the history index lists journal record %d, which belongs to %q", newest, last.GetExecutionId())
 		return out, nil
 	}
-	if last.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED {
-		e, err := entryAt(get, hist[0])
-		switch {
-		case err != nil:
-			add(hist[0], "e/"+id, MismatchHistory, "%v", err)
-			return out, nil
-		case e.GetExecutionId() != id || e.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED:
-			add(hist[0], "e/"+id, MismatchHistory, "the first journal record the history index lists is not this execution's accepted record")
-			return out, nil
+	var want *recordv1.Execution
+	if changesRecord(last) {
+		var accepted *recordv1.JournalEntry
+		if last.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED {
+			e, err := entryAt(get, hist[0])
+			switch {
+			case err != nil:
+				add(hist[0], "e/"+id, MismatchHistory, "%v", err)
+				return out, nil
+			case e.GetExecutionId() != id || e.GetExecution().GetState() != recordv1.State_STATE_ACCEPTED:
+				add(hist[0], "e/"+id, MismatchHistory, "the first journal record the history index lists is not this execution's accepted record")
+				return out, nil
+			}
+			accepted = e
 		}
-		accepted = e
+		want = expectedRecord(accepted, last)
+	} else {
+		want = last.GetExecution()
 	}
-	idx := int64(last.GetIndex())
-	want := expectedRecord(accepted, last)
+	idx := newest
 	if x == nil {
 		add(idx, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(want.GetState()))
 		return out, nil
