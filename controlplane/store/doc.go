@@ -77,11 +77,17 @@
 // s/ (the start-up scope cross-checks s/ against the records it lists).
 //
 // consistency.go checks this. CheckAll (latch audit verify, and start-up up
-// to SmallStore journal records) reads the journal itself; CheckUnsettled
+// to SmallStore journal records) reads the journal itself (measured on a
+// loaded 2-core machine: 3m35s for 1M executions, 5M journal records);
+// CheckUnsettled
 // (start-up of a larger store, followed by a background CheckAllLive pass)
-// checks the executions start-up acts on through their history index.
+// checks the executions start-up acts on through their history index
+// (1M executions of which 1,000 unsettled: open 0.14 s + check 0.16 s).
 // Independently, Verified (every result read) and Tx.Check (every attach)
-// check one execution before it is answered from, and Tx.Latest refuses an
+// check one execution before it is answered from: against the newest
+// journal record its history index lists (a record that changed it, or an
+// attach, which carries the whole record as answered), so the cost does
+// not grow with the history; and Tx.Latest refuses an
 // index entry that points at a missing execution or another intent. The
 // Merkle journal itself is verified by the journal package (audit verify);
 // the state check trusts journal leaves as stored.
