@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -335,11 +336,10 @@ func (t *Tx) Check(x *recordv1.Execution) error {
 // ErrStateMismatch (the record itself disagrees); x is returned with it
 // when the record was read.
 func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, error) {
-	x, err := s.Execution(id)
+	x, ms, data, err := s.checkCommitted(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	ms, data := checkOne(s.kv.Get, id, x)
 	if err := stateErr(ms); err != nil {
 		return x, nil, err
 	}
@@ -353,6 +353,44 @@ func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, erro
 		return x, nil, fmt.Errorf("store: decode result of %s: %w", id, err)
 	}
 	return x, r, nil
+}
+
+// checkCommitted checks one committed execution. The fast path reads
+// outside the writer, where the record, history index and result are
+// separate reads that a commit can land between (a record read before a
+// transition, its history after). So a disagreement is confirmed inside the
+// writer, whose view is one consistent state (a read-only update: no
+// commit, no sync), and only a confirmed one is reported.
+func (s *Store) checkCommitted(id string) (*recordv1.Execution, []Mismatch, []byte, error) {
+	x, err := s.Execution(id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ms, data := checkOne(s.kv.Get, id, x)
+	if len(ms) == 0 {
+		return x, nil, data, nil
+	}
+	var cx *recordv1.Execution
+	var cms []Mismatch
+	var cdata []byte
+	uerr := s.Update(context.Background(), func(tx *Tx) error {
+		v, err := tx.get(execKey(id))
+		if err != nil {
+			return err
+		}
+		if cx, err = decodeExecution(v, nil); err != nil {
+			return err
+		}
+		cms, cdata = checkOne(tx.get, id, cx)
+		return nil
+	})
+	switch {
+	case uerr == nil:
+		return cx, cms, cdata, nil
+	case errors.Is(uerr, ErrClosed):
+		return x, ms, data, nil // no writer to ask: report what was read
+	}
+	return nil, nil, nil, uerr
 }
 
 // Result returns the stored result of an execution through Verified (so it

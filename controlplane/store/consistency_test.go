@@ -397,3 +397,54 @@ func BenchmarkVerified(b *testing.B) {
 		}
 	})
 }
+
+// TestVerifiedDuringWritesReportsNoFalseMismatch: reads racing the commits
+// of an execution's records (record and history written together, read
+// apart) never report a disagreement that is not there.
+func TestVerifiedDuringWritesReportsNoFalseMismatch(t *testing.T) {
+	_, s := openBadger(t, t.TempDir())
+	defer s.Close()
+	build(t, s, 1, 1) // execution 0 stays dispatched
+	id := idOf(0)
+	done := make(chan error, 1)
+	go func() {
+		for i := range 300 {
+			err := s.Update(context.Background(), func(tx *store.Tx) error {
+				x, err := tx.Execution(id)
+				if err != nil {
+					return err
+				}
+				x.RecoveryAttempts = int32(i + 1)
+				snap := proto.Clone(x).(*recordv1.Execution)
+				snap.CanonicalIntent, snap.Arguments, snap.Evidence = nil, nil, nil
+				idx, err := tx.Append(&recordv1.JournalEntry{ExecutionId: id, Kind: "recovery_attempt", From: x.GetState(), To: x.GetState(), Execution: snap})
+				if err != nil {
+					return err
+				}
+				x.JournalIndex = uint64(idx)
+				return tx.PutExecution(x, false)
+			})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Verified(id); err != nil {
+				t.Fatalf("Verified after the writes = %v", err)
+			}
+			return
+		default:
+		}
+		if _, _, err := s.Verified(id); err != nil {
+			t.Fatalf("Verified while the execution is being written = %v, want no mismatch", err)
+		}
+	}
+}

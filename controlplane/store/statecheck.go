@@ -475,8 +475,11 @@ func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
 		}
 		if !done[m.ExecutionID] {
 			done[m.ExecutionID] = true
-			again, _ := checkOne(s.kv.Get, m.ExecutionID, x)
-			out = append(out, again...)
+			if _, again, _, err := s.checkCommitted(m.ExecutionID); err != nil {
+				out = append(out, m)
+			} else {
+				out = append(out, again...)
+			}
 		}
 	}
 	return out
