@@ -28,7 +28,10 @@ var journalSizeKey = []byte("m/journal_size")
 // refused at open instead of being misread.
 var formatKey = []byte("m/format")
 
-const format = "1"
+// Layout "2": results are committed by hash (Execution.result_sha256), and
+// start-up refuses a store whose results the journal does not vouch for; a
+// layout "1" dir holds results no journal record commits.
+const format = "2"
 
 // Config configures a Store.
 type Config struct {
