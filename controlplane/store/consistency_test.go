@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"testing"
@@ -360,12 +361,35 @@ func TestStartupCheckAtScale(t *testing.T) {
 		t.Fatalf("start-up check = %v, %v", rep, err)
 	}
 	t.Logf("start-up: open %v, check (%v) %v over %d executions", opened, scope, time.Since(start), rep.Executions)
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	peak := make(chan uint64)
+	stop := make(chan struct{})
+	go func() { // sample the heap while the full check runs
+		var m runtime.MemStats
+		var top uint64
+		for {
+			select {
+			case <-stop:
+				peak <- top
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&m)
+				top = max(top, m.HeapInuse)
+			}
+		}
+	}()
 	start = time.Now()
 	rep, err = s.CheckState(t.Context(), store.CheckAll)
+	took := time.Since(start)
+	close(stop)
+	top := <-peak
 	if err != nil || !rep.OK() {
 		t.Fatalf("full check = %v, %v", rep, err)
 	}
-	t.Logf("full check: %v over %d executions, %d results, %d index entries, %d journal records", time.Since(start), rep.Executions, rep.Results, rep.Index, rep.Journal)
+	t.Logf("full check: %v over %d executions, %d results, %d index entries, %d journal records; heap in use peaked %d MiB above the %d MiB before",
+		took, rep.Executions, rep.Results, rep.Index, rep.Journal, (int64(top)-int64(base.HeapInuse))>>20, base.HeapInuse>>20)
 }
 
 // BenchmarkVerified: the per-read gate (record against its journal
