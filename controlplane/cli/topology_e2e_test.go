@@ -50,6 +50,13 @@ func writePKI(t *testing.T) pki {
 // startProc runs a real process and waits until its stderr matches ready;
 // it returns the first submatch. The process is killed at cleanup.
 func startProc(t *testing.T, name string, ready *regexp.Regexp, bin string, args ...string) (*exec.Cmd, string) {
+	cmd, m, _ := startProcStop(t, name, ready, bin, args...)
+	return cmd, m
+}
+
+// startProcStop is startProc that also returns stop: SIGTERM, then wait
+// for the exit.
+func startProcStop(t *testing.T, name string, ready *regexp.Regexp, bin string, args ...string) (*exec.Cmd, string, func()) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	out := &testbin.Buffer{}
@@ -76,7 +83,11 @@ func startProc(t *testing.T, name string, ready *regexp.Regexp, bin string, args
 		m = ready.FindStringSubmatch(out.String())
 		return m != nil
 	})
-	return cmd, m[1]
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}
+	return cmd, m[1], stop
 }
 
 var tcpReady = regexp.MustCompile(`control plane ready: .*tcp=(\S+)`)
@@ -262,8 +273,8 @@ func TestPlaintextLoopbackIsFrontOnly(t *testing.T) {
 	_, url := newTarget(t)
 	catalog := writeCatalog(t, url)
 	data := t.TempDir()
-	_, addr := startProc(t, "latch serve", tcpReady, latchBin, "serve", "--data", data, "--catalog", catalog,
-		"--vault-key-file", filepath.Join(data, "vault.key"), "--grpc-listen", "127.0.0.1:0")
+	serveArgs := []string{"serve", "--data", data, "--catalog", catalog, "--vault-key-file", filepath.Join(data, "vault.key"), "--grpc-listen", "127.0.0.1:0"}
+	_, addr, stop := startProcStop(t, "latch serve", tcpReady, latchBin, serveArgs...)
 	if out, code := runCLI(t, "exec", "list", "--addr", "tcp://"+addr); code != 0 {
 		t.Errorf("exec list (agent-facing List) over plaintext loopback: exit %d\n%s", code, out)
 	}
@@ -274,4 +285,11 @@ func TestPlaintextLoopbackIsFrontOnly(t *testing.T) {
 	if out, code := runCLI(t, "session", "list", "--data", data); code != 0 {
 		t.Errorf("session list on the socket: exit %d\n%s", code, out)
 	}
+	// The access_denied record is a journal record like any: the offline
+	// verify and the start-up state check accept it.
+	stop()
+	if out, code := runCLI(t, "audit", "verify", data); code != 0 {
+		t.Errorf("audit verify after a refusal: exit %d\n%s", code, out)
+	}
+	startProc(t, "latch serve again", tcpReady, latchBin, serveArgs...)
 }
