@@ -423,3 +423,23 @@ func TestRefusalJournalBudget(t *testing.T) {
 		t.Errorf("one plaintext peer from 20 ports journaled %d records, want 1", len(j2.recs))
 	}
 }
+
+// BenchmarkAuthorize is the cost the interceptor adds to an allowed call.
+func BenchmarkAuthorize(b *testing.B) {
+	ca := testpki.NewCA(b, "ca")
+	leaf := ca.Client(b, "mcp-1", frontID)
+	cert, _ := x509.ParseCertificate(leaf.TLS.Certificate[0])
+	ctx := peer.NewContext(context.Background(), &peer.Peer{
+		Addr:     &net.TCPAddr{IP: net.ParseIP("10.0.0.7"), Port: 50000},
+		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{cert}}}},
+	})
+	a, err := New(Config{FrontIdentities: []string{frontID}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := a.Authorize(ctx, "/latch.controlplane.v1.ControlPlane/Submit"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -28,7 +28,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
 	fs.Var(&trusted, "trusted-actor", "an actor whose agent sessions need no authorization (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
-	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (for latch-mcp on another host); TLS required unless loopback")
+	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (latch-mcp or operators on other hosts); mutual TLS 1.3 (--tls-cert, --tls-key, --tls-client-ca) required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
 	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: the CA that signs fronts' and operators' client certificates (mutual TLS; required with --tls-cert)")
