@@ -223,13 +223,16 @@ func TestSocketCallerOfAnotherUID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Mkdir(data, 0o711); err != nil {
+	if err := os.Mkdir(data, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	startProc(t, "latch serve", regexp.MustCompile(`(control plane ready)`), latchBin, "serve", "--data", data, "--catalog", catalog,
 		"--vault-key-file", filepath.Join(data, "vault.key"), "--operator-uid", "12345")
 	if fi, err := os.Stat(server.SocketPath(data)); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("socket with --operator-uid: %v %v, want mode 0666 (SO_PEERCRED decides)", fi, err)
+	}
+	if fi, err := os.Stat(data); err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("data dir with --operator-uid: %v %v, want mode 0711 (traversable, not readable)", fi, err)
 	}
 	asUID := func(uid uint32, args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)

@@ -9,7 +9,7 @@
 //	DATA/keys/fingerprint.key   32-byte HMAC key of intent fingerprints (0600)
 //	DATA/keys/journal.key       Ed25519 note signer key of checkpoints (0600)
 //	DATA/keys/journal.pub       its verifier key (public; audit verify uses it)
-//	DATA/control.sock      the gRPC API (0600; 0666 when --operator-uid or
+//	DATA/control.sock      the gRPC API (0600; 0666, and DATA 0711, when --operator-uid or
 //	                       --front-uid let other uids in: SO_PEERCRED decides)
 //
 // # Who may call what
@@ -296,6 +296,10 @@ func (s *Server) Listen() error {
 		// Other uids are allowed: they must be able to connect; the
 		// peer-uid check on every RPC decides what they may call.
 		mode = 0o666
+		if err := s.openSocketDir(); err != nil {
+			lis.Close()
+			return err
+		}
 	}
 	if err := os.Chmod(s.cfg.Socket, mode); err != nil {
 		lis.Close()
@@ -309,6 +313,24 @@ func (s *Server) Listen() error {
 			return fmt.Errorf("server: listen on %s: %w", s.cfg.TCPAddr, err)
 		}
 		s.tcpLis = tl
+	}
+	return nil
+}
+
+// openSocketDir lets other uids traverse to the socket: the directory
+// holding it gets search permission (x) for group and others, never read
+// or write. Everything in the data dir stays 0700/0600 (keys, db, vault).
+func (s *Server) openSocketDir() error {
+	dir := filepath.Dir(s.cfg.Socket)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("server: %s: %w", dir, err)
+	}
+	if want := fi.Mode().Perm() | 0o011; want != fi.Mode().Perm() {
+		if err := os.Chmod(dir, want); err != nil {
+			return fmt.Errorf("server: let --operator-uid/--front-uid reach the socket: chmod %s: %w", dir, err)
+		}
+		s.log.Info("socket directory made traversable for the allowed uids", "dir", dir, "mode", want.String())
 	}
 	return nil
 }
