@@ -4,6 +4,8 @@
 //
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --stdio --actor alice
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json \
+//	    --listen 10.0.0.5:7411 --oauth-issuer https://idp.example.com --oauth-resource https://mcp.example.com/mcp
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
 package main
@@ -57,6 +59,8 @@ type options struct {
 	actor        string
 	origins      stringList
 	logLevel     string
+	oauth        oauthOptions
+	oauthCfg     auth.JWTConfig
 }
 
 type stringList []string
@@ -82,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	o.oauth.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -100,8 +105,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
 	}
-	if !o.stdio && o.tokens == "" && !loopback.HostPort(o.listen) {
-		return nil, fmt.Errorf("%w: refusing to serve without --tokens on non-loopback address %s; create a token file with `latch token create NAME` or listen on 127.0.0.1", errUsage, o.listen)
+	if !o.stdio && o.tokens == "" && !o.oauth.enabled() && !loopback.HostPort(o.listen) {
+		return nil, fmt.Errorf("%w: refusing to serve without --tokens or --oauth-issuer on non-loopback address %s; create a token file with `latch token create NAME`, trust an OAuth issuer, or listen on 127.0.0.1", errUsage, o.listen)
+	}
+	if o.stdio && o.oauth.enabled() {
+		return nil, fmt.Errorf("%w: --oauth-issuer is for HTTP; with --stdio every call is --actor", errUsage)
+	}
+	var err error
+	if o.oauthCfg, err = o.oauth.config(o.listen); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -152,6 +164,11 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		}
 		cfg.Tokens = store
 	}
+	if o.oauth.enabled() {
+		if cfg.OAuth, err = newVerifier(ctx, o.oauthCfg, logger); err != nil {
+			return err
+		}
+	}
 	front, err := mcpfront.New(cfg)
 	if err != nil {
 		return err
@@ -170,7 +187,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "auth", o.tokens != "")
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth_issuers", len(o.oauth.issuers))
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
