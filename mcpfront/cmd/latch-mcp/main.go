@@ -59,7 +59,7 @@ type options struct {
 	actor        string
 	origins      stringList
 	logLevel     string
-	oauth        oauthOptions
+	oauth        auth.Flags
 	oauthCfg     auth.JWTConfig
 }
 
@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
-	o.oauth.register(fs)
+	o.oauth.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -105,15 +105,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
 	}
-	if !o.stdio && o.tokens == "" && !o.oauth.enabled() && !loopback.HostPort(o.listen) {
+	if !o.stdio && o.tokens == "" && !o.oauth.Enabled() && !loopback.HostPort(o.listen) {
 		return nil, fmt.Errorf("%w: refusing to serve without --tokens or --oauth-issuer on non-loopback address %s; create a token file with `latch token create NAME`, trust an OAuth issuer, or listen on 127.0.0.1", errUsage, o.listen)
 	}
-	if o.stdio && o.oauth.enabled() {
+	if o.stdio && o.oauth.Enabled() {
 		return nil, fmt.Errorf("%w: --oauth-issuer is for HTTP; with --stdio every call is --actor", errUsage)
 	}
 	var err error
-	if o.oauthCfg, err = o.oauth.config(o.listen); err != nil {
-		return nil, err
+	if o.oauthCfg, err = o.oauth.Config(defaultResource(o.listen)); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return o, nil
 }
@@ -164,7 +164,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		}
 		cfg.Tokens = store
 	}
-	if o.oauth.enabled() {
+	if o.oauth.Enabled() {
 		if cfg.OAuth, err = newVerifier(ctx, o.oauthCfg, logger); err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth_issuers", len(o.oauth.issuers))
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth", o.oauth.Enabled())
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
