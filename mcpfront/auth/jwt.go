@@ -631,7 +631,9 @@ func (s *keySource) getJSON(ctx context.Context, u string, dst any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		// Not there (404, or the 400/403 some servers answer for unknown
+		// paths): discovery tries the next well-known URL.
 		return errNotFound{resp.StatusCode}
 	}
 	if resp.StatusCode != http.StatusOK {

@@ -164,10 +164,29 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		}
 		cfg.Tokens = store
 	}
+	var lis net.Listener
+	if !o.stdio {
+		// Listen first: the default resource URL is the bound address
+		// (--listen 127.0.0.1:0 picks a port).
+		if lis, err = net.Listen("tcp", o.listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", o.listen, err)
+		}
+		defer lis.Close()
+	}
 	if o.oauth.Enabled() {
-		if cfg.OAuth, err = newVerifier(ctx, o.oauthCfg, logger); err != nil {
+		addr := o.listen
+		if lis != nil {
+			addr = lis.Addr().String()
+		}
+		jc, err := o.oauth.Config(defaultResource(addr))
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if cfg.OAuth, err = newVerifier(ctx, jc, logger); err != nil {
 			return err
 		}
+		meta, _ := mcpfront.ResourceMetadataURL(jc.Resource)
+		logger.Info("accepting OAuth access tokens", "resource", jc.Resource, "issuers", strings.Join(cfg.OAuth.Issuers(), ","), "metadata", meta)
 	}
 	front, err := mcpfront.New(cfg)
 	if err != nil {
@@ -180,10 +199,6 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return front.ServeStdio(ctx, o.actor)
 	}
 
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
-	}
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
