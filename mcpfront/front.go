@@ -77,7 +77,8 @@ type Config struct {
 	// when the client sent a progress token (default 10s, at most 15s).
 	ProgressInterval time.Duration
 	// AllowedOrigins are the browser origins allowed besides loopback ones
-	// (e.g. "https://console.example.com").
+	// (e.g. "https://console.example.com"); compared parsed and normalised
+	// (origin.go). New refuses an entry that is not an http(s) origin.
 	AllowedOrigins []string
 	// Version is reported as the server version (default "dev").
 	Version string
@@ -87,7 +88,7 @@ type Config struct {
 type Front struct {
 	log       hclog.Logger
 	cfg       Config
-	allowed   map[string]bool
+	origins   originPolicy
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
 	stateless *mcp.StreamableHTTPHandler
@@ -142,13 +143,14 @@ func New(cfg Config) (*Front, error) {
 	f := &Front{
 		log:     cfg.Logger.Named("mcpfront"),
 		cfg:     cfg,
-		allowed: make(map[string]bool),
 		pending: make(map[string]struct{}),
 		closing: make(chan struct{}),
 	}
-	for _, o := range cfg.AllowedOrigins {
-		f.allowed[o] = true
+	origins, err := newOriginPolicy(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
 	}
+	f.origins = origins
 	if cfg.OAuth != nil {
 		u, err := ResourceMetadataURL(cfg.OAuth.Resource())
 		if err != nil {

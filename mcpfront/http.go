@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-
-	"github.com/latchhq/latch/internal/loopback"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -65,26 +62,19 @@ func (f *Front) wrapHTTP(next http.Handler) http.Handler {
 	}
 	// End of bearer authentication.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !f.originAllowed(origin) {
-			f.log.Debug("refused origin", "origin", origin, "peer", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (add it to the allowed origins)", origin), http.StatusForbidden)
-			return
+		if origins := r.Header.Values("Origin"); len(origins) > 0 {
+			err := f.origins.check(origins[0])
+			if err == nil && len(origins) > 1 {
+				err = errors.New("more than one Origin header")
+			}
+			if err != nil {
+				f.log.Debug("refused origin", "origin", origins, "peer", r.RemoteAddr, "error", err)
+				http.Error(w, fmt.Sprintf("Forbidden: %v. The operator can allow a browser origin with --allow-origin.", err), http.StatusForbidden)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// originAllowed: the spec requires servers to validate Origin to stop DNS
-// rebinding; browsers on loopback pages are allowed, others must be listed.
-func (f *Front) originAllowed(origin string) bool {
-	if f.allowed[origin] {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	return loopback.Host(u.Hostname())
 }
 
 // authWriter puts the front's WWW-Authenticate challenge (Front.challenge)

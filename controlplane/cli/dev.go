@@ -10,6 +10,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -31,11 +32,19 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
 	var oauth auth.Flags
 	oauth.Register(fs)
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	for _, o := range origins {
+		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
+			return usagef("--allow-origin: %v", err)
+		}
 	}
 	log := newLogger(env, *level)
 	demoLis, err := net.Listen("tcp", *demoListen)
@@ -74,7 +83,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	} else if _, err := oauth.Config(""); err != nil {
 		return usagef("%v", err)
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
+	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
@@ -96,6 +105,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
 		Token: token, Tokens: st.tokens, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		AllowedOrigins: origins,
 	})
 }
 

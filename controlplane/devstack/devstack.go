@@ -110,6 +110,9 @@ type Config struct {
 	MCP, Demo net.Listener
 	// Out receives the banner a newcomer reads.
 	Out io.Writer
+	// AllowedOrigins are browser origins the MCP front accepts besides
+	// loopback ones (--allow-origin).
+	AllowedOrigins []string
 }
 
 // Run serves the stack until ctx ends or a part fails.
@@ -122,8 +125,8 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
-		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens},
-		OAuth:  cfg.OAuth,
+		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens}, AllowedOrigins: cfg.AllowedOrigins,
+		OAuth: cfg.OAuth,
 	})
 	if err != nil {
 		return err

@@ -84,7 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tokens, "tokens", "", "bearer token file (create tokens with `latch token create NAME`); required on a non-loopback --listen")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
-	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones (repeatable)")
+	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	o.oauth.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +104,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
+	}
+	for _, origin := range o.origins {
+		if _, _, err := mcpfront.ParseOrigin(origin); err != nil {
+			return nil, fmt.Errorf("%w: --allow-origin: %w", errUsage, err)
+		}
 	}
 	if !o.stdio && o.tokens == "" && !o.oauth.Enabled() && !loopback.HostPort(o.listen) {
 		return nil, fmt.Errorf("%w: refusing to serve without --tokens or --oauth-issuer on non-loopback address %s; create a token file with `latch token create NAME`, trust an OAuth issuer, or listen on 127.0.0.1", errUsage, o.listen)

@@ -33,6 +33,8 @@ func TestRunBadArguments(t *testing.T) {
 		{"oauth jwks of an unknown issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://idp.example.com", "--oauth-jwks-url", "https://other.example.com=https://other.example.com/jwks"}, "not an --oauth-issuer"},
 		{"oauth jwks ambiguous", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com", "--oauth-jwks-url", "https://a.example.com/jwks"}, "ISSUER=URL"},
 		{"oauth with stdio", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--stdio", "--actor", "a", "--oauth-issuer", "https://idp.example.com"}, "--oauth-issuer is for HTTP"},
+		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
+		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
 		{"missing catalog file", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "/nonexistent/catalog.yaml"}, "--catalog"},
 	}
 	for _, tt := range tests {
