@@ -425,22 +425,21 @@ func keyFits(k jose.JSONWebKey, alg string) bool {
 	return false
 }
 
-// keySource is one issuer's key cache. mu guards the fields; fetchMu makes
-// fetches one at a time without holding mu, so verifications with cached
-// keys never wait on the network.
+// keySource is one issuer's key cache. mu guards the fields and is never
+// held during a fetch: verifications with cached keys never wait on the
+// network, and those that need the fetch in flight wait for it (inflight)
+// instead of starting another or giving up.
 type keySource struct {
 	v      *JWTVerifier
 	issuer string
 
-	fetchMu sync.Mutex
-
 	mu          sync.Mutex
 	jwksURL     string
 	set         []jose.JSONWebKey
-	fetchedAt   time.Time // last successful fetch
-	lastAttempt time.Time // last fetch attempt, successful or not
-	lastErr     error
-	generation  int // counts successful fetches
+	fetchedAt   time.Time     // last successful fetch
+	lastAttempt time.Time     // last fetch attempt, successful or not
+	lastErr     error         // of the last attempt
+	inflight    chan struct{} // closed when the fetch in flight ends; nil if none
 }
 
 // keys returns the keys that may have signed a token with key id kid (all
@@ -450,39 +449,32 @@ type keySource struct {
 func (s *keySource) keys(ctx context.Context, kid string, force bool) ([]jose.JSONWebKey, error) {
 	now := s.v.cfg.Now()
 	s.mu.Lock()
-	cached := s.set != nil
-	fresh := cached && now.Sub(s.fetchedAt) < s.v.cfg.MaxKeyAge
-	match := matchKeys(s.set, kid)
-	if !force && fresh && len(match) > 0 {
+	fresh := s.set != nil && now.Sub(s.fetchedAt) < s.v.cfg.MaxKeyAge
+	if match := matchKeys(s.set, kid); !force && fresh && len(match) > 0 {
 		s.mu.Unlock()
 		return match, nil
 	}
-	allowed := s.lastAttempt.IsZero() || now.Sub(s.lastAttempt) >= s.v.cfg.RefreshInterval
-	gen, lastErr := s.generation, s.lastErr
-	s.mu.Unlock()
-	if !allowed {
-		if cached {
-			if len(match) == 0 {
-				s.v.log.Debug("unknown key id, refetch not allowed yet", "issuer", s.issuer, "kid", kid, "refresh_interval", s.v.cfg.RefreshInterval)
-			}
-			return match, nil
-		}
-		return nil, fmt.Errorf("%w: issuer %s: %v (next attempt within %s)", ErrKeysUnavailable, s.issuer, lastErr, s.v.cfg.RefreshInterval)
-	}
-
-	s.fetchMu.Lock()
-	defer s.fetchMu.Unlock()
-	s.mu.Lock()
-	if s.generation != gen || (!s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.v.cfg.RefreshInterval) {
-		// Another caller fetched (or tried) while this one waited.
-		match, cached, lastErr = matchKeys(s.set, kid), s.set != nil, s.lastErr
+	if ch := s.inflight; ch != nil {
+		// Someone is fetching: its answer is ours.
 		s.mu.Unlock()
-		if !cached {
-			return nil, fmt.Errorf("%w: issuer %s: %v", ErrKeysUnavailable, s.issuer, lastErr)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: issuer %s: %v", ErrKeysUnavailable, s.issuer, ctx.Err())
 		}
-		return match, nil
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.cachedLocked(kid)
 	}
-	s.lastAttempt = now
+	if !s.lastAttempt.IsZero() && now.Sub(s.lastAttempt) < s.v.cfg.RefreshInterval {
+		defer s.mu.Unlock()
+		if s.set != nil && len(matchKeys(s.set, kid)) == 0 {
+			s.v.log.Debug("unknown key id, refetch not allowed yet", "issuer", s.issuer, "kid", kid, "refresh_interval", s.v.cfg.RefreshInterval)
+		}
+		return s.cachedLocked(kid)
+	}
+	ch := make(chan struct{})
+	s.inflight, s.lastAttempt = ch, now
 	jwksURL := s.jwksURL
 	s.mu.Unlock()
 
@@ -490,22 +482,32 @@ func (s *keySource) keys(ctx context.Context, kid string, force bool) ([]jose.JS
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.inflight = nil
+	close(ch)
+	s.lastErr = err
 	if err != nil {
-		s.lastErr = err
 		if s.set != nil {
 			s.v.log.Warn("could not refresh the issuer's signing keys; using the cached ones", "issuer", s.issuer, "error", err)
-			return matchKeys(s.set, kid), nil
+		} else {
+			s.v.log.Warn("could not fetch the issuer's signing keys", "issuer", s.issuer, "error", err)
 		}
-		s.v.log.Warn("could not fetch the issuer's signing keys", "issuer", s.issuer, "error", err)
-		return nil, fmt.Errorf("%w: issuer %s: %v", ErrKeysUnavailable, s.issuer, err)
+		return s.cachedLocked(kid)
 	}
 	if discovered != "" {
 		s.jwksURL = discovered
 	}
-	s.set, s.fetchedAt, s.lastErr = set, now, nil
-	s.generation++
+	s.set, s.fetchedAt = set, now
 	s.v.log.Debug("fetched signing keys", "issuer", s.issuer, "jwks_uri", s.jwksURL, "keys", len(set))
 	return matchKeys(set, kid), nil
+}
+
+// cachedLocked answers from the cache (stale or not): the matching keys, or
+// ErrKeysUnavailable when no key set was ever fetched.
+func (s *keySource) cachedLocked(kid string) ([]jose.JSONWebKey, error) {
+	if s.set == nil {
+		return nil, fmt.Errorf("%w: issuer %s: %v (next attempt after %s)", ErrKeysUnavailable, s.issuer, s.lastErr, s.v.cfg.RefreshInterval)
+	}
+	return matchKeys(s.set, kid), nil
 }
 
 func matchKeys(set []jose.JSONWebKey, kid string) []jose.JSONWebKey {
@@ -524,7 +526,9 @@ func matchKeys(set []jose.JSONWebKey, kid string) []jose.JSONWebKey {
 // fetch discovers the JWKS URL when jwksURL is "" (returning it) and fetches
 // the key set.
 func (s *keySource) fetch(ctx context.Context, jwksURL string) (set []jose.JSONWebKey, discovered string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	// The fetch serves every waiting verification, not only the request
+	// that started it: a client hanging up must not abort it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 	defer cancel()
 	if jwksURL == "" {
 		jwksURL, err = s.discover(ctx)

@@ -417,3 +417,82 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("metadata = %+v, want resource %s and bearer methods [header]", m, resource)
 	}
 }
+
+// Many goroutines verifying across a key rotation: no race, and the JWKS is
+// fetched at most once per refresh interval however many tokens name the
+// new key at once.
+func TestJWTConcurrentRotation(t *testing.T) {
+	is := oauthtest.NewIssuer(t)
+	v, clk := newVerifier(t, is, nil)
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, is.Token(t, is.Claims("alice", resource))); err != nil {
+		t.Fatal(err)
+	}
+	is.Rotate(t, "k2")
+	clk.Advance(auth.DefaultRefreshInterval)
+	tok := is.Token(t, is.Claims("bob", resource))
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := v.Verify(ctx, tok); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent Verify after rotation: %v", err)
+	}
+	if got := is.JWKSFetches(); got != 2 {
+		t.Errorf("JWKS fetches = %d, want 2 (32 concurrent tokens with a new kid share one fetch)", got)
+	}
+}
+
+// Nothing panics on input, and nothing but a valid token is accepted.
+func FuzzJWTVerify(f *testing.F) {
+	f.Add("eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.")
+	f.Add("a.b.c")
+	f.Add("eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.e30.AAAA")
+	f.Fuzz(func(t *testing.T, tok string) {
+		v, err := auth.NewJWTVerifier(auth.JWTConfig{
+			Issuers:  []auth.Issuer{{URL: "https://idp.example.com", JWKSURL: "https://127.0.0.1:1/jwks"}},
+			Resource: resource,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(context.Background(), tok); err == nil {
+			t.Fatalf("Verify(%q) accepted a token no key signed", tok)
+		}
+	})
+}
+
+func BenchmarkJWTVerify(b *testing.B) {
+	for _, alg := range []string{"RS256", "EdDSA"} {
+		b.Run(alg, func(b *testing.B) {
+			is := oauthtest.NewIssuer(b)
+			if alg == "EdDSA" {
+				is.Rotate(b, "ed")
+			}
+			v, err := auth.NewJWTVerifier(auth.JWTConfig{Issuers: []auth.Issuer{{URL: is.URL}}, Resource: resource})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok := is.Token(b, is.Claims("alice", resource))
+			if _, err := v.Verify(context.Background(), tok); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := v.Verify(context.Background(), tok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
