@@ -232,7 +232,7 @@ func newLane(t *testing.T, id int) *lane {
 	l := &lane{id: id, dir: dir, data: filepath.Join(dir, "d"), catalog: filepath.Join(dir, "catalog.yaml"), effects: filepath.Join(dir, "fx")}
 	t.Cleanup(func() {
 		l.close()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("LATCH_FAULT_KEEP") != "" {
 			t.Logf("lane %d kept for inspection: %s (cp.log, mcp.log, agent data)", id, dir)
 			return
 		}

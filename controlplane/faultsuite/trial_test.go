@@ -129,6 +129,7 @@ type verdict struct {
 	notes        []string
 	ids          []string        // every execution ID seen (answers and the target's keys)
 	flagged      map[string]bool // IDs already counted invisible
+	retriedNew   []string        // re-issues answered new, not counted silent at once
 }
 
 func (v *verdict) notef(format string, args ...any) {
@@ -196,12 +197,17 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 					return
 				}
 			}
+			if who != "first call" {
+				v.retriedNew = append(v.retriedNew, o.res.ExecutionID)
+			}
 			return
 		}
 		if k, live := l.target.anyLive(tr.intent, o.res.ExecutionID); live {
 			v.silent++
 			keys, _ := l.target.truth(tr.intent)
 			v.notef("%s answered new (%s, state %s) while %s had reached the target (target: %v)", who, o.res.ExecutionID, o.res.State, k, keys)
+		} else if who != "first call" {
+			v.retriedNew = append(v.retriedNew, o.res.ExecutionID)
 		}
 	}
 
@@ -422,7 +428,9 @@ func statusOf(ctx context.Context, cs *mcp.ClientSession, id string) (mcpfront.C
 	if err := json.Unmarshal(raw, &cr); err != nil {
 		return cr, err
 	}
-	if res.IsError || cr.ExecutionID == "" {
+	// A definite failure (not_executed, rejected) is a tool error that still
+	// carries the execution; only an answer without one is "not visible".
+	if cr.ExecutionID == "" {
 		return cr, fmt.Errorf("latch_execution_status %s: %s", id, cr.Note)
 	}
 	return cr, nil
@@ -460,16 +468,17 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, k := range keys {
-		if !slices.Contains(v.ids, k.Key) {
-			v.ids = append(v.ids, k.Key)
-		}
+		v.ids = append(v.ids, k.Key)
 	}
+	slices.Sort(v.ids)
+	v.ids = slices.Compact(v.ids)
 	for _, id := range v.ids {
 		l.waitRested(id, deadline)
 	}
 	if effects > 1 {
 		v.duplicates += effects - 1
 		v.notef("the target counted %d effects for one intent: %v", effects, keys)
+		l.explain(v, keys)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -486,6 +495,20 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 	for _, id := range v.ids {
 		cr, err := statusOf(ctx, cs, id)
 		state, reached := truth[id]
+		if !reached {
+			state = keyAborted // never reached the target: no effect
+		}
+		if err == nil && (cr.State == "completed" || cr.State == "delivered") {
+			// Recovery may have replayed the request since the truth was
+			// read: a definite outcome is compared with the truth after it.
+			keys, _ = l.truthOf(t, tr)
+			state, reached = keyAborted, false
+			for _, k := range keys {
+				if k.Key == id {
+					state, reached = k.State, true
+				}
+			}
+		}
 		switch {
 		case err != nil:
 			v.invisible++
@@ -515,6 +538,30 @@ func (l *lane) waitRested(id string, deadline time.Time) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// journalOf is the execution's journal, one "kind:state (reason)" per
+// record: the evidence a report of a violation needs.
+func (l *lane) journalOf(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	h, err := l.api.History(ctx, &controlplanev1.HistoryRequest{ExecutionId: id})
+	if err != nil {
+		return id + ": no history: " + err.Error()
+	}
+	var b strings.Builder
+	b.WriteString(id + ":")
+	for _, e := range h.GetEntries() {
+		fmt.Fprintf(&b, " %s:%s (%s);", e.GetKind(), stateName(e.GetTo()), e.GetReason())
+	}
+	return b.String()
+}
+
+// explain adds the journal of every execution of the intent to the notes.
+func (l *lane) explain(v *verdict, keys []keyView) {
+	for _, k := range keys {
+		v.notef("journal %s", l.journalOf(k.Key))
 	}
 }
 
