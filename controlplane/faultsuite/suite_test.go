@@ -3,6 +3,7 @@ package faultsuite
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,7 @@ func TestFaultSuite(t *testing.T) {
 			t.Logf("trial %s misreported: %v", v.trial, v.notes)
 		}
 	}
+	t.Log(breakdown(verdicts))
 	wall := time.Since(start)
 	line := fmt.Sprintf("trials %d, duplicate effects %d, silent re-executions %d, invisible %d (misreported %d, inconclusive %d; seed %d, %d lanes, wall %s, %.0f trials/min)",
 		n, sum.duplicates, sum.silent, sum.invisible, sum.misreported, inconclusive, seed, lanes, wall.Round(time.Second), float64(n)/wall.Minutes())
@@ -151,4 +153,45 @@ func (l *lane) sweep(t *testing.T, vs []*verdict) {
 			t.Errorf("trial %s (after the sweep): duplicates %d, silent %d, invisible %d\n  %v", v.trial, v.duplicates, v.silent, v.invisible, v.notes)
 		}
 	}
+}
+
+// breakdown tabulates trials and violating trials per fault point and
+// replay class, so a run shows what it covered.
+func breakdown(vs []*verdict) string {
+	type cell struct{ trials, bad int }
+	var cells [numFaultPoints][numClasses]cell
+	var retries [numRetries]cell
+	for _, v := range vs {
+		if v == nil {
+			continue
+		}
+		c := &cells[v.trial.fault][v.trial.class]
+		r := &retries[v.trial.retry]
+		c.trials++
+		r.trials++
+		if v.bad() {
+			c.bad++
+			r.bad++
+		}
+	}
+	var b strings.Builder
+	b.WriteString("trials (violating) per fault point and replay class:\n")
+	fmt.Fprintf(&b, "  %-22s", "")
+	for c := range numClasses {
+		fmt.Fprintf(&b, " %16s", replayClass(c))
+	}
+	b.WriteString("\n")
+	for f := range numFaultPoints {
+		fmt.Fprintf(&b, "  %-22s", faultPoint(f))
+		for c := range numClasses {
+			x := cells[f][c]
+			fmt.Fprintf(&b, " %16s", fmt.Sprintf("%d (%d)", x.trials, x.bad))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("  per retry behaviour:")
+	for r := range numRetries {
+		fmt.Fprintf(&b, " %s %d (%d);", retryKind(r), retries[r].trials, retries[r].bad)
+	}
+	return b.String()
 }
