@@ -32,13 +32,15 @@ import (
 )
 
 // Timing of every lane. The target's dispatch timeout is short so that
-// trials are short; settle is longer than any hold, so a status query's 404
-// can only count as evidence once the held request has ended (the target
-// commits at maxHold at the latest, before timeout+settle).
+// trials are short. The target keeps its side of the status contract: a
+// request it received ends (committed or rolled back) at maxHold after its
+// arrival at the latest, a second before dispatch timeout + settle, so a
+// 404 seen after that point is true absence and one seen before must not
+// count as evidence.
 const (
 	dispatchTimeout = 1 * time.Second
-	settle          = 2 * time.Second
-	maxHold         = dispatchTimeout + settle - 500*time.Millisecond
+	settle          = 3 * time.Second
+	maxHold         = dispatchTimeout + settle - time.Second
 	// hostHold is how long the host tool's command runs before its effect.
 	hostHold = "0.6"
 	// actor is the loopback actor of latch-mcp, trusted by latch serve.
@@ -78,7 +80,7 @@ targets:
   host:
     channel: local
     hostagent_socket: %[3]s
-    timeout: 5s
+    timeout: 5s%[5]s
 tools:
   fx_idem:
     description: Count one effect (the target honours Idempotency-Key).
