@@ -360,8 +360,9 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 // bounded.
 func (l *lane) reissue(era, tool string, args map[string]any) callOut {
 	var o callOut
-	for range 60 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		o = l.call(ctx, era, tool, args)
 		cancel()
 		if o.err == nil && o.res.ExecutionID != "" {
