@@ -54,18 +54,19 @@ func TestFaultSuite(t *testing.T) {
 		sum.silent += v.silent
 		sum.invisible += v.invisible
 		sum.misreported += v.misreported
+		sum.unanswered += v.unanswered
 		if v.inconclusive != "" {
 			inconclusive++
 			t.Logf("trial %s inconclusive: %s", v.trial, v.inconclusive)
 		}
-		if v.misreported > 0 {
-			t.Logf("trial %s misreported: %v", v.trial, v.notes)
+		if v.misreported+v.unanswered > 0 {
+			t.Logf("trial %s misreported %d, unanswered %d: %v", v.trial, v.misreported, v.unanswered, v.notes)
 		}
 	}
 	t.Log(breakdown(verdicts))
 	wall := time.Since(start)
-	line := fmt.Sprintf("trials %d, duplicate effects %d, silent re-executions %d, invisible %d (misreported %d, inconclusive %d; seed %d, %d lanes, wall %s, %.0f trials/min)",
-		n, sum.duplicates, sum.silent, sum.invisible, sum.misreported, inconclusive, seed, lanes, wall.Round(time.Second), float64(n)/wall.Minutes())
+	line := fmt.Sprintf("trials %d, duplicate effects %d, silent re-executions %d, invisible %d (misreported %d, unanswered %d, inconclusive %d; seed %d, %d lanes, wall %s, %.0f trials/min)",
+		n, sum.duplicates, sum.silent, sum.invisible, sum.misreported, sum.unanswered, inconclusive, seed, lanes, wall.Round(time.Second), float64(n)/wall.Minutes())
 	fmt.Println(line)
 	t.Log(line)
 	if sum.duplicates+sum.silent+sum.invisible > 0 {

@@ -125,6 +125,7 @@ type verdict struct {
 	silent       int // calls answered `new` while an earlier execution had or could have an effect
 	invisible    int // executions that may have had an effect, not visible as such
 	misreported  int // a definite outcome the target's truth contradicts (reported, not a failure)
+	unanswered   int // re-issues that got no answer within their bound (reported, not a failure)
 	inconclusive string
 	notes        []string
 	ids          []string        // every execution ID seen (answers and the target's keys)
@@ -183,6 +184,12 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 		defer mu.Unlock()
 		answers = append(answers, o)
 		if o.err != nil || o.res.ExecutionID == "" {
+			if who != "first call" {
+				// A re-issue retries for 30s: no answer by then is a
+				// liveness failure, reported with the run.
+				v.unanswered++
+				v.notef("%s got no answer: %v %s", who, o.err, o.res.Note)
+			}
 			return
 		}
 		v.ids = append(v.ids, o.res.ExecutionID)
