@@ -39,6 +39,12 @@ func TestFaultSuite(t *testing.T) {
 					if v.bad() {
 						t.Errorf("trial %s: duplicates %d, silent %d, invisible %d\n  %v", tr, v.duplicates, v.silent, v.invisible, v.notes)
 					}
+					if n == 1 { // a replay: show what happened
+						t.Logf("trial %s: %v", tr, v.notes)
+						for _, id := range v.ids {
+							t.Logf("journal %s", l.journalOf(id))
+						}
+					}
 				}
 				l.sweep(t, mine)
 			})
