@@ -32,8 +32,16 @@
 //
 //	go test -run TestFaultSuite ./controlplane/faultsuite -faultsuite.trials=100
 //
-// or LATCH_FAULT_TRIALS=100. It prints the seed; -faultsuite.seed=S (or
-// LATCH_FAULT_SEED) with -faultsuite.trials=1 replays the trial whose seed
-// is S. -faultsuite.lanes sets how many independent stacks run trials side
-// by side.
+// or LATCH_FAULT_TRIALS=100. It prints the seed; trial i of a run has seed
+// S+i and every choice of a trial (fault point, retry, class, era, delays,
+// proxy mode) comes from its seed, so -faultsuite.seed=S (or
+// LATCH_FAULT_SEED) with -faultsuite.trials=1 replays the trial with seed S
+// on a fresh stack and logs every journal of it; its timing against the
+// processes is real, so a race may need a few replays. -faultsuite.lanes
+// (LATCH_FAULT_LANES) sets how many independent stacks run trials side by
+// side; LATCH_FAULT_KEEP=1 keeps the lanes' directories (logs, data).
+//
+// Processes live across trials: a trial uses an intent of its own, so it
+// needs no fresh data dir; only the processes its fault kills are started
+// again, on the same data dir. Every wait is bounded.
 package faultsuite
