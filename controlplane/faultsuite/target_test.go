@@ -74,6 +74,7 @@ type target struct {
 	mu      sync.Mutex
 	intents map[string]*intentRec
 	stop    chan struct{}
+	stopped bool // under mu: no late commit starts after close
 	wg      sync.WaitGroup
 }
 
@@ -85,6 +86,9 @@ func newTarget(maxHold time.Duration) *target {
 // the target before commit (aborted), and late commits still pending happen
 // now, so the counts are final.
 func (t *target) close() {
+	t.mu.Lock()
+	t.stopped = true
+	t.mu.Unlock()
 	close(t.stop)
 	t.wg.Wait()
 }
@@ -257,10 +261,18 @@ func (t *target) effect(w http.ResponseWriter, r *http.Request, class string) {
 		t.finish(in.Intent, key, false)
 		hijackClose(w)
 	case relCommitLate:
-		hijackClose(w)
 		left := t.maxHold - time.Since(k.arrived)
 		d := min(m.delay, max(left, 0))
+		t.mu.Lock()
+		if t.stopped {
+			t.mu.Unlock()
+			t.finish(in.Intent, key, true)
+			hijackClose(w)
+			return
+		}
 		t.wg.Add(1)
+		t.mu.Unlock()
+		hijackClose(w)
 		go func() {
 			defer t.wg.Done()
 			select {
