@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -353,7 +355,12 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 	case rtOtherEra:
 		reissue("re-issue in era "+eraName(otherEra(tr.era)), otherEra(tr.era))
 	case rtStatusFirst:
-		st := l.statusFirst(tr.tool, firstID)
+		var st string
+		if tr.rng.IntN(2) == 0 {
+			st = "latch_execution_status: " + l.statusFirst(tr.tool, firstID)
+		} else {
+			st = "latch exec show: " + l.statusByCLI(tr.tool, firstID)
+		}
 		v.notef("status first: %s", st)
 		reissue("re-issue after status", tr.era)
 	}
@@ -416,6 +423,46 @@ func (l *lane) statusFirst(tool, id string) string {
 		cr, err := statusOf(ctx, cs, id)
 		if err == nil {
 			state = cr.State
+			if !notRested(state) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return id + " " + state
+}
+
+var (
+	cliState = regexp.MustCompile(`(?m)^state\s+(\S+)`)
+	cliList  = regexp.MustCompile(`(?m)^(act_\S+)\s+(\S+)\s`)
+)
+
+// statusByCLI is statusFirst by an operator's commands: `latch exec list`
+// to find the execution when the agent got no ID, then `latch exec show`
+// until it rests, bounded.
+func (l *lane) statusByCLI(tool, id string) string {
+	deadline := time.Now().Add(15 * time.Second)
+	run := func(args ...string) string {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		out, _ := exec.CommandContext(ctx, latchBin, append(args, "--data", l.data)...).CombinedOutput()
+		return string(out)
+	}
+	if id == "" {
+		for _, m := range cliList.FindAllStringSubmatch(run("exec", "list"), -1) {
+			if m[2] == tool {
+				id = m[1] // newest first
+				break
+			}
+		}
+		if id == "" {
+			return "no execution listed"
+		}
+	}
+	state := ""
+	for time.Now().Before(deadline) {
+		if m := cliState.FindStringSubmatch(run("exec", "show", id)); m != nil {
+			state = m[1]
 			if !notRested(state) {
 				break
 			}
