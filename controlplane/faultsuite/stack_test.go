@@ -328,7 +328,7 @@ func (l *lane) startCP() error {
 	return fmt.Errorf("latch serve did not open %s within 10s; see %s", sock, filepath.Join(l.dir, "cp.log"))
 }
 
-// cpPID is the running control plane's PID.
+// cpProc is the running control plane process.
 func (l *lane) cpProc() *proc {
 	l.mu.Lock()
 	defer l.mu.Unlock()
