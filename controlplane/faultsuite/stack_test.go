@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/latchhq/latch/controlplane/faultproxy"
+	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/internal/testbin"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/faultproxy"
+	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
