@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,7 +29,7 @@ func devInfoPath(data string) string { return devstack.InfoPath(data) }
 // original execution instead of deploying twice.
 func runDemo(ctx context.Context, env *Env, args []string) error {
 	var t target
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet(env, "demo", "demo [--data DIR]")
 	t.flags(fs, env)
 	if _, err := parse(fs, args); err != nil {
 		return err

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"time"
@@ -25,14 +24,14 @@ const (
 // control plane; devstack assembles and runs the rest (front, host agent,
 // demo target).
 func runDev(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	data := fs.String("data", defaultDataDir, "data dir; a later `latch dev` on the same dir resumes it")
+	fs := newFlagSet(env, "dev", "dev [flags]")
+	data := fs.String("data", defaultDataDir, "data dir; a later latch dev on the same dir resumes it")
 	listen := fs.String("listen", devListen, "address of the MCP front (path /mcp)")
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
-	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {

@@ -36,6 +36,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 	kind := fs.String("kind", "", "put: bearer, basic, header or ssh_key")
 	username := fs.String("username", "", "put --kind basic: the user name (the password is read from stdin)")
 	header := fs.String("header", "", "put --kind header: the header name (the value is read from stdin)")
+	asJSON := fs.Bool("json", false, "status, list: print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -50,6 +51,9 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		st, err := c.VaultStatus(ctx, &controlplanev1.VaultStatusRequest{})
 		if err != nil {
 			return rpcError(err)
+		}
+		if *asJSON {
+			return printJSON(env.Stdout, jsonView(st))
 		}
 		printVaultStatus(env.Stdout, st)
 		return nil
@@ -97,6 +101,9 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		resp, err := c.VaultList(ctx, &controlplanev1.VaultListRequest{})
 		if err != nil {
 			return rpcError(err)
+		}
+		if *asJSON {
+			return printJSON(env.Stdout, map[string]any{"names": append([]string{}, resp.GetNames()...)})
 		}
 		for _, n := range resp.GetNames() {
 			fmt.Fprintln(env.Stdout, n)
