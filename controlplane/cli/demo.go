@@ -42,6 +42,9 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return fmt.Errorf("%s: %w", devInfoPath(t.data), err)
 	}
+	if info.Catalog != "" && info.Catalog != devstack.CatalogExample {
+		return fmt.Errorf("latch demo needs latch dev's example catalog (its deploy_release tool and the demo target), but this latch dev runs with --catalog %s: restart latch dev without --catalog (a separate --data keeps your data apart) and run latch demo again", info.Catalog)
+	}
 	cp, closeFn, err := t.dial(ctx)
 	if err != nil {
 		return err

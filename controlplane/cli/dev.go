@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -32,6 +33,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
+	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {
@@ -57,13 +59,30 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	token := env.Getenv("LATCH_DEV_TOKEN")
-	if token == "" {
-		token = newDevToken()
+	chosen, source := *devToken, devstack.TokenFromFlag
+	if chosen == "" {
+		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
+	}
+	token, created, err := devstack.LoadToken(*data, chosen)
+	if err != nil {
+		if errors.Is(err, devstack.ErrBadToken) {
+			return usagef("%s: %v", source, err)
+		}
+		return err
+	}
+	switch {
+	case chosen != "":
+	case created:
+		source = devstack.TokenNew
+	default:
+		source = devstack.TokenKept
 	}
 	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
 	if !*strict {
 		sc.Trusted = []string{devActor}
+	}
+	if *data != defaultDataDir {
+		sc.CommandArgs = "--data " + *data
 	}
 	st, err := newStack(sc)
 	if err != nil {
@@ -83,11 +102,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
 		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
-		AllowedOrigins: origins,
+		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 	})
 }
-
-func newDevToken() string { return devstack.NewToken() }
 
 // recoveryForDev resolves unknowns quickly so the demo's story is short.
 func recoveryForDev() engine.RecoveryConfig {

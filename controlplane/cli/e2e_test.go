@@ -414,6 +414,9 @@ tools:
 `, filepath.Join(data, "hostagent.sock"), script)), 0o600)
 	startDev(t, data, "--catalog", catalog)
 	c := client(t, data)
+	if out, code := runCLI(t, "demo", "--data", data); code != 1 || !strings.Contains(out, "needs latch dev's example catalog") || !strings.Contains(out, catalog) {
+		t.Errorf("latch demo against latch dev --catalog = exit %d:\n%s\nwant exit 1 saying it needs the example catalog", code, out)
+	}
 	target := filepath.Join(dir, "out.txt")
 	args := []byte(fmt.Sprintf(`{"file":%q}`, target))
 	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "dev", Tool: "append_line", Arguments: args})

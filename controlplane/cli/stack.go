@@ -40,6 +40,9 @@ type stackConfig struct {
 	Trusted []string
 	// OpenSessions turns the session rule off (every session authorized).
 	OpenSessions bool
+	// CommandArgs are appended to the operator commands the engine logs
+	// for pending sessions and approvals ("--data DIR").
+	CommandArgs string
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
@@ -155,7 +158,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
-		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
+		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
 	})
 	if err != nil {

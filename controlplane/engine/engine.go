@@ -377,6 +377,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if decided == recordv1.State_STATE_AUTHORIZED {
 			e.startSend(fresh.GetId(), proto.Clone(fresh).(*recordv1.Execution))
 		}
+		if decided == recordv1.State_STATE_AWAITING_APPROVAL {
+			e.logPending(fresh)
+		}
 		return res, nil
 	}
 	if res.Disposition == recordv1.Disposition_DISPOSITION_RECOVERED {
