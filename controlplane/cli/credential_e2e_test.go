@@ -145,3 +145,70 @@ func TestCredentialKindsEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+const sealedCatalog = `
+targets:
+  echo: {channel: http, base_url: %q, allow_private: true, idempotency_header: Idempotency-Key}
+tools:
+  rotate_secret:
+    description: Rotate a secret; each call needs approval.
+    input_schema: {type: object, required: [name, secret], properties: {name: {type: string}, secret: {type: string}}}
+    target: echo
+    request: {method: POST, path: /rotate, body: {name: "{{name}}", secret: "{{secret}}"}}
+    replay: review
+    approval: every_call
+    fingerprint: {secret: [secret]}
+`
+
+// TestSecretArgumentSurvivesARestart: an execution with a secret argument,
+// awaiting approval when latch serve is killed, is approved after the
+// restart and sent with its secret (sealed in the store with a key from the
+// vault); no file of the data dir holds the secret in clear.
+func TestSecretArgumentSurvivesARestart(t *testing.T) {
+	const secret = "Zq9-restart-SECRET-8812"
+	got := make(chan string, 4)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ Secret string }
+		json.NewDecoder(r.Body).Decode(&in)
+		got <- in.Secret
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(echo.Close)
+	catalog := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(catalog, []byte(fmt.Sprintf(sealedCatalog, echo.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	p := startServe(t, data, catalog)
+	c := client(t, data)
+	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "rotate_secret", Arguments: []byte(`{"name":"db","secret":"` + secret + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.GetExecution().GetId()
+	if r.GetExecution().GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("state %v, want awaiting_approval", r.GetExecution().GetState())
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	startServe(t, data, catalog)
+	if out, code := runCLI(t, "approvals", "approve", id, "--data", data); code != 0 {
+		t.Fatalf("approve after restart: exit %d: %s", code, out)
+	}
+	c = client(t, data)
+	x := waitFor(t, c, id, recordv1.State_STATE_COMPLETED)
+	if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+		t.Errorf("outcome %v, want succeeded", x.GetOutcome())
+	}
+	if s := <-got; s != secret {
+		t.Errorf("target got secret %q, want the one given before the restart", s)
+	}
+	filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("secret in clear in %s", p)
+			}
+		}
+		return nil
+	})
+}

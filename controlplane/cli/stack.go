@@ -113,6 +113,9 @@ func newStack(cfg stackConfig) (*stack, error) {
 				why = "the vault was locked"
 			}
 			e.VoidApprovals(context.Background(), why)
+			if !st.Locked {
+				e.ResumeSealed() // executions whose sealed secret arguments waited for the key
+			}
 		}
 	}
 	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log, OnChange: onChange})
@@ -160,6 +163,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
+		Sealer:     v.ArgumentSealer(),
 	})
 	if err != nil {
 		hd.Close()

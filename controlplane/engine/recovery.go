@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -112,6 +113,11 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 		return
 	}
 	ch, c, err := e.call(x)
+	if errors.Is(err, errSecretsLocked) {
+		// Waits, not reviewed: ResumeSealed kicks it at unlock.
+		e.noEvidence(ctx, x, "waiting for the vault to be unlocked: "+err.Error(), e.cfg.Clock().Add(sealWait), false)
+		return
+	}
 	if err != nil {
 		review("cannot ask the target: " + err.Error())
 		return
@@ -156,7 +162,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution) {
 			e.noEvidence(ctx, x, ev.reason, ev.settleAt, false) // an early absence never uses up an attempt
 			return
 		}
-		e.dropSecrets(id)
+		e.forgetSecrets(ctx, id)
 		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", ev.reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
 			log.Debug("recovery: not moved to not_executed", "error", err)
 		}

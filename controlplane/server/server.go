@@ -67,6 +67,8 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
+	// Sealer seals secret arguments at rest (engine.Config.Sealer).
+	Sealer engine.Sealer
 	// Register, when set, is called to add more gRPC services.
 	Register func(*grpc.Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
@@ -158,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	eng, err := engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
+		Sealer: cfg.Sealer,
 	})
 	if err != nil {
 		st.Close()
