@@ -312,6 +312,14 @@ var propPathRE = regexp.MustCompile(`validating /properties/([^:]*): `)
 // The value is dropped (it may be a secret); the types are kept.
 var typeErrRE = regexp.MustCompile(`argument (\S+): type: .* has type "(\w+)", want "(\w+)"`)
 
+// enumErrRE and patternErrRE are jsonschema-go's enum and pattern failures
+// once the property path is rewritten; as for types, the offending value is
+// dropped and what is expected kept.
+var (
+	enumErrRE    = regexp.MustCompile(`argument (\S+): enum: .* does not equal any of: \[(.*)\]`)
+	patternErrRE = regexp.MustCompile(`argument (\S+): pattern: .* does not match regular expression (".*")`)
+)
+
 // withArticle is a JSON type name as prose: "an integer", "a string".
 func withArticle(typ string) string {
 	if strings.IndexByte("aeiou", typ[0]) >= 0 {
@@ -333,6 +341,8 @@ func cleanValidation(err error) string {
 		g := typeErrRE.FindStringSubmatch(m)
 		return fmt.Sprintf("argument %s must be %s, not %s", g[1], withArticle(g[3]), withArticle(g[2]))
 	})
+	s = enumErrRE.ReplaceAllString(s, "argument $1 must be one of: $2")
+	s = patternErrRE.ReplaceAllString(s, "argument $1 must match the pattern $2")
 	s = strings.ReplaceAll(s, "required: missing properties", "missing required arguments")
 	s = strings.ReplaceAll(s, "unexpected additional properties", "unknown arguments")
 	return s
