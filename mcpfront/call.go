@@ -236,7 +236,7 @@ func (f *Front) submitError(log hclog.Logger, tool *tools.Tool, err error) (*mcp
 	case codes.InvalidArgument:
 		return toolError(argumentNote(tool.Name, statusProblem(st))), nil
 	case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
-		return toolError(fmt.Sprintf("latch refused the call: %s", st.Message())), nil
+		return toolError(fmt.Sprintf("latch refused the call: %s", sentinelPrefixes.ReplaceAllString(st.Message(), ""))), nil
 	}
 	log.Warn("submit failed", "error", err)
 	return toolError("latch could not reach its control plane, so it does not know whether this call was accepted. " +
@@ -245,7 +245,8 @@ func (f *Front) submitError(log hclog.Logger, tool *tools.Tool, err error) (*mcp
 
 // sentinelPrefixes matches a chain of "pkg: sentinel text: " prefixes
 // ("engine: invalid arguments: tools: invalid arguments: ").
-var sentinelPrefixes = regexp.MustCompile(`^(?:[a-z]+: [a-z ]+: )+`)
+// A package prefix alone ("engine: repeat_of does not ...") goes too.
+var sentinelPrefixes = regexp.MustCompile(`^(?:[a-z]+: (?:[a-z ]+: )?)+`)
 
 // statusProblem is the caller-facing problem of an InvalidArgument status:
 // the ErrorInfo "problem" metadata when the control plane sent one, else the

@@ -168,6 +168,8 @@ func TestStatusProblem(t *testing.T) {
 	}{
 		{`engine: invalid arguments: tools: invalid arguments: missing required argument "version" (string)`, `missing required argument "version" (string)`},
 		{`argument service: pattern: "API" does not match`, `argument service: pattern: "API" does not match`},
+		{`engine: repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`, `repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`},
+		{`engine: unknown tool: "x" is not in the catalog`, `"x" is not in the catalog`},
 	}
 	for _, tt := range tests {
 		if got := sentinelPrefixes.ReplaceAllString(tt.msg, ""); got != tt.want {
