@@ -73,7 +73,7 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		return ExitUsage
 	}
 	if isHelp(args[0]) {
-		if len(args) > 1 {
+		if len(args) > 1 && !isHelp(args[1]) {
 			// latch help CMD [SUB] is latch CMD [SUB] -h.
 			return Main(ctx, env, append(args[1:], "-h"))
 		}

@@ -82,6 +82,12 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	if subsSeen < 15 {
 		t.Errorf("walked %d subcommands, want the admin commands' subcommands (at least 15)", subsSeen)
 	}
+	for _, args := range [][]string{{"help", "-h"}, {"-h", "--help"}, {"help", "help"}} {
+		var out bytes.Buffer
+		if code := Main(t.Context(), env(&out, &out), args); code != ExitOK || !strings.Contains(out.String(), "Commands:") {
+			t.Errorf("latch %s = %d, %q; want the command list", strings.Join(args, " "), code, out.String())
+		}
+	}
 	var out, errOut bytes.Buffer
 	if code := Main(t.Context(), env(&out, &errOut), []string{"help", "exec", "list"}); code != ExitOK || !strings.HasPrefix(out.String(), "Usage: latch exec list") {
 		t.Errorf("latch help exec list = %d, %q; want the usage of exec list", code, out.String())
