@@ -37,6 +37,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/hostagent/agent"
 	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 	"github.com/latchhq/latch/tools/examples"
@@ -178,6 +179,9 @@ type Config struct {
 	// (those of `latch token create`).
 	Token  string
 	Tokens mcpfront.TokenVerifier
+	// OAuth, optional, lets agents bring JWT access tokens (latch dev
+	// --oauth-issuer).
+	OAuth *auth.JWTVerifier
 	// MCP and Demo are the open listeners of the MCP front and the demo
 	// target.
 	MCP, Demo net.Listener
@@ -206,6 +210,7 @@ func Run(ctx context.Context, cfg Config) error {
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
 		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens}, AllowedOrigins: cfg.AllowedOrigins,
+		OAuth: cfg.OAuth,
 	})
 	if err != nil {
 		return err
@@ -234,6 +239,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
 	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog})
+	if cfg.OAuth != nil {
+		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
+		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
+	}
 	return g.Wait()
 }
 
@@ -253,10 +262,16 @@ const CatalogExample = "example"
 // InfoPath is dev.json in data dir data.
 func InfoPath(data string) string { return filepath.Join(data, "dev.json") }
 
-// WriteInfo writes dev.json, readable by its owner only (it holds the token).
+// WriteInfo writes dev.json, readable by its owner only (it holds the
+// token). Atomically (temp file, rename): a reader that sees the file sees
+// all of it.
 func WriteInfo(data string, info Info) error {
 	b, _ := json.MarshalIndent(info, "", "  ")
-	return os.WriteFile(InfoPath(data), b, 0o600)
+	tmp := InfoPath(data) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, InfoPath(data))
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {

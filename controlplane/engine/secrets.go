@@ -111,6 +111,14 @@ func (e *Engine) unsealArguments(x *recordv1.Execution) (map[string]any, error) 
 	return args, nil
 }
 
+// waitsForVault reports whether id waits for ResumeSealed.
+func (e *Engine) waitsForVault(id string) bool {
+	e.secretsMu.Lock()
+	defer e.secretsMu.Unlock()
+	_, ok := e.sealedWaiting[id]
+	return ok
+}
+
 func (e *Engine) waitForUnlock(id string) {
 	e.secretsMu.Lock()
 	e.sealedWaiting[id] = struct{}{}
@@ -138,7 +146,7 @@ func (e *Engine) ResumeSealed() {
 			e.log.Info("vault unlocked: dispatching the execution that waited for its sealed arguments", "execution_id", id)
 			e.startDispatch(id)
 		case recordv1.State_STATE_OUTCOME_UNKNOWN:
-			e.Kick(id)
+			e.hurry(x) // now, not at the postponed NextRecoveryAt
 		}
 	}
 }

@@ -47,8 +47,10 @@ func ForbidDepsExcept(t *testing.T, allowed []string, forbidden ...string) {
 var TestSupport = []string{
 	"testing",
 	"github.com/latchhq/latch/internal/testbin",
+	"github.com/latchhq/latch/internal/testpki",
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
 	"github.com/latchhq/latch/controlplane/internal/faultproxy",
 	"github.com/latchhq/latch/controlplane/faultsuite",
 	"github.com/latchhq/latch/hostagent/hostagenttest",
+	"github.com/latchhq/latch/mcpfront/auth/oauthtest",
 }
