@@ -81,7 +81,8 @@ func TestSecretArgumentsSurviveARestart(t *testing.T) {
 
 // TestSealedSecretsWaitForTheVault: with the vault locked at restart, an
 // approved execution whose secret arguments are sealed waits (authorized,
-// nothing sent, not cancelled); unlocking and ResumeSealed send it.
+// nothing sent, not cancelled), across a further restart too; unlocking and
+// ResumeSealed send it.
 func TestSealedSecretsWaitForTheVault(t *testing.T) {
 	dir := t.TempDir()
 	v, key := testVault(t, t.TempDir())
@@ -91,23 +92,26 @@ func TestSealedSecretsWaitForTheVault(t *testing.T) {
 	h.close()
 
 	v.Lock()
-	h2 := newHarnessWith(t, dir, nil, seal)
-	if _, err := h2.e.Approve(t.Context(), id, "ops", "ok"); err != nil {
+	waitFor := func(h *harness) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !h.e.waitsForVault(id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("execution %s never waited for the vault", id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	h1 := newHarnessWith(t, dir, nil, seal)
+	if _, err := h1.e.Approve(t.Context(), id, "ops", "ok"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h2.e.secretsMu.Lock()
-		_, waiting := h2.e.sealedWaiting[id]
-		h2.e.secretsMu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s never waited for the vault", id)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(h1) // approved: its dispatch waits
+	h1.close()
+	// Restarted again, still locked: the start-up scan finds it authorized
+	// and its dispatch waits again, without being cancelled or retried.
+	h2 := newHarnessWith(t, dir, nil, seal)
+	waitFor(h2)
 	x, _, err := h2.e.Get(id, "")
 	if err != nil {
 		t.Fatal(err)
