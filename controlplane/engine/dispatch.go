@@ -61,16 +61,16 @@ func (e *Engine) call(x *recordv1.Execution) (Channel, Call, error) {
 	e.secretsMu.Unlock()
 	if !inMemory {
 		if len(tool.Fingerprint.Secret) > 0 {
-			return nil, Call{}, errSecretsGone
-		}
-		if err := json.Unmarshal(x.GetArguments(), &args); err != nil {
+			var err error
+			if args, err = e.unsealArguments(x); err != nil {
+				return nil, Call{}, err
+			}
+		} else if err := json.Unmarshal(x.GetArguments(), &args); err != nil {
 			return nil, Call{}, fmt.Errorf("stored arguments do not decode: %v", err)
 		}
 	}
 	return ch, Call{Execution: x, Tool: tool, Target: target, Arguments: args}, nil
 }
-
-var errSecretsGone = errors.New("the tool's secret arguments were held in memory only and the control plane restarted before dispatch; call the tool again")
 
 func (e *Engine) dropSecrets(id string) {
 	e.secretsMu.Lock()
@@ -96,6 +96,10 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			}
 		}
 		ch, c, err := e.call(x)
+		if errors.Is(err, errSecretsLocked) {
+			log.Info("dispatch waits for the vault: the execution's secret arguments are sealed with its key (latch vault unlock)")
+			return
+		}
 		if err != nil {
 			log.Warn("dispatch: cannot build the call", "error", err)
 			switch x.GetState() {
@@ -135,7 +139,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 					log.Error("dispatch: cannot record not_executed", "error", err)
 					return
 				}
-				e.dropSecrets(id)
+				e.forgetSecrets(ctx, id)
 				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
 				return
 			}

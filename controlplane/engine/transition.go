@@ -43,6 +43,9 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	}
 	x.State = to
 	x.UpdatedAt = ts
+	if sealedGone(to) && e.cfg.Sealer != nil && e.hasSecrets(x) {
+		tx.DeleteSealedArguments(x.GetId()) // nothing will send it again (secrets.go)
+	}
 	if reason != "" {
 		x.Reason = reason
 	}
