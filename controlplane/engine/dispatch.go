@@ -132,7 +132,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 				log.Error("dispatch: cannot record not_executed", "error", err)
 				return
 			}
-			if a.Final || int(x.GetAttempts()) >= e.cfg.MaxDispatches {
+			if a.Final || e.dispatchRetry.Exhausted(int(x.GetAttempts())) {
 				e.dropSecrets(id)
 				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
 				return
@@ -140,7 +140,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff(e.cfg.Recovery.MinBackoff/4, e.cfg.Recovery.MaxBackoff, int(x.GetAttempts()))):
+			case <-time.After(e.dispatchRetry.Backoff(int(x.GetAttempts()))):
 			}
 		default:
 			// Secrets stay in memory: a replay under the same key must
@@ -192,13 +192,4 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 	if err != nil {
 		e.log.Error("cannot record completion", "execution_id", id, "error", err)
 	}
-}
-
-// backoff doubles lo per attempt, capped at hi.
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo
-	for i := 1; i < attempt && d < hi; i++ {
-		d *= 2
-	}
-	return min(d, hi)
 }

@@ -203,6 +203,10 @@ type Engine struct {
 	rq       *dueq.Queue[job]
 	rstateMu sync.Mutex
 	rstate   map[string]*recoveryState
+
+	// dispatchRetry and recoveryRetry are the engine's retry rules
+	// (retry.go), fixed at New from MaxDispatches and Recovery.
+	dispatchRetry, recoveryRetry RetryPolicy
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.
@@ -264,6 +268,9 @@ func New(cfg Config) (*Engine, error) {
 		cancel:   cancel,
 		rq:       rq,
 		rstate:   map[string]*recoveryState{},
+
+		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true},
+		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
 	cfg.Store.OnCommit(e.notify)
