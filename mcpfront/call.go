@@ -400,12 +400,15 @@ func dispositionName(d recordv1.Disposition) string {
 	return strings.ToLower(strings.TrimPrefix(d.String(), "DISPOSITION_"))
 }
 
-func viewResult(r *recordv1.Result, channel string) *ResultView {
+// viewResult is the stored result as the model sees it. It reads only the
+// fields the channel that observed it set (recordv1.Result): the front knows
+// no channel by name.
+func viewResult(r *recordv1.Result) *ResultView {
 	if r == nil {
 		return nil
 	}
 	v := &ResultView{Status: r.GetStatus(), Signal: r.GetSignal(), BodyTruncated: r.GetBodyTruncated(), Summary: r.GetSummary()}
-	if channel != "" && channel != "http" {
+	if r.GetExited() {
 		ec := r.GetExitCode()
 		v.ExitCode = &ec
 	}
@@ -439,13 +442,13 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 	completed := lifecycle.Observed(state)
 	switch {
 	case completed && r != nil:
-		cr.Result = viewResult(r, exec.GetChannel())
+		cr.Result = viewResult(r)
 	case completed:
 		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: actor}); err == nil {
 			if g.GetExecution() != nil {
 				exec = g.GetExecution()
 			}
-			cr.Result = viewResult(g.GetResult(), exec.GetChannel())
+			cr.Result = viewResult(g.GetResult())
 		}
 	}
 	note, isErr := noteFor(exec, cr.DispatchedAt)

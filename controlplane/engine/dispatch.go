@@ -12,7 +12,6 @@ import (
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 func orDefault(s, def string) string {
@@ -181,10 +180,7 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 				return err
 			}
 			x.ResultRef = "result/" + id
-			x.TargetStatus = a.Result.GetStatus()
-			if x.GetChannel() != string(tools.ChannelHTTP) {
-				x.TargetStatus = a.Result.GetExitCode()
-			}
+			x.TargetStatus = targetStatus(a.Result)
 		}
 		x.Outcome = a.Outcome
 		return e.step(tx, x, recordv1.State_STATE_COMPLETED, now, kind, "target answered: "+a.Reason, false)
@@ -192,4 +188,14 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 	if err != nil {
 		e.log.Error("cannot record completion", "execution_id", id, "error", err)
 	}
+}
+
+// targetStatus is the execution's target_status for an observed answer: the
+// exit status when a process ran, else the protocol status the channel
+// recorded (0 when its answers have neither).
+func targetStatus(r *recordv1.Result) int32 {
+	if r.GetExited() {
+		return r.GetExitCode()
+	}
+	return r.GetStatus()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +165,24 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 
 // finalNotSent scripts a NotSent that must not be retried under the same ID.
 const finalNotSent AttemptClass = 100
+
+// Identity is httpchannel's rule, which the fakes stand in for.
+func (f *fakeChannel) Identity(tool *tools.Tool, target *tools.Target) Identity {
+	return httpIdentity(tool, target)
+}
+
+// httpIdentity is httpchannel.Channel.Identity (which this package cannot
+// import): scheme, host and path template.
+func httpIdentity(tool *tools.Tool, target *tools.Target) Identity {
+	if tool.Request == nil {
+		return Identity{}
+	}
+	base := target.BaseURL
+	if u, err := url.Parse(target.BaseURL); err == nil {
+		base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
+	}
+	return Identity{Method: tool.Request.Method, Target: base + tool.Request.Path}
+}
 
 func (f *fakeChannel) Query(ctx context.Context, c Call) Attempt {
 	f.queries.Add(1)
