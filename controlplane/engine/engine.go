@@ -1,11 +1,3 @@
-// Package engine is the heart of the control plane: it gives every requested
-// action an execution ID and an intent fingerprint, matches retries to prior
-// executions atomically, moves executions through the lifecycle with a
-// durable journal record per step, dispatches them through their channel and
-// recovers unknown outcomes from evidence.
-//
-// It is used by the control plane's gRPC service and by `latch dev`; nothing
-// outside controlplane imports it.
 package engine
 
 import (
