@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -640,8 +641,18 @@ func TestRestartRecoversDispatched(t *testing.T) {
 	}
 }
 
+// TestPendingApprovalsExpireAndVoid runs in a synctest bubble: the expiry
+// is the approvals loop's ticker and the TTL on the bubble's clock, so
+// time passes only when every goroutine waits.
 func TestPendingApprovalsExpireAndVoid(t *testing.T) {
-	h := newHarness(t, "", nil)
+	synctest.Test(t, testPendingApprovalsExpireAndVoid)
+}
+
+func testPendingApprovalsExpireAndVoid(t *testing.T) {
+	h := newHarnessWith(t, "", nil, func(c *Config) {
+		c.Clock = time.Now // the bubble's clock
+		c.Recovery.Interval = time.Minute
+	})
 	args := `{"name":"db","new_secret":"s"}`
 	first := h.submit(t, "alice", "rotate", args)
 	// Two retries while pending: one card (attached), not three.
@@ -654,7 +665,8 @@ func TestPendingApprovalsExpireAndVoid(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("%d pending approvals, want 1", len(pending))
 	}
-	h.clock.Add(11 * time.Minute) // past the default 10m TTL
+	time.Sleep(11*time.Minute + 30*time.Second) // past the default 10m TTL, and a tick after it
+	synctest.Wait()
 	x := h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_REJECTED)
 	if !strings.Contains(x.GetReason(), "approval expired") {
 		t.Errorf("reason = %q, want approval expired", x.GetReason())
