@@ -160,7 +160,7 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			data := t.TempDir()
 			p := startServe(t, data, catalog)
 			c := client(t, data)
-			demo.SetDelay(3 * time.Second)
+			demo.Hold() // the answer waits until the control plane is killed
 			args := `{"service":"api","version":"7.1.0"}`
 			kind := "release"
 			if tool == "create_ticket" {
@@ -172,15 +172,10 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			}
 			id := r.GetExecution().GetId()
 			waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
-			for i := 0; i < 200 && demo.InFlight() == 0; i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if demo.InFlight() == 0 {
-				t.Fatal("the request never reached the target")
-			}
+			testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			p.cmd.Wait()
-			demo.SetDelay(0)
+			demo.Release()
 
 			startServe(t, data, catalog)
 			c = client(t, data)
