@@ -87,16 +87,15 @@ func startServe(t *testing.T, data, catalog string) *proc {
 			t.Logf("latch serve log:\n%s", stderr.String())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", server.SocketPath(data)); err == nil {
+	// On failure the cleanup above logs what latch serve wrote.
+	testbin.Eventually(t, "latch serve to open its socket", func() bool {
+		c, err := net.Dial("unix", server.SocketPath(data))
+		if err == nil {
 			c.Close()
-			return p
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("latch serve did not open its socket:\n%s", stderr.String())
-	return nil
+		return err == nil
+	})
+	return p
 }
 
 func client(t *testing.T, data string) controlplanev1.ControlPlaneClient {
@@ -426,14 +425,12 @@ func startDev(t *testing.T, data string, args ...string) *proc {
 			t.Logf("latch dev output:\n%s", out.String())
 		}
 	})
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(devInfoPath(data)); err == nil {
-			return &proc{cmd: cmd}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("latch dev did not start:\n%s", out.String())
-	return nil
+	// On failure the cleanup above logs what latch dev wrote.
+	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
+		_, err := os.Stat(devInfoPath(data))
+		return err == nil
+	})
+	return &proc{cmd: cmd}
 }
 
 const approvalCatalog = `
