@@ -102,8 +102,10 @@ type Attempt struct {
 	// Reason says what happened, for the journal (never secrets).
 	Reason string
 	// Final, with NotSent: dispatching again under the same execution ID
-	// cannot succeed (a host agent never re-runs an ID), so the execution
-	// rests at not_executed at once.
+	// cannot succeed (a host agent never re-runs an ID), or the failure
+	// will not pass by itself (a host key mismatch, a refused login), so
+	// the execution rests at not_executed at once instead of spending the
+	// dispatch retries (retry.go).
 	Final bool
 	// Durable, with Absent: the target has recorded that it will never act
 	// on this execution ID (a host agent's not_started marker), so the

@@ -18,7 +18,9 @@ import (
 //     again after dispatchRetry.Backoff(attempts), at most
 //     Config.MaxDispatches dispatches in all; the waits start at
 //     RecoveryConfig.MinBackoff/4 and carry jitter, so executions that
-//     failed together against one target do not come back together;
+//     failed together against one target do not come back together; a
+//     NotSent the channel marks Final (the failure cannot pass by itself)
+//     rests at not_executed at once;
 //   - recovery: an outcome_unknown execution is asked again after
 //     recoveryRetry.Backoff(recovery attempts), at most
 //     RecoveryConfig.MaxAttempts counted attempts, then needs_review; the

@@ -30,7 +30,7 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	sc, err := c.sshClient(dctx, t)
 	cancel()
 	if err != nil {
-		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+		return notConnected(err)
 	}
 	maxWait := c.cfg.MaxWait
 	if timeout > 0 {

@@ -192,7 +192,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	ac, err := c.conn(ctx, call.Target)
 	if err != nil {
-		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+		return notConnected(err)
 	}
 	defer c.release(ac)
 	timeout := commandTimeout(call)
@@ -234,6 +234,14 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 		return a
 	}
 	return c.classify(ctx, ac, call.Target.Name, m, false)
+}
+
+// notConnected is the attempt of a dispatch that could not connect: nothing
+// was sent. A failure that stays until someone fixes it (sshdial.Retryable
+// false: the host key, the login) is Final, so the engine does not spend its
+// dispatch retries repeating it.
+func notConnected(err error) engine.Attempt {
+	return engine.Attempt{Class: engine.NotSent, Final: !sshdial.Retryable(err), Reason: err.Error()}
 }
 
 // Query asks the host agent for the execution's marker, without acting.
