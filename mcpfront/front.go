@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -57,10 +58,17 @@ type Config struct {
 	Logger       hclog.Logger
 	ControlPlane controlplanev1.ControlPlaneClient
 	Catalog      *tools.Catalog
-	// Tokens authenticates HTTP callers. Nil: no authentication, every HTTP
-	// caller is LoopbackActor; the binary allows that only on loopback.
+	// Tokens authenticates HTTP callers. Nil (and OAuth nil): no
+	// authentication, every HTTP caller is LoopbackActor; the binary allows
+	// that only on loopback.
 	Tokens TokenVerifier
-	// LoopbackActor is the actor when Tokens is nil (default "local").
+	// OAuth, when set, makes the front an OAuth 2.1 resource server
+	// (oauth.go): it publishes protected-resource metadata and accepts JWT
+	// access tokens for its resource URL; bearer tokens that are not JWTs
+	// still go to Tokens.
+	OAuth *auth.JWTVerifier
+	// LoopbackActor is the actor when Tokens and OAuth are nil (default
+	// "local").
 	LoopbackActor string
 	// WaitBound is how long one tools/call waits for an execution to rest
 	// before answering "still running" (default 50s).
@@ -89,6 +97,8 @@ type Front struct {
 	// closing ends the watchers of open MCP sessions (see endOnClose).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
+	metadataURL string
 	// watched holds the MCP session ids whose end is being watched.
 	watched sync.Map
 
@@ -141,6 +151,13 @@ func New(cfg Config) (*Front, error) {
 		return nil, err
 	}
 	f.origins = origins
+	if cfg.OAuth != nil {
+		u, err := ResourceMetadataURL(cfg.OAuth.Resource())
+		if err != nil {
+			return nil, err
+		}
+		f.metadataURL = u
+	}
 	srv, err := f.newServer("")
 	if err != nil {
 		return nil, err
@@ -205,6 +222,9 @@ func (f *Front) newServer(fixedActor string) (*mcp.Server, error) {
 func (f *Front) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.wrapHTTP(http.HandlerFunc(f.route)))
+	if f.cfg.OAuth != nil {
+		f.registerOAuth(mux)
+	}
 	return mux
 }
 

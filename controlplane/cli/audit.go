@@ -12,6 +12,7 @@ import (
 	"github.com/latchhq/latch/controlplane/audit"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
@@ -64,9 +65,17 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 				return err
 			}
 		case len(pos) == 1:
-			rep, err = audit.Verify(pos[0], opts)
+			var state *store.StateReport
+			rep, state, err = audit.VerifyAll(ctx, pos[0], opts)
 			if err != nil {
 				return err
+			}
+			progress.done()
+			fmt.Fprintln(env.Stdout, state.String())
+			if !state.OK() {
+				fmt.Fprintln(env.Stdout, rep.String())
+				vf.verdict(env, rep) //nolint:errcheck // the state mismatch already fails the check
+				return errSilent
 			}
 		default:
 			return usagef("audit verify needs a DATA_DIR or --export FILE")

@@ -176,10 +176,11 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 		}
 		a := e.redactAttempt(x, a) // secret argument values never stored (redact.go)
 		if a.Result != nil {
-			if err := tx.PutResult(id, a.Result); err != nil {
+			sum, err := tx.PutResult(id, a.Result)
+			if err != nil {
 				return err
 			}
-			x.ResultRef = "result/" + id
+			x.ResultRef, x.ResultSha256 = store.ResultRef(sum), sum
 			x.TargetStatus = targetStatus(a.Result)
 		}
 		x.Outcome = a.Outcome

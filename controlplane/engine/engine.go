@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -366,6 +367,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			if err != nil {
 				return err
 			}
+			if err := tx.Check(cited); err != nil && !errors.Is(err, store.ErrResultIntegrity) {
+				return err
+			}
 			if !lifecycle.Settled(cited.GetState()) {
 				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
 			}
@@ -374,6 +378,23 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			prior, err := tx.Latest(fp)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
+			}
+			// The prior decides whether this call is sent: it must agree
+			// with its journal records before it can (a forged state must
+			// not turn a retry into a second effect). A result that fails
+			// its hash still attaches, to an execution moved to
+			// needs_review in this same commit; the result is withheld.
+			if err == nil {
+				if cerr := tx.Check(prior); cerr != nil {
+					if !errors.Is(cerr, store.ErrResultIntegrity) {
+						return cerr
+					}
+					if reason, review := e.integrityReview(prior, cerr); review {
+						if err := e.step(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", reason, false); err != nil {
+							return err
+						}
+					}
+				}
 			}
 			if err == nil && matches(prior, in.Actor, scope, now) {
 				res = attachResult(prior)
@@ -466,6 +487,9 @@ func attachResult(prior *recordv1.Execution) *SubmitResult {
 		r.Note = fmt.Sprintf("%s was dispatched at %s and its outcome is unknown; not re-sent: it is being established from the target", id, stamp(prior.GetDispatchedAt()))
 	case recordv1.State_STATE_NEEDS_REVIEW:
 		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
+		if strings.HasPrefix(prior.GetReason(), ReasonResultIntegrity) {
+			r.Note = id + " completed, but its stored result failed its integrity check (result_integrity) and is withheld; an operator's review decides; not re-sent"
+		}
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
 		r.Note = fmt.Sprintf("%s already completed at %s; returning its stored result, not re-sent (to repeat it on purpose, pass repeat_of=%s)", id, stamp(prior.GetCompletedAt()), id)
 	case recordv1.State_STATE_REJECTED:

@@ -19,19 +19,6 @@ func (s *Store) Execution(id string) (*recordv1.Execution, error) {
 	return decodeExecution(s.kv.Get(execKey(id)))
 }
 
-// Result returns the stored result of an execution, or ErrNotFound.
-func (s *Store) Result(id string) (*recordv1.Result, error) {
-	data, err := s.kv.Get(resultKey(id))
-	if err != nil {
-		return nil, err
-	}
-	r := &recordv1.Result{}
-	if err := proto.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("store: decode result: %w", err)
-	}
-	return r, nil
-}
-
 // Filter selects executions for List. Zero fields match everything.
 type Filter struct {
 	Actor string
