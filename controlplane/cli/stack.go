@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/latchhq/latch/controlplane/admin"
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
@@ -43,6 +44,8 @@ type stackConfig struct {
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
+	// Access says who may call which RPC (server.Config.Access).
+	Access authz.Config
 }
 
 // actorSet knows the configured actors and every actor with a live token.
@@ -157,6 +160,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
+		TCPAddr:    cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 	})
 	if err != nil {
 		hd.Close()
