@@ -14,8 +14,9 @@ import (
 // hostchannel makes one Run or Status call. So one engine attempt is one
 // dial and one request, and the bounds below are the whole story:
 //
-//   - dispatch: an attempt that provably sent nothing (NotSent) is dispatched
-//     again after dispatchRetry.Backoff(attempts), at most
+//   - dispatch: an attempt that provably sent nothing (NotSent) returns the
+//     execution to authorized and is sent again after
+//     dispatchRetry.Backoff(attempts), at most
 //     Config.MaxDispatches dispatches in all; the waits start at
 //     RecoveryConfig.MinBackoff/4 and carry jitter, so executions that
 //     failed together against one target do not come back together; a
