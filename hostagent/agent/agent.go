@@ -77,6 +77,7 @@ type Agent struct {
 	policy Policy
 
 	store       *markers.Store
+	mirrors     *execdir.Mirrors
 	notify      *notifier
 	scriptLocks [64]sync.Mutex
 	bg          sync.WaitGroup
@@ -132,7 +133,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Policy != nil {
 		policy = *cfg.Policy
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger.Named("agent"), policy: policy, notify: newNotifier()}, nil
+	return &Agent{cfg: cfg, log: cfg.Logger.Named("agent"), policy: policy, notify: newNotifier(), mirrors: execdir.NewMirrors(cfg.DataDir)}, nil
 }
 
 // Serve locks the data directory, opens (or recovers) the marker store,

@@ -221,10 +221,11 @@ func (a *Agent) lockScript(id string) (unlock func()) {
 	return mu.Unlock
 }
 
-// mirror writes the file copy of a script marker. The store stays the
-// truth; a failed mirror only weakens a future rebuild, so it is logged.
+// mirror durably writes the file copy of a script marker (group-committed
+// with concurrent mirrors, see execdir.Mirrors). The store stays the truth;
+// a failed mirror only weakens a future rebuild, so it is logged.
 func (a *Agent) mirror(m *hostagentv1.Marker) {
-	if err := execdir.WriteScriptMirror(a.cfg.DataDir, m); err != nil {
+	if err := a.mirrors.Write(m); err != nil {
 		a.log.Error("mirroring script marker failed; a rebuilt store would miss this change", "execution_id", m.GetExecutionId(), "error", err)
 	}
 }
