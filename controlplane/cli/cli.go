@@ -50,6 +50,7 @@ func commandTable() map[string]command {
 		"session":   {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
 		"vault":     {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
 		"token":     {"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken},
+		"bench":     {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
 	}
 }
 
