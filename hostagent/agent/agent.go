@@ -77,7 +77,6 @@ type Agent struct {
 	policy Policy
 
 	store       *markers.Store
-	mirrors     *execdir.Mirrors
 	notify      *notifier
 	scriptLocks [64]sync.Mutex
 	bg          sync.WaitGroup
@@ -133,7 +132,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Policy != nil {
 		policy = *cfg.Policy
 	}
-	return &Agent{cfg: cfg, log: cfg.Logger.Named("agent"), policy: policy, notify: newNotifier(), mirrors: execdir.NewMirrors(cfg.DataDir)}, nil
+	return &Agent{cfg: cfg, log: cfg.Logger.Named("agent"), policy: policy, notify: newNotifier()}, nil
 }
 
 // Serve locks the data directory, opens (or recovers) the marker store,
