@@ -224,8 +224,8 @@ func (a *Agent) lockScript(id string) (unlock func()) {
 // mirror durably writes the file copy of a script marker (temp file fsync,
 // rename, directory fsync). Concurrent mirrors are not grouped here: the
 // file system already merges concurrent fsyncs into one journal commit, and
-// a user-space group (execdir history: parallel file fsyncs, one directory
-// fsync) measured the same, because each file's data sync is the cost. The
+// a user-space group (tried: parallel file fsyncs, renames, one directory
+// fsync per group) measured the same, because each file's data sync is the cost. The
 // store stays the truth; a failed mirror only weakens a future rebuild, so
 // it is logged.
 func (a *Agent) mirror(m *hostagentv1.Marker) {
