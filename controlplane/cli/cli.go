@@ -52,6 +52,7 @@ func commandTable() map[string]command {
 		"token":      {"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken},
 		"version":    {"print the version, VCS revision and Go version: latch version [--json]", runVersion},
 		"completion": {"print a shell completion script: latch completion bash|zsh|fish", runCompletion},
+		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
 	}
 }
 
