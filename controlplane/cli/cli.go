@@ -49,6 +49,7 @@ func commandTable() map[string]command {
 		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
 		"session":   {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
 		"vault":     {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
+		"store":     {"the PostgreSQL store: migrate --store URL | status --store URL", runStore},
 		"token":     {"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken},
 	}
 }

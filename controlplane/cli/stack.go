@@ -25,6 +25,7 @@ import (
 type stackConfig struct {
 	Logger         hclog.Logger
 	DataDir        string
+	Store          string
 	Catalog        *tools.Catalog
 	CheckpointCopy string
 	// VaultPath defaults to DATA/vault.json.
@@ -152,7 +153,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 	}
 	trusted := setOf(cfg.Trusted)
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},

@@ -49,6 +49,10 @@ import (
 type Config struct {
 	Logger  hclog.Logger
 	DataDir string
+	// Store selects the backend (store.OpenKV): empty for Badger in
+	// DATA/db, or a PostgreSQL connection string. Keys, the vault and the
+	// API socket stay in DataDir either way.
+	Store   string
 	Catalog *tools.Catalog
 	// Socket is the unix socket of the API (default DATA/control.sock).
 	Socket string
@@ -155,7 +159,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(cfg.DataDir, "journal.key"), err)
 	}
-	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{Logger: log.Named("badger")})
+	kv, err := store.OpenKV(context.Background(), cfg.Store, DBDir(cfg.DataDir), log)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -387,7 +388,7 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 		return ErrClosed
 	}
 	end := prefixEnd(prefix)
-	lo, hi := bytes.Clone(prefix), end
+	lo, hi := append([]byte{}, prefix...), end // never nil: NULL compares to nothing
 	if start != nil {
 		if !reverse {
 			if bytes.Compare(start, lo) > 0 {
@@ -570,4 +571,37 @@ func (k *PostgresKV) Close() error {
 	}
 	k.pool.Close() // waits for the connections in use to be released
 	return nil
+}
+
+// PostgresStatus is what `latch store status` reports.
+type PostgresStatus struct {
+	SchemaVersion     int
+	BinaryVersion     int
+	SynchronousCommit string
+	JournalSize       int64
+	LastCommit        time.Time
+	// Keys is the planner's estimate of the rows in latch_kv.
+	Keys int64
+}
+
+// Status reads the database's schema version, durability setting, journal
+// size and last commit time without changing anything.
+func (k *PostgresKV) Status(ctx context.Context) (*PostgresStatus, error) {
+	st := &PostgresStatus{BinaryVersion: SchemaVersion, SynchronousCommit: k.SynchronousCommit}
+	var err error
+	if st.SchemaVersion, err = schemaVersion(ctx, k.pool); err != nil {
+		return nil, err
+	}
+	if v, err := k.Get(journalSizeKey); err == nil && len(v) == 8 {
+		st.JournalSize = int64(binary.BigEndian.Uint64(v))
+	} else if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if err := k.pool.QueryRow(ctx, "SELECT at FROM latch_commit WHERE id = 1").Scan(&st.LastCommit); err != nil {
+		return nil, fmt.Errorf("store: read the last commit time: %w", err)
+	}
+	if err := k.pool.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'latch_kv'::regclass").Scan(&st.Keys); err != nil {
+		return nil, fmt.Errorf("store: estimate the key count: %w", err)
+	}
+	return st, nil
 }
