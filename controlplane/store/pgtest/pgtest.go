@@ -6,10 +6,13 @@
 // fresh database. Test code only: internal/testbin.TestSupport keeps it out
 // of binaries.
 //
-// A package using it calls Main from TestMain so the server is stopped
-// when its tests end:
+// The server is stopped when the tests end through testbin.Main or
+// testbin.Exit; a package with no other TestMain uses Main:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// (If the test process dies first, the server gets SIGQUIT as its
+// parent-death signal.)
 //
 // When the binaries are absent, tests that ask for a database skip, unless
 // CI is set (CI=true), where they fail: CI installs the postgresql package.
@@ -34,6 +37,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/latchhq/latch/internal/testbin"
 )
 
 // Server is a running PostgreSQL.
@@ -54,13 +59,7 @@ var (
 )
 
 // Main runs the tests, then stops the server if one was started, and exits.
-func Main(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-	}
-	os.Exit(code)
-}
+func Main(m *testing.M) { testbin.Exit(m.Run()) }
 
 // binDir finds the directory with initdb and postgres: $LATCH_PG_BIN, then
 // PATH, then the newest /usr/lib/postgresql/*/bin (Debian's layout).
@@ -96,6 +95,9 @@ func Shared(tb testing.TB) *Server {
 			return
 		}
 		shared, initErr = Start(bin)
+		if initErr == nil {
+			testbin.AtExit(shared.Stop)
+		}
 	})
 	if absent {
 		if os.Getenv("CI") != "" && os.Getenv("CI") != "false" {
