@@ -465,7 +465,7 @@ func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) ([][]byte, [][]byt
 }
 
 // Commit applies the writes in one transaction. Repeated keys keep their
-// last write. When the connection is lost after COMMIT was sent, the
+// last write. When the connection is lost after the batch was sent, the
 // outcome is read back through the commit marker (waiting on its row lock,
 // so an in-flight commit finishes first); if it cannot be read the backend
 // refuses every later commit with ErrCommitUnknown.
@@ -504,10 +504,10 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	}
 	ctx, cancel := k.ctx()
 	defer cancel()
-	tx, err := k.pool.Begin(ctx)
-	if err != nil {
-		return k.readErr("begin", err)
-	}
+	// One round trip: the statements are pipelined and end in one Sync, so
+	// PostgreSQL runs them as one implicit transaction, committed (and
+	// flushed per synchronous_commit) before it answers the Sync. Any
+	// statement's error rolls the whole batch back.
 	b := &pgx.Batch{}
 	if len(delK) > 0 {
 		b.Queue(deleteWrites, delK)
@@ -516,18 +516,21 @@ func (k *PostgresKV) Commit(writes []Write) error {
 		b.Queue(upsertWrites, setK, setV)
 	}
 	b.Queue(writeToken, token)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		tx.Rollback(context.Background()) //nolint:errcheck // COMMIT was never sent: nothing was committed
-		return k.readErr("write", err)
-	}
-	err = tx.Commit(ctx)
+	err := k.pool.SendBatch(ctx, b).Close()
 	if err == nil {
 		return nil
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		// The server answered: the transaction rolled back.
+		// The server answered with an error: the batch rolled back.
 		return fmt.Errorf("store: PostgreSQL commit: %w", err)
+	}
+	if k.closed.Load() {
+		return ErrClosed
+	}
+	if pgconn.SafeToRetry(err) {
+		// Nothing reached the server (e.g. no connection could be made).
+		return fmt.Errorf("store: PostgreSQL commit (nothing was sent): %w", err)
 	}
 	return k.resolve(token, err)
 }
