@@ -59,6 +59,17 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "journal size:       %d\n", st.JournalSize)
 		fmt.Fprintf(env.Stdout, "keys (estimate):    %d\n", st.Keys)
 		fmt.Fprintf(env.Stdout, "last commit:        %s\n", st.LastCommit.UTC().Format(time.RFC3339))
+		if l := st.Lease; l.Epoch == 0 {
+			fmt.Fprintf(env.Stdout, "active replica:     none (the lease was never taken)\n")
+		} else {
+			state := "held"
+			if !l.Expires.After(st.Now) {
+				state = "expired"
+			}
+			fmt.Fprintf(env.Stdout, "active replica:     %s (epoch %d, %s)\n", l.Holder, l.Epoch, state)
+			fmt.Fprintf(env.Stdout, "lease:              acquired %s ago, renewed %s ago, expires in %s\n",
+				st.Now.Sub(l.Acquired).Round(time.Millisecond), st.Now.Sub(l.Renewed).Round(time.Millisecond), l.Expires.Sub(st.Now).Round(time.Millisecond))
+		}
 		return nil
 	}
 	return usagef("unknown store command %q; usage: %s", sub, usage)

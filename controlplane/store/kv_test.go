@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // kvScan collects a scan's keys (and checks each value is the key's).
@@ -308,5 +309,69 @@ func TestPostgresLostCommitAnswer(t *testing.T) {
 	}
 	if err := kv.Commit([]Write{{Key: []byte("k3"), Value: []byte("v")}}); !errors.Is(err, ErrCommitUnknown) {
 		t.Errorf("Commit after an unknown outcome = %v, want ErrCommitUnknown", err)
+	}
+}
+
+// TestPostgresLeaseFencesAStaleActive: one replica holds the lease; another
+// cannot take it until it expires; once taken, the old holder's commits and
+// renewals fail with ErrFenced (through the Store too) and nothing it wrote
+// after the takeover is in the database.
+func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	a, b := openPG(t, url), openPG(t, url)
+	la, err := a.AcquireLease(ctx, "replica-a", 300*time.Millisecond)
+	if err != nil || la.Epoch != 1 {
+		t.Fatalf("first AcquireLease = %+v, %v; want epoch 1", la, err)
+	}
+	if err := a.Commit([]Write{{Key: []byte("k"), Value: []byte("a1")}}); err != nil {
+		t.Fatalf("the holder's commit: %v", err)
+	}
+	if _, err := b.AcquireLease(ctx, "replica-b", time.Second); !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "replica-a") {
+		t.Fatalf("AcquireLease while held = %v, want ErrLeaseHeld naming replica-a", err)
+	}
+	if _, err := a.RenewLease(ctx, "replica-a", 300*time.Millisecond); err != nil {
+		t.Fatalf("RenewLease by the holder: %v", err)
+	}
+	var lb *Lease
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		lb, err = b.AcquireLease(ctx, "replica-b", 10*time.Second)
+		if err == nil || !errors.Is(err, ErrLeaseHeld) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || lb.Epoch != 2 {
+		t.Fatalf("AcquireLease after expiry = %+v, %v; want epoch 2", lb, err)
+	}
+	if err := a.Commit([]Write{{Key: []byte("k"), Value: []byte("stale")}}); !errors.Is(err, ErrFenced) {
+		t.Errorf("the stale active's commit = %v, want ErrFenced", err)
+	}
+	if _, err := a.RenewLease(ctx, "replica-a", time.Second); !errors.Is(err, ErrFenced) {
+		t.Errorf("the stale active's renewal = %v, want ErrFenced", err)
+	}
+	s := newStore(t, a)
+	err = s.Update(ctx, func(tx *Tx) error {
+		_, err := tx.PutResult("r", &recordv1.Result{Status: 200})
+		return err
+	})
+	if !errors.Is(err, ErrFenced) {
+		t.Errorf("Store.Update on the stale active = %v, want ErrFenced", err)
+	}
+	if err := b.Commit([]Write{{Key: []byte("k"), Value: []byte("b1")}}); err != nil {
+		t.Fatalf("the new holder's commit: %v", err)
+	}
+	if v, _ := b.Get([]byte("k")); string(v) != "b1" {
+		t.Errorf("k = %q, want the new holder's b1", v)
+	}
+	st, err := b.Status(ctx)
+	if err != nil || st.Lease.Holder != "replica-b" || st.Lease.Epoch != 2 || st.SchemaVersion != SchemaVersion {
+		t.Errorf("Status = %+v, %v", st, err)
+	}
+	if err := b.ReleaseLease(ctx, "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := a.AcquireLease(ctx, "replica-a", time.Second); err != nil || l.Epoch != 3 {
+		t.Errorf("AcquireLease after a release = %+v, %v; want epoch 3 at once", l, err)
 	}
 }

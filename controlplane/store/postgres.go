@@ -123,6 +123,8 @@ type PostgresKV struct {
 	opts PostgresOptions
 
 	closed atomic.Bool
+	// epoch, once a lease is acquired, fences every commit.
+	epoch atomic.Int64
 	// broken holds the error every commit returns after an unknown outcome.
 	brokenMu sync.Mutex
 	broken   error
@@ -381,6 +383,7 @@ const (
 	deleteWrites  = "DELETE FROM latch_kv WHERE k = ANY($1::bytea[])"
 	writeToken    = "UPDATE latch_commit SET token = $1, at = now() WHERE id = 1"
 	resolveCommit = "SELECT token FROM latch_commit WHERE id = 1 FOR UPDATE"
+	fenceCommit   = "SELECT latch_fence($1)"
 )
 
 func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
@@ -509,6 +512,9 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	// flushed per synchronous_commit) before it answers the Sync. Any
 	// statement's error rolls the whole batch back.
 	b := &pgx.Batch{}
+	if e := k.epoch.Load(); e != 0 {
+		b.Queue(fenceCommit, e)
+	}
 	if len(delK) > 0 {
 		b.Queue(deleteWrites, delK)
 	}
@@ -523,6 +529,9 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// The server answered with an error: the batch rolled back.
+		if ferr := fencedErr(err); ferr != nil {
+			return ferr
+		}
 		return fmt.Errorf("store: PostgreSQL commit: %w", err)
 	}
 	if k.closed.Load() {
@@ -585,6 +594,10 @@ type PostgresStatus struct {
 	LastCommit        time.Time
 	// Keys is the planner's estimate of the rows in latch_kv.
 	Keys int64
+	// Lease is the active replica's lease (Epoch 0: never taken) and Now
+	// the database's clock it is measured against.
+	Lease *Lease
+	Now   time.Time
 }
 
 // Status reads the database's schema version, durability setting, journal
@@ -602,6 +615,12 @@ func (k *PostgresKV) Status(ctx context.Context) (*PostgresStatus, error) {
 	}
 	if err := k.pool.QueryRow(ctx, "SELECT at FROM latch_commit WHERE id = 1").Scan(&st.LastCommit); err != nil {
 		return nil, fmt.Errorf("store: read the last commit time: %w", err)
+	}
+	if st.Lease, err = k.readLease(ctx); err != nil {
+		return nil, err
+	}
+	if err := k.pool.QueryRow(ctx, "SELECT now()").Scan(&st.Now); err != nil {
+		return nil, fmt.Errorf("store: read the database clock: %w", err)
 	}
 	if err := k.pool.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'latch_kv'::regclass").Scan(&st.Keys); err != nil {
 		return nil, fmt.Errorf("store: estimate the key count: %w", err)
