@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -16,6 +17,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	storeURL := fs.String("store", "", "PostgreSQL store: a postgres:// URL or key=value connection string (several hosts with target_session_attrs=read-write reach the primary); default the Badger store in DATA/db")
+	replica := fs.String("replica", "", "with a PostgreSQL --store: this replica's name in the lease (default the host name)")
+	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every third; a standby takes over after it)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
@@ -44,7 +47,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
 	st, err := newStack(stackConfig{
-		Logger: newLogger(env, *level), DataDir: *data, Store: *storeURL, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: newLogger(env, *level), DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
 	})
