@@ -52,7 +52,7 @@ type Config struct {
 	// Store selects the backend (store.OpenKV): empty for Badger in
 	// DATA/db, or a PostgreSQL connection string. Keys, the vault and the
 	// API socket stay in DataDir either way.
-	Store   string
+	Store string
 	// Replica names this process in the PostgreSQL store's lease (default
 	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
 	Replica  string
