@@ -375,3 +375,18 @@ func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
 		t.Errorf("AcquireLease after a release = %+v, %v; want epoch 3 at once", l, err)
 	}
 }
+
+func TestOpenKVRefusesAStoreThatIsNoConnectionString(t *testing.T) {
+	_, err := OpenKV(context.Background(), "/var/lib/latch/db", t.TempDir(), nil)
+	if !errors.Is(err, ErrStoreSpec) || !strings.Contains(err.Error(), "leave --store out") {
+		t.Errorf("OpenKV(a directory) = %v, want ErrStoreSpec saying what to do", err)
+	}
+	kv, err := OpenKV(context.Background(), "", t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	if _, ok := kv.(*BadgerKV); !ok {
+		t.Errorf("OpenKV(\"\") = %T, want Badger", kv)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -27,5 +28,5 @@ func OpenKV(ctx context.Context, spec, badgerDir string, log hclog.Logger) (KV, 
 	case IsPostgresURL(spec):
 		return OpenPostgres(ctx, spec, PostgresOptions{Logger: log.Named("postgres"), Migrate: true})
 	}
-	return nil, errors.Join(ErrStoreSpec, errors.New("(postgres://user@host:5432/db or \"host=... dbname=...\"); leave --store out for the embedded Badger store in DATA/db"))
+	return nil, fmt.Errorf("%w (postgres://user@host:5432/db or \"host=... dbname=...\"), not %q; leave --store out for the embedded Badger store in DATA/db", ErrStoreSpec, spec)
 }
