@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 )
 
@@ -13,10 +14,19 @@ const cacheGeneration = 16384
 // hashes the next leaf needs, the fingerprint index) skip the backend. Every
 // write passes through Commit, so the cache is never stale; it holds values
 // only after they are durable. Two generations give a cheap LRU-ish bound.
+//
+// A miss is cached too (as deleted), so the writer's lookups of keys that
+// do not exist yet (the fingerprint index of every new intent) cost the
+// backend once: on PostgreSQL each is a round trip made inside the single
+// writer. Only one process writes a store (Badger's lock, PostgreSQL's
+// lease and fence), so the backend changes only through this Commit.
 type cachedKV struct {
 	KV
 	mu       sync.RWMutex
 	cur, old map[string]cached
+	// rotations counts generation swaps: a miss read across one is not
+	// cached, since a commit made meanwhile may have been rotated out.
+	rotations uint64
 }
 
 type cached struct {
@@ -41,7 +51,35 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 		}
 		return bytes.Clone(v.value), nil
 	}
-	return c.KV.Get(key)
+	if uncached(key) {
+		return c.KV.Get(key)
+	}
+	c.mu.RLock()
+	rot := c.rotations
+	c.mu.RUnlock()
+	value, err := c.KV.Get(key)
+	if errors.Is(err, ErrNotFound) {
+		c.mu.Lock()
+		// A commit of key since the read left it in the cache (Commit
+		// stores every key it writes, after the backend has it): then the
+		// cache already holds the truth and the miss is stale.
+		_, inCur := c.cur[string(key)]
+		_, inOld := c.old[string(key)]
+		if c.rotations == rot && !inCur && !inOld {
+			c.put(string(key), cached{deleted: true})
+		}
+		c.mu.Unlock()
+	}
+	return value, err
+}
+
+// put stores one entry, starting a new generation when the current is full.
+func (c *cachedKV) put(key string, v cached) {
+	if len(c.cur) >= cacheGeneration {
+		c.old, c.cur = c.cur, make(map[string]cached, cacheGeneration)
+		c.rotations++
+	}
+	c.cur[key] = v
 }
 
 func (c *cachedKV) Commit(writes []Write) error {
@@ -54,10 +92,7 @@ func (c *cachedKV) Commit(writes []Write) error {
 		if uncached(w.Key) {
 			continue
 		}
-		if len(c.cur) >= cacheGeneration {
-			c.old, c.cur = c.cur, make(map[string]cached, cacheGeneration)
-		}
-		c.cur[string(w.Key)] = cached{value: w.Value, deleted: w.Delete}
+		c.put(string(w.Key), cached{value: w.Value, deleted: w.Delete})
 	}
 	return nil
 }
