@@ -15,10 +15,10 @@ const cacheGeneration = 16384
 // write passes through Commit, so the cache is never stale; it holds values
 // only after they are durable. Two generations give a cheap LRU-ish bound.
 //
-// A miss is cached too (as deleted), so the writer's lookups of keys that
-// do not exist yet (the fingerprint index of every new intent) cost the
-// backend once: on PostgreSQL each is a round trip made inside the single
-// writer. Only one process writes a store (Badger's lock, PostgreSQL's
+// What a Get reads is cached too, a miss as deleted, so the writer's
+// lookups cost the backend once, and Store.WarmLatest can read ahead
+// outside the writer: on PostgreSQL each lookup is a round trip, which
+// inside the single writer would delay the whole group. Only one process writes a store (Badger's lock, PostgreSQL's
 // lease and fence), so the backend changes only through this Commit.
 type cachedKV struct {
 	KV
@@ -58,15 +58,15 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 	rot := c.rotations
 	c.mu.RUnlock()
 	value, err := c.KV.Get(key)
-	if errors.Is(err, ErrNotFound) {
+	if err == nil || errors.Is(err, ErrNotFound) {
 		c.mu.Lock()
 		// A commit of key since the read left it in the cache (Commit
 		// stores every key it writes, after the backend has it): then the
-		// cache already holds the truth and the miss is stale.
+		// cache already holds the truth and what was read may be stale.
 		_, inCur := c.cur[string(key)]
 		_, inOld := c.old[string(key)]
 		if c.rotations == rot && !inCur && !inOld {
-			c.put(string(key), cached{deleted: true})
+			c.put(string(key), cached{value: bytes.Clone(value), deleted: err != nil})
 		}
 		c.mu.Unlock()
 	}

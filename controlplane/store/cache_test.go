@@ -23,8 +23,8 @@ func (r *racingKV) Get(key []byte) ([]byte, error) {
 }
 
 // TestCachedMissNeverHidesACommit: a miss is cached, a commit replaces it,
-// and a miss read while a commit of the same key landed is not cached over
-// the committed value.
+// and a miss or value read while a commit of the same key landed is not
+// cached over the committed value.
 func TestCachedMissNeverHidesACommit(t *testing.T) {
 	kv := &racingKV{MemKV: NewMemKV()}
 	c := newCachedKV(kv)
@@ -51,6 +51,20 @@ func TestCachedMissNeverHidesACommit(t *testing.T) {
 	}
 	if v, err := c.Get([]byte("x/b")); err != nil || string(v) != "2" {
 		t.Errorf("Get after a commit raced a miss = %q, %v: the stale miss was cached", v, err)
+	}
+
+	// The same for a value read while a commit replaced it.
+	if err := kv.MemKV.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.during = func() {
+		if err := c.Commit([]Write{{Key: []byte("x/d"), Value: []byte("new")}}); err != nil {
+			t.Error(err)
+		}
+	}
+	c.Get([]byte("x/d")) //nolint:errcheck // the value after it is what is tested
+	if v, err := c.Get([]byte("x/d")); err != nil || string(v) != "new" {
+		t.Errorf("Get after a commit raced a read = %q, %v: the stale value was cached", v, err)
 	}
 
 	// A generation swap during the read: the miss is not cached.
