@@ -9,6 +9,10 @@ import (
 // cacheGeneration bounds one generation of the read cache (entries).
 const cacheGeneration = 16384
 
+// maxCachedRead is the largest value a read puts in the cache (a large
+// result read once is not worth holding).
+const maxCachedRead = 16 << 10
+
 // cachedKV keeps recently committed values in memory so the hot reads of the
 // dispatch path (an execution read back at every transition, the Merkle
 // hashes the next leaf needs, the fingerprint index) skip the backend. Every
@@ -65,7 +69,7 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 		// cache already holds the truth and what was read may be stale.
 		_, inCur := c.cur[string(key)]
 		_, inOld := c.old[string(key)]
-		if c.rotations == rot && !inCur && !inOld {
+		if c.rotations == rot && !inCur && !inOld && len(value) <= maxCachedRead {
 			c.put(string(key), cached{value: bytes.Clone(value), deleted: err != nil})
 		}
 		c.mu.Unlock()

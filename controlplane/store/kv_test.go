@@ -38,7 +38,8 @@ func kvScan(t *testing.T, kv KV, prefix, start []byte, reverse bool, limit int) 
 // order (0x00 and 0xff bytes included), prefix bounds, ScanFrom both ways,
 // early stop, deletes, a key written twice in one batch, empty values,
 // copies, and nested reads inside a scan. The PostgreSQL backend reads 7
-// rows a page here, so every scan crosses pages.
+// rows or 40 bytes a page here, so every scan crosses pages, some ended by
+// the row count and some by size.
 func TestKVContract(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

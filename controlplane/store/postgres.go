@@ -105,6 +105,10 @@ type PostgresOptions struct {
 	// PageSize is how many rows one scan query reads; default 512. A scan
 	// holds one page in memory and no connection while its callback runs.
 	PageSize int
+	// PageBytes ends a scan page early once its rows hold this many bytes
+	// (default 8 MiB), so a scan of large results stays bounded; the rest
+	// of that query's rows are discarded and read by the next page.
+	PageBytes int
 }
 
 // PostgresKV is the KV on PostgreSQL: one table of (key bytea primary key,
@@ -190,6 +194,9 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = 512
+	}
+	if o.PageBytes <= 0 {
+		o.PageBytes = 8 << 20
 	}
 	cfg, err := poolConfig(url)
 	if err != nil {
@@ -410,7 +417,7 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return nil
 		}
-		keys, vals, err := k.page(lo, hi, reverse, n)
+		keys, vals, more, err := k.page(lo, hi, reverse, n)
 		if err != nil {
 			return err
 		}
@@ -419,7 +426,7 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 				return nil
 			}
 		}
-		if len(keys) < n {
+		if !more {
 			return nil
 		}
 		last := keys[len(keys)-1]
@@ -431,13 +438,13 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 	}
 }
 
-// page reads up to n rows of [lo, hi) and releases the connection before
-// the caller's callback runs (which may read again).
-func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) ([][]byte, [][]byte, error) {
+// page reads up to n rows of [lo, hi) (fewer past pageBytes) and releases
+// the connection before the caller's callback runs (which may read again).
+// more reports that rows may follow.
+func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) (keys, vals [][]byte, more bool, err error) {
 	ctx, cancel := k.ctx()
 	defer cancel()
 	var rows pgx.Rows
-	var err error
 	switch {
 	case !reverse && hi != nil:
 		rows, err = k.pool.Query(ctx, qAscBounded, lo, hi, n)
@@ -449,22 +456,26 @@ func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) ([][]byte, [][]byt
 		rows, err = k.pool.Query(ctx, qDescOpen, lo, n)
 	}
 	if err != nil {
-		return nil, nil, k.readErr("scan", err)
+		return nil, nil, false, k.readErr("scan", err)
 	}
 	defer rows.Close()
-	keys := make([][]byte, 0, n)
-	vals := make([][]byte, 0, n)
+	keys = make([][]byte, 0, min(n, 64))
+	vals = make([][]byte, 0, min(n, 64))
+	size := 0
 	for rows.Next() {
 		var kk, vv []byte
 		if err := rows.Scan(&kk, &vv); err != nil {
-			return nil, nil, k.readErr("scan", err)
+			return nil, nil, false, k.readErr("scan", err)
 		}
 		keys, vals = append(keys, kk), append(vals, vv)
+		if size += len(kk) + len(vv); size > k.opts.PageBytes && len(keys) < n {
+			return keys, vals, true, nil // Close discards the rest
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, k.readErr("scan", err)
+		return nil, nil, false, k.readErr("scan", err)
 	}
-	return keys, vals, nil
+	return keys, vals, len(keys) == n, nil
 }
 
 // Commit applies the writes in one transaction. Repeated keys keep their

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // when tb ends.
 func openPG(tb testing.TB, url string) *PostgresKV {
 	tb.Helper()
-	kv, err := OpenPostgres(context.Background(), url, PostgresOptions{Migrate: true, PageSize: 7})
+	kv, err := OpenPostgres(context.Background(), url, PostgresOptions{Migrate: true, PageSize: 7, PageBytes: 40})
 	if err != nil {
 		tb.Fatal(err)
 	}
