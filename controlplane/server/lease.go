@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 )
 
@@ -70,8 +72,9 @@ func acquireLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, h
 // database's expiry is later than that, so stopping at the deadline stops
 // this replica before a standby can take over. It returns ErrLeaseLost
 // when the deadline passes or another replica holds the lease.
-func renewLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, holder string, ttl time.Duration, acquired time.Time) error {
+func renewLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, holder string, ttl time.Duration, acquired time.Time, published *atomic.Pointer[time.Time]) error {
 	deadline := acquired.Add(ttl - ttl/4)
+	published.Store(&deadline)
 	next := ttl / 3
 	for {
 		wait := min(next, max(time.Until(deadline), 0))
@@ -90,6 +93,8 @@ func renewLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, hol
 		switch {
 		case err == nil:
 			deadline, next = sent.Add(ttl-ttl/4), ttl/3
+			d := deadline
+			published.Store(&d)
 		case errors.Is(err, store.ErrFenced):
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		case ctx.Err() != nil:
@@ -107,14 +112,26 @@ type leaseKeeper struct {
 	cancel context.CancelFunc
 	lost   chan error
 	done   chan struct{}
+	// deadline is the local (monotonic) time by which the lease must have
+	// been renewed again; past it this replica must not act.
+	deadline atomic.Pointer[time.Time]
+}
+
+// holds reports whether the lease is certainly still this replica's: the
+// local deadline, which falls before the database's expiry, has not passed.
+func (k *leaseKeeper) holds() bool {
+	d := k.deadline.Load()
+	return d != nil && time.Now().Before(*d)
 }
 
 func keepLease(log hclog.Logger, kv *store.PostgresKV, holder string, ttl time.Duration, acquired time.Time) *leaseKeeper {
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &leaseKeeper{cancel: cancel, lost: make(chan error, 1), done: make(chan struct{})}
+	d := acquired.Add(ttl - ttl/4)
+	k.deadline.Store(&d)
 	go func() {
 		defer close(k.done)
-		if err := renewLease(ctx, log, kv, holder, ttl, acquired); err != nil {
+		if err := renewLease(ctx, log, kv, holder, ttl, acquired, &k.deadline); err != nil {
 			log.Error("stopping: this replica no longer holds the store lease", "error", err)
 			k.lost <- err
 		}
@@ -133,4 +150,20 @@ func (s *Server) stopLease() {
 	if s.lease != nil {
 		s.lease.stop()
 	}
+}
+
+// fencedChannel refuses to send once the lease's local deadline has
+// passed: checked before every dispatch, so a replica that could not renew
+// sends nothing a standby might send again after taking over. Queries only
+// ask and pass through.
+type fencedChannel struct {
+	engine.Channel
+	lease *leaseKeeper
+}
+
+func (c fencedChannel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
+	if !c.lease.holds() {
+		return engine.Attempt{Class: engine.NotSent, Reason: "this replica's store lease could not be renewed in time: nothing was sent (the active replica dispatches it)"}
+	}
+	return c.Channel.Dispatch(ctx, call)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -70,5 +71,32 @@ func TestLeaseLostStopsTheActive(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stale active still runs 30s after losing its lease")
+	}
+}
+
+type countingChannel struct{ sent int }
+
+func (c *countingChannel) Dispatch(context.Context, engine.Call) engine.Attempt {
+	c.sent++
+	return engine.Attempt{Class: engine.Observed}
+}
+func (c *countingChannel) Query(context.Context, engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.Unsupported}
+}
+
+// TestNothingIsSentPastTheLeaseDeadline: the check before every dispatch
+// uses the local deadline; past it the channel is not called.
+func TestNothingIsSentPastTheLeaseDeadline(t *testing.T) {
+	inner := &countingChannel{}
+	k := &leaseKeeper{}
+	ch := fencedChannel{Channel: inner, lease: k}
+	future, past := time.Now().Add(time.Hour), time.Now().Add(-time.Millisecond)
+	k.deadline.Store(&future)
+	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.Observed || inner.sent != 1 {
+		t.Fatalf("within the deadline: %v, sent %d", a.Class, inner.sent)
+	}
+	k.deadline.Store(&past)
+	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.NotSent || a.Final || inner.sent != 1 {
+		t.Errorf("past the deadline: %+v, sent %d; want NotSent without a send", a, inner.sent)
 	}
 }

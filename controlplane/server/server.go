@@ -195,6 +195,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		lease = keepLease(log.Named("lease"), pg, holder, cfg.LeaseTTL, acquired)
+		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
+		for kind, ch := range cfg.Channels {
+			fenced[kind] = fencedChannel{Channel: ch, lease: lease}
+		}
+		cfg.Channels = fenced
 		defer func() {
 			if lease != nil { // New failed: let a standby take over
 				lease.stop()
