@@ -72,9 +72,9 @@ type proc struct {
 }
 
 // startServe runs `latch serve` as a real process and waits for its socket.
-func startServe(t *testing.T, data, catalog string) *proc {
+func startServe(t *testing.T, data, catalog string, extra ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice")
+	cmd := exec.Command(latchBin, append([]string{"serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice"}, extra...)...)
 	stderr := &testbin.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
 )
@@ -18,6 +19,9 @@ import (
 func runServe(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "serve", "serve --data DIR --catalog FILE [flags]")
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
+	storeURL := fs.String("store", "", "PostgreSQL store: a postgres:// URL or key=value connection string (several hosts with target_session_attrs=read-write reach the primary); default the Badger store in DATA/db")
+	replica := fs.String("replica", "", "with a PostgreSQL --store: this replica's name in the lease (default the host name)")
+	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every third; a standby takes over after it)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
@@ -59,7 +63,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
 	st, err := newStack(stackConfig{
-		Logger: logger, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: logger, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -24,8 +25,13 @@ import (
 
 // stackConfig is what serve and dev share.
 type stackConfig struct {
-	Logger         hclog.Logger
-	DataDir        string
+	Logger   hclog.Logger
+	DataDir  string
+	Store    string
+	Replica  string
+	LeaseTTL time.Duration
+	// Context bounds start-up waits (a standby waiting for the lease).
+	Context        context.Context
 	Catalog        *tools.Catalog
 	CheckpointCopy string
 	// VaultPath defaults to DATA/vault.json.
@@ -161,7 +167,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 	}
 	trusted := setOf(cfg.Trusted)
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},

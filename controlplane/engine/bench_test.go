@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -37,9 +38,20 @@ tools:
     attach_window: 1h
 `
 
-func benchEngine(b *testing.B, dir string) (*Engine, *store.Store) {
+// benchBackends are the stores the benchmarks compare in one run.
+var benchBackends = []string{"badger", "postgres"}
+
+// benchEngineOn builds the bench engine on Badger in dir or on a fresh
+// PostgreSQL database (backend "postgres").
+func benchEngineOn(b *testing.B, backend, dir string) (*Engine, *store.Store) {
 	b.Helper()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	var kv store.KV
+	var err error
+	if backend == "postgres" {
+		kv, err = store.OpenPostgres(context.Background(), pgtest.URL(b), store.PostgresOptions{Migrate: true})
+	} else {
+		kv, err = store.OpenBadger(dir, store.BadgerOptions{})
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,25 +113,27 @@ func commitP50(b *testing.B, st *store.Store) time.Duration {
 // at concurrency 1 and 64. Reports executions/s and p50 latency, and the
 // machine's fsync p50 next to it.
 func BenchmarkSubmit(b *testing.B) {
-	for _, conc := range []int{1, 64} {
-		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
-			e, st := benchEngine(b, b.TempDir())
-			fs := fsyncP50(b)
-			bc := commitP50(b, st)
-			testbin.Load(b, conc, func(i int64) error {
-				args, _ := json.Marshal(map[string]string{"service": "api", "version": strconv.FormatInt(i, 10)})
-				r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
-				if err != nil {
-					return err
-				}
-				if r.Disposition != recordv1.Disposition_DISPOSITION_NEW {
-					return fmt.Errorf("disposition %v, want new", r.Disposition)
-				}
-				return nil
+	for _, backend := range benchBackends {
+		for _, conc := range []int{1, 64} {
+			b.Run(fmt.Sprintf("store=%s/conc=%d", backend, conc), func(b *testing.B) {
+				e, st := benchEngineOn(b, backend, b.TempDir())
+				fs := fsyncP50(b)
+				bc := commitP50(b, st)
+				testbin.Load(b, conc, func(i int64) error {
+					args, _ := json.Marshal(map[string]string{"service": "api", "version": strconv.FormatInt(i, 10)})
+					r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
+					if err != nil {
+						return err
+					}
+					if r.Disposition != recordv1.Disposition_DISPOSITION_NEW {
+						return fmt.Errorf("disposition %v, want new", r.Disposition)
+					}
+					return nil
+				})
+				b.ReportMetric(float64(fs.Microseconds()), "fsync-p50-µs")
+				b.ReportMetric(float64(bc.Microseconds()), "bare-commit-p50-µs")
 			})
-			b.ReportMetric(float64(fs.Microseconds()), "fsync-p50-µs")
-			b.ReportMetric(float64(bc.Microseconds()), "bare-commit-p50-µs")
-		})
+		}
 	}
 }
 
@@ -138,23 +152,25 @@ func BenchmarkMatch(b *testing.B) {
 			sizes = append(sizes, n)
 		}
 	}
-	for _, size := range sizes {
-		b.Run(fmt.Sprintf("stored=%d", size), func(b *testing.B) {
-			e, st := benchEngine(b, b.TempDir())
-			preload(b, st, size)
-			args := []byte(`{"service":"api","version":"target"}`)
-			first, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for b.Loop() {
-				r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
-				if err != nil || r.Execution.GetId() != first.Execution.GetId() {
-					b.Fatalf("retry did not attach: %v %v", r, err)
+	for _, backend := range benchBackends {
+		for _, size := range sizes {
+			b.Run(fmt.Sprintf("store=%s/stored=%d", backend, size), func(b *testing.B) {
+				e, st := benchEngineOn(b, backend, b.TempDir())
+				preload(b, st, size)
+				args := []byte(`{"service":"api","version":"target"}`)
+				first, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				b.ResetTimer()
+				for b.Loop() {
+					r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
+					if err != nil || r.Execution.GetId() != first.Execution.GetId() {
+						b.Fatalf("retry did not attach: %v %v", r, err)
+					}
+				}
+			})
+		}
 	}
 }
 

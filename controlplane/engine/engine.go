@@ -362,6 +362,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
+	e.st.WarmLatest(fp) // the writer's lookup then hits the read cache
 	err = e.st.Update(ctx, func(tx *store.Tx) error {
 		res, fresh = nil, nil
 		if err := e.touchSession(tx, sessionID, sessionKey, in.Actor, in.Evidence, now); err != nil {

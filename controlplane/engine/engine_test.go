@@ -22,6 +22,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -225,6 +226,8 @@ type harness struct {
 	dir   string
 }
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 func newHarness(tb testing.TB, badgerDir string, ch *fakeChannel) *harness {
 	return newHarnessWith(tb, badgerDir, ch, func(*Config) {})
 }
@@ -239,6 +242,12 @@ func newHarnessWith(tb testing.TB, badgerDir string, ch *fakeChannel, adjust fun
 		}
 		kv = b
 	}
+	return newHarnessKV(tb, kv, badgerDir, ch, adjust)
+}
+
+// newHarnessKV is newHarnessWith on a given backend (closed with the store).
+func newHarnessKV(tb testing.TB, kv store.KV, badgerDir string, ch *fakeChannel, adjust func(*Config)) *harness {
+	tb.Helper()
 	st, err := store.New(store.Config{KV: kv})
 	if err != nil {
 		tb.Fatal(err)
@@ -362,8 +371,31 @@ func TestSubmitDispatchesAndCompletes(t *testing.T) {
 	}
 }
 
+// openPostgres opens a fresh PostgreSQL database on the test server.
+func openPostgres(tb testing.TB) store.KV {
+	tb.Helper()
+	kv, err := store.OpenPostgres(context.Background(), pgtest.URL(tb), store.PostgresOptions{Migrate: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kv
+}
+
 func TestConcurrentIdenticalSubmitsMakeOneExecution(t *testing.T) {
-	h := newHarness(t, t.TempDir(), nil)
+	for _, backend := range []string{"badger", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			var h *harness
+			if backend == "postgres" {
+				h = newHarnessKV(t, openPostgres(t), "", nil, func(*Config) {})
+			} else {
+				h = newHarness(t, t.TempDir(), nil)
+			}
+			concurrentIdenticalSubmits(t, h)
+		})
+	}
+}
+
+func concurrentIdenticalSubmits(t *testing.T, h *harness) {
 	const n = 1000
 	var wg sync.WaitGroup
 	results := make([]*SubmitResult, n)

@@ -19,6 +19,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -38,56 +39,66 @@ tools:
 
 // BenchmarkDurablePath is the whole durable path: submit (accepted +
 // authorized), dispatched, the HTTP call, completed — on Badger with
-// SyncWrites — next to a plain Go HTTP client calling the same target.
+// SyncWrites, and on PostgreSQL (a real server on this machine, fsync and
+// synchronous_commit on) — next to a plain Go HTTP client calling the same
+// target.
 func BenchmarkDurablePath(b *testing.B) {
 	demo := demotarget.New(demotarget.Config{Logger: hclog.NewNullLogger()})
 	ts := httptest.NewServer(demo)
 	defer ts.Close()
 	for _, conc := range []int{1, 64} {
-		b.Run(fmt.Sprintf("latch/conc=%d", conc), func(b *testing.B) {
-			kv, err := store.OpenBadger(b.TempDir(), store.BadgerOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			st, _ := store.New(store.Config{KV: kv})
-			defer st.Close()
-			cat, err := tools.Parse("bench.yaml", []byte(fmt.Sprintf(benchCatalog, ts.URL)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			d, _ := httpdispatch.New(httpdispatch.Config{})
-			defer d.Close()
-			ch, _ := New(Config{Dispatcher: d})
-			fp, _ := fingerprint.New(bytes.Repeat([]byte{3}, 32))
-			e, err := engine.New(engine.Config{Store: st, Catalog: cat, Fingerprinter: fp, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			prefix := fmt.Sprintf("c%d-%d-", conc, time.Now().UnixNano())
-			testbin.Load(b, conc, func(i int64) error {
-				r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
-					Arguments: []byte(`{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `"}`)})
-				if err != nil {
-					return err
+		for _, backend := range []string{"badger", "postgres"} {
+			b.Run(fmt.Sprintf("latch/store=%s/conc=%d", backend, conc), func(b *testing.B) {
+				var kv store.KV
+				var err error
+				if backend == "postgres" {
+					kv, err = store.OpenPostgres(context.Background(), pgtest.URL(b), store.PostgresOptions{Migrate: true})
+				} else {
+					kv, err = store.OpenBadger(b.TempDir(), store.BadgerOptions{})
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				w, err := e.Watch(ctx, r.Execution.GetId(), "")
 				if err != nil {
-					return err
+					b.Fatal(err)
 				}
-				for x := range w {
-					if x.GetState() == recordv1.State_STATE_COMPLETED {
-						if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
-							return fmt.Errorf("outcome %v", x.GetOutcome())
-						}
-						return nil
+				st, _ := store.New(store.Config{KV: kv})
+				defer st.Close()
+				cat, err := tools.Parse("bench.yaml", []byte(fmt.Sprintf(benchCatalog, ts.URL)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				d, _ := httpdispatch.New(httpdispatch.Config{})
+				defer d.Close()
+				ch, _ := New(Config{Dispatcher: d})
+				fp, _ := fingerprint.New(bytes.Repeat([]byte{3}, 32))
+				e, err := engine.New(engine.Config{Store: st, Catalog: cat, Fingerprinter: fp, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer e.Close()
+				prefix := fmt.Sprintf("c%d-%d-", conc, time.Now().UnixNano())
+				testbin.Load(b, conc, func(i int64) error {
+					r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
+						Arguments: []byte(`{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `"}`)})
+					if err != nil {
+						return err
 					}
-				}
-				return fmt.Errorf("execution %s did not complete", r.Execution.GetId())
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					w, err := e.Watch(ctx, r.Execution.GetId(), "")
+					if err != nil {
+						return err
+					}
+					for x := range w {
+						if x.GetState() == recordv1.State_STATE_COMPLETED {
+							if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+								return fmt.Errorf("outcome %v", x.GetOutcome())
+							}
+							return nil
+						}
+					}
+					return fmt.Errorf("execution %s did not complete", r.Execution.GetId())
+				})
 			})
-		})
+		}
 		b.Run(fmt.Sprintf("plain/conc=%d", conc), func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			prefix := fmt.Sprintf("p%d-%d-", conc, time.Now().UnixNano())

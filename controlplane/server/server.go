@@ -63,6 +63,17 @@ import (
 type Config struct {
 	Logger  hclog.Logger
 	DataDir string
+	// Store selects the backend (store.OpenKV): empty for Badger in
+	// DATA/db, or a PostgreSQL connection string. Keys, the vault and the
+	// API socket stay in DataDir either way.
+	Store string
+	// Replica names this process in the PostgreSQL store's lease (default
+	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
+	Replica  string
+	LeaseTTL time.Duration
+	// Context bounds start-up waits: a standby waits in New for the lease
+	// (default: no bound).
+	Context context.Context
 	Catalog *tools.Catalog
 	// Socket is the unix socket of the API (default DATA/control.sock).
 	Socket string
@@ -119,6 +130,12 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+
+	// pg is the PostgreSQL backend (nil on Badger); holder and leased
+	// describe the lease this replica holds on it.
+	pg     *store.PostgresKV
+	holder string
+	lease  *leaseKeeper
 
 	// backgroundCheck: start-up checked only the unsettled executions (a
 	// large store); Run checks the rest while serving (state.go).
@@ -178,9 +195,42 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(cfg.DataDir, "journal.key"), err)
 	}
-	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{Logger: log.Named("badger")})
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	kv, err := store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log)
 	if err != nil {
 		return nil, err
+	}
+	// On PostgreSQL the replica loads state only once it is active: it
+	// holds the lease, and every commit from here on is fenced by its epoch.
+	pg, _ := kv.(*store.PostgresKV)
+	var holder string
+	var lease *leaseKeeper
+	if pg != nil {
+		holder = holderName(cfg.Replica)
+		acquired, err := acquireLease(cfg.Context, log.Named("lease"), pg, holder, cfg.LeaseTTL)
+		if err != nil {
+			kv.Close()
+			return nil, err
+		}
+		lease = keepLease(log.Named("lease"), pg, holder, cfg.LeaseTTL, acquired)
+		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
+		for kind, ch := range cfg.Channels {
+			fenced[kind] = fencedChannel{Channel: ch, lease: lease}
+		}
+		cfg.Channels = fenced
+		defer func() {
+			if lease != nil { // New failed: let a standby take over
+				lease.stop()
+				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				pg.ReleaseLease(rctx, holder) //nolint:errcheck // else it expires
+				cancel()
+			}
+		}()
 	}
 	st, err := store.New(store.Config{Logger: log, KV: kv})
 	if err != nil {
@@ -206,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer,
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, pg: pg, holder: holder, lease: lease,
 		backgroundCheck: scope == store.CheckUnsettled}
 	access := cfg.Access
 	access.Logger, access.Journal = log, s
@@ -277,6 +327,7 @@ func New(cfg Config) (*Server, error) {
 			s.ckptSize = c.Size
 		}
 	}
+	lease = nil // s owns it now
 	return s, nil
 }
 
@@ -352,10 +403,12 @@ func (s *Server) TCPAddr() string {
 // next start), a final checkpoint is signed and the store is closed.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
+		s.stopLease()
 		s.Store.Close()
 		return err
 	}
 	if err := s.Engine.Start(ctx); err != nil {
+		s.stopLease()
 		s.Store.Close()
 		return err
 	}
@@ -366,6 +419,16 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
+	if s.lease != nil {
+		g.Go(func() error {
+			select {
+			case err := <-s.lease.lost:
+				return err
+			case <-gctx.Done():
+				return nil
+			}
+		})
+	}
 	if s.backgroundCheck {
 		g.Go(func() error { return s.checkAllState(gctx) })
 	}
@@ -393,6 +456,17 @@ func (s *Server) Run(ctx context.Context) error {
 	s.Engine.Close()
 	if cerr := s.Checkpoint(context.Background()); cerr != nil {
 		s.log.Error("final checkpoint failed", "error", cerr)
+	}
+	if s.lease != nil {
+		s.lease.stop()
+	}
+	if s.pg != nil && !errors.Is(err, ErrLeaseLost) {
+		// Hand over at once instead of making a standby wait out the ttl.
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if rerr := s.pg.ReleaseLease(rctx, s.holder); rerr != nil {
+			s.log.Warn("could not release the store lease; a standby takes over when it expires", "error", rerr)
+		}
+		cancel()
 	}
 	if cerr := s.Store.Close(); cerr != nil && err == nil {
 		err = cerr

@@ -2,21 +2,35 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 )
 
 // cacheGeneration bounds one generation of the read cache (entries).
 const cacheGeneration = 16384
 
+// maxCachedRead is the largest value a read puts in the cache (a large
+// result read once is not worth holding).
+const maxCachedRead = 16 << 10
+
 // cachedKV keeps recently committed values in memory so the hot reads of the
 // dispatch path (an execution read back at every transition, the Merkle
 // hashes the next leaf needs, the fingerprint index) skip the backend. Every
 // write passes through Commit, so the cache is never stale; it holds values
 // only after they are durable. Two generations give a cheap LRU-ish bound.
+//
+// What a Get reads is cached too, a miss as deleted, so the writer's
+// lookups cost the backend once, and Store.WarmLatest can read ahead
+// outside the writer: on PostgreSQL each lookup is a round trip, which
+// inside the single writer would delay the whole group. Only one process writes a store (Badger's lock, PostgreSQL's
+// lease and fence), so the backend changes only through this Commit.
 type cachedKV struct {
 	KV
 	mu       sync.RWMutex
 	cur, old map[string]cached
+	// rotations counts generation swaps: a miss read across one is not
+	// cached, since a commit made meanwhile may have been rotated out.
+	rotations uint64
 }
 
 type cached struct {
@@ -41,7 +55,35 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 		}
 		return bytes.Clone(v.value), nil
 	}
-	return c.KV.Get(key)
+	if uncached(key) {
+		return c.KV.Get(key)
+	}
+	c.mu.RLock()
+	rot := c.rotations
+	c.mu.RUnlock()
+	value, err := c.KV.Get(key)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		c.mu.Lock()
+		// A commit of key since the read left it in the cache (Commit
+		// stores every key it writes, after the backend has it): then the
+		// cache already holds the truth and what was read may be stale.
+		_, inCur := c.cur[string(key)]
+		_, inOld := c.old[string(key)]
+		if c.rotations == rot && !inCur && !inOld && len(value) <= maxCachedRead {
+			c.put(string(key), cached{value: bytes.Clone(value), deleted: err != nil})
+		}
+		c.mu.Unlock()
+	}
+	return value, err
+}
+
+// put stores one entry, starting a new generation when the current is full.
+func (c *cachedKV) put(key string, v cached) {
+	if len(c.cur) >= cacheGeneration {
+		c.old, c.cur = c.cur, make(map[string]cached, cacheGeneration)
+		c.rotations++
+	}
+	c.cur[key] = v
 }
 
 func (c *cachedKV) Commit(writes []Write) error {
@@ -54,10 +96,7 @@ func (c *cachedKV) Commit(writes []Write) error {
 		if uncached(w.Key) {
 			continue
 		}
-		if len(c.cur) >= cacheGeneration {
-			c.old, c.cur = c.cur, make(map[string]cached, cacheGeneration)
-		}
-		c.cur[string(w.Key)] = cached{value: w.Value, deleted: w.Delete}
+		c.put(string(w.Key), cached{value: w.Value, deleted: w.Delete})
 	}
 	return nil
 }

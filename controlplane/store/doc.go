@@ -1,7 +1,18 @@
 // Package store is the control plane's durable state: executions, their
 // results, the matching index and the activity journal, all in one key-value
-// backend (Badger on disk, or an in-memory map for unit tests) behind one
-// single writer that commits concurrent updates in groups.
+// backend (Badger on disk, PostgreSQL, or an in-memory map for unit tests)
+// behind one single writer that commits concurrent updates in groups.
+//
+// # PostgreSQL
+//
+// PostgresKV keeps the same keys in one table, latch_kv (k bytea primary
+// key, v bytea): bytea orders bytewise, so scans see Badger's key order. A
+// group is one pipelined batch in one implicit transaction; a commit marker
+// (latch_commit) written in it tells, after a lost answer, whether it
+// landed. Schema versions are embedded migrations (pgschema/, table
+// latch_schema_version). The lease (latch_lease: holder, epoch, expiry)
+// makes one replica active; its commits call latch_fence(epoch) first, so
+// after a takeover they fail with ErrFenced.
 //
 // # Group commit
 //

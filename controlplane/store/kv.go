@@ -20,8 +20,11 @@ type Write struct {
 }
 
 // KV is a backend: an ordered key-value space with atomic, durable batch
-// commits. Implemented by *BadgerKV and *MemKV; the contract tests in
-// store_test.go run against both.
+// commits. Implemented by *BadgerKV, *PostgresKV and *MemKV; the contract
+// tests (kv_test.go, and the Store tests in store_test.go) run against all
+// three. A Scan is not promised to be one snapshot (PostgreSQL reads it
+// page by page): consistent reads come from the Store's single writer or an
+// idle store.
 type KV interface {
 	// Get returns a copy of the value, or ErrNotFound.
 	Get(key []byte) ([]byte, error)

@@ -407,6 +407,18 @@ func (t *Tx) remember(id string, k known) {
 // entry that points at a missing execution, or at one of another
 // fingerprint, is a *StateError (ErrStateMismatch), never "no prior": a
 // deleted or redirected record must not turn a retry into a new execution.
+// WarmLatest reads what Latest(fingerprint) reads into the read cache, on
+// the caller's goroutine: called before the Update that matches, it keeps
+// the backend round trip (on PostgreSQL, one per new intent) out of the
+// single writer, where it would delay every update of the group. The cache
+// stays exact (cachedKV.Get), so this changes no answer.
+func (s *Store) WarmLatest(fingerprint string) {
+	id, err := s.kv.Get(fpKey(fingerprint))
+	if err == nil {
+		s.kv.Get(execKey(string(id))) //nolint:errcheck // a warm-up: Latest reports any error
+	}
+}
+
 func (t *Tx) Latest(fingerprint string) (*recordv1.Execution, error) {
 	id, err := t.get(fpKey(fingerprint))
 	if err != nil {

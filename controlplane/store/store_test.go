@@ -17,6 +17,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -33,6 +34,21 @@ var backends = []struct {
 		}
 		return kv
 	}},
+	{"postgres", func(tb testing.TB, dir string) KV { return openPG(tb, pgtest.URL(tb)) }},
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// openPG opens the PostgreSQL backend on url (migrating it) and closes it
+// when tb ends.
+func openPG(tb testing.TB, url string) *PostgresKV {
+	tb.Helper()
+	kv, err := OpenPostgres(context.Background(), url, PostgresOptions{Migrate: true, PageSize: 7, PageBytes: 40})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { kv.Close() })
+	return kv
 }
 
 func newStore(tb testing.TB, kv KV) *Store {

@@ -53,4 +53,5 @@ var TestSupport = []string{
 	"github.com/latchhq/latch/controlplane/faultsuite",
 	"github.com/latchhq/latch/hostagent/hostagenttest",
 	"github.com/latchhq/latch/mcpfront/auth/oauthtest",
+	"github.com/latchhq/latch/controlplane/store/pgtest",
 }

@@ -36,6 +36,32 @@ func Main(m *testing.M, pkgs []string, paths []*string) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	Exit(code)
+}
+
+var (
+	atExitMu sync.Mutex
+	atExit   []func()
+)
+
+// AtExit registers fn to run when the tests end (through Main or Exit),
+// e.g. to stop a server shared by a package's tests.
+func AtExit(fn func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, fn)
+}
+
+// Exit runs the AtExit functions, newest first, and exits with code. A
+// TestMain that does not use Main ends with Exit(m.Run()).
+func Exit(code int) {
+	atExitMu.Lock()
+	fns := atExit
+	atExit = nil
+	atExitMu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 	os.Exit(code)
 }
 

@@ -1,0 +1,10 @@
+package httpchannel
+
+import (
+	"testing"
+
+	"github.com/latchhq/latch/controlplane/store/pgtest"
+)
+
+// TestMain stops the PostgreSQL server the benchmarks start.
+func TestMain(m *testing.M) { pgtest.Main(m) }

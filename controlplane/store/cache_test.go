@@ -1,0 +1,82 @@
+package store
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+)
+
+// racingKV runs during, once, inside its next Get after the backend read:
+// a commit that lands between a reader's miss and the cache update.
+type racingKV struct {
+	*MemKV
+	during func()
+}
+
+func (r *racingKV) Get(key []byte) ([]byte, error) {
+	v, err := r.MemKV.Get(key)
+	if f := r.during; f != nil {
+		r.during = nil
+		f()
+	}
+	return v, err
+}
+
+// TestCachedMissNeverHidesACommit: a miss is cached, a commit replaces it,
+// and a miss or value read while a commit of the same key landed is not
+// cached over the committed value.
+func TestCachedMissNeverHidesACommit(t *testing.T) {
+	kv := &racingKV{MemKV: NewMemKV()}
+	c := newCachedKV(kv)
+	if _, err := c.Get([]byte("x/a")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(missing) = %v", err)
+	}
+	if _, ok := c.cur["x/a"]; !ok {
+		t.Error("a miss was not cached")
+	}
+	if err := c.Commit([]Write{{Key: []byte("x/a"), Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get([]byte("x/a")); err != nil || string(v) != "1" {
+		t.Errorf("Get after commit = %q, %v", v, err)
+	}
+
+	kv.during = func() {
+		if err := c.Commit([]Write{{Key: []byte("x/b"), Value: []byte("2")}}); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := c.Get([]byte("x/b")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the racing Get = %v, want the miss it read", err)
+	}
+	if v, err := c.Get([]byte("x/b")); err != nil || string(v) != "2" {
+		t.Errorf("Get after a commit raced a miss = %q, %v: the stale miss was cached", v, err)
+	}
+
+	// The same for a value read while a commit replaced it.
+	if err := kv.MemKV.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.during = func() {
+		if err := c.Commit([]Write{{Key: []byte("x/d"), Value: []byte("new")}}); err != nil {
+			t.Error(err)
+		}
+	}
+	c.Get([]byte("x/d")) //nolint:errcheck // the value after it is what is tested
+	if v, err := c.Get([]byte("x/d")); err != nil || string(v) != "new" {
+		t.Errorf("Get after a commit raced a read = %q, %v: the stale value was cached", v, err)
+	}
+
+	// A generation swap during the read: the miss is not cached.
+	kv.during = func() {
+		c.mu.Lock()
+		for i := range cacheGeneration + 1 {
+			c.put(strconv.Itoa(i)+"/pad", cached{value: []byte{1}})
+		}
+		c.mu.Unlock()
+	}
+	c.Get([]byte("x/c")) //nolint:errcheck // the miss is what is tested
+	if _, ok := c.cur["x/c"]; ok {
+		t.Error("a miss read across a generation swap was cached")
+	}
+}

@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Lease errors.
+var (
+	// ErrFenced is returned by a commit or a renewal after another replica
+	// took the lease: this replica is no longer active and must stop.
+	ErrFenced = errors.New("store: fenced: another replica holds the lease")
+	// ErrLeaseHeld is returned by AcquireLease while another replica's
+	// lease has not expired.
+	ErrLeaseHeld = errors.New("store: the lease is held by another replica")
+)
+
+// fencedCode is the SQLSTATE latch_fence raises.
+const fencedCode = "LF001"
+
+// Lease is the active replica's hold on a PostgreSQL store.
+type Lease struct {
+	Holder  string
+	Epoch   int64
+	Expires time.Time // the database's clock
+	// Acquired and Renewed are the database's times.
+	Acquired, Renewed time.Time
+}
+
+func (k *PostgresKV) readLease(ctx context.Context) (*Lease, error) {
+	l := &Lease{}
+	err := k.pool.QueryRow(ctx, "SELECT holder, epoch, expires_at, acquired_at, renewed_at FROM latch_lease WHERE id = 1").
+		Scan(&l.Holder, &l.Epoch, &l.Expires, &l.Acquired, &l.Renewed)
+	if err != nil {
+		return nil, fmt.Errorf("store: read the lease: %w", err)
+	}
+	return l, nil
+}
+
+// AcquireLease takes the lease for holder for ttl when it is free or
+// expired (by the database's clock), raising the epoch, and from then on
+// fences every Commit with that epoch. While another holder's lease runs
+// it returns ErrLeaseHeld naming the holder and the expiry.
+func (k *PostgresKV) AcquireLease(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
+	if holder == "" || ttl <= 0 {
+		return nil, errors.New("store: AcquireLease needs a holder name and a positive ttl")
+	}
+	l := &Lease{Holder: holder}
+	err := k.pool.QueryRow(ctx, `UPDATE latch_lease
+		SET holder = $1, epoch = epoch + 1, acquired_at = now(), renewed_at = now(), expires_at = now() + $2::interval
+		WHERE id = 1 AND expires_at < now()
+		RETURNING epoch, expires_at, acquired_at, renewed_at`, holder, ttl).Scan(&l.Epoch, &l.Expires, &l.Acquired, &l.Renewed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, rerr := k.readLease(ctx)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return cur, fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, cur.Holder, cur.Epoch, cur.Expires.UTC().Format(time.RFC3339Nano))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: acquire the lease: %w", err)
+	}
+	k.epoch.Store(l.Epoch)
+	return l, nil
+}
+
+// RenewLease extends the lease this backend holds to now + ttl. It returns
+// ErrFenced when another replica has taken it.
+func (k *PostgresKV) RenewLease(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
+	epoch := k.epoch.Load()
+	if epoch == 0 {
+		return nil, errors.New("store: RenewLease before AcquireLease")
+	}
+	l := &Lease{Holder: holder, Epoch: epoch}
+	err := k.pool.QueryRow(ctx, `UPDATE latch_lease SET renewed_at = now(), expires_at = now() + $3::interval
+		WHERE id = 1 AND holder = $1 AND epoch = $2 RETURNING expires_at, acquired_at, renewed_at`, holder, epoch, ttl).
+		Scan(&l.Expires, &l.Acquired, &l.Renewed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w (epoch %d was ours)", ErrFenced, epoch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: renew the lease: %w", err)
+	}
+	return l, nil
+}
+
+// ReleaseLease gives the lease up (expires it now) so a standby need not
+// wait out the ttl; commits stay fenced by the old epoch until the next
+// acquisition raises it.
+func (k *PostgresKV) ReleaseLease(ctx context.Context, holder string) error {
+	epoch := k.epoch.Load()
+	if epoch == 0 {
+		return nil
+	}
+	_, err := k.pool.Exec(ctx, "UPDATE latch_lease SET expires_at = now() - interval '1 microsecond' WHERE id = 1 AND holder = $1 AND epoch = $2", holder, epoch)
+	if err != nil {
+		return fmt.Errorf("store: release the lease: %w", err)
+	}
+	return nil
+}
+
+// fencedErr maps latch_fence's error to ErrFenced.
+func fencedErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == fencedCode {
+		return fmt.Errorf("%w: %s", ErrFenced, pe.Message)
+	}
+	return nil
+}
