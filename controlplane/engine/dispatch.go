@@ -112,7 +112,9 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			}
 		}
 		c.Execution = x
-		a := ch.Dispatch(ctx, c)
+		actx, observed := e.observe(ctx, AttemptDispatch, c)
+		a := ch.Dispatch(actx, c)
+		observed(a)
 		if ctx.Err() != nil && a.Class != Observed {
 			// Shutting down mid-dispatch: leave it dispatched; start-up
 			// recovery will ask the target.

@@ -152,6 +152,8 @@ type Config struct {
 	// ApprovalTTL is how long an execution may await approval before it is
 	// rejected as expired (default 10m).
 	ApprovalTTL time.Duration
+	// Observer, when set, is told about every channel call (observe.go).
+	Observer Observer
 }
 
 // RecoveryConfig tunes recovery of unknown outcomes.
