@@ -42,6 +42,8 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/telemetry"
+	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -75,6 +77,8 @@ type Config struct {
 	// TLS secures the TCP listener (set ClientCAs + RequireAndVerifyClientCert
 	// for mutual TLS).
 	TLS *tls.Config
+	// Telemetry, when set, receives the metrics and spans (ops.go).
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is a running control plane.
@@ -91,6 +95,8 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+
+	ops opsState // ops.go
 }
 
 // Paths of a data directory.
@@ -150,25 +156,30 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(store.Config{Logger: log, KV: kv})
+	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, kv)})
 	if err != nil {
 		kv.Close()
+		return nil, err
+	}
+	if err := observeStore(cfg.Telemetry, st); err != nil {
+		st.Close()
 		return nil, err
 	}
 	eng, err := engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
+		Observer: engineObserver(cfg.Telemetry),
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng})
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Observer: submitObserver(cfg.Telemetry)})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log)))
+	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log), tracing.UnaryServer(), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log), tracing.StreamServer()))
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
@@ -177,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
 	if cfg.TCPAddr != "" {
-		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
+		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), tracing.UnaryServer(), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log), tracing.StreamServer())}
 		if cfg.TLS != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 		} else if !loopback.HostPort(cfg.TCPAddr) {
@@ -194,7 +205,12 @@ func New(cfg Config) (*Server, error) {
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
 		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
 			s.ckptSize = c.Size
+			s.ops.checkpointed(c.Time)
 		}
+	}
+	if err := s.observe(); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -257,6 +273,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
+	for _, task := range s.ops.tasks {
+		g.Go(func() error { return task(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
@@ -323,6 +342,9 @@ func (s *Server) Checkpoint(ctx context.Context) error {
 		s.ckptSize = n
 		return nil
 	})
+	if err == nil && note != nil {
+		s.ops.checkpointed(time.Now())
+	}
 	if err != nil || note == nil || s.cfg.CheckpointCopy == "" {
 		return err
 	}

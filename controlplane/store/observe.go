@@ -87,3 +87,10 @@ func (s *Store) Oldest(st recordv1.State) (*recordv1.Execution, error) {
 	}
 	return s.Execution(id)
 }
+
+// Closed reports whether Close was called.
+func (s *Store) Closed() bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	return s.closed
+}
