@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/internal/tracing"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // SubmitObserver is told about each Submit (the submit counter and span).

@@ -31,10 +31,14 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	opsF := addOpsFlags(fs, devOpsListen)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	log := newLogger(env, *level)
+	if err := opsF.validate(*level); err != nil {
+		return err
+	}
+	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	demoLis, err := net.Listen("tcp", *demoListen)
 	if err != nil {
 		return fmt.Errorf("demo target: %w (pass --demo-listen to use another address)", err)
@@ -53,7 +57,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if token == "" {
 		token = newDevToken()
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
+	ob, err := newObservability(ctx, log, cat)
+	if err != nil {
+		return err
+	}
+	defer ob.close()
+	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
 	if !*strict {
 		sc.Trusted = []string{devActor}
 	}
@@ -62,6 +71,11 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.close()
+	opsURL, err := ob.serve(opsF, st)
+	if err != nil {
+		st.srv.Store.Close()
+		return err
+	}
 	if err := st.srv.Listen(); err != nil {
 		return err
 	}
@@ -74,7 +88,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
-		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout, OpsURL: opsURL,
 	})
 }
 

@@ -28,7 +28,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
 	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: require client certificates signed by this CA (mutual TLS)")
+	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := opsF.validate(*level); err != nil {
 		return err
 	}
 	if *data == "" || *catalogPath == "" {
@@ -42,8 +46,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
+	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
+	ob, err := newObservability(ctx, log, cat)
+	if err != nil {
+		return err
+	}
+	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: newLogger(env, *level), DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
 	})
@@ -51,6 +61,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.close()
+	if _, err := ob.serve(opsF, st); err != nil {
+		st.srv.Store.Close()
+		return err
+	}
 	return st.srv.Run(ctx)
 }
 

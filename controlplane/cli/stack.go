@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/mcpfront/auth"
 	"github.com/latchhq/latch/tools"
@@ -43,6 +44,8 @@ type stackConfig struct {
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
+	// Telemetry receives the control plane's metrics and spans (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 // actorSet knows the configured actors and every actor with a live token.
@@ -157,6 +160,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
+		Telemetry:  cfg.Telemetry,
 	})
 	if err != nil {
 		hd.Close()

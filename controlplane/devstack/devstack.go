@@ -105,6 +105,9 @@ type Config struct {
 	MCP, Demo net.Listener
 	// Out receives the banner a newcomer reads.
 	Out io.Writer
+	// OpsURL is the control plane's ops listener (metrics, health), shown in
+	// the banner; optional.
+	OpsURL string
 }
 
 // Run serves the stack until ctx ends or a part fails.
@@ -141,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
-	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL)
+	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL, cfg.OpsURL)
 	return g.Wait()
 }
 
@@ -192,7 +195,11 @@ func (d *devTokens) Verify(ctx context.Context, tok string) (string, string, err
 	return d.store.Verify(ctx, tok)
 }
 
-func printBanner(w io.Writer, url, token, data, demo string) {
+func printBanner(w io.Writer, url, token, data, demo, ops string) {
+	opsLine := ""
+	if ops != "" {
+		opsLine = fmt.Sprintf("  metrics        %s/metrics   (health: %s/healthz, %s/readyz)\n", ops, ops, ops)
+	}
 	fmt.Fprintf(w, `
 Latch dev is running.
 
@@ -200,7 +207,7 @@ Latch dev is running.
   bearer token   %s   (actor %q)
   data dir       %s   (admin commands: latch exec list --data %s)
   demo target    %s
-
+%s
 Connect an MCP client (Streamable HTTP):
 
   Claude Code:   claude mcp add --transport http latch %s --header "Authorization: Bearer %s"
@@ -209,5 +216,5 @@ Connect an MCP client (Streamable HTTP):
 
 Try the story:  latch demo --data %s
 Ctrl-C stops cleanly; a later `+"`latch dev --data %s`"+` resumes.
-`, url, token, Actor, data, data, demo, url, token, url, token, data, data)
+`, url, token, Actor, data, data, demo, opsLine, url, token, url, token, data, data)
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/lifecycle"
-	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/internal/tracing"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 var _ engine.Observer = (*Telemetry)(nil)

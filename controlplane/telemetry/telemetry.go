@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchhq/latch/controlplane/lifecycle"
-	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/internal/tracing"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -54,7 +54,7 @@ type Telemetry struct {
 	reg    prometheus.Registerer
 	tools  map[string]bool
 
-	transitions   *prometheus.CounterVec
+	transitions *prometheus.CounterVec
 	// counts is latch_executions, indexed by state number.
 	counts        []atomic.Int64
 	submits       *prometheus.CounterVec
