@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/tracing"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -85,6 +86,7 @@ func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest 
 func dialSocket(sock string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///latch-control-plane",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), grpc.WithChainStreamInterceptor(tracing.StreamClient()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)

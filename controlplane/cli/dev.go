@@ -89,6 +89,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
 		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout, OpsURL: opsURL,
+		Registry: ob.reg, Tracer: ob.tracer,
 	})
 }
 

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
@@ -108,6 +110,11 @@ type Config struct {
 	// OpsURL is the control plane's ops listener (metrics, health), shown in
 	// the banner; optional.
 	OpsURL string
+	// Registry, when set, receives the front's and the host agent's
+	// metrics (the control plane's registry: one /metrics for the stack).
+	Registry prometheus.Registerer
+	// Tracer makes the front's spans (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // Run serves the stack until ctx ends or a part fails.
@@ -120,7 +127,8 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
-		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens},
+		Tokens:  &devTokens{token: cfg.Token, store: cfg.Tokens},
+		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 	})
 	if err != nil {
 		return err
@@ -130,7 +138,8 @@ func Run(ctx context.Context, cfg Config) error {
 	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
 	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 
-	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log})
+	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log,
+		Metrics: agentMetrics(cfg.Registry)})
 	if err != nil {
 		return err
 	}
@@ -217,4 +226,18 @@ Connect an MCP client (Streamable HTTP):
 Try the story:  latch demo --data %s
 Ctrl-C stops cleanly; a later `+"`latch dev --data %s`"+` resumes.
 `, url, token, Actor, data, data, demo, opsLine, url, token, url, token, data, data)
+}
+
+func frontMetrics(reg prometheus.Registerer) *mcpfront.Metrics {
+	if reg == nil {
+		return nil
+	}
+	return mcpfront.NewMetrics(reg)
+}
+
+func agentMetrics(reg prometheus.Registerer) *agent.Metrics {
+	if reg == nil {
+		return nil
+	}
+	return agent.NewMetrics(reg)
 }
