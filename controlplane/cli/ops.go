@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
@@ -93,15 +92,7 @@ func newObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog)
 // listener's URL ("" when off).
 func (ob *observability) serve(o *opsFlags, st *stack) (string, error) {
 	v := st.vault
-	promauto.With(ob.reg).NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: telemetry.Namespace, Name: "vault_locked",
-		Help: "1 while the vault is locked (every action is denied), else 0.",
-	}, func() float64 {
-		if v.Status().Locked {
-			return 1
-		}
-		return 0
-	})
+	ob.telemetry.ObserveVault(func() bool { return v.Status().Locked })
 	if o.listen == "" {
 		return "", nil
 	}

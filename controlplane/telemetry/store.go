@@ -170,3 +170,16 @@ func (t *Telemetry) logLine(l settledLine) {
 		"disposition", disposition, "state", lifecycle.Name(l.To), "outcome", outcome,
 		"via", l.Kind, "duration", l.At.Sub(l.AcceptedAt).Round(time.Millisecond).String())
 }
+
+// ObserveVault serves latch_vault_locked from locked, read at scrape time.
+func (t *Telemetry) ObserveVault(locked func() bool) {
+	promauto.With(t.reg).NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "vault_locked",
+		Help: "1 while the vault is locked (every action is denied), else 0.",
+	}, func() float64 {
+		if locked() {
+			return 1
+		}
+		return 0
+	})
+}

@@ -160,9 +160,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		}
 	}()
 
-	if err := a.cfg.Metrics.observeMarkers(a.store); err != nil {
-		return fmt.Errorf("agent: metrics: %w", err)
-	}
+	a.cfg.Metrics.observeMarkers(a.store)
 	if err := a.reconcile(); err != nil {
 		return err
 	}

@@ -2,8 +2,8 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"maps"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -21,15 +21,15 @@ import (
 type Metrics struct {
 	runs       *prometheus.CounterVec
 	reconciled *prometheus.CounterVec
-	reg        prometheus.Registerer
+	// store is the open marker store latch_hostagent_markers counts (nil
+	// before Serve opened it).
+	store atomic.Pointer[markers.Store]
 }
 
-// NewMetrics registers the agent's counters in reg; the marker gauge is
-// registered by Serve once the store is open.
+// NewMetrics registers the agent's collectors in reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
-		reg: reg,
+	m := &Metrics{
 		runs: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "latch", Subsystem: "hostagent", Name: "runs_total",
 			Help: "Run requests by result: started (the command ran), existing (the execution ID had a marker: nothing re-run), not_started (the gate never opened), refused (invalid or failed request).",
@@ -39,6 +39,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Open markers reconciled at start by outcome: exited (a recorded exit status), not_started, lost, reattached (still running).",
 		}, []string{"outcome"}),
 	}
+	reg.MustRegister(markerCollector{m})
+	return m
 }
 
 func (m *Metrics) run(resp *hostagentv1.RunResponse, created bool, err error) {
@@ -66,28 +68,26 @@ func (m *Metrics) reconcile(outcome string) {
 
 // observeMarkers registers latch_hostagent_markers, counted from the
 // marker store at scrape time.
-func (m *Metrics) observeMarkers(st *markers.Store) error {
-	if m == nil {
-		return nil
+func (m *Metrics) observeMarkers(st *markers.Store) {
+	if m != nil {
+		m.store.Store(st)
 	}
-	err := m.reg.Register(markerCollector{st})
-	var dup prometheus.AlreadyRegisteredError
-	if errors.As(err, &dup) {
-		return nil // a second Serve of the same agent: the first collector reads the same store kind
-	}
-	return err
 }
 
 var markersDesc = prometheus.NewDesc("latch_hostagent_markers", "Run markers per state.", []string{"state"}, nil)
 
-type markerCollector struct{ st *markers.Store }
+type markerCollector struct{ m *Metrics }
 
 func (c markerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- markersDesc }
 
 func (c markerCollector) Collect(ch chan<- prometheus.Metric) {
-	ms, err := c.st.List(markers.Runs, 0)
-	if err != nil {
+	st := c.m.store.Load()
+	if st == nil {
 		return
+	}
+	ms, err := st.List(markers.Runs, 0)
+	if err != nil {
+		return // the store is closed: the agent stopped
 	}
 	counts := map[hostagentv1.MarkerState]int{}
 	for _, m := range ms {
