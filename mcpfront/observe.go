@@ -88,6 +88,9 @@ func (m *Metrics) countRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		if pv, ok := req.(interface{ ProtocolVersion() string }); ok {
 			proto = pv.ProtocolVersion()
 		}
+		if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && proto == "" {
+			proto = ip.ProtocolVersion // the version the client asks for
+		}
 		if proto == "" && req.GetExtra() != nil && req.GetExtra().Header != nil {
 			proto = req.GetExtra().Header.Get("Mcp-Protocol-Version")
 		}
