@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"
@@ -50,6 +51,9 @@ func (o *opsFlags) validate(level string) error {
 	}
 	if (o.cert != "" || o.key != "") && o.listen == "" {
 		return usagef("--http-tls-cert and --http-tls-key need --http-listen")
+	}
+	if o.listen != "" && o.cert == "" && !loopback.HostPort(o.listen) {
+		return usagef("--http-listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or a loopback address", o.listen)
 	}
 	return nil
 }
