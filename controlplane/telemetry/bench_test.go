@@ -15,14 +15,16 @@ import (
 // gRPC → control plane with Badger → HTTP target) with metrics and tracing
 // off and on, in the same run, at 64 concurrent sessions. "on" exports every
 // span over OTLP/HTTP to an in-process receiver and serves the metrics
-// registry; "off" has no telemetry at all. The calls alternate between the
+// registry (the receiver drops what it gets: a collector's cost is not
+// Latch's); "off" has no telemetry at all. The calls alternate between the
 // two stacks in rounds so that drift on a shared machine hits both alike;
 // overhead-% is (off calls/s - on calls/s) / off calls/s.
 //
 //	go test -run '^$' -bench ObservedToolCall -benchtime 4000x ./controlplane/telemetry/
 func BenchmarkObservedToolCall(b *testing.B) {
-	const conc, rounds = 64, 8
+	const conc, rounds = 64, 16
 	rcv := newReceiver(b)
+	rcv.discard.Store(true)
 	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.srv.URL)
 	type side struct {
 		name     string
@@ -74,7 +76,4 @@ func BenchmarkObservedToolCall(b *testing.B) {
 	b.ReportMetric(off, "off-calls/s")
 	b.ReportMetric(on, "on-calls/s")
 	b.ReportMetric(100*(off-on)/off, "overhead-%")
-	if n := len(rcv.named("latch.dispatch")); n == 0 && b.N > conc {
-		b.Logf("no dispatch span exported yet (the batcher flushes at shutdown)")
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,6 +56,9 @@ type receiver struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	// discard, when set, reads and drops every export (benchmarks: the
+	// collector's cost is not Latch's).
+	discard atomic.Bool
 }
 
 func newReceiver(t testing.TB) *receiver {
@@ -65,6 +69,10 @@ func newReceiver(t testing.TB) *receiver {
 			return
 		}
 		body, _ := io.ReadAll(req.Body)
+		if r.discard.Load() {
+			w.Header().Set("Content-Type", "application/x-protobuf")
+			return
+		}
 		var ex coltracepb.ExportTraceServiceRequest
 		if err := proto.Unmarshal(body, &ex); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -20,6 +20,8 @@ func TestRunBadArguments(t *testing.T) {
 		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--catalog", "c.yaml", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
+		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-format", "xml"}, "--log-format"},
+		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--metrics-listen", "0.0.0.0:7413"}, "--metrics-listen 0.0.0.0:7413 is not a loopback address"},
 		{"missing catalog file", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "/nonexistent/catalog.yaml"}, "--catalog"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/mcpfront"
@@ -29,6 +30,9 @@ func (o *opsOptions) flags(fs *flag.FlagSet) {
 func (o *opsOptions) validate() error {
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return fmt.Errorf("%w: --log-format %q is not text or json", errUsage, o.logFormat)
+	}
+	if o.metricsListen != "" && !loopback.HostPort(o.metricsListen) {
+		return fmt.Errorf("%w: --metrics-listen %s is not a loopback address (metrics are served on loopback only, e.g. 127.0.0.1:7413)", errUsage, o.metricsListen)
 	}
 	return nil
 }
