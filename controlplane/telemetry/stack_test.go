@@ -49,6 +49,13 @@ tools:
     request: {method: POST, path: /v1/releases, body: {service: "{{service}}", version: "{{version}}"}}
     replay: idempotency_key
     attach_window: 1h
+  rotate_credential:
+    description: Rotate.
+    input_schema: {type: object, required: [service], properties: {service: {type: string}}}
+    target: api
+    request: {method: POST, path: /v1/credentials/rotate, body: {service: "{{service}}"}}
+    replay: review
+    approval: every_call
 `
 
 // receiver is an in-process OTLP/HTTP trace receiver.

@@ -5,9 +5,14 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/latchhq/latch/internal/tracing"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 func attr(s *tracepb.Span, key string) string {
@@ -111,5 +116,57 @@ func TestNoTracingWithoutEndpoint(t *testing.T) {
 	defer st.target.mu.Unlock()
 	if len(st.target.tps) != 1 || !strings.Contains(st.target.tps[0], "4bf92f3577b34da6a3ce929d0e0e4736") {
 		t.Errorf("target received traceparent %q, want the agent's trace", st.target.tps)
+	}
+}
+
+// TestApprovalWaitIsTraced: an execution that waits for approval has an
+// approval_wait span (ended by the approval, with the state it moved to),
+// and its dispatch, started later by the operator's approval, continues the
+// submit's trace from the traceparent kept in the execution's evidence.
+func TestApprovalWaitIsTraced(t *testing.T) {
+	rcv := newReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.srv.URL)
+	st := newObsStack(t, true)
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	ctx := tracing.WithTraceparent(context.Background(), "00-"+traceID+"-b7ad6b7169203331-01", "")
+	r, err := st.cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "rotate_credential", Arguments: []byte(`{"service":"db"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := r.GetExecution()
+	if x.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("state %v, want awaiting_approval", x.GetState())
+	}
+	if _, err := st.cp.Approve(context.Background(), &controlplanev1.ApproveRequest{ExecutionId: x.GetId(), Operator: "op", Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		g, err := st.cp.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: x.GetId()})
+		if err == nil && g.GetExecution().GetState() == recordv1.State_STATE_COMPLETED {
+			break
+		}
+		if i > 600 {
+			t.Fatalf("execution did not complete after approval: %v %v", g.GetExecution().GetState(), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := st.tracer.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	subs, waits, dispatches := rcv.named("latch.submit"), rcv.named("latch.approval_wait"), rcv.named("latch.dispatch")
+	if len(subs) != 1 || len(waits) != 1 || len(dispatches) != 1 {
+		t.Fatalf("exported %d submit, %d approval_wait, %d dispatch spans; want one each", len(subs), len(waits), len(dispatches))
+	}
+	submit := hex.EncodeToString(subs[0].GetSpanId())
+	for _, s := range []*tracepb.Span{waits[0], dispatches[0]} {
+		if got := hex.EncodeToString(s.GetParentSpanId()); got != submit || hex.EncodeToString(s.GetTraceId()) != traceID {
+			t.Errorf("span %q: trace %x parent %s, want trace %s parent %s (the submit span)", s.GetName(), s.GetTraceId(), got, traceID, submit)
+		}
+	}
+	if got := attr(waits[0], "latch.state"); got != "authorized" {
+		t.Errorf("approval_wait latch.state = %q, want authorized (the state it ended in)", got)
+	}
+	if got := attr(waits[0], "latch.execution_id"); got != x.GetId() {
+		t.Errorf("approval_wait latch.execution_id = %q, want %s", got, x.GetId())
 	}
 }
