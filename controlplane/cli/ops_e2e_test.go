@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/testbin"
@@ -242,6 +243,14 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 	}
 	if code, body := getStatus(t, ops+"/readyz"); code != http.StatusOK {
 		t.Errorf("GET /readyz = %d %s, want 200", code, body)
+	}
+	conn, err := dialSocket(server.SocketPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc.health.v1 Check on the API socket = %v, %v; want SERVING", h, err)
 	}
 	c := client(t, data)
 	submit := func(version string) *controlplanev1.SubmitResponse {
