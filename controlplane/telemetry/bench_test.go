@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // registry (the receiver drops what it gets: a collector's cost is not
 // Latch's); "off" has no telemetry at all. The calls alternate between the
 // two stacks in rounds so that drift on a shared machine hits both alike;
-// overhead-% is (off calls/s - on calls/s) / off calls/s.
+// overhead-% is (off calls/s - on calls/s) / off calls/s. cpu-overhead-% is
+// the same comparison of the process's CPU time per call (getrusage), which
+// other processes on the machine disturb less than throughput.
 //
 //	go test -run '^$' -bench ObservedToolCall -benchtime 4000x ./controlplane/telemetry/
 func BenchmarkObservedToolCall(b *testing.B) {
@@ -30,6 +33,7 @@ func BenchmarkObservedToolCall(b *testing.B) {
 		name     string
 		sessions []*mcp.ClientSession
 		elapsed  time.Duration
+		cpu      time.Duration
 		calls    int
 	}
 	var sides []*side
@@ -45,7 +49,7 @@ func BenchmarkObservedToolCall(b *testing.B) {
 	run := func(s *side, n int) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		for _, cs := range s.sessions {
 			wg.Add(1)
 			go func() {
@@ -62,6 +66,7 @@ func BenchmarkObservedToolCall(b *testing.B) {
 		}
 		wg.Wait()
 		s.elapsed += time.Since(start)
+		s.cpu += cpuTime() - cpu0
 		s.calls += n
 	}
 	b.ResetTimer()
@@ -76,4 +81,17 @@ func BenchmarkObservedToolCall(b *testing.B) {
 	b.ReportMetric(off, "off-calls/s")
 	b.ReportMetric(on, "on-calls/s")
 	b.ReportMetric(100*(off-on)/off, "overhead-%")
+	offCPU, onCPU := float64(sides[0].cpu.Microseconds())/float64(sides[0].calls), float64(sides[1].cpu.Microseconds())/float64(sides[1].calls)
+	b.ReportMetric(offCPU, "off-cpu-µs/call")
+	b.ReportMetric(onCPU, "on-cpu-µs/call")
+	b.ReportMetric(100*(onCPU-offCPU)/offCPU, "cpu-overhead-%")
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
