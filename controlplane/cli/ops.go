@@ -75,7 +75,7 @@ type observability struct {
 
 func newObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog) (*observability, error) {
 	version, _ := opshttp.Build()
-	tp, err := tracing.FromEnv(ctx, "latch", version)
+	tp, err := tracing.FromEnv(ctx, "latch", version, log)
 	if err != nil {
 		return nil, err
 	}

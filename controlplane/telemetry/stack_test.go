@@ -157,7 +157,7 @@ func newObsStack(t testing.TB, observed bool) *obsStack {
 	var tel *telemetry.Telemetry
 	var tp *tracing.Provider
 	if observed {
-		if tp, err = tracing.FromEnv(context.Background(), "latch-test", "test"); err != nil {
+		if tp, err = tracing.FromEnv(context.Background(), "latch-test", "test", nil); err != nil {
 			t.Fatal(err)
 		}
 		st.tracer = tp

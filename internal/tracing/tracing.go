@@ -19,6 +19,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -75,9 +77,18 @@ func Configured(getenv func(string) string) bool {
 // service.name unless OTEL_SERVICE_NAME says otherwise): an OTLP/HTTP
 // exporter with a batching processor when Configured(os.Getenv), else a
 // no-op provider.
-func FromEnv(ctx context.Context, service, version string) (*Provider, error) {
+//
+// With tracing on, it routes the OTel SDK's errors (a collector that cannot
+// be reached, say) to log at warn level, so they keep the binary's log format:
+// that handler is process-global, which is why only the binaries call
+// FromEnv.
+func FromEnv(ctx context.Context, service, version string, log hclog.Logger) (*Provider, error) {
 	if !Configured(os.Getenv) {
 		return &Provider{TracerProvider: noop.NewTracerProvider()}, nil
+	}
+	if log != nil {
+		l := log.Named("otel")
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { l.Warn("trace export failed", "error", err) }))
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {

@@ -52,7 +52,7 @@ type frontOps struct {
 // (bound, not yet serving) when --metrics-listen is set.
 func (o *opsOptions) setup(ctx context.Context, log hclog.Logger, cfg *mcpfront.Config) (*frontOps, error) {
 	version, _ := opshttp.Build()
-	tp, err := tracing.FromEnv(ctx, "latch-mcp", version)
+	tp, err := tracing.FromEnv(ctx, "latch-mcp", version, log)
 	if err != nil {
 		return nil, err
 	}
