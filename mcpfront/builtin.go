@@ -14,6 +14,7 @@ import (
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // Built-in tool names. Every built-in acts on the caller's own executions
@@ -66,6 +67,9 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
+	}
+	if err := tools.CheckRawArguments(args); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}
 	}
 	if err := json.Unmarshal(args, v); err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}

@@ -101,7 +101,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 	case req.Extra != nil && req.Extra.TokenInfo != nil:
 		cc.actor = req.Extra.TokenInfo.UserID
 		ev.TokenId, _ = req.Extra.TokenInfo.Extra["token_id"].(string)
-	case f.cfg.Tokens == nil:
+	case !f.authRequired():
 		cc.actor = f.cfg.LoopbackActor
 	}
 	if cc.actor == "" {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/latchhq/latch/internal/tracing"
 
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -60,10 +61,17 @@ type Config struct {
 	Logger       hclog.Logger
 	ControlPlane controlplanev1.ControlPlaneClient
 	Catalog      *tools.Catalog
-	// Tokens authenticates HTTP callers. Nil: no authentication, every HTTP
-	// caller is LoopbackActor; the binary allows that only on loopback.
+	// Tokens authenticates HTTP callers. Nil (and OAuth nil): no
+	// authentication, every HTTP caller is LoopbackActor; the binary allows
+	// that only on loopback.
 	Tokens TokenVerifier
-	// LoopbackActor is the actor when Tokens is nil (default "local").
+	// OAuth, when set, makes the front an OAuth 2.1 resource server
+	// (oauth.go): it publishes protected-resource metadata and accepts JWT
+	// access tokens for its resource URL; bearer tokens that are not JWTs
+	// still go to Tokens.
+	OAuth *auth.JWTVerifier
+	// LoopbackActor is the actor when Tokens and OAuth are nil (default
+	// "local").
 	LoopbackActor string
 	// WaitBound is how long one tools/call waits for an execution to rest
 	// before answering "still running" (default 50s).
@@ -72,7 +80,8 @@ type Config struct {
 	// when the client sent a progress token (default 10s, at most 15s).
 	ProgressInterval time.Duration
 	// AllowedOrigins are the browser origins allowed besides loopback ones
-	// (e.g. "https://console.example.com").
+	// (e.g. "https://console.example.com"); compared parsed and normalised
+	// (origin.go). New refuses an entry that is not an http(s) origin.
 	AllowedOrigins []string
 	// Version is reported as the server version (default "dev").
 	Version string
@@ -87,7 +96,7 @@ type Front struct {
 	log       hclog.Logger
 	cfg       Config
 	tracer    trace.Tracer
-	allowed   map[string]bool
+	origins   originPolicy
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
 	stateless *mcp.StreamableHTTPHandler
@@ -96,6 +105,8 @@ type Front struct {
 	// closing ends the watchers of open MCP sessions (see endOnClose).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
+	metadataURL string
 	// watched holds the MCP session ids whose end is being watched.
 	watched sync.Map
 
@@ -140,13 +151,21 @@ func New(cfg Config) (*Front, error) {
 	f := &Front{
 		log:     cfg.Logger.Named("mcpfront"),
 		cfg:     cfg,
-		allowed: make(map[string]bool),
 		pending: make(map[string]struct{}),
 		closing: make(chan struct{}),
 		tracer:  tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/mcpfront"),
 	}
-	for _, o := range cfg.AllowedOrigins {
-		f.allowed[o] = true
+	origins, err := newOriginPolicy(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	f.origins = origins
+	if cfg.OAuth != nil {
+		u, err := ResourceMetadataURL(cfg.OAuth.Resource())
+		if err != nil {
+			return nil, err
+		}
+		f.metadataURL = u
 	}
 	srv, err := f.newServer("")
 	if err != nil {
@@ -215,6 +234,9 @@ func (f *Front) newServer(fixedActor string) (*mcp.Server, error) {
 func (f *Front) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.wrapHTTP(http.HandlerFunc(f.route)))
+	if f.cfg.OAuth != nil {
+		f.registerOAuth(mux)
+	}
 	return mux
 }
 

@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
-
-	"github.com/latchhq/latch/internal/loopback"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -48,59 +45,49 @@ func (f *Front) wrapHTTP(next http.Handler) http.Handler {
 		}
 		f.serveObserved(w, r, next)
 	})
-	if f.cfg.Tokens != nil {
-		mw := sdkauth.RequireBearerToken(f.verifyToken, &sdkauth.RequireBearerTokenOptions{
-			// Latch tokens do not expire; they are revoked (`latch token revoke`).
+	// Bearer authentication (static tokens and OAuth JWTs, oauth.go).
+	if f.authRequired() {
+		opts := &sdkauth.RequireBearerTokenOptions{
+			// Latch tokens do not expire; they are revoked (`latch token
+			// revoke`). JWTs must carry exp (auth.JWTVerifier checks it).
 			AllowMissingExpiration: true,
-		})(h)
+		}
+		if f.cfg.OAuth != nil {
+			opts.ClockSkew = f.cfg.OAuth.Leeway()
+		}
+		mw := sdkauth.RequireBearerToken(f.verifyToken, opts)(h)
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mw.ServeHTTP(&authWriter{ResponseWriter: w}, r)
+			mw.ServeHTTP(&authWriter{ResponseWriter: w, challenge: f.challenge(r)}, r)
 		})
 	}
+	// End of bearer authentication.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !f.originAllowed(origin) {
-			f.log.Debug("refused origin", "origin", origin, "peer", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: origin %q is not allowed (add it to the allowed origins)", origin), http.StatusForbidden)
-			return
+		if origins := r.Header.Values("Origin"); len(origins) > 0 {
+			err := f.origins.check(origins[0])
+			if err == nil && len(origins) > 1 {
+				err = errors.New("more than one Origin header")
+			}
+			if err != nil {
+				f.log.Debug("refused origin", "origin", origins, "peer", r.RemoteAddr, "error", err)
+				http.Error(w, fmt.Sprintf("Forbidden: %v. The operator can allow a browser origin with --allow-origin.", err), http.StatusForbidden)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// originAllowed: the spec requires servers to validate Origin to stop DNS
-// rebinding; browsers on loopback pages are allowed, others must be listed.
-func (f *Front) originAllowed(origin string) bool {
-	if f.allowed[origin] {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	return loopback.Host(u.Hostname())
-}
-
-// verifyToken adapts Config.Tokens to the SDK's verifier. Any failure is a
-// 401 "invalid token": the reason is logged, never told to the caller.
-func (f *Front) verifyToken(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
-	actor, tokenID, err := f.cfg.Tokens.Verify(ctx, token)
-	if err != nil || actor == "" {
-		f.log.Debug("bearer token refused", "peer", r.RemoteAddr, "error", err)
-		return nil, sdkauth.ErrInvalidToken
-	}
-	return &sdkauth.TokenInfo{UserID: actor, Extra: map[string]any{"token_id": tokenID}}, nil
-}
-
-// authWriter adds a WWW-Authenticate challenge to 401 answers: the SDK adds
-// one only when resource metadata or scopes are configured, and RFC 6750
-// requires it.
+// authWriter puts the front's WWW-Authenticate challenge (Front.challenge)
+// on 401 answers: the SDK adds one only when resource metadata or scopes are
+// configured, without the error code, and RFC 6750 requires one.
 type authWriter struct {
 	http.ResponseWriter
+	challenge string
 }
 
 func (w *authWriter) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="latch", error="invalid_token"`)
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", w.challenge)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -98,13 +98,18 @@ func atPrefix(at string) string {
 //
 //   - empty input or JSON null is an empty object; anything but an object,
 //     or more than MaxArgumentsSize bytes, is refused;
+//   - the raw bytes are checked first (CheckRawArguments): invalid UTF-8,
+//     lone surrogate escapes and duplicate keys at any depth are refused,
+//     naming the argument, before encoding/json could replace or merge them;
 //   - numbers are float64 (see decodeJSON: integers beyond 2^53 are refused);
 //   - repeat_of, if present, must be a non-empty string and is accepted only
 //     by side-effecting tools; it STAYS in the returned map (it enters the
 //     fingerprint, DESIGN §5) and is left out of schema validation. Use
 //     SplitRepeatOf to take it out;
 //   - the contract's defaults are materialised for absent properties;
-//   - the result is validated against the input schema.
+//   - the result is validated against the input schema;
+//   - the request or command is rendered once (checkRender), so arguments
+//     the templates refuse are refused here, before anything is stored.
 //
 // Every failure wraps ErrInvalidArguments and names the argument and rule.
 func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
@@ -115,6 +120,11 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		args = map[string]any{}
 	} else {
+		// Refuse what decoding would silently change (invalid UTF-8, lone
+		// surrogates, duplicate keys) while the raw bytes still show it.
+		if err := CheckRawArguments(trimmed); err != nil {
+			return nil, err
+		}
 		v, err := decodeJSON(trimmed)
 		if err != nil {
 			return nil, argError("arguments are not valid JSON: %v", err)
@@ -146,12 +156,63 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 		return nil, err
 	}
 	if err := rs.Validate(rest); err != nil {
-		return nil, argError("%s", cleanValidation(err))
+		return nil, argError("%s", t.hideSecrets(cleanValidation(err), rest))
+	}
+	if err := t.checkRender(rest); err != nil {
+		return nil, err
 	}
 	if hasRepeat {
 		rest[RepeatOfArgument] = repeatOf
 	}
 	return rest, nil
+}
+
+// checkRender renders the request or command once, so that arguments the
+// templates refuse (a cwd or path element of "..", a value that would become
+// an option, a line break in a header) are refused here, before anything is
+// stored, rather than when the execution is dispatched.
+func (t *Tool) checkRender(args map[string]any) error {
+	if _, ok := args[executionIDVar]; !ok {
+		// Latch sets the execution ID only at dispatch; templates that use
+		// it are checked with a value of the same shape.
+		args = maps.Clone(args)
+		args[executionIDVar] = "act_00000000000000000000000000"
+	}
+	switch {
+	case t.Request != nil:
+		_, _, _, _, _, err := t.RenderRequest(args)
+		return err
+	case len(t.Command) > 0:
+		_, _, _, err := t.RenderCommand(args)
+		return err
+	}
+	return nil
+}
+
+// executionIDVar is the template variable the execution ID may be rendered
+// as (set by Latch at dispatch, never by the caller).
+const executionIDVar = "execution_id"
+
+// hideSecrets replaces the values of secret arguments in a validation
+// message (jsonschema-go quotes the offending value) with "[secret]": the
+// message goes back to the agent, and from there into transcripts and logs.
+func (t *Tool) hideSecrets(msg string, args map[string]any) string {
+	for _, name := range t.Fingerprint.Secret {
+		v, ok := args[name]
+		if !ok {
+			continue
+		}
+		str, err := plainString(v)
+		if err != nil || str == "" {
+			continue
+		}
+		for _, form := range []string{fmt.Sprintf("%q", str), fmt.Sprintf("%v", v), str} {
+			if form != "" {
+				msg = strings.ReplaceAll(msg, form, "[secret]")
+			}
+		}
+	}
+	return msg
 }
 
 // SplitRepeatOf returns the repeat_of argument ("" when absent) and a

@@ -205,3 +205,26 @@ func TestPrepareArgumentsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestPrepareArgumentsHidesSecretsInErrors: a validation message that
+// would quote a secret argument's value does not.
+func TestPrepareArgumentsHidesSecretsInErrors(t *testing.T) {
+	cat := mustParse(t, `
+targets:
+  api: {channel: http, base_url: "http://api.internal.test:7412"}
+tools:
+  login:
+    input_schema:
+      type: object
+      required: [token]
+      properties: {token: {type: string, pattern: "^tok_[a-z]+$"}, mode: {enum: [a, b]}}
+    target: api
+    request: {method: POST, path: /login, body: {t: "{{token}}"}}
+    replay: review
+    fingerprint: {secret: [token]}
+`)
+	_, err := cat.Tools["login"].PrepareArguments([]byte(`{"token":"Hunter2-Planted-9"}`))
+	if err == nil || strings.Contains(err.Error(), "Hunter2-Planted-9") || !strings.Contains(err.Error(), "argument token") {
+		t.Fatalf("PrepareArguments = %v; want an error naming argument token without its value", err)
+	}
+}

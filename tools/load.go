@@ -42,7 +42,7 @@ var (
 	topKeys         = []string{"targets", "tools"}
 	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle", "address", "user", "host_key", "hostagent_socket"}
 	statusKeys      = []string{"method", "path", "absent", "in_progress"}
-	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", "timeout", "replay", "attach_window", "approval", "fingerprint"}
+	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", positionalKey, "timeout", "replay", "attach_window", "approval", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
 	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
@@ -491,7 +491,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 	if tg != nil {
 		switch tg.Channel {
 		case ChannelHTTP:
-			for _, k := range []string{"command", "cwd", "env"} {
+			for _, k := range []string{"command", "cwd", "env", positionalKey} {
 				if ke, has := f[k]; has {
 					p.addf(ke.keyNode, "%s: %s does not apply to HTTP tools (target %s is http); use request:", what, k, tg.Name)
 				}
@@ -514,6 +514,8 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 				t.Command = p.command(ce, info, what)
 			}
 			p.cwdEnv(f, t, info, what)
+			p.optionArgs(f, t, info, what)
+			p.plainSSHSecrets(f, t, tg, what)
 			if replayOK && tg.Channel == ChannelSSH && tg.HostagentSocket == "" && t.Replay != ReplayReview {
 				p.addf(f["replay"].keyNode, "%s: target %s is plain SSH (no hostagent_socket): nothing can tell what became of an interrupted command, so replay must be review", what, tg.Name)
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -131,13 +132,23 @@ func (t *Tool) RenderString(s string, args map[string]any) (string, error) {
 
 // RenderArgv renders the command template, one argv element per element.
 // The result is an argv for exec, never a shell string: an argument value is
-// always exactly one element (or part of one), whatever it contains.
+// always exactly one element (or part of one), whatever it contains. With
+// PositionalAfterDoubleDash, "--" is inserted before the first element that
+// begins with one of those arguments. An argument value that would make an
+// element start with "-" (an option) is refused unless a "--" precedes it
+// (options.go).
 func (t *Tool) RenderArgv(args map[string]any) ([]string, error) {
 	if len(t.Command) == 0 {
 		return nil, fmt.Errorf("%w: tool %s has no command", ErrWrongChannel, t.Name)
 	}
-	argv := make([]string, len(t.Command))
+	ins := t.doubleDashAt()
+	argv := make([]string, 0, len(t.Command)+1)
+	dashed := false
 	for i, el := range t.Command {
+		if i == ins {
+			argv = append(argv, "--")
+			dashed = true
+		}
 		s, err := render(el, args, nil)
 		if err != nil {
 			return nil, err
@@ -145,7 +156,13 @@ func (t *Tool) RenderArgv(args map[string]any) ([]string, error) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, argError("command element %d contains a NUL byte", i)
 		}
-		argv[i] = s
+		if i > 0 {
+			if err := t.checkOptionValue(i, el, s, dashed); err != nil {
+				return nil, err
+			}
+			dashed = dashed || el == "--"
+		}
+		argv = append(argv, s)
 	}
 	return argv, nil
 }
@@ -158,12 +175,9 @@ func (t *Tool) RenderCommand(args map[string]any) (argv []string, cwd string, en
 		return nil, "", nil, err
 	}
 	if t.Cwd != "" {
-		cwd, err = render(t.Cwd, args, nil)
+		cwd, err = renderCwd(t.Cwd, args)
 		if err != nil {
 			return nil, "", nil, err
-		}
-		if !strings.HasPrefix(cwd, "/") || strings.IndexByte(cwd, 0) >= 0 {
-			return nil, "", nil, argError("cwd %q is not an absolute path", cwd)
 		}
 	}
 	if len(t.Env) > 0 {
@@ -183,6 +197,59 @@ func (t *Tool) RenderCommand(args map[string]any) (argv []string, cwd string, en
 		}
 	}
 	return argv, cwd, env, nil
+}
+
+// renderCwd renders a cwd template. Arguments may name a directory under
+// the template's literal prefix, never leave it: like a URL path element, a
+// substituted value may not contain "/" (nor NUL), and an element holding a
+// reference may not render to "", "." or "..". The result is cleaned
+// (path.Clean) and must still lie under the literal prefix: the template's
+// text before its first reference, up to the last "/" in it. The cleaned
+// path is returned, so the path checked is the path used.
+func renderCwd(tmpl string, args map[string]any) (string, error) {
+	names, err := templateArgs(tmpl)
+	if err != nil {
+		return "", argError("cwd: %v", err)
+	}
+	for _, name := range names {
+		v, ok := args[name]
+		if !ok {
+			continue // render reports it
+		}
+		str, err := plainString(v)
+		if err != nil {
+			return "", argError("argument %q: %v", name, err)
+		}
+		if strings.ContainsAny(str, "/\x00") {
+			return "", argError("argument %q is used in cwd %q and must name one directory: its value may not contain \"/\" or a NUL byte", name, tmpl)
+		}
+	}
+	out, err := render(tmpl, args, nil)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(out, "/") || strings.IndexByte(out, 0) >= 0 {
+		return "", argError("cwd %q does not render to an absolute path", tmpl)
+	}
+	// Values hold no "/", so template and result have the same elements.
+	telems, relems := strings.Split(tmpl, "/"), strings.Split(out, "/")
+	if len(telems) != len(relems) {
+		return "", argError("cwd %q: an argument changed the number of path elements", tmpl)
+	}
+	for i, el := range telems {
+		if strings.Contains(el, "{{") && (relems[i] == "" || relems[i] == "." || relems[i] == "..") {
+			return "", argError("cwd element %q renders to %q, which would leave the directory cwd %q names; pass a directory name", el, relems[i], tmpl)
+		}
+	}
+	cleaned := path.Clean(out)
+	if len(names) > 0 {
+		lit := tmpl[:strings.Index(tmpl, "{{")]
+		prefix := path.Clean(lit[:strings.LastIndex(lit, "/")+1])
+		if cleaned != prefix && !strings.HasPrefix(cleaned, strings.TrimSuffix(prefix, "/")+"/") {
+			return "", argError("cwd %q renders to %s, which is not under %s", tmpl, cleaned, prefix)
+		}
+	}
+	return cleaned, nil
 }
 
 // renderOptional renders s; when s is exactly "{{arg}}" and arg is absent it

@@ -3,6 +3,7 @@ package tools
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,6 +74,7 @@ tools:
       properties: {version: {type: string}, dir: {type: string}, level: {type: string}}
     target: here
     command: [/opt/migrate, "--to={{version}}", "{{version}}"]
+    positional_after_double_dash: [version]
     cwd: "/srv/{{dir}}"
     env: {LEVEL: "{{level}}", FIXED: "v-{{version}}"}
     replay: status_query
@@ -191,7 +193,7 @@ func TestRenderCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"/opt/migrate", "--to=1; rm -rf / $(id)", "1; rm -rf / $(id)"}, argv); diff != "" {
+	if diff := cmp.Diff([]string{"/opt/migrate", "--to=1; rm -rf / $(id)", "--", "1; rm -rf / $(id)"}, argv); diff != "" {
 		t.Errorf("argv (-want +got):\n%s", diff)
 	}
 	if cwd != "/srv/app" {
@@ -302,5 +304,77 @@ tools:
 	}
 	if tg := cat.TargetOf(tool); tg == nil || tg.Name != "api" {
 		t.Errorf("TargetOf(put) = %v, want api", tg)
+	}
+}
+
+const cwdCatalog = `
+targets:
+  here: {channel: local, hostagent_socket: /run/latch.sock}
+tools:
+  build:
+    input_schema:
+      type: object
+      required: [app, env]
+      properties: {app: {type: string}, env: {type: string}}
+    target: here
+    command: [/usr/bin/make]
+    cwd: "/srv/apps/{{app}}/env-{{env}}"
+    replay: status_query
+  two:
+    input_schema:
+      type: object
+      required: [a, b]
+      properties: {a: {type: string}, b: {}}
+    target: here
+    command: [/usr/bin/make]
+    cwd: "/srv/x{{a}}/{{a}}{{b}}"
+    replay: status_query
+`
+
+// TestRenderCwdStaysUnderPrefix: arguments choose a directory under the
+// cwd's literal prefix, never a way out of it.
+func TestRenderCwdStaysUnderPrefix(t *testing.T) {
+	cat := mustParse(t, cwdCatalog)
+	tests := []struct {
+		name    string
+		tool    string
+		args    map[string]any
+		want    string
+		wantErr string
+	}{
+		{name: "plain", tool: "build", args: map[string]any{"app": "shop", "env": "prod"}, want: "/srv/apps/shop/env-prod"},
+		{name: "dots inside a name", tool: "build", args: map[string]any{"app": "v1.2..3", "env": "a.b"}, want: "/srv/apps/v1.2..3/env-a.b"},
+		{name: "dotdot", tool: "build", args: map[string]any{"app": "..", "env": "prod"}, wantErr: `renders to ".."`},
+		{name: "dot", tool: "build", args: map[string]any{"app": ".", "env": "prod"}, wantErr: `renders to "."`},
+		{name: "empty", tool: "build", args: map[string]any{"app": "", "env": "prod"}, wantErr: `renders to ""`},
+		{name: "slash", tool: "build", args: map[string]any{"app": "../../etc", "env": "prod"}, wantErr: `argument "app" is used in cwd`},
+		{name: "absolute", tool: "build", args: map[string]any{"app": "/etc", "env": "prod"}, wantErr: `may not contain "/"`},
+		{name: "NUL", tool: "build", args: map[string]any{"app": "a\x00b", "env": "prod"}, wantErr: `NUL`},
+		{name: "dot then dot makes dotdot", tool: "two", args: map[string]any{"a": ".", "b": "."}, wantErr: `renders to ".."`},
+		{name: "non-string value", tool: "two", args: map[string]any{"a": "q", "b": []any{"/", "x"}}, wantErr: `argument "b"`},
+		{name: "number", tool: "two", args: map[string]any{"a": "q", "b": 1.5}, want: "/srv/xq/q1.5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, cwd, _, err := cat.Tools[tt.tool].RenderCommand(tt.args)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("RenderCommand(%q) = %q, %v; want ErrInvalidArguments containing %q", tt.args, cwd, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || cwd != tt.want {
+				t.Fatalf("RenderCommand(%q) cwd = %q, %v; want %q", tt.args, cwd, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRenderCwdLiteralEscape: a catalog whose literal text walks out of its
+// own prefix is caught at render time too.
+func TestRenderCwdLiteralEscape(t *testing.T) {
+	tool := &Tool{Name: "t", Command: []string{"/bin/true"}, Cwd: "/srv/{{a}}/../../etc"}
+	if _, cwd, _, err := tool.RenderCommand(map[string]any{"a": "x"}); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "not under /srv") {
+		t.Fatalf("RenderCommand = %q, %v; want refused as not under /srv", cwd, err)
 	}
 }

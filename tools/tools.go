@@ -139,8 +139,12 @@ type Tool struct {
 
 	// SSH and local tools: argv, each element templated; never a shell string.
 	Command []string
-	Cwd     string
-	Env     map[string]string
+	// PositionalAfterDoubleDash lists arguments that are whole positional
+	// command elements: Latch passes "--" before the first of them, so a
+	// value starting with "-" is data, not an option (options.go).
+	PositionalAfterDoubleDash []string
+	Cwd                       string
+	Env                       map[string]string
 	// Timeout bounds the command or request (0: the target's default).
 	Timeout time.Duration
 

@@ -10,6 +10,8 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -30,10 +32,20 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	var oauth auth.Flags
+	oauth.Register(fs)
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	opsF := addOpsFlags(fs, devOpsListen)
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	for _, o := range origins {
+		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
+			return usagef("--allow-origin: %v", err)
+		}
 	}
 	if err := opsF.validate(*level); err != nil {
 		return err
@@ -57,14 +69,32 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if token == "" {
 		token = newDevToken()
 	}
+	// JWT actors (README "Agent identity"): the mapped ones are known to
+	// the control plane and, unless --strict, trusted, like the dev actor.
+	var verifier *auth.JWTVerifier
+	if oauth.Enabled() {
+		jc, err := oauth.Config("http://" + mcpLis.Addr().String() + "/mcp")
+		if err != nil {
+			return usagef("%v", err)
+		}
+		jc.Logger = log
+		if verifier, err = auth.NewJWTVerifier(jc); err != nil {
+			return usagef("%v", err)
+		}
+		if err := verifier.Warm(ctx); err != nil {
+			log.Warn("OAuth issuer keys not available yet; JWTs are refused until they are", "error", err)
+		}
+	} else if _, err := oauth.Config(""); err != nil {
+		return usagef("%v", err)
+	}
 	ob, err := newObservability(ctx, log, cat)
 	if err != nil {
 		return err
 	}
 	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
+	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
 	if !*strict {
-		sc.Trusted = []string{devActor}
+		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
 	st, err := newStack(sc)
 	if err != nil {
@@ -88,8 +118,8 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
-		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout, OpsURL: opsURL,
-		Registry: ob.reg, Tracer: ob.tracer,
+		Token: token, Tokens: st.tokens, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		AllowedOrigins: origins, OpsURL: opsURL, Registry: ob.reg, Tracer: ob.tracer,
 	})
 }
 

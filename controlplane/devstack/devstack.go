@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,6 +38,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/hostagent/agent"
 	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 	"github.com/latchhq/latch/tools/examples"
@@ -102,11 +104,17 @@ type Config struct {
 	// (those of `latch token create`).
 	Token  string
 	Tokens mcpfront.TokenVerifier
+	// OAuth, optional, lets agents bring JWT access tokens (latch dev
+	// --oauth-issuer).
+	OAuth *auth.JWTVerifier
 	// MCP and Demo are the open listeners of the MCP front and the demo
 	// target.
 	MCP, Demo net.Listener
 	// Out receives the banner a newcomer reads.
 	Out io.Writer
+	// AllowedOrigins are browser origins the MCP front accepts besides
+	// loopback ones (--allow-origin).
+	AllowedOrigins []string
 	// OpsURL is the control plane's ops listener (metrics, health), shown in
 	// the banner; optional.
 	OpsURL string
@@ -127,7 +135,8 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
-		Tokens:  &devTokens{token: cfg.Token, store: cfg.Tokens},
+		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens}, AllowedOrigins: cfg.AllowedOrigins,
+		OAuth:   cfg.OAuth,
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 	})
 	if err != nil {
@@ -154,6 +163,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
 	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL, cfg.OpsURL)
+	if cfg.OAuth != nil {
+		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
+		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
+	}
 	return g.Wait()
 }
 

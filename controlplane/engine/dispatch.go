@@ -115,6 +115,9 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 		actx, observed := e.observe(ctx, AttemptDispatch, c)
 		a := ch.Dispatch(actx, c)
 		observed(a)
+		if a.Class != Observed {
+			a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest
+		}
 		if ctx.Err() != nil && a.Class != Observed {
 			// Shutting down mid-dispatch: leave it dispatched; start-up
 			// recovery will ask the target.
@@ -122,8 +125,8 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 		}
 		switch a.Class {
 		case Observed:
-			e.dropSecrets(id)
 			e.complete(ctx, id, a, "transition")
+			e.dropSecrets(id) // after complete: it redacts them from the result
 			return
 		case NotSent:
 			x, err = e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil)
@@ -158,6 +161,9 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	})
 	if err != nil {
 		e.log.Error("cannot record outcome_unknown", "execution_id", id, "error", err)
+		if e.ctx.Err() == nil {
+			e.orphan(id)
+		}
 		return
 	}
 	e.Kick(id)
@@ -171,11 +177,13 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 		if err != nil {
 			return err
 		}
+		a := e.redactAttempt(x, a) // secret argument values never stored (redact.go)
 		if a.Result != nil {
-			if err := tx.PutResult(id, a.Result); err != nil {
+			sum, err := tx.PutResult(id, a.Result)
+			if err != nil {
 				return err
 			}
-			x.ResultRef = "result/" + id
+			x.ResultRef, x.ResultSha256 = store.ResultRef(sum), sum
 			x.TargetStatus = a.Result.GetStatus()
 			if x.GetChannel() != string(tools.ChannelHTTP) {
 				x.TargetStatus = a.Result.GetExitCode()

@@ -41,6 +41,7 @@ targets:
     status: {path: "/orders/by-key/{execution_id}"}
     timeout: 1m
     settle: 1h
+  here: {channel: local, hostagent_socket: /run/latch-test.sock}
 tools:
   order:
     description: Place an order; the key travels in the body.
@@ -78,6 +79,14 @@ tools:
     request: {method: POST, path: /pay, body: {amount: "{{amount}}", memo: "{{secret_memo}}"}}
     replay: review
     fingerprint: {secret: [secret_memo]}
+  build:
+    description: Build one app, a directory under /srv.
+    input_schema: {type: object, required: [app], properties: {app: {type: string}}}
+    target: here
+    command: [/usr/bin/make, "{{app}}"]
+    positional_after_double_dash: [app]
+    cwd: "/srv/{{app}}"
+    replay: status_query
   look:
     description: Look.
     input_schema: {type: object, properties: {}}
@@ -96,6 +105,25 @@ type fakeChannel struct {
 	queries  atomic.Int32
 	seen     []map[string]any
 	block    chan struct{} // when set, Dispatch waits on it
+	// echo, when set, makes an observed answer repeat every argument in
+	// its body, headers, summary and reason, as a careless target would.
+	echo bool
+}
+
+// echoed is an answer that repeats the call's arguments everywhere.
+func echoed(c Call) Attempt {
+	var all []string
+	for k, v := range c.Arguments {
+		all = append(all, fmt.Sprintf("%s=%v", k, v))
+	}
+	text := strings.Join(all, " ")
+	body, _ := json.Marshal(map[string]any{"you_sent": c.Arguments, "html": "<" + text + ">"})
+	headers := map[string]string{"X-Echo": text}
+	for _, v := range c.Arguments {
+		headers[fmt.Sprintf("X-Echo-%v", v)] = "1"
+	}
+	return Attempt{Class: Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Reason: "echo " + text,
+		Result: &recordv1.Result{Status: 200, Headers: headers, Body: body, Summary: "printed " + text}}
 }
 
 func (f *fakeChannel) next(list *[]AttemptClass) AttemptClass {
@@ -120,6 +148,9 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 	switch cl := f.next(&f.dispatch); cl {
 	case Observed:
 		f.effects.Add(1)
+		if f.echo {
+			return echoed(c)
+		}
 		return Attempt{Class: Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Result: &recordv1.Result{Status: 201, Body: []byte(`{"ok":true}`)}, Reason: "201"}
 	case Unknown:
 		f.effects.Add(1) // the effect happened; the answer was lost
@@ -138,6 +169,9 @@ func (f *fakeChannel) Query(ctx context.Context, c Call) Attempt {
 	f.queries.Add(1)
 	switch cl := f.next(&f.query); cl {
 	case Observed:
+		if f.echo {
+			return echoed(c)
+		}
 		return Attempt{Class: Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Result: &recordv1.Result{Status: 200}, Reason: "status 200"}
 	default:
 		return Attempt{Class: cl, Reason: "scripted"}
@@ -505,19 +539,44 @@ func TestApproveDispatchesWithSecret(t *testing.T) {
 }
 
 // TestSecretNeverReachesDisk plants a secret argument, runs executions
-// through every path and proves the secret's bytes are nowhere in the data dir.
+// through every path, against a target that echoes every argument in its
+// body, headers, summary and reason, and proves the secret's bytes are
+// nowhere in the data dir nor in anything the engine returns for them.
 func TestSecretNeverReachesDisk(t *testing.T) {
 	dir := t.TempDir()
-	secret := "Zq9-planted-secret-7781"
-	h := newHarness(t, dir, &fakeChannel{dispatch: []AttemptClass{Unknown}})
-	a := h.submit(t, "alice", "pay", `{"amount":10,"secret_memo":"`+secret+`"}`)
+	secret := "Zq9-planted-secret-7781</&>"
+	jsonSecret, _ := json.Marshal(secret)
+	h := newHarness(t, dir, &fakeChannel{dispatch: []AttemptClass{Unknown}, echo: true})
+	a := h.submit(t, "alice", "pay", `{"amount":10,"secret_memo":`+string(jsonSecret)+`}`)
 	h.waitState(t, a.Execution.GetId(), recordv1.State_STATE_NEEDS_REVIEW)
-	b := h.submit(t, "alice", "pay", `{"amount":11,"secret_memo":"`+secret+`"}`)
+	b := h.submit(t, "alice", "pay", `{"amount":11,"secret_memo":`+string(jsonSecret)+`}`)
 	h.waitState(t, b.Execution.GetId(), recordv1.State_STATE_COMPLETED)
-	h.submit(t, "alice", "pay", `{"amount":11,"secret_memo":"`+secret+`"}`) // attaches
-	r := h.submit(t, "alice", "rotate", `{"name":"db","new_secret":"`+secret+`"}`)
+	again := h.submit(t, "alice", "pay", `{"amount":11,"secret_memo":`+string(jsonSecret)+`}`) // attaches
+	r := h.submit(t, "alice", "rotate", `{"name":"db","new_secret":`+string(jsonSecret)+`}`)
 	h.e.Approve(t.Context(), r.Execution.GetId(), "ops", "ok")
 	h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+
+	// What an agent gets back: the execution, its stored result, its history.
+	needles := [][]byte{[]byte(secret), jsonSecret[1 : len(jsonSecret)-1], []byte("Zq9-planted-secret-7781")}
+	for _, id := range []string{a.Execution.GetId(), b.Execution.GetId(), again.Execution.GetId(), r.Execution.GetId()} {
+		x, res, err := h.e.Get(id, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist, err := h.e.History(id, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal([]any{x, res, hist})
+		for _, n := range needles {
+			if bytes.Contains(got, n) {
+				t.Errorf("execution %s: what the engine returns holds the secret (%q):\n%s", id, n, got)
+			}
+		}
+		if x.GetState() == recordv1.State_STATE_COMPLETED && !bytes.Contains(res.GetBody(), []byte(redactedMark)) {
+			t.Errorf("execution %s: stored body %q shows no redaction, so the echo did not happen", id, res.GetBody())
+		}
+	}
 	h.close()
 	found := false
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -528,9 +587,11 @@ func TestSecretNeverReachesDisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(data, []byte(secret)) {
-			t.Errorf("secret found in %s", p)
-			found = true
+		for _, n := range needles {
+			if bytes.Contains(data, n) {
+				t.Errorf("secret (%q) found in %s", n, p)
+				found = true
+			}
 		}
 		return nil
 	})
@@ -705,5 +766,29 @@ func TestToolApprovalSession(t *testing.T) {
 	h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
 	if r := h.submit(t, "bob", "look", `{}`); r.Execution.GetState() == recordv1.State_STATE_AWAITING_APPROVAL {
 		t.Errorf("a tool without approval: session waited for session authorization")
+	}
+}
+
+// TestHostileArgumentsStoreNothing: arguments refused for what decoding
+// would change or what the templates would let escape are refused by Submit
+// with ErrInvalidArguments naming the argument, before anything is stored:
+// no execution, no journal record.
+func TestHostileArgumentsStoreNothing(t *testing.T) {
+	h := newHarness(t, "", nil)
+	before := h.st.JournalSize()
+	for _, tt := range []struct{ tool, args, want string }{
+		{"deploy", `{"service":"api","version":"1","version":"2"}`, "argument version is given twice"},
+		{"deploy", `{"service":"api","version":"\udc00"}`, "argument version holds a lone UTF-16 surrogate"},
+		{"deploy", "{\"service\":\"api\",\"version\":\"\xff\"}", "argument version is not valid UTF-8"},
+		{"build", `{"app":".."}`, `cwd element`},
+		{"build", `{"app":"../etc"}`, `argument "app" is used in cwd`},
+	} {
+		_, err := h.e.Submit(t.Context(), SubmitInput{Actor: "alice", Tool: tt.tool, Arguments: json.RawMessage(tt.args)})
+		if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Submit(%s, %q) = %v, want ErrInvalidArguments containing %q", tt.tool, tt.args, err, tt.want)
+		}
+	}
+	if xs, _ := h.e.List(store.Filter{}); len(xs) != 0 || h.st.JournalSize() != before {
+		t.Errorf("after refused calls: %d executions, journal %d -> %d; want nothing stored", len(xs), before, h.st.JournalSize())
 	}
 }

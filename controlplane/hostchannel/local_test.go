@@ -89,9 +89,10 @@ func TestLocalEnvAndCwd(t *testing.T) {
 	c := newChannel(t, Config{})
 	dir := t.TempDir()
 	call := newCall("act_env_cwd", localTarget(a.Socket), "/bin/sh", "-c", `pwd; echo "$GREETING"; echo "$LATCH_EXECUTION_ID"`)
-	call.Tool.Cwd = "{{dir}}"
+	// A cwd argument names one directory under the template's literal prefix.
+	call.Tool.Cwd = filepath.Dir(dir) + "/{{dir}}"
 	call.Tool.Env = map[string]string{"GREETING": "{{greeting}}"}
-	call.Arguments = map[string]any{"dir": dir, "greeting": "hello; $(id)"}
+	call.Arguments = map[string]any{"dir": filepath.Base(dir), "greeting": "hello; $(id)"}
 	got := c.Dispatch(ctxT(t), call)
 	want := dir + "\nhello; $(id)\nact_env_cwd\n"
 	if got.Class != engine.Observed || string(got.Result.GetBody()) != want {

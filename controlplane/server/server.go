@@ -69,6 +69,11 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
+	// FullStateCheckUpTo is the journal size up to which start-up checks
+	// all state against the journal before serving (0: store.SmallStore;
+	// negative: never). A larger store is checked for its unsettled
+	// executions first and the rest in the background (state.go).
+	FullStateCheckUpTo int64
 	// Register, when set, is called to add more gRPC services.
 	Register func(*grpc.Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
@@ -95,6 +100,10 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+
+	// backgroundCheck: start-up checked only the unsettled executions (a
+	// large store); Run checks the rest while serving (state.go).
+	backgroundCheck bool
 
 	ops opsState // ops.go
 }
@@ -161,6 +170,11 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
+	scope, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	if err := observeStore(cfg.Telemetry, st); err != nil {
 		st.Close()
 		return nil, err
@@ -186,7 +200,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Register != nil {
 		cfg.Register(g)
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g,
+		backgroundCheck: scope == store.CheckUnsettled}
 	if cfg.TCPAddr != "" {
 		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), tracing.UnaryServer(), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log), tracing.StreamServer())}
 		if cfg.TLS != nil {
@@ -273,6 +288,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
+	if s.backgroundCheck {
+		g.Go(func() error { return s.checkAllState(gctx) })
+	}
 	for _, task := range s.ops.tasks {
 		g.Go(func() error { return task(gctx) })
 	}

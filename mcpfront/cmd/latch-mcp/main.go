@@ -4,6 +4,8 @@
 //
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --stdio --actor alice
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json \
+//	    --listen 10.0.0.5:7411 --oauth-issuer https://idp.example.com --oauth-resource https://mcp.example.com/mcp
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
 package main
@@ -58,6 +60,8 @@ type options struct {
 	actor        string
 	origins      stringList
 	logLevel     string
+	oauth        auth.Flags
+	oauthCfg     auth.JWTConfig
 	ops          opsOptions
 }
 
@@ -82,8 +86,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tokens, "tokens", "", "bearer token file (create tokens with `latch token create NAME`); required on a non-loopback --listen")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
-	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones (repeatable)")
+	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	o.oauth.Register(fs)
 	o.ops.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -106,8 +111,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
 	}
-	if !o.stdio && o.tokens == "" && !loopback.HostPort(o.listen) {
-		return nil, fmt.Errorf("%w: refusing to serve without --tokens on non-loopback address %s; create a token file with `latch token create NAME` or listen on 127.0.0.1", errUsage, o.listen)
+	for _, origin := range o.origins {
+		if _, _, err := mcpfront.ParseOrigin(origin); err != nil {
+			return nil, fmt.Errorf("%w: --allow-origin: %w", errUsage, err)
+		}
+	}
+	if !o.stdio && o.tokens == "" && !o.oauth.Enabled() && !loopback.HostPort(o.listen) {
+		return nil, fmt.Errorf("%w: refusing to serve without --tokens or --oauth-issuer on non-loopback address %s; create a token file with `latch token create NAME`, trust an OAuth issuer, or listen on 127.0.0.1", errUsage, o.listen)
+	}
+	if o.stdio && o.oauth.Enabled() {
+		return nil, fmt.Errorf("%w: --oauth-issuer is for HTTP; with --stdio every call is --actor", errUsage)
+	}
+	var err error
+	if o.oauthCfg, err = o.oauth.Config(defaultResource(o.listen)); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return o, nil
 }
@@ -163,6 +180,30 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		}
 		cfg.Tokens = store
 	}
+	var lis net.Listener
+	if !o.stdio {
+		// Listen first: the default resource URL is the bound address
+		// (--listen 127.0.0.1:0 picks a port).
+		if lis, err = net.Listen("tcp", o.listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", o.listen, err)
+		}
+		defer lis.Close()
+	}
+	if o.oauth.Enabled() {
+		addr := o.listen
+		if lis != nil {
+			addr = lis.Addr().String()
+		}
+		jc, err := o.oauth.Config(defaultResource(addr))
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if cfg.OAuth, err = newVerifier(ctx, jc, logger); err != nil {
+			return err
+		}
+		meta, _ := mcpfront.ResourceMetadataURL(jc.Resource)
+		logger.Info("accepting OAuth access tokens", "resource", jc.Resource, "issuers", strings.Join(cfg.OAuth.Issuers(), ","), "metadata", meta)
+	}
 	front, err := mcpfront.New(cfg)
 	if err != nil {
 		return err
@@ -179,15 +220,11 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return g.Wait()
 	}
 
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
-	}
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return fo.serve(gctx) })
 	g.Go(func() error {
-		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "auth", o.tokens != "")
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth", o.oauth.Enabled())
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
