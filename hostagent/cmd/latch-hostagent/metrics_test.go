@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,35 @@ func TestMetricsAndTraceparent(t *testing.T) {
 	}
 	if _, err := http.Get(strings.TrimSuffix(url, "/metrics") + "/healthz"); err != nil {
 		t.Errorf("GET /healthz: %v", err)
+	}
+}
+
+// TestReconcileIsCounted: an agent killed while its command runs, then
+// restarted with --metrics-listen, counts the re-attached marker, and the
+// marker gauge follows it to exited.
+func TestReconcileIsCounted(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, agentOpts{data: data})
+	gate := filepath.Join(t.TempDir(), "go-on")
+	script := `i=0; while [ ! -e "` + gate + `" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done; exit 0`
+	const id = "act_01HZZZRECONCILED"
+	if resp := a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", script}}); !resp.GetStarted() {
+		t.Fatal("Run started = false")
+	}
+	a.Kill()
+	b := startAgent(t, agentOpts{data: data, flags: []string{"--metrics-listen", "127.0.0.1:0", "--log-format", "json"}})
+	url := metricsURL(t, b)
+	if got := sampleOf(t, url, "latch_hostagent_reconciled_total", "outcome", "reattached"); got != 1 {
+		t.Errorf("latch_hostagent_reconciled_total{outcome=reattached} = %v, want 1", got)
+	}
+	if got := sampleOf(t, url, "latch_hostagent_markers", "state", "running"); got != 1 {
+		t.Errorf("latch_hostagent_markers{state=running} = %v, want 1 while the command runs", got)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.wait(id)
+	if got := sampleOf(t, url, "latch_hostagent_markers", "state", "exited"); got != 1 {
+		t.Errorf("latch_hostagent_markers{state=exited} = %v, want 1 after the command exited", got)
 	}
 }
