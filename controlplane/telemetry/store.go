@@ -145,8 +145,20 @@ type settledLine store.Transition
 
 func (t *Telemetry) logSettled() {
 	defer close(t.done)
-	for l := range t.settled {
-		t.logLine(l)
+	for {
+		select {
+		case l := <-t.settled:
+			t.logLine(l)
+		case <-t.stop:
+			for {
+				select {
+				case l := <-t.settled:
+					t.logLine(l)
+				default:
+					return
+				}
+			}
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ package telemetry
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,8 +65,12 @@ type Telemetry struct {
 	groupSize     prometheus.Histogram
 
 	approvals approvalSpans
+	// settled queues the settled-execution log lines for logSettled; it is
+	// never closed (the store hook may still send), stop ends the logger.
 	settled   chan settledLine
+	stop      chan struct{}
 	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // New builds the collectors and registers them.
@@ -116,6 +121,7 @@ func New(cfg Config) (*Telemetry, error) {
 		}),
 		counts:  make([]atomic.Int64, len(recordv1.State_name)),
 		settled: make(chan settledLine, 4096),
+		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	for name := range cfg.Catalog.Tools {
@@ -137,14 +143,11 @@ func New(cfg Config) (*Telemetry, error) {
 }
 
 // Close stops the settled-execution logger after the lines queued so far.
-// Call it after the store is closed.
+// Call it after the store is closed (a line settled later is logged at
+// once by the store hook, once the queue is full).
 func (t *Telemetry) Close() {
-	select {
-	case <-t.done:
-	default:
-		close(t.settled)
-		<-t.done
-	}
+	t.closeOnce.Do(func() { close(t.stop) })
+	<-t.done
 }
 
 // tool is the bounded tool label.
