@@ -3,31 +3,40 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
 )
 
 func runServe(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet(env, "serve", "serve --data DIR --catalog FILE [flags]")
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
-	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until `latch vault unlock`)")
+	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until latch vault unlock)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	var actors, trusted listFlag
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
 	fs.Var(&trusted, "trusted-actor", "an actor whose agent sessions need no authorization (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
-	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (for latch-mcp on another host); TLS required unless loopback")
+	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (latch-mcp or operators on other hosts); mutual TLS 1.3 (--tls-cert, --tls-key, --tls-client-ca) required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
-	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: require client certificates signed by this CA (mutual TLS)")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: the CA that signs fronts' and operators' client certificates (mutual TLS; required with --tls-cert)")
+	var frontIDs, operatorIDs listFlag
+	var frontUIDs, operatorUIDs uidFlag
+	fs.Var(&frontIDs, "front-identity", "a client certificate identity that may call agent-facing RPCs over TCP: its URI SAN (spiffe://…) or cn:SUBJECT_CN (repeatable)")
+	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity (repeatable)")
+	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
+	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
 	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -38,7 +47,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if *data == "" || *catalogPath == "" {
 		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
 	}
-	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if *grpcListen == "" && (*tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" || len(frontIDs)+len(operatorIDs) > 0) {
+		return usagef("--tls-cert, --tls-key, --tls-client-ca, --front-identity and --operator-identity configure the TCP listener: give --grpc-listen ADDR too")
+	}
+	if *tlsCert != "" && *tlsClientCA == "" {
+		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
+	}
+	logger := newLogger(env, *level)
+	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
 		return err
 	}
@@ -53,9 +69,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
+		Access: authz.Config{
+			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
+			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
+		},
 	})
 	if err != nil {
 		return err
@@ -81,8 +101,23 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// serverTLS builds the TCP listener's TLS configuration from PEM files.
-func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+// uidFlag is a repeatable numeric uid flag.
+type uidFlag []uint32
+
+func (u *uidFlag) String() string { return fmt.Sprint([]uint32(*u)) }
+func (u *uidFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not a numeric uid", v)
+	}
+	*u = append(*u, uint32(n))
+	return nil
+}
+
+// serverTLS builds the TCP listener's TLS configuration from PEM files
+// (TLS 1.3, mutual with a client CA; the files are re-read when they
+// change, so certificates rotate without a restart).
+func serverTLS(certFile, keyFile, clientCA string, log hclog.Logger) (*tls.Config, error) {
 	if certFile == "" && keyFile == "" {
 		if clientCA != "" {
 			return nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
@@ -92,21 +127,9 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, usagef("--tls-cert and --tls-key go together")
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg, err := tlsfiles.Server(certFile, keyFile, clientCA, log)
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", clientCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
 }

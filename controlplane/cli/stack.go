@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/latchhq/latch/controlplane/admin"
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
@@ -41,9 +42,14 @@ type stackConfig struct {
 	Trusted []string
 	// OpenSessions turns the session rule off (every session authorized).
 	OpenSessions bool
+	// CommandArgs are appended to the operator commands the engine logs
+	// for pending sessions and approvals ("--data DIR").
+	CommandArgs string
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
+	// Access says who may call which RPC (server.Config.Access).
+	Access authz.Config
 	// Telemetry receives the control plane's metrics and spans (nil: none).
 	Telemetry *telemetry.Telemetry
 }
@@ -113,6 +119,9 @@ func newStack(cfg stackConfig) (*stack, error) {
 				why = "the vault was locked"
 			}
 			e.VoidApprovals(context.Background(), why)
+			if !st.Locked {
+				e.ResumeSealed() // executions whose sealed secret arguments waited for the key
+			}
 		}
 	}
 	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log, OnChange: onChange})
@@ -158,9 +167,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Logger: log, DataDir: cfg.DataDir, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
-		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
+		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
-		Telemetry:  cfg.Telemetry,
+		TCPAddr:    cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
+		Sealer:    v.ArgumentSealer(),
+		Telemetry: cfg.Telemetry,
 	})
 	if err != nil {
 		hd.Close()

@@ -73,9 +73,7 @@ func NewIssuer(t testing.TB) *Issuer {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(is.JWKS())
 	})
-	// The URL is set before the server starts: the handlers read it, and
-	// a request may arrive as soon as it serves (the race detector sees no
-	// order through another process).
+	// URL is set before the server starts: handlers read it.
 	is.srv = httptest.NewUnstartedServer(mux)
 	is.URL = "http://" + is.srv.Listener.Addr().String()
 	is.srv.Start()
