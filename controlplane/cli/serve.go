@@ -53,7 +53,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if *tlsCert != "" && *tlsClientCA == "" {
 		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
 	}
-	logger := newLogger(env, *level)
+	logger := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
 		return err
@@ -62,8 +62,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
-	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
-	ob, err := newObservability(ctx, log, cat)
+	ob, err := newObservability(ctx, logger, cat)
 	if err != nil {
 		return err
 	}
