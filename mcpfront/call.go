@@ -180,6 +180,9 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		if f.testCallDone != nil {
 			defer f.testCallDone()
 		}
+		ctx, observed := f.observeCall(ctx, req, tool)
+		var submitted *controlplanev1.SubmitResponse
+		defer func() { observed(submitted.GetDisposition(), submitted.GetExecution(), nil) }()
 		cc, err := f.caller(req, fixedActor)
 		if err != nil {
 			return nil, err
@@ -209,6 +212,7 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		if err != nil {
 			return f.submitError(log, tool, err)
 		}
+		submitted = resp
 		f.endOnClose(req.Session, cc.actor)
 		exec := resp.GetExecution()
 		log = log.With("execution_id", exec.GetId())
@@ -238,7 +242,13 @@ func (f *Front) submitError(log hclog.Logger, tool *tools.Tool, err error) (*mcp
 	case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
 		return toolError(fmt.Sprintf("latch refused the call: %s", sentinelPrefixes.ReplaceAllString(st.Message(), ""))), nil
 	}
-	log.Warn("submit failed", "error", err)
+	if st.Code() == codes.Canceled {
+		// The client went away before the control plane answered: nothing
+		// is wrong with Latch, and the execution (if accepted) goes on.
+		log.Debug("submit abandoned: the client went away", "error", err)
+	} else {
+		log.Warn("submit failed", "error", err)
+	}
 	return toolError("latch could not reach its control plane, so it does not know whether this call was accepted. " +
 		"Calling again with the same arguments is safe: it attaches to the same execution if there is one."), nil
 }

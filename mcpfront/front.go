@@ -22,6 +22,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/latchhq/latch/internal/tracing"
 
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -82,12 +85,17 @@ type Config struct {
 	AllowedOrigins []string
 	// Version is reported as the server version (default "dev").
 	Version string
+	// Metrics, when set, receives the front's metrics (observe.go).
+	Metrics *Metrics
+	// Tracer makes the tools/call spans (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // Front is the MCP front. Build it with New.
 type Front struct {
 	log       hclog.Logger
 	cfg       Config
+	tracer    trace.Tracer
 	origins   originPolicy
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
@@ -145,6 +153,7 @@ func New(cfg Config) (*Front, error) {
 		cfg:     cfg,
 		pending: make(map[string]struct{}),
 		closing: make(chan struct{}),
+		tracer:  tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/mcpfront"),
 	}
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
@@ -201,6 +210,9 @@ func (f *Front) newServer(fixedActor string) (*mcp.Server, error) {
 			return nil, fmt.Errorf("%w: tool %s: %v", ErrBadConfig, name, err)
 		}
 		srv.AddTool(mt, f.callHandler(tool, fixedActor))
+	}
+	if f.cfg.Metrics != nil {
+		srv.AddReceivingMiddleware(f.cfg.Metrics.countRequests)
 	}
 	f.addBuiltins(srv, fixedActor)
 	return srv, nil

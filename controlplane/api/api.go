@@ -42,6 +42,8 @@ const (
 type Config struct {
 	Logger hclog.Logger
 	Engine *engine.Engine
+	// Observer, when set, is told about each Submit (observe.go).
+	Observer SubmitObserver
 }
 
 // Service implements controlplanev1.ControlPlaneServer.
@@ -49,6 +51,7 @@ type Service struct {
 	controlplanev1.UnsafeControlPlaneServer
 	log hclog.Logger
 	e   *engine.Engine
+	obs SubmitObserver
 }
 
 var _ controlplanev1.ControlPlaneServer = (*Service)(nil)
@@ -61,17 +64,20 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine}, nil
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, obs: cfg.Observer}, nil
 }
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
 
 func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
-	r, err := s.e.Submit(ctx, engine.SubmitInput{
+	in := engine.SubmitInput{
 		Actor: req.GetActor(), Tool: req.GetTool(), Arguments: req.GetArguments(),
 		Scope: req.GetIntentScope(), Evidence: req.GetEvidence(),
-	})
+	}
+	ctx, observed := s.observeSubmit(ctx, &in)
+	r, err := s.e.Submit(ctx, in)
+	observed(r, err)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}

@@ -12,8 +12,6 @@ import (
 	"io"
 	"os"
 	"sort"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // Exit codes.
@@ -143,8 +141,4 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-}
-
-func newLogger(env *Env, level string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "latch", Level: hclog.LevelFromString(level), Output: env.Stderr})
 }

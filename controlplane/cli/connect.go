@@ -22,6 +22,7 @@ import (
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/tlsfiles"
+	"github.com/latchhq/latch/internal/tracing"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -156,7 +157,7 @@ func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest 
 func dialSocket(sock string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///latch-control-plane",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(explainUnary), grpc.WithChainStreamInterceptor(explainStream),
+		grpc.WithChainUnaryInterceptor(tracing.UnaryClient(), explainUnary), grpc.WithChainStreamInterceptor(tracing.StreamClient(), explainStream),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)

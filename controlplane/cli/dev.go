@@ -39,6 +39,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	oauth.Register(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
+	opsF := addOpsFlags(fs, devOpsListen)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -47,7 +48,10 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 			return usagef("--allow-origin: %v", err)
 		}
 	}
-	log := newLogger(env, *level)
+	if err := opsF.validate(*level); err != nil {
+		return err
+	}
+	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	demoLis, err := net.Listen("tcp", *demoListen)
 	if err != nil {
 		return fmt.Errorf("demo target: %w (pass --demo-listen to use another address)", err)
@@ -98,7 +102,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	} else if _, err := oauth.Config(""); err != nil {
 		return usagef("%v", err)
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
+	ob, err := newObservability(ctx, log, cat)
+	if err != nil {
+		return err
+	}
+	defer ob.close()
+	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
@@ -110,6 +119,11 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.close()
+	opsURL, err := ob.serve(opsF, st)
+	if err != nil {
+		st.srv.Store.Close()
+		return err
+	}
 	if err := st.srv.Listen(); err != nil {
 		return err
 	}
@@ -124,6 +138,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
 		Token: token, Tokens: st.tokens, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
+		OpsURL: opsURL, Registry: ob.reg, Tracer: ob.tracer,
 	})
 }
 

@@ -435,7 +435,7 @@ tools:
 // written its dev.json (all parts are up by then).
 func startDev(t *testing.T, data string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(latchBin, append([]string{"dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(latchBin, append([]string{"dev", "--data", data, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
 	out := &testbin.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -41,7 +41,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity (repeatable)")
 	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
 	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
+	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := opsF.validate(*level); err != nil {
 		return err
 	}
 	if *data == "" || *catalogPath == "" {
@@ -53,7 +57,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if *tlsCert != "" && *tlsClientCA == "" {
 		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
 	}
-	logger := newLogger(env, *level)
+	logger := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
 		return err
@@ -62,8 +66,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
+	ob, err := newObservability(ctx, logger, cat)
+	if err != nil {
+		return err
+	}
+	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: logger, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: cat, CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
@@ -75,6 +84,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.close()
+	if _, err := ob.serve(opsF, st); err != nil {
+		st.srv.Store.Close()
+		return err
+	}
 	return st.srv.Run(ctx)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/mcpfront/auth"
 	"github.com/latchhq/latch/tools"
@@ -55,6 +56,8 @@ type stackConfig struct {
 	TLS     *tls.Config
 	// Access says who may call which RPC (server.Config.Access).
 	Access authz.Config
+	// Telemetry receives the control plane's metrics and spans (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 // actorSet knows the configured actors and every actor with a live token.
@@ -173,7 +176,8 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		Register:   func(g *grpc.Server) { adm.Register(g) },
 		TCPAddr:    cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
-		Sealer: v.ArgumentSealer(),
+		Sealer:    v.ArgumentSealer(),
+		Telemetry: cfg.Telemetry,
 	})
 	if err != nil {
 		hd.Close()

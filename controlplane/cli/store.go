@@ -34,7 +34,7 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	defer cancel()
 	switch sub {
 	case "migrate":
-		from, to, err := store.MigratePostgres(ctx, *url, newLogger(env, *level))
+		from, to, err := store.MigratePostgres(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
 		if err != nil {
 			return err
 		}
@@ -45,7 +45,7 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		}
 		return nil
 	case "status":
-		kv, err := store.OpenPostgres(ctx, *url, store.PostgresOptions{Logger: newLogger(env, *level)})
+		kv, err := store.OpenPostgres(ctx, *url, store.PostgresOptions{Logger: formattedLogger(env.Stderr, *level, "text")})
 		if err != nil {
 			return err
 		}

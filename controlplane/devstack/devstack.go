@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
@@ -197,6 +199,14 @@ type Config struct {
 	Strict bool
 	// CatalogPath is the --catalog file, "" for the embedded example.
 	CatalogPath string
+	// OpsURL is the control plane's ops listener (metrics, health), shown in
+	// the banner; optional.
+	OpsURL string
+	// Registry, when set, receives the front's and the host agent's
+	// metrics (the control plane's registry: one /metrics for the stack).
+	Registry prometheus.Registerer
+	// Tracer makes the front's spans (nil: none).
+	Tracer trace.TracerProvider
 }
 
 // Run serves the stack until ctx ends or a part fails.
@@ -210,7 +220,8 @@ func Run(ctx context.Context, cfg Config) error {
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
 		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens}, AllowedOrigins: cfg.AllowedOrigins,
-		OAuth: cfg.OAuth,
+		OAuth:   cfg.OAuth,
+		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 	})
 	if err != nil {
 		return err
@@ -220,7 +231,8 @@ func Run(ctx context.Context, cfg Config) error {
 	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
 	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 
-	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log})
+	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log,
+		Metrics: agentMetrics(cfg.Registry)})
 	if err != nil {
 		return err
 	}
@@ -238,7 +250,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
-	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog})
+	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog, ops: cfg.OpsURL})
 	if cfg.OAuth != nil {
 		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
 		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
@@ -308,6 +320,8 @@ func (d *devTokens) Verify(ctx context.Context, tok string) (string, string, err
 type banner struct {
 	url, token, source, data, demo, catalog string
 	strict                                  bool
+	// ops is the ops listener's URL ("" when off).
+	ops string
 }
 
 func printBanner(w io.Writer, b banner) {
@@ -330,6 +344,10 @@ func printBanner(w io.Writer, b banner) {
 	if b.catalog != CatalogExample {
 		catalog = b.catalog + " (latch demo needs the example catalog)"
 	}
+	opsLine := ""
+	if b.ops != "" {
+		opsLine = fmt.Sprintf("  metrics        %s/metrics   (health: %s/healthz, %s/readyz)\n", b.ops, b.ops, b.ops)
+	}
 	dataArg := ""
 	if b.data != ".latch-dev" {
 		dataArg = " --data " + b.data
@@ -345,7 +363,7 @@ Latch dev is running.
   catalog        %s
   data dir       %s   (admin commands: latch exec list%s)
   demo target    %s   (/_demo/delay and /_demo/effects: see README, "The demo target")
-
+%s
 Connect an MCP client (Streamable HTTP):
 
   Claude Code:   claude mcp add --transport http latch %s --header "Authorization: Bearer %s"
@@ -354,5 +372,19 @@ Connect an MCP client (Streamable HTTP):
 
 Try the story:  latch demo%s
 Ctrl-C stops cleanly; a later latch dev%s resumes with the same token.
-`, b.url, b.token, Actor, src, strict, catalog, b.data, dataArg, b.demo, b.url, b.token, b.url, b.token, dataArg, dataArg)
+`, b.url, b.token, Actor, src, strict, catalog, b.data, dataArg, b.demo, opsLine, b.url, b.token, b.url, b.token, dataArg, dataArg)
+}
+
+func frontMetrics(reg prometheus.Registerer) *mcpfront.Metrics {
+	if reg == nil {
+		return nil
+	}
+	return mcpfront.NewMetrics(reg)
+}
+
+func agentMetrics(reg prometheus.Registerer) *agent.Metrics {
+	if reg == nil {
+		return nil
+	}
+	return agent.NewMetrics(reg)
 }

@@ -118,7 +118,9 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			}
 		}
 		c.Execution = x
-		a := ch.Dispatch(ctx, c)
+		actx, observed := e.observe(ctx, AttemptDispatch, c)
+		a := ch.Dispatch(actx, c)
+		observed(a)
 		if a.Class != Observed {
 			a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest
 		}

@@ -171,6 +171,8 @@ type Config struct {
 	// a restart can be sent after it (secrets.go). Nil: they live in memory
 	// only, and a restart before dispatch cancels the execution.
 	Sealer Sealer
+	// Observer, when set, is told about every channel call (observe.go).
+	Observer Observer
 }
 
 // RecoveryConfig tunes recovery of unknown outcomes (see recovery.go for

@@ -359,7 +359,9 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 		review("outcome unknown and the tool's replay class is review: an operator decides (latch exec resolve)")
 		return
 	case tools.ReplayStatusQuery:
-		a = ch.Query(ctx, c)
+		qctx, observed := e.observe(ctx, AttemptQuery, c)
+		a = ch.Query(qctx, c)
+		observed(a)
 	default: // idempotency_key, read_only: re-send under the same execution ID
 		// The send time is durable before the first byte, like a dispatch:
 		// the evidence rule counts from the latest send.
@@ -375,7 +377,9 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 			return
 		}
 		c.Execution = sent
-		a = ch.Dispatch(ctx, c)
+		rctx, observed := e.observe(ctx, AttemptReplay, c)
+		a = ch.Dispatch(rctx, c)
+		observed(a)
 	}
 	if a.Class != Observed {
 		a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest

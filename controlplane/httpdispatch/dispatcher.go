@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -571,6 +572,7 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 		Body:          io.NopCloser(bytes.NewReader(c.Body)),
 		ContentLength: int64(len(c.Body)),
 	}).WithContext(httptrace.WithClientTrace(ctx, trace))
+	tracing.InjectHeader(ctx, req.Header) // W3C traceparent of the dispatch span, when traced
 	if err := present(p.cred, req, c.Body); err != nil {
 		return nil, &failure{class: notSent, err: invalid("target %q: the credential could not be presented: %v", c.Target.Name, err)}
 	}

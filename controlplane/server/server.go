@@ -55,6 +55,8 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/telemetry"
+	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -113,6 +115,8 @@ type Config struct {
 	// server's; PlaintextLoopbackFronts is set for a loopback TCP listener
 	// without TLS).
 	Access authz.Config
+	// Telemetry, when set, receives the metrics and spans (ops.go).
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is a running control plane.
@@ -140,6 +144,8 @@ type Server struct {
 	// backgroundCheck: start-up checked only the unsettled executions (a
 	// large store); Run checks the rest while serving (state.go).
 	backgroundCheck bool
+
+	ops opsState // ops.go
 }
 
 // Paths of a data directory.
@@ -232,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 			}
 		}()
 	}
-	st, err := store.New(store.Config{Logger: log, KV: kv})
+	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, kv)})
 	if err != nil {
 		kv.Close()
 		return nil, err
@@ -242,16 +248,21 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if err := observeStore(cfg.Telemetry, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	eng, err := engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
-		Sealer: cfg.Sealer,
+		Sealer:   cfg.Sealer,
+		Observer: engineObserver(cfg.Telemetry),
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng})
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Observer: submitObserver(cfg.Telemetry)})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -291,8 +302,8 @@ func New(cfg Config) (*Server, error) {
 	s.authz = az
 	interceptors := func() []grpc.ServerOption {
 		return []grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(recoverUnary(log), az.UnaryInterceptor(), logUnary(log)),
-			grpc.ChainStreamInterceptor(recoverStream(log), az.StreamInterceptor()),
+			grpc.ChainUnaryInterceptor(recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), logUnary(log)),
+			grpc.ChainStreamInterceptor(recoverStream(log), tracing.StreamServer(), az.StreamInterceptor()),
 		}
 	}
 	g := grpc.NewServer(append(interceptors(), grpc.Creds(authz.UnixCredentials()))...)
@@ -325,7 +336,12 @@ func New(cfg Config) (*Server, error) {
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
 		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
 			s.ckptSize = c.Size
+			s.ops.checkpointed(c.Time)
 		}
+	}
+	if err := s.observe(); err != nil {
+		st.Close()
+		return nil, err
 	}
 	lease = nil // s owns it now
 	return s, nil
@@ -432,6 +448,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.backgroundCheck {
 		g.Go(func() error { return s.checkAllState(gctx) })
 	}
+	for _, task := range s.ops.tasks {
+		g.Go(func() error { return task(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
@@ -510,6 +529,9 @@ func (s *Server) Checkpoint(ctx context.Context) error {
 		s.ckptSize = n
 		return nil
 	})
+	if err == nil && note != nil {
+		s.ops.checkpointed(time.Now())
+	}
 	if err != nil || note == nil || s.cfg.CheckpointCopy == "" {
 		return err
 	}

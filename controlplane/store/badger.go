@@ -194,10 +194,11 @@ func (k *BadgerKV) Compact() error {
 	return nil
 }
 
-// badgerLogger sends Badger's messages to hclog (info and debug at debug).
+// badgerLogger sends Badger's messages to hclog: warnings and errors as
+// they are, its info and debug chatter at trace.
 type badgerLogger struct{ l hclog.Logger }
 
 func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error(fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn(fmt.Sprintf(f, a...)) }
-func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug(fmt.Sprintf(f, a...)) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Trace(fmt.Sprintf(f, a...)) } // Badger chatter: --log-level trace only
 func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Trace(fmt.Sprintf(f, a...)) }

@@ -59,6 +59,7 @@ type Store struct {
 	// onCommit, when set, is called by the writer after each commit with the
 	// executions that commit changed (for watchers).
 	onCommit func([]*recordv1.Execution)
+	onGroup  func(Group) // metrics (observe.go)
 }
 
 type request struct {
@@ -202,7 +203,7 @@ func (s *Store) writer() {
 // build runs a group's update functions against a new batch layered over
 // prev (the group being committed, if any).
 func (s *Store) build(group []*request, prev *batch, size int64) *batch {
-	b := &batch{kv: s.kv, prev: prev, writes: map[string]*Write{}, size: size, base: size,
+	b := &batch{kv: s.kv, prev: prev, observed: s.onGroup != nil, writes: map[string]*Write{}, size: size, base: size,
 		group: group, results: make([]error, len(group)), committed: make(chan error, 1)}
 	for i, r := range group {
 		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
@@ -222,6 +223,7 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 		}
 		b.size = tx.size
 		b.changed = append(b.changed, tx.changed...)
+		b.transitions = append(b.transitions, tx.transitions...)
 	}
 	if b.size != b.base {
 		var v [8]byte
@@ -256,6 +258,9 @@ func (s *Store) commit(b *batch) {
 		s.sizeMu.Unlock()
 	}
 	b.committed <- nil
+	if s.onGroup != nil && len(b.order) > 0 {
+		s.onGroup(Group{Updates: len(b.group), Transitions: b.transitions})
+	}
 	if len(b.changed) > 0 && s.onCommit != nil {
 		s.onCommit(b.changed)
 	}
@@ -297,6 +302,11 @@ type batch struct {
 	results   []error
 	changed   []*recordv1.Execution
 	committed chan error
+
+	// transitions are the state changes of its successful functions,
+	// collected when observed (OnGroup is set).
+	transitions []Transition
+	observed    bool
 }
 
 func (b *batch) get(key []byte) ([]byte, error) {
@@ -333,6 +343,9 @@ type Tx struct {
 	changed []*recordv1.Execution
 	err     error
 	known   map[string]known
+
+	// transitions are the state changes it appended (for OnGroup).
+	transitions []Transition
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -534,6 +547,9 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 		return 0, fmt.Errorf("store: journal hashes: %w", err)
 	}
 	t.set(journalKey(n), encodeLeaf(hashes, data))
+	if tr, ok := transitionOf(e); ok && t.b.observed {
+		t.transitions = append(t.transitions, tr)
+	}
 	if id := e.GetExecutionId(); id != "" {
 		hist, err := t.history(id)
 		if err != nil {

@@ -66,6 +66,8 @@ type Config struct {
 	PollInterval time.Duration
 	// StartTimeout bounds how long Run waits for the shim to report (default 30s).
 	StartTimeout time.Duration
+	// Metrics, when set, receives the agent's metrics (observe.go).
+	Metrics *Metrics
 }
 
 // Agent is the host agent. It implements hostagentv1.HostAgentServer.
@@ -158,6 +160,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 		}
 	}()
 
+	a.cfg.Metrics.observeMarkers(a.store)
 	if err := a.reconcile(); err != nil {
 		return err
 	}

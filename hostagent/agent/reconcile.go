@@ -42,15 +42,19 @@ func (a *Agent) reconcile() error {
 				reason = status.GetReason()
 			}
 			_, err = a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, reason)
+			a.cfg.Metrics.reconcile("not_started")
 		case serr == nil:
 			_, err = a.apply(id, status)
+			a.cfg.Metrics.reconcile("exited")
 		case m.GetBootId() != boot:
 			_, err = a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_LOST,
 				"host rebooted while the command ran and no exit status was recorded; not re-run")
+			a.cfg.Metrics.reconcile("lost")
 		default:
 			cmd := proc.Identity{PID: int(m.GetPid()), StartTicks: m.GetStartTicks(), BootID: m.GetBootId()}
 			if a.anyAlive(dir, cmd) {
 				watching++
+				a.cfg.Metrics.reconcile("reattached")
 				log.Info("re-attached to a running command", "pid", cmd.PID)
 				a.bg.Add(1)
 				go func() {
@@ -59,6 +63,7 @@ func (a *Agent) reconcile() error {
 				}()
 				continue
 			}
+			a.cfg.Metrics.reconcile("finished")
 			a.finish(log, id, dir)
 		}
 		if err != nil {

@@ -76,10 +76,13 @@ func (a *Agent) commandEnv(id string, extra map[string]string) []string {
 }
 
 // Run implements HostAgent.Run.
-func (a *Agent) Run(ctx context.Context, req *hostagentv1.RunRequest) (*hostagentv1.RunResponse, error) {
+func (a *Agent) Run(ctx context.Context, req *hostagentv1.RunRequest) (resp *hostagentv1.RunResponse, err error) {
+	created := false
+	defer func() { a.cfg.Metrics.run(resp, created, err) }()
 	if err := validateRun(req); err != nil {
 		return nil, a.toStatus(err)
 	}
+	req = withTraceparent(ctx, req)
 	id := req.GetExecutionId()
 	uid, _ := PeerUID(ctx)
 	now := a.cfg.Now().UnixNano()

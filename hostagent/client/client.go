@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/hostagent"
+	"github.com/latchhq/latch/internal/tracing"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -44,6 +45,8 @@ func DialConn(ctx context.Context, dial func(ctx context.Context) (net.Conn, err
 	)
 	conn, err := grpc.NewClient("passthrough:///latch-hostagent",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), // the dispatch span's traceparent reaches the command
+		grpc.WithChainStreamInterceptor(tracing.StreamClient()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			c, err := dial(ctx)
 			if err != nil {

@@ -276,13 +276,13 @@ func mapClosed(err error) error {
 	return err
 }
 
-// badgerLogger routes Badger's logging into hclog; Badger's info lines are
-// chatty, so they go to debug.
+// badgerLogger routes Badger's logging into hclog: warnings and errors as
+// they are, its chatty info and debug lines at trace.
 type badgerLogger struct{ log hclog.Logger }
 
 func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(trim(f, a)) }
 func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(trim(f, a)) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(trim(f, a)) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.log.Trace(trim(f, a)) } // Badger chatter: --log-level trace only
 func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Trace(trim(f, a)) }
 
 func trim(f string, a []any) string { return strings.TrimSpace(fmt.Sprintf(f, a...)) }

@@ -101,7 +101,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Var(&allow, "allow-uid", "extra uid allowed to connect (repeatable, comma-separated)")
 	outputCap := fs.Int64("output-cap", agent.DefaultOutputCap, "bytes of output kept per execution")
 	level := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	format := fs.String("log-format", "text", "text or json (one JSON object per line)")
+	metricsListen := fs.String("metrics-listen", "", "serve /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:7414); off when empty")
 	if err := fs.Parse(args); err != nil {
+		return hostagent.ExitUsage
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "latch-hostagent serve: --log-format %q is not text or json\n", *format)
 		return hostagent.ExitUsage
 	}
 	if fs.NArg() > 0 {
@@ -117,7 +123,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "latch-hostagent serve: unknown --log-level %q\n", *level)
 		return hostagent.ExitUsage
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "latch-hostagent", Level: lvl, Output: stderr})
+	log := hclog.New(&hclog.LoggerOptions{Name: "latch-hostagent", Level: lvl, Output: stderr, JSONFormat: *format == "json"})
+	metrics, ops, err := metricsListener(log, *metricsListen)
+	if err != nil {
+		fmt.Fprintf(stderr, "latch-hostagent serve: %v\n", err)
+		return hostagent.ExitUsage
+	}
 	policy := agent.DefaultPolicy(allow...)
 	a, err := agent.New(agent.Config{
 		DataDir:    *data,
@@ -125,12 +136,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) int {
 		Policy:     &policy,
 		OutputCap:  *outputCap,
 		Logger:     log,
+		Metrics:    metrics,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "latch-hostagent serve: %v\n", err)
 		return hostagent.ExitUsage
 	}
-	if err := a.Serve(ctx); err != nil {
+	if err := serveWithMetrics(ctx, a.Serve, ops); err != nil {
 		log.Error("agent failed", "error", err)
 		return hostagent.ExitRuntime
 	}

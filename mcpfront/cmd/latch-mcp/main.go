@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -60,6 +61,7 @@ type options struct {
 	logLevel     string
 	oauth        auth.Flags
 	oauthCfg     auth.JWTConfig
+	ops          opsOptions
 }
 
 type stringList []string
@@ -86,8 +88,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	o.oauth.Register(fs)
+	o.ops.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := o.ops.validate(); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -132,7 +138,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	// Logs always go to stderr: with --stdio, stdout is the protocol.
-	logger := hclog.New(&hclog.LoggerOptions{Name: "latch-mcp", Level: hclog.LevelFromString(o.logLevel), Output: stderr})
+	logger := o.ops.logger(o.logLevel, stderr)
 	if err := serve(ctx, o, logger); err != nil {
 		logger.Error("stopped", "error", err)
 		if errors.Is(err, errUsage) {
@@ -164,6 +170,11 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		LoopbackActor:  o.actor,
 		AllowedOrigins: o.origins,
 	}
+	fo, err := o.ops.setup(ctx, logger, &cfg)
+	if err != nil {
+		return err
+	}
+	defer fo.close()
 	if o.tokens != "" {
 		store, err := auth.OpenTokenStore(o.tokens)
 		if err != nil {
@@ -203,11 +214,17 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 
 	if o.stdio {
 		logger.Info("serving MCP on stdio", "actor", o.actor, "tools", len(cat.Tools))
-		return front.ServeStdio(ctx, o.actor)
+		sctx, stop := context.WithCancel(ctx) // stdin closed: the metrics listener stops too
+		defer stop()
+		g, gctx := errgroup.WithContext(sctx)
+		g.Go(func() error { return fo.serve(gctx) })
+		g.Go(func() error { defer stop(); return front.ServeStdio(gctx, o.actor) })
+		return g.Wait()
 	}
 
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return fo.serve(gctx) })
 	g.Go(func() error {
 		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth", o.oauth.Enabled())
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
@@ -246,7 +263,8 @@ func dialControlPlane(o *options, logger hclog.Logger) (*grpc.ClientConn, error)
 	default:
 		return nil, fmt.Errorf("%w: --control-plane %s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", errUsage, target)
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), grpc.WithChainStreamInterceptor(tracing.StreamClient()))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --control-plane %s: %v", errUsage, target, err)
 	}

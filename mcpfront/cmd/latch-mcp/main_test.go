@@ -25,6 +25,8 @@ func TestRunBadArguments(t *testing.T) {
 		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--catalog", "c.yaml", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
 		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
+		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-format", "xml"}, "--log-format"},
+		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--metrics-listen", "0.0.0.0:7413"}, "--metrics-listen 0.0.0.0:7413 is not a loopback address"},
 		{"oauth resource needed off loopback", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--listen", "0.0.0.0:7411", "--oauth-issuer", "https://idp.example.com"}, "--oauth-resource URL is required"},
 		{"oauth plain http issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "http://idp.example.com"}, "loopback"},
 		{"oauth flags without issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-resource", "https://mcp.example.com/mcp"}, "need --oauth-issuer"},

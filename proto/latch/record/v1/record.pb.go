@@ -272,7 +272,12 @@ type Evidence struct {
 	PeerAddress  string                 `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
 	Transport    string                 `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"`
 	// The id of the bearer token the caller authenticated with (never the token).
-	TokenId       string `protobuf:"bytes,6,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	TokenId string `protobuf:"bytes,6,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// W3C traceparent of the control plane's submit span, so dispatches and
+	// recovery (even after a restart) continue the caller's trace. Correlation
+	// only: it never decides anything. (Field 15 leaves 7-14 to other
+	// evidence fields.)
+	Traceparent   string `protobuf:"bytes,15,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,6 +350,13 @@ func (x *Evidence) GetTransport() string {
 func (x *Evidence) GetTokenId() string {
 	if x != nil {
 		return x.TokenId
+	}
+	return ""
+}
+
+func (x *Evidence) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
 	}
 	return ""
 }
@@ -1126,7 +1138,7 @@ var File_latch_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1clatch/record/v1/record.proto\x12\x0flatch.record.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcc\x01\n" +
+	"\x1clatch/record/v1/record.proto\x12\x0flatch.record.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x01\n" +
 	"\bEvidence\x12$\n" +
 	"\x0emcp_session_id\x18\x01 \x01(\tR\fmcpSessionId\x12\x1d\n" +
 	"\n" +
@@ -1135,7 +1147,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"clientName\x12!\n" +
 	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12\x1c\n" +
 	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x19\n" +
-	"\btoken_id\x18\x06 \x01(\tR\atokenId\"\xbe\x02\n" +
+	"\btoken_id\x18\x06 \x01(\tR\atokenId\x12 \n" +
+	"\vtraceparent\x18\x0f \x01(\tR\vtraceparent\"\xbe\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12>\n" +
 	"\aheaders\x18\x02 \x03(\v2$.latch.record.v1.Result.HeadersEntryR\aheaders\x12\x12\n" +

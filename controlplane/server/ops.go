@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/telemetry"
+	"github.com/latchhq/latch/internal/opshttp"
+)
+
+// opsState is what the server keeps for its operators: when the journal
+// was last checkpointed, and the tasks (the ops listener) that run with it.
+type opsState struct {
+	mu     sync.Mutex
+	ckptAt time.Time // zero: no checkpoint yet
+	start  time.Time
+	tasks  []func(context.Context) error
+}
+
+func (o *opsState) checkpointed(at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if at.After(o.ckptAt) {
+		o.ckptAt = at
+	}
+}
+
+// Go adds a task that runs with the server (under Run's errgroup: the first
+// failure stops the server). Call it before Run.
+func (s *Server) Go(task func(context.Context) error) { s.ops.tasks = append(s.ops.tasks, task) }
+
+// CheckpointAge is how long journal records have waited for a signed
+// checkpoint: 0 when the newest checkpoint covers the whole journal, else
+// the time since that checkpoint (or since start when there is none).
+func (s *Server) CheckpointAge(now time.Time) time.Duration {
+	s.ckptMu.Lock()
+	covered := s.ckptSize >= s.Store.JournalSize()
+	s.ckptMu.Unlock()
+	if covered {
+		return 0
+	}
+	s.ops.mu.Lock()
+	since := s.ops.ckptAt
+	if since.IsZero() {
+		since = s.ops.start
+	}
+	s.ops.mu.Unlock()
+	return max(0, now.Sub(since))
+}
+
+// observe registers the server's own gauges with its telemetry.
+func (s *Server) observe() error {
+	s.ops.start = time.Now()
+	t := s.cfg.Telemetry
+	if t == nil {
+		return nil
+	}
+	promauto.With(t.Registerer()).NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: telemetry.Namespace, Name: "checkpoint_age_seconds",
+		Help: "Seconds journal records have waited for a signed checkpoint (0 when the newest checkpoint covers the whole journal).",
+	}, func() float64 { return s.CheckpointAge(time.Now()).Seconds() })
+	return nil
+}
+
+// ReadyChecks are the control plane's readiness conditions for /readyz: the
+// store is open and the journal takes a write. Callers add theirs (the
+// vault; with HA, role and lease).
+func (s *Server) ReadyChecks() []opshttp.Check {
+	return []opshttp.Check{
+		{Name: "store", Ready: func(context.Context) error {
+			if s.Store.Closed() {
+				return errors.New("the store is closed (the control plane is stopping or failed; see its log)")
+			}
+			return nil
+		}},
+		{Name: "journal", Ready: s.journalWritable},
+	}
+}
+
+// journalWritable passes an empty update through the store's single writer:
+// it answers only when the writer is alive and the group before it
+// committed.
+func (s *Server) journalWritable(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Store.Update(ctx, func(*store.Tx) error { return nil }) }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("the journal does not take writes: %w (see the control plane's log for the failed commit; check the data dir's disk)", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return errors.New("the journal did not take a write in time: the store's writer is stuck (check the data dir's disk)")
+	}
+}
+
+func observedKV(t *telemetry.Telemetry, kv store.KV) store.KV {
+	if t == nil {
+		return kv
+	}
+	return t.KV(kv)
+}
+
+func observeStore(t *telemetry.Telemetry, st *store.Store) error {
+	if t == nil {
+		return nil
+	}
+	return t.ObserveStore(st)
+}
+
+func engineObserver(t *telemetry.Telemetry) engine.Observer {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+func submitObserver(t *telemetry.Telemetry) api.SubmitObserver {
+	if t == nil {
+		return nil
+	}
+	return t
+}
