@@ -155,7 +155,7 @@ func startBenchDev(ctx context.Context) (string, func(), error) {
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	devEnv := &Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
 	go func() {
-		done <- runDev(dctx, devEnv, []string{"--data", dir, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--log-level", "warn"})
+		done <- runDev(dctx, devEnv, []string{"--data", dir, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "warn"})
 	}()
 	stop := func() {
 		cancel()
