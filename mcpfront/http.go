@@ -47,7 +47,8 @@ func (f *Front) wrapHTTP(next http.Handler) http.Handler {
 	})
 	if f.cfg.Tokens != nil {
 		mw := sdkauth.RequireBearerToken(f.verifyToken, &sdkauth.RequireBearerTokenOptions{
-			// Latch tokens do not expire; they are revoked (`latch token revoke`).
+			// Latch tokens may have no expiry (they are revoked instead);
+			// ControlPlaneTokens re-asks the control plane within a bound.
 			AllowMissingExpiration: true,
 		})(h)
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,8 +79,16 @@ func (f *Front) verifyToken(ctx context.Context, token string, r *http.Request) 
 		f.log.Debug("bearer token refused", "peer", r.RemoteAddr, "error", err)
 		return nil, sdkauth.ErrInvalidToken
 	}
-	return &sdkauth.TokenInfo{UserID: actor, Extra: map[string]any{"token_id": tokenID}}, nil
+	extra := map[string]any{"token_id": tokenID}
+	if fw, ok := f.cfg.Tokens.(CredentialForwarder); ok && fw.ForwardCredential(token) {
+		extra[extraCredential] = token // sent with Submit (call.go); never logged
+	}
+	return &sdkauth.TokenInfo{UserID: actor, Extra: extra}, nil
 }
+
+// extraCredential is the TokenInfo.Extra key of a token the control plane
+// authenticates itself (CredentialForwarder).
+const extraCredential = "credential"
 
 // authWriter adds a WWW-Authenticate challenge to 401 answers: the SDK adds
 // one only when resource metadata or scopes are configured, and RFC 6750

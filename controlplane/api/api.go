@@ -36,13 +36,23 @@ const (
 type Config struct {
 	Logger hclog.Logger
 	Engine *engine.Engine
+	// Tokens authenticates agent credentials (AuthenticateAgent, Submit).
+	// Nil: no token store; only callers allowed to act as an actor submit.
+	Tokens Authenticator
+	// FrontActors binds front identities to actors (see FrontActors).
+	FrontActors FrontActors
+	// Caller tells who made a call (default PeerCaller).
+	Caller CallerFunc
 }
 
 // Service implements controlplanev1.ControlPlaneServer.
 type Service struct {
 	controlplanev1.UnsafeControlPlaneServer
-	log hclog.Logger
-	e   *engine.Engine
+	log    hclog.Logger
+	e      *engine.Engine
+	tokens Authenticator
+	fronts FrontActors
+	caller CallerFunc
 }
 
 var _ controlplanev1.ControlPlaneServer = (*Service)(nil)
@@ -55,16 +65,23 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine}, nil
+	if cfg.Caller == nil {
+		cfg.Caller = PeerCaller
+	}
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller}, nil
 }
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
 
 func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
+	actor, ev, err := s.submitActor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.e.Submit(ctx, engine.SubmitInput{
-		Actor: req.GetActor(), Tool: req.GetTool(), Arguments: req.GetArguments(),
-		Scope: req.GetIntentScope(), Evidence: req.GetEvidence(),
+		Actor: actor, Tool: req.GetTool(), Arguments: req.GetArguments(),
+		Scope: req.GetIntentScope(), Evidence: ev,
 	})
 	if err != nil {
 		return nil, s.toStatus(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -53,15 +54,13 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
 	}
 	defer mcpLis.Close()
-	cat, err := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
-	if err != nil {
-		return err
-	}
+	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
 	token := env.Getenv("LATCH_DEV_TOKEN")
 	if token == "" {
 		token = newDevToken()
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor}}
+	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor},
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
 	if !*strict {
 		sc.Trusted = []string{devActor}
 	}
@@ -81,8 +80,8 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
-		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
-		Token: token, Tokens: st.tokens, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
+		Token:        token, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins,
 	})
 }

@@ -10,6 +10,8 @@
 //	DATA/keys/journal.key       Ed25519 note signer key of checkpoints (0600)
 //	DATA/keys/journal.pub       its verifier key (public; audit verify uses it)
 //	DATA/control.sock      the gRPC API (0600): admin commands reach it here
+//	DATA/tokens.json       tokens of earlier versions: imported into the store
+//	                       once at start, then renamed tokens.json.migrated
 package server
 
 import (
@@ -38,10 +40,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -49,7 +53,16 @@ import (
 type Config struct {
 	Logger  hclog.Logger
 	DataDir string
-	Catalog *tools.Catalog
+	// CatalogSource is where the tool catalog is read from, at start and
+	// on every reload (catalog.File, catalog.Fixed).
+	CatalogSource catalog.Source
+	// StaticTokens are agent credentials known without the store (latch
+	// dev's dev token).
+	StaticTokens []tokens.Static
+	// FrontActors binds front identities to actors (latch serve --front-actor).
+	FrontActors api.FrontActors
+	// Caller tells who made a call (default api.PeerCaller).
+	Caller api.CallerFunc
 	// Socket is the unix socket of the API (default DATA/control.sock).
 	Socket string
 	// Channels perform executions; a channel kind without an entry refuses
@@ -67,8 +80,9 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
-	// Register, when set, is called to add more gRPC services.
-	Register func(*grpc.Server)
+	// Register, when set, is called to add more gRPC services; the server
+	// passed in has its Store, Tokens and Catalog set.
+	Register func(*grpc.Server, *Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
 	// another host). TLS is then required unless the address is loopback.
 	TCPAddr string
@@ -83,11 +97,14 @@ type Server struct {
 	log    hclog.Logger
 	Store  *store.Store
 	Engine *engine.Engine
-	signer *journal.Signer
-	grpc   *grpc.Server
-	tcp    *grpc.Server
-	lis    net.Listener
-	tcpLis net.Listener
+	// Tokens are the agents' bearer tokens; Catalog the tool catalog in force.
+	Tokens  *tokens.Service
+	Catalog *catalog.Manager
+	signer  *journal.Signer
+	grpc    *grpc.Server
+	tcp     *grpc.Server
+	lis     net.Listener
+	tcpLis  net.Listener
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -104,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data dir is required (--data)")
 	}
-	if cfg.Catalog == nil {
+	if cfg.CatalogSource == nil {
 		return nil, errors.New("server: a catalog is required (--catalog)")
 	}
 	if cfg.Logger == nil {
@@ -155,15 +172,39 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
-	eng, err := engine.New(engine.Config{
-		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if _, err := tks.Migrate(ctx, filepath.Join(cfg.DataDir, "tokens.json")); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The engine exists only after the first catalog is recorded; the
+	// manager hands later ones to it.
+	var eng *engine.Engine
+	cm, err := catalog.Load(ctx, catalog.Config{Logger: log, Store: st, Source: cfg.CatalogSource, OnChange: func(cat *tools.Catalog, version string) {
+		if eng != nil {
+			eng.SetCatalog(cat, version)
+		}
+	}})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	cur := cm.Current()
+	eng, err = engine.New(engine.Config{
+		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 	})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng})
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: cfg.Caller})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -172,10 +213,10 @@ func New(cfg Config) (*Server, error) {
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, signer: signer, grpc: g}
 	if cfg.Register != nil {
-		cfg.Register(g)
+		cfg.Register(g, s)
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, grpc: g}
 	if cfg.TCPAddr != "" {
 		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
 		if cfg.TLS != nil {
@@ -188,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 		svc.Register(s.tcp)
 		healthpb.RegisterHealthServer(s.tcp, hs)
 		if cfg.Register != nil {
-			cfg.Register(s.tcp)
+			cfg.Register(s.tcp, s)
 		}
 	}
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {

@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
-	"github.com/latchhq/latch/tools"
 )
 
-const catalog = `
+const catalogYAML = `
 targets:
   api: {channel: http, base_url: "http://127.0.0.1:1", allow_private: true}
 tools:
@@ -55,23 +55,15 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 }
 
 func TestTCPAPIRequiresTLSOffLoopback(t *testing.T) {
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(Config{DataDir: t.TempDir(), Catalog: cat, TCPAddr: "0.0.0.0:0"})
+	_, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), TCPAddr: "0.0.0.0:0"})
 	if err == nil || !strings.Contains(err.Error(), "without TLS") {
 		t.Errorf("New with a non-loopback TCP address and no TLS = %v, want a refusal naming TLS", err)
 	}
 }
 
 func TestTCPAPIOverTLS(t *testing.T) {
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cert, pool := selfSigned(t)
-	srv, err := New(Config{DataDir: t.TempDir(), Catalog: cat, TCPAddr: "127.0.0.1:0",
+	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), TCPAddr: "127.0.0.1:0",
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,16 +13,17 @@ func TestRunBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no control plane", []string{"--catalog", "c.yaml"}, "--control-plane is required"},
-		{"no catalog", []string{"--control-plane", "unix:///tmp/x.sock"}, "--catalog is required"},
-		{"stdio without actor", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--stdio"}, "--stdio needs --actor"},
-		{"public listen without tokens", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--listen", "0.0.0.0:7411"}, "refusing to serve without --tokens"},
-		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--catalog", "c.yaml", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
-		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-level", "loud"}, "--log-level"},
+		{"no control plane", []string{"--stdio", "--actor", "a"}, "--control-plane is required"},
+		{"catalog flag removed", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml"}, "--catalog was removed: the control plane serves the catalog"},
+		{"tokens flag removed", []string{"--control-plane", "unix:///tmp/x.sock", "--tokens", "tokens.json"}, "--tokens was removed: tokens live in the control plane"},
+		{"stdio without actor", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio"}, "--stdio needs --actor"},
+		{"public listen for callers without a token", []string{"--control-plane", "unix:///tmp/x.sock", "--actor", "alice", "--listen", "0.0.0.0:7411"}, "refusing to serve callers without a token"},
+		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
-		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
-		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
-		{"missing catalog file", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "/nonexistent/catalog.yaml"}, "--catalog"},
+		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
+		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
+		{"plaintext to a remote control plane", []string{"--control-plane", "10.0.0.1:9000"}, "give --tls-ca"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

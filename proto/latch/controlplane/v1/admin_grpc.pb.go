@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_VaultStatus_FullMethodName = "/latch.controlplane.v1.Admin/VaultStatus"
-	Admin_VaultUnlock_FullMethodName = "/latch.controlplane.v1.Admin/VaultUnlock"
-	Admin_VaultLock_FullMethodName   = "/latch.controlplane.v1.Admin/VaultLock"
-	Admin_VaultPut_FullMethodName    = "/latch.controlplane.v1.Admin/VaultPut"
-	Admin_VaultList_FullMethodName   = "/latch.controlplane.v1.Admin/VaultList"
-	Admin_CreateToken_FullMethodName = "/latch.controlplane.v1.Admin/CreateToken"
-	Admin_ListTokens_FullMethodName  = "/latch.controlplane.v1.Admin/ListTokens"
-	Admin_RevokeToken_FullMethodName = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_VaultStatus_FullMethodName   = "/latch.controlplane.v1.Admin/VaultStatus"
+	Admin_VaultUnlock_FullMethodName   = "/latch.controlplane.v1.Admin/VaultUnlock"
+	Admin_VaultLock_FullMethodName     = "/latch.controlplane.v1.Admin/VaultLock"
+	Admin_VaultPut_FullMethodName      = "/latch.controlplane.v1.Admin/VaultPut"
+	Admin_VaultList_FullMethodName     = "/latch.controlplane.v1.Admin/VaultList"
+	Admin_CreateToken_FullMethodName   = "/latch.controlplane.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName    = "/latch.controlplane.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName   = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_ReloadCatalog_FullMethodName = "/latch.controlplane.v1.Admin/ReloadCatalog"
 )
 
 // AdminClient is the client API for Admin service.
@@ -48,6 +49,9 @@ type AdminClient interface {
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// ReloadCatalog re-reads the catalog file and validates it; a catalog
+	// with any problem changes nothing and the problems come back.
+	ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error)
 }
 
 type adminClient struct {
@@ -138,6 +142,16 @@ func (c *adminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, o
 	return out, nil
 }
 
+func (c *adminClient) ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReloadCatalogResponse)
+	err := c.cc.Invoke(ctx, Admin_ReloadCatalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -157,6 +171,9 @@ type AdminServer interface {
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// ReloadCatalog re-reads the catalog file and validates it; a catalog
+	// with any problem changes nothing and the problems come back.
+	ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -190,6 +207,9 @@ func (UnimplementedAdminServer) ListTokens(context.Context, *ListTokensRequest) 
 }
 func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedAdminServer) ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReloadCatalog not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -356,6 +376,24 @@ func _Admin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ReloadCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReloadCatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ReloadCatalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ReloadCatalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ReloadCatalog(ctx, req.(*ReloadCatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -394,6 +432,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _Admin_RevokeToken_Handler,
+		},
+		{
+			MethodName: "ReloadCatalog",
+			Handler:    _Admin_ReloadCatalog_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
