@@ -49,7 +49,8 @@ func commandTable() map[string]command {
 		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
 		"session":   {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
 		"vault":     {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
-		"token":     {"bearer tokens for agents: create ACTOR (printed once) | list | revoke ID|ACTOR", runToken},
+		"token":     {"bearer tokens for agents, in the control plane's store: create ACTOR [--ttl D] (printed once) | list [--all] | revoke ID|ACTOR", runToken},
+		"catalog":   {"the tool catalog of the running control plane: reload (validated first; a bad catalog changes nothing)", runCatalog},
 	}
 }
 

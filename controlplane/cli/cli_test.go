@@ -12,7 +12,7 @@ import (
 // TestCommandTable: every command is registered in the one table and
 // listed by `latch help`; an unknown command is a usage error.
 func TestCommandTable(t *testing.T) {
-	want := []string{"approvals", "audit", "demo", "dev", "exec", "serve", "session", "token", "vault"}
+	want := []string{"approvals", "audit", "catalog", "demo", "dev", "exec", "serve", "session", "token", "vault"}
 	var got []string
 	for name := range commandTable() {
 		got = append(got, name)
