@@ -122,7 +122,7 @@ func (s *Service) submitActor(ctx context.Context, req *controlplanev1.SubmitReq
 	c := s.caller(ctx)
 	switch {
 	case req.GetActor() == "":
-		return "", nil, status.Error(codes.InvalidArgument, "Submit needs the agent's credential, or an actor from a caller allowed to act as it")
+		return "", nil, status.Error(codes.Unauthenticated, "Submit needs the agent's credential, or an actor from a caller allowed to act as it")
 	case c.Operator, s.fronts.Allows(c.Identity, req.GetActor()):
 		return req.GetActor(), ev, nil
 	}
