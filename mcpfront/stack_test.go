@@ -161,6 +161,7 @@ type testStack struct {
 	Front  *Front
 	CP     controlplanev1.ControlPlaneClient
 	engine *engine.Engine
+	store  *store.Store
 	Tokens *tokens.Service
 	effect *effectServer
 	tokens map[string]string // actor → bearer token
@@ -182,7 +183,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Tokens = ts
+	st.Tokens, st.store = ts, cpStore
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	// Callers are the operator's, as on the control plane's unix socket:
