@@ -30,6 +30,7 @@ const (
 	ReasonBadRepeatOf   = "BAD_REPEAT_OF"
 	ReasonTooLate       = "ALREADY_DISPATCHED"
 	ReasonNotResolvable = "NOT_AWAITING_DECISION"
+	ReasonStateMismatch = "STATE_MISMATCH"
 )
 
 // Config names the service's dependencies.
@@ -121,11 +122,13 @@ func (s *Service) waitResting(ctx context.Context, x *recordv1.Execution, d time
 	if x.GetResultRef() == "" {
 		return x, nil
 	}
-	_, r, err := s.e.Get(x.GetId(), "")
+	cur, r, err := s.e.Get(x.GetId(), "")
 	if err != nil {
 		return x, nil
 	}
-	return x, r
+	// cur may have moved on: a result that failed its hash check sent it
+	// to needs_review, and the caller must see that, not "completed".
+	return cur, r
 }
 
 func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*controlplanev1.GetResponse, error) {
@@ -305,6 +308,11 @@ func (s *Service) toStatus(err error) error {
 		return withReason(codes.FailedPrecondition, ReasonTooLate, err)
 	case errors.Is(err, engine.ErrNotResolvable), errors.As(err, &te):
 		return withReason(codes.FailedPrecondition, ReasonNotResolvable, err)
+	case errors.Is(err, store.ErrStateMismatch):
+		// The text names execution IDs, keys and journal indexes (never
+		// secrets) and the command that shows every mismatch.
+		s.log.Error("state disagrees with the journal", "error", err)
+		return withReason(codes.DataLoss, ReasonStateMismatch, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
 	case errors.Is(err, context.Canceled):

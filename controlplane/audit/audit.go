@@ -20,7 +20,7 @@ import (
 type Dir struct {
 	kv       *store.BadgerKV
 	st       *store.Store
-	entries  [][]byte
+	journal  *journalCopy
 	Verifier string
 }
 
@@ -28,7 +28,10 @@ var _ journal.Source = (*Dir)(nil)
 
 // Open opens a data dir for reading. It fails while a control plane runs on
 // it (Badger holds a lock): stop it first, or verify an export instead.
-func Open(dataDir string) (*Dir, error) {
+func Open(dataDir string) (*Dir, error) { return open(dataDir, nil) }
+
+// open is Open reporting its reading of the journal to progress (when set).
+func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
 	if _, err := os.Stat(server.DBDir(dataDir)); err != nil {
 		return nil, fmt.Errorf("audit: %s holds no control plane data (no %s): pass the --data dir of a control plane", dataDir, server.DBDir(dataDir))
 	}
@@ -52,10 +55,7 @@ func Open(dataDir string) (*Dir, error) {
 		return nil, err
 	}
 	d := &Dir{kv: kv, st: st, Verifier: strings.TrimSpace(string(vkey))}
-	if err := st.ScanJournal(func(_ int64, data []byte) bool {
-		d.entries = append(d.entries, data)
-		return true
-	}); err != nil {
+	if d.journal, err = readJournal(st, progress); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -66,28 +66,34 @@ func Open(dataDir string) (*Dir, error) {
 func (d *Dir) Close() error { return d.st.Close() }
 
 // Size is the number of records found on disk (the positions, in key order).
-func (d *Dir) Size() int64 { return int64(len(d.entries)) }
+func (d *Dir) Size() int64 { return int64(len(d.journal.entries)) }
 
 // Entry returns the record at position i.
 func (d *Dir) Entry(i int64) ([]byte, error) {
-	if i < 0 || i >= int64(len(d.entries)) {
+	if i < 0 || i >= int64(len(d.journal.entries)) {
 		return nil, journal.ErrEntryNotFound
 	}
-	return d.entries[i], nil
+	return d.journal.entries[i], nil
 }
 
-func (d *Dir) StoredHash(index int64) (tlog.Hash, bool, error) { return d.st.StoredHash(index) }
+// StoredHash returns the stored hash at index as the store holds it, read
+// with the journal when the directory was opened.
+func (d *Dir) StoredHash(index int64) (tlog.Hash, bool, error) {
+	h, ok := d.journal.storedHash(index)
+	return h, ok, nil
+}
 
 func (d *Dir) Checkpoints() ([][]byte, error) { return d.st.Checkpoints() }
 
-// Verify verifies the data dir's journal, plus any external checkpoint copy.
-func Verify(dataDir string, extraCheckpoints [][]byte) (*journal.Report, error) {
-	d, err := Open(dataDir)
+// Verify verifies the data dir's journal, with the options' checkpoint
+// copy when one is given.
+func Verify(dataDir string, opts journal.Options) (*journal.Report, error) {
+	d, err := open(dataDir, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
-	return journal.Verify(WithCheckpoints(d, extraCheckpoints), d.Verifier)
+	return journal.VerifyWith(d, d.Verifier, opts)
 }
 
 // Export writes the data dir's journal as JSON lines.
@@ -98,25 +104,6 @@ func Export(dataDir string, w io.Writer) error {
 	}
 	defer d.Close()
 	return journal.Export(w, d)
-}
-
-// WithCheckpoints adds checkpoints kept outside the data dir (an external
-// copy) to a source, so truncation behind them is caught too.
-func WithCheckpoints(src journal.Source, extra [][]byte) journal.Source {
-	if len(extra) == 0 {
-		return src
-	}
-	return withCheckpoints{src, extra}
-}
-
-type withCheckpoints struct {
-	journal.Source
-	extra [][]byte
-}
-
-func (w withCheckpoints) Checkpoints() ([][]byte, error) {
-	cps, err := w.Source.Checkpoints()
-	return append(cps, w.extra...), err
 }
 
 // Proof is an inclusion proof of one journal record in a signed checkpoint.

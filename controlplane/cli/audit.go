@@ -12,6 +12,7 @@ import (
 	"github.com/latchhq/latch/controlplane/audit"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
@@ -24,17 +25,18 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	case "verify":
 		export := fs.String("export", "", "verify an export file instead of a data dir")
 		keyFile := fs.String("key", "", "verifier key file (default DATA_DIR/keys/journal.pub); required with --export unless a DATA_DIR is given")
-		copies := fs.String("checkpoints", "", "external checkpoint copy (JSON lines written by --checkpoint-copy) to check too")
+		vf := addVerifyFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
 		}
-		var extra [][]byte
-		if *copies != "" {
-			if extra, err = readCheckpointCopy(*copies); err != nil {
-				return err
-			}
+		opts, err := vf.options()
+		if err != nil {
+			return err
 		}
+		progress := newProgressLine(env.Stderr)
+		defer progress.done()
+		opts.Progress = progress.update
 		var rep *journal.Report
 		switch {
 		case *export != "":
@@ -58,23 +60,29 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			if err != nil {
 				return err
 			}
-			rep, err = journal.Verify(audit.WithCheckpoints(src, extra), strings.TrimSpace(string(vkey)))
+			rep, err = journal.VerifyWith(src, strings.TrimSpace(string(vkey)), opts)
 			if err != nil {
 				return err
 			}
 		case len(pos) == 1:
-			rep, err = audit.Verify(pos[0], extra)
+			var state *store.StateReport
+			rep, state, err = audit.VerifyAll(ctx, pos[0], opts)
 			if err != nil {
 				return err
+			}
+			progress.done()
+			fmt.Fprintln(env.Stdout, state.String())
+			if !state.OK() {
+				fmt.Fprintln(env.Stdout, rep.String())
+				vf.verdict(env, rep) //nolint:errcheck // the state mismatch already fails the check
+				return errSilent
 			}
 		default:
 			return usagef("audit verify needs a DATA_DIR or --export FILE")
 		}
+		progress.done()
 		fmt.Fprintln(env.Stdout, rep.String())
-		if !rep.OK() {
-			return errSilent
-		}
-		return nil
+		return vf.verdict(env, rep)
 	case "export":
 		out := fs.String("o", "", "write to this file (default stdout)")
 		pos, err := parse(fs, args)
@@ -119,6 +127,64 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	return usagef("unknown audit subcommand %q (want verify, export or prove)", sub)
+}
+
+// verifyFlags are the flags of `audit verify` about anchoring: a
+// checkpoint copy, and whether records not yet anchored fail the check.
+type verifyFlags struct {
+	fs              *flag.FlagSet
+	copyPath        *string
+	requireAnchored *bool
+}
+
+func addVerifyFlags(fs *flag.FlagSet) *verifyFlags {
+	return &verifyFlags{
+		fs:       fs,
+		copyPath: fs.String("checkpoints", "", "checkpoint copy (the JSON lines --checkpoint-copy writes): its checkpoints are checked too, and only they count as anchors"),
+		requireAnchored: fs.Bool("require-anchored", false,
+			"exit 1 when records come after the newest checkpoint (not yet anchored); on by default with --checkpoints, off with --require-anchored=false"),
+	}
+}
+
+// options reads the checkpoint copy, when given.
+func (v *verifyFlags) options() (journal.Options, error) {
+	if *v.copyPath == "" {
+		return journal.Options{}, nil
+	}
+	notes, err := readCheckpointCopy(*v.copyPath)
+	if err != nil {
+		return journal.Options{}, err
+	}
+	return journal.Options{CheckpointCopy: &journal.CheckpointCopy{Name: *v.copyPath, Notes: notes}}, nil
+}
+
+// required reports whether records not yet anchored fail the check, and
+// why: as --require-anchored says when given, else when a copy was given.
+func (v *verifyFlags) required() (bool, string) {
+	set := false
+	v.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "require-anchored" })
+	if set {
+		return *v.requireAnchored, "--require-anchored"
+	}
+	return *v.copyPath != "", "the default with --checkpoints"
+}
+
+// verdict is the exit of `audit verify` once the report is printed:
+// errSilent (exit 1) on any problem, or on records not yet anchored when
+// they are required to be.
+func (v *verifyFlags) verdict(env *Env, rep *journal.Report) error {
+	if !rep.OK() {
+		return errSilent
+	}
+	if required, why := v.required(); required && rep.Unanchored() > 0 {
+		what := fmt.Sprintf("%d records are", rep.Unanchored())
+		if rep.Unanchored() == 1 {
+			what = "1 record is"
+		}
+		fmt.Fprintf(env.Stdout, "refused: %s not yet anchored (%s): no checkpoint vouches for them; pass --require-anchored=false to accept them unanchored\n", what, why)
+		return errSilent
+	}
+	return nil
 }
 
 func readCheckpointCopy(path string) ([][]byte, error) {

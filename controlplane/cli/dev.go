@@ -32,6 +32,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
+	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
@@ -59,7 +60,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if token == "" {
 		token = newDevToken()
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor},
+	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor},
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
 	if !*strict {
 		sc.Trusted = []string{devActor}

@@ -85,7 +85,8 @@ func commitP50(b *testing.B, st *store.Store) time.Duration {
 	for i := range 200 {
 		t := time.Now()
 		err := st.Update(context.Background(), func(tx *store.Tx) error {
-			return tx.PutResult(fmt.Sprintf("probe-%d", i), &recordv1.Result{Status: 200})
+			_, err := tx.PutResult(fmt.Sprintf("probe-%d", i), &recordv1.Result{Status: 200})
+			return err
 		})
 		if err != nil {
 			b.Fatal(err)

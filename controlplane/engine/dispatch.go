@@ -159,6 +159,9 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	})
 	if err != nil {
 		e.log.Error("cannot record outcome_unknown", "execution_id", id, "error", err)
+		if e.ctx.Err() == nil {
+			e.orphan(id)
+		}
 		return
 	}
 	e.Kick(id)
@@ -174,10 +177,11 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 		}
 		a := e.redactAttempt(x, a) // secret argument values never stored (redact.go)
 		if a.Result != nil {
-			if err := tx.PutResult(id, a.Result); err != nil {
+			sum, err := tx.PutResult(id, a.Result)
+			if err != nil {
 				return err
 			}
-			x.ResultRef = "result/" + id
+			x.ResultRef, x.ResultSha256 = store.ResultRef(sum), sum
 			x.TargetStatus = a.Result.GetStatus()
 			if x.GetChannel() != string(tools.ChannelHTTP) {
 				x.TargetStatus = a.Result.GetExitCode()

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/dueq"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
@@ -158,15 +159,27 @@ type Config struct {
 	ApprovalTTL time.Duration
 }
 
-// RecoveryConfig tunes recovery of unknown outcomes.
+// RecoveryConfig tunes recovery of unknown outcomes (see recovery.go for
+// how the work is scheduled).
 type RecoveryConfig struct {
-	// Interval between scans (default 1s).
+	// Interval is how often expired approvals are rejected, and the longest
+	// the recovery queue sleeps before it reads the clock again (default 1s).
 	Interval time.Duration
 	// MinBackoff, MaxBackoff bound the delay between attempts on one
-	// execution (defaults 1s, 5m).
+	// execution (defaults 1s, 5m). MinBackoff is also the backoff floor: no
+	// two recovery queries of one execution start less than MinBackoff
+	// apart, whatever asks for them.
 	MinBackoff, MaxBackoff time.Duration
 	// MaxAttempts before the execution goes to needs_review (default 30).
+	// Only queries made when an execution was due count; a query pulled
+	// earlier by an attaching retry does not.
 	MaxAttempts int
+	// Workers is how many recovery queries (and start-up dispatches) run
+	// at once (default 4).
+	Workers int
+	// PerTarget is how many of them may work on one target at once
+	// (default 2), so a slow target cannot hold every worker.
+	PerTarget int
 }
 
 // Engine runs executions.
@@ -194,7 +207,12 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	kick   chan string
+
+	// rq holds recovery and start-up work by due time (recovery.go);
+	// rstate what recovery remembers per execution between rounds.
+	rq       *dueq.Queue[job]
+	rstateMu sync.Mutex
+	rstate   map[string]*recoveryState
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.
@@ -238,6 +256,16 @@ func New(cfg Config) (*Engine, error) {
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 30
 	}
+	if r.Workers <= 0 {
+		r.Workers = 4
+	}
+	if r.PerTarget <= 0 {
+		r.PerTarget = 2
+	}
+	rq, err := dueq.New[job](dueq.Config{Clock: cfg.Clock, GroupLimit: r.PerTarget, MaxWait: r.Interval})
+	if err != nil {
+		return nil, fmt.Errorf("engine: recovery queue: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg:      cfg,
@@ -247,7 +275,8 @@ func New(cfg Config) (*Engine, error) {
 		secrets:  map[string]map[string]any{},
 		ctx:      ctx,
 		cancel:   cancel,
-		kick:     make(chan string, 1024),
+		rq:       rq,
+		rstate:   map[string]*recoveryState{},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
 	e.catalog.Store(&catalogInForce{cat: cfg.Catalog, version: cfg.CatalogVersion})
@@ -329,6 +358,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			if err != nil {
 				return err
 			}
+			if err := tx.Check(cited); err != nil && !errors.Is(err, store.ErrResultIntegrity) {
+				return err
+			}
 			if !lifecycle.Settled(cited.GetState()) {
 				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
 			}
@@ -337,6 +369,23 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			prior, err := tx.Latest(fp)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
+			}
+			// The prior decides whether this call is sent: it must agree
+			// with its journal records before it can (a forged state must
+			// not turn a retry into a second effect). A result that fails
+			// its hash still attaches, to an execution moved to
+			// needs_review in this same commit; the result is withheld.
+			if err == nil {
+				if cerr := tx.Check(prior); cerr != nil {
+					if !errors.Is(cerr, store.ErrResultIntegrity) {
+						return cerr
+					}
+					if reason, review := e.integrityReview(prior, cerr); review {
+						if err := e.step(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", reason, false); err != nil {
+							return err
+						}
+					}
+				}
 			}
 			if err == nil && matches(prior, in.Actor, scope, now) {
 				res = attachResult(prior)
@@ -397,7 +446,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		return res, nil
 	}
 	if res.Disposition == recordv1.Disposition_DISPOSITION_RECOVERED {
-		e.Kick(res.Execution.GetId())
+		e.hurry(res.Execution)
 	}
 	return res, nil
 }
@@ -430,6 +479,9 @@ func attachResult(prior *recordv1.Execution) *SubmitResult {
 		r.Note = fmt.Sprintf("%s was dispatched at %s and its outcome is unknown; not re-sent: it is being established from the target", id, stamp(prior.GetDispatchedAt()))
 	case recordv1.State_STATE_NEEDS_REVIEW:
 		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
+		if strings.HasPrefix(prior.GetReason(), ReasonResultIntegrity) {
+			r.Note = id + " completed, but its stored result failed its integrity check (result_integrity) and is withheld; an operator's review decides; not re-sent"
+		}
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
 		r.Note = fmt.Sprintf("%s already completed at %s; returning its stored result, not re-sent (to repeat it on purpose, pass repeat_of=%s)", id, stamp(prior.GetCompletedAt()), id)
 	case recordv1.State_STATE_REJECTED:

@@ -163,7 +163,7 @@ func TestStaleRecoveryNeverResends(t *testing.T) {
 		calls := h.ch.calls.Load()
 		stale := proto.Clone(x).(*recordv1.Execution)
 		stale.State = recordv1.State_STATE_OUTCOME_UNKNOWN
-		h.e.recoverOne(t.Context(), stale)
+		h.e.recoverOne(t.Context(), stale, true)
 		if got := h.ch.calls.Load(); got != calls {
 			t.Errorf("%s: recovery of a stale copy re-sent the request (%d dispatches, want %d)", tool, got, calls)
 		}

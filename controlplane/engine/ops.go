@@ -14,19 +14,72 @@ import (
 
 // Get returns an execution and its stored result (nil when none). With a
 // non-empty actor, another actor's execution is reported as not found.
+//
+// Both are checked against the journal first (store.Verified). A record
+// that disagrees is an error wrapping store.ErrStateMismatch. A result whose
+// bytes do not hash to its completed record is never returned: the
+// execution moves to needs_review with reason result_integrity (journaled)
+// and is returned without a result.
 func (e *Engine) Get(id, actor string) (*recordv1.Execution, *recordv1.Result, error) {
-	x, err := e.st.Execution(id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && actor != "" && x.GetActor() != actor) {
+	x, r, err := e.st.Verified(id)
+	if errors.Is(err, store.ErrNotFound) || (x != nil && actor != "" && x.GetActor() != actor) {
 		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	if errors.Is(err, store.ErrResultIntegrity) {
+		return e.quarantine(x, err)
+	}
 	if err != nil {
+		if errors.Is(err, store.ErrStateMismatch) {
+			e.log.Error("execution record disagrees with its journal; not served", "execution_id", id, "journal_index", x.GetJournalIndex(), "error", err)
+		}
 		return nil, nil, err
 	}
-	r, err := e.st.Result(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return x, nil, nil
+	return x, r, nil
+}
+
+// ReasonResultIntegrity starts the reason of an execution whose stored
+// result does not hash to its journal record.
+const ReasonResultIntegrity = "result_integrity"
+
+// integrityReview logs a result that failed its hash check and returns the
+// reason to journal, and whether x is in a state (completed, delivered) that
+// must move to needs_review for it.
+func (e *Engine) integrityReview(x *recordv1.Execution, cause error) (string, bool) {
+	var detail string
+	var se *store.StateError
+	if errors.As(cause, &se) && len(se.Mismatches) > 0 {
+		detail = se.Mismatches[0].String()
 	}
-	return x, r, err
+	e.log.Error("stored result does not hash to its journal record; withheld and sent to review",
+		"execution_id", x.GetId(), "journal_index", x.GetJournalIndex(), "mismatch", detail, "command", store.VerifyCommand)
+	reason := fmt.Sprintf("%s: the stored result does not hash to journal record %d (%s); it is withheld. Run `%s` on the stopped data dir; an operator decides (latch exec resolve)",
+		ReasonResultIntegrity, x.GetJournalIndex(), detail, store.VerifyCommand)
+	switch x.GetState() {
+	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
+		return reason, true
+	}
+	return reason, false
+}
+
+// quarantine records that x's stored result failed its hash check: a
+// completed or delivered execution moves to needs_review, journaled with
+// the disagreeing record, so an operator sees it; the result is withheld.
+func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execution, *recordv1.Result, error) {
+	reason, review := e.integrityReview(x, cause)
+	if !review {
+		return x, nil, nil // already out of completed (needs_review says why)
+	}
+	y, err := e.transition(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, "integrity", reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
+	if err != nil {
+		e.log.Error("cannot record result_integrity review", "execution_id", x.GetId(), "error", err)
+		if errors.Is(err, ErrNotResolvable) {
+			if cur, gerr := e.st.Execution(x.GetId()); gerr == nil {
+				return cur, nil, nil
+			}
+		}
+		return nil, nil, fmt.Errorf("%w (and recording it failed: %v)", cause, err)
+	}
+	return y, nil, nil
 }
 
 // History returns the journal records of an execution, oldest first.

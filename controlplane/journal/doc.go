@@ -62,13 +62,34 @@
 //	{"type":"checkpoint","note":"<signed note text>"}
 //	... one line per checkpoint ...
 //
-// data (the protobuf bytes) is authoritative; entry (protojson of the
-// decoded entry) is for humans and is ignored on reading; leaf_hash is the
-// store's stored leaf hash at that position (or the hash of data when the
-// store had none) and lets Verify pin a modified record in an export too. A
-// position the store could not produce is written as
+// data (the protobuf bytes) is authoritative; leaf_hash is the store's
+// stored leaf hash at that position (or the hash of data when the store had
+// none) and lets Verify pin a modified record in an export too. A position
+// the store could not produce is written as
 // {"type":"record","index":i,"missing":true}. Record positions are the
-// order of the record lines; the index fields are informational. An export
-// carries no interior stored hashes: a record modified together with its
-// leaf_hash is localised only between two checkpoint sizes.
+// order of the record lines. An export carries no interior stored hashes: a
+// record modified together with its leaf_hash is localised only between two
+// checkpoint sizes.
+//
+// An export is verified whole. entry (protojson of the decoded entry) and
+// index (the entry's index field) are the line's readable part: ReadExport
+// rebuilds both from data, and Verify reports every difference as a
+// KindReadable problem at that position naming the field (a value edited,
+// a field added or removed, a key given twice), as it does for a key the
+// format does not have. A change of form that keeps every value
+// (whitespace, string escapes) is not a difference. Header and checkpoint
+// lines with an unknown or repeated key do not parse.
+//
+// # Anchoring
+//
+// Records after the newest checkpoint are "not yet anchored": no signature
+// vouches for them yet (Report.UnanchoredFrom). That is not a problem of
+// the journal (the control plane checkpoints every 30 s and at shutdown, so
+// a crash leaves a short unanchored tail) but it is reported, and a caller
+// may require none. When a checkpoint copy kept elsewhere is given
+// (Options.CheckpointCopy), only its checkpoints count as anchors: the
+// journal's own are signed with a key kept beside them. A journal truncated
+// with its checkpoints deleted is then caught by the copy's larger
+// checkpoint (KindTruncated); without a copy it shows as records with no
+// checkpoint at all, all unanchored.
 package journal

@@ -3,9 +3,12 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -74,4 +77,92 @@ func TreeHash(n int64, r tlog.HashReader) (tlog.Hash, error) {
 		return tlog.Hash{}, fmt.Errorf("journal: tree hash of size %d: %w", n, err)
 	}
 	return h, nil
+}
+
+// fieldShape is what the wire form of one JournalEntry field must look
+// like: its wire types, and whether it is a string (valid UTF-8).
+type fieldShape struct {
+	known          bool
+	wire, wireList protowire.Type // wireList: the packed form of a repeated scalar, else wire
+	utf8           bool
+}
+
+// entryShape is indexed by field number, built from the JournalEntry
+// descriptor so that a field added to the message is checked too.
+var entryShape = func() []fieldShape {
+	fields := (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().Fields()
+	var out []fieldShape
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		num := int(fd.Number())
+		for len(out) <= num {
+			out = append(out, fieldShape{})
+		}
+		var w protowire.Type
+		switch fd.Kind() {
+		case protoreflect.BoolKind, protoreflect.EnumKind, protoreflect.Int32Kind, protoreflect.Sint32Kind,
+			protoreflect.Uint32Kind, protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
+			w = protowire.VarintType
+		case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+			w = protowire.Fixed32Type
+		case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+			w = protowire.Fixed64Type
+		case protoreflect.GroupKind:
+			w = protowire.StartGroupType
+		default: // string, bytes, message
+			w = protowire.BytesType
+		}
+		wl := w
+		if fd.IsList() && w != protowire.BytesType && w != protowire.StartGroupType {
+			wl = protowire.BytesType // packed
+		}
+		out[num] = fieldShape{known: true, wire: w, wireList: wl, utf8: fd.Kind() == protoreflect.StringKind}
+	}
+	return out
+}()
+
+// entryIndex returns the index field of leaf data without decoding the
+// whole entry: it walks the top-level fields, checking each known field's
+// wire type and each string's UTF-8, as proto.Unmarshal would, and leaves
+// nested messages (time, execution, evidence, session) unparsed. ok is
+// false when the data does not have the shape of a JournalEntry; then
+// DecodeEntry says why. Verify uses it because decoding every field of
+// every record costs more than hashing it; a record with damaged nested
+// fields and intact top-level shape is still caught, by its hash.
+func entryIndex(data []byte) (index uint64, ok bool) {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return 0, false
+		}
+		data = data[n:]
+		var shape fieldShape
+		if int(num) < len(entryShape) {
+			shape = entryShape[num]
+		}
+		if shape.known && typ != shape.wire && typ != shape.wireList {
+			return 0, false
+		}
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(data)
+			if n < 0 {
+				return 0, false
+			}
+			index, data = v, data[n:]
+		case shape.utf8:
+			v, n := protowire.ConsumeBytes(data)
+			if n < 0 || !utf8.Valid(v) {
+				return 0, false
+			}
+			data = data[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, data)
+			if n < 0 {
+				return 0, false
+			}
+			data = data[n:]
+		}
+	}
+	return index, true
 }

@@ -33,6 +33,9 @@ func TestCheck(t *testing.T) {
 		{completed, delivered, true},
 		{completed, dispatched, false},
 		{delivered, completed, false},
+		{completed, needsReview, true}, // result_integrity only
+		{delivered, needsReview, true}, // result_integrity only
+		{rejected, needsReview, false},
 		{rejected, authorized, false},
 		{cancelled, authorized, false},
 	}

@@ -80,6 +80,11 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
+	// FullStateCheckUpTo is the journal size up to which start-up checks
+	// all state against the journal before serving (0: store.SmallStore;
+	// negative: never). A larger store is checked for its unsettled
+	// executions first and the rest in the background (state.go).
+	FullStateCheckUpTo int64
 	// Register, when set, is called to add more gRPC services; the server
 	// passed in has its Store, Tokens and Catalog set.
 	Register func(*grpc.Server, *Server)
@@ -108,6 +113,10 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+
+	// backgroundCheck: start-up checked only the unsettled executions (a
+	// large store); Run checks the rest while serving (state.go).
+	backgroundCheck bool
 }
 
 // Paths of a data directory.
@@ -172,6 +181,11 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
+	scope, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
@@ -213,7 +227,8 @@ func New(cfg Config) (*Server, error) {
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, signer: signer, grpc: g}
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, signer: signer, grpc: g,
+		backgroundCheck: scope == store.CheckUnsettled}
 	if cfg.Register != nil {
 		cfg.Register(g, s)
 	}
@@ -298,6 +313,9 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
 	g.Go(func() error { return s.checkpointLoop(gctx) })
+	if s.backgroundCheck {
+		g.Go(func() error { return s.checkAllState(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {

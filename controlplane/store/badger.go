@@ -93,6 +93,10 @@ func (k *BadgerKV) Get(key []byte) ([]byte, error) {
 }
 
 func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+	return k.ScanFrom(prefix, nil, reverse, fn)
+}
+
+func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if !k.enter() {
 		return ErrClosed
 	}
@@ -105,7 +109,11 @@ func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) 
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		seek := prefix
-		if reverse {
+		switch {
+		case start != nil:
+			// Reverse iterators seek to the last key <= start.
+			seek = start
+		case reverse:
 			// Seek to the last key with the prefix: prefix followed by 0xff...
 			seek = append(append([]byte{}, prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 		}

@@ -29,7 +29,7 @@
 //	                                  the JournalEntry (deterministic protobuf) that is the Merkle leaf
 //	c/<tree size, 16 hex>             signed checkpoint note
 //	m/journal_size                    number of journal entries, 8 bytes big endian
-//	m/format                          layout version of these keys ("1"), checked at open
+//	m/format                          layout version of these keys ("2"), checked at open
 //	t/<token id>                      AgentToken (protobuf): an agent's bearer token, hash only
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
@@ -40,7 +40,7 @@
 // last_used_at is coarse (moved at most once a minute), so authenticating
 // is a read, not a write per call. The t/, h/, m/catalog and k/ keys are
 // additive: a store written before them reads as "no tokens, no catalog
-// recorded", so the layout version stays "1".
+// recorded", so the layout version stays "2".
 //
 // Matching is one Get of f/<fingerprint>: its cost does not grow with the
 // number of stored executions. Execution IDs are ULIDs, so x/ keys sort by
@@ -48,4 +48,58 @@
 //
 // The store is deterministic: callers pass IDs and timestamps in; it never
 // reads the clock or a random source.
+//
+// # Results are committed by hash
+//
+// PutResult stores a Result as its deterministic protobuf encoding
+// (proto.MarshalOptions{Deterministic: true}) and returns the SHA-256 of
+// exactly those bytes; the completed record's execution carries it as
+// result_sha256 and names it in result_ref ("sha256:<64 hex>"). The hash is
+// over the stored bytes, not over a re-encoding, so it never depends on how
+// a later protobuf library orders fields or map entries: a reader hashes what
+// it read. Everything the result holds is covered (status, the headers
+// kept, body, body_truncated, exit code, signal, summary), after whatever
+// the engine removed before storing it (redaction).
+//
+// # State is a function of the journal
+//
+// Every execution record x/<id> equals the execution snapshot of its last
+// journal record that changes it, normalised in exactly two ways:
+//
+//   - fields fixed at acceptance (canonical_intent, arguments, evidence) are
+//     carried only by the accepted record (engine appendJournaled); they
+//     are compared with that record;
+//   - journal_index is the index of that last record itself (a snapshot is
+//     encoded before its index is known, so it holds the previous one).
+//
+// "attach" records carry the execution as it was and change nothing; every
+// other write of an execution record (transitions, recovery attempts with
+// their next_recovery_at, evidence) is a journal record in the same commit:
+// there is no unjournaled write of x/. A stored result r/<id> hashes to the
+// result_sha256 the journal committed for <id>; a result with no committed
+// hash is a mismatch. A fingerprint index entry f/<fp> points at an
+// execution whose record carries fp (actor and intent scope are inside the
+// fingerprint and compared again at match time). The history index e/<id>
+// lists exactly the journal records of <id>.
+//
+// Not compared (they decide nothing a retry depends on, or are derived):
+// sessions S/ (last_seen_at is written without a journal record; the
+// journal records each session state change), and the list indexes a/, n/,
+// s/ (the start-up scope cross-checks s/ against the records it lists).
+//
+// consistency.go checks this. CheckAll (latch audit verify, and start-up up
+// to SmallStore journal records) reads the journal itself (measured on a
+// loaded 2-core machine: 3m35s for 1M executions, 5M journal records);
+// CheckUnsettled
+// (start-up of a larger store, followed by a background CheckAllLive pass)
+// checks the executions start-up acts on through their history index
+// (1M executions of which 1,000 unsettled: open 0.14 s + check 0.16 s).
+// Independently, Verified (every result read) and Tx.Check (every attach)
+// check one execution before it is answered from: against the newest
+// journal record its history index lists (a record that changed it, or an
+// attach, which carries the whole record as answered), so the cost does
+// not grow with the history; and Tx.Latest refuses an
+// index entry that points at a missing execution or another intent. The
+// Merkle journal itself is verified by the journal package (audit verify);
+// the state check trusts journal leaves as stored.
 package store

@@ -28,6 +28,10 @@ type KV interface {
 	// Scan calls fn for every key with the prefix in key order (reverse:
 	// descending) until fn returns false. Values passed to fn are copies.
 	Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error
+	// ScanFrom is Scan starting at start (inclusive), which has the prefix:
+	// ascending it visits the keys >= start, descending the keys <= start.
+	// It lets a long index be read page by page without re-reading it.
+	ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error
 	// Commit applies the writes atomically and durably.
 	Commit(writes []Write) error
 	Close() error
@@ -61,6 +65,10 @@ func (k *MemKV) Get(key []byte) ([]byte, error) {
 }
 
 func (k *MemKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+	return k.ScanFrom(prefix, nil, reverse, fn)
+}
+
+func (k *MemKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	k.mu.RLock()
 	if k.closed {
 		k.mu.RUnlock()
@@ -68,7 +76,10 @@ func (k *MemKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) boo
 	}
 	var keys []string
 	for key := range k.m {
-		if bytes.HasPrefix([]byte(key), prefix) {
+		if !bytes.HasPrefix([]byte(key), prefix) {
+			continue
+		}
+		if c := bytes.Compare([]byte(key), start); start == nil || (!reverse && c >= 0) || (reverse && c <= 0) {
 			keys = append(keys, key)
 		}
 	}

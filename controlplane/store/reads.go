@@ -19,19 +19,6 @@ func (s *Store) Execution(id string) (*recordv1.Execution, error) {
 	return decodeExecution(s.kv.Get(execKey(id)))
 }
 
-// Result returns the stored result of an execution, or ErrNotFound.
-func (s *Store) Result(id string) (*recordv1.Result, error) {
-	data, err := s.kv.Get(resultKey(id))
-	if err != nil {
-		return nil, err
-	}
-	r := &recordv1.Result{}
-	if err := proto.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("store: decode result: %w", err)
-	}
-	return r, nil
-}
-
 // Filter selects executions for List. Zero fields match everything.
 type Filter struct {
 	Actor string
@@ -39,10 +26,18 @@ type Filter struct {
 	State recordv1.State
 	// Limit caps the answer (required, > 0).
 	Limit int
+	// OldestFirst lists oldest first instead of newest first.
+	OldestFirst bool
+	// After is a cursor: the ID of the last execution of the previous page.
+	// The listing continues past it in the listing's order, so a long
+	// listing is read page by page, each page costing its own size only.
+	After string
 }
 
-// List returns executions newest first. It walks the narrowest index the
-// filter allows (state, then actor, then all executions).
+// List returns executions newest first (OldestFirst: oldest first). Order
+// is by execution ID, which is a ULID and so sorts by acceptance time. It
+// walks the narrowest index the filter allows (state, then actor, then all
+// executions).
 func (s *Store) List(f Filter) ([]*recordv1.Execution, error) {
 	if f.Limit <= 0 {
 		return nil, errors.New("store: List needs a positive limit")
@@ -59,7 +54,14 @@ func (s *Store) List(f Filter) ([]*recordv1.Execution, error) {
 	}
 	var out []*recordv1.Execution
 	var scanErr error
-	err := s.kv.Scan(prefix, true, func(key, value []byte) bool {
+	var start []byte
+	if f.After != "" {
+		start = append(bytes.Clone(prefix), f.After...)
+	}
+	err := s.kv.ScanFrom(prefix, start, !f.OldestFirst, func(key, value []byte) bool {
+		if start != nil && bytes.Equal(key, start) {
+			return true // the cursor itself was on the previous page
+		}
 		var x *recordv1.Execution
 		var err error
 		if bytes.HasPrefix(prefix, []byte("x/")) {

@@ -28,7 +28,10 @@ var journalSizeKey = []byte("m/journal_size")
 // refused at open instead of being misread.
 var formatKey = []byte("m/format")
 
-const format = "1"
+// Layout "2": results are committed by hash (Execution.result_sha256), and
+// start-up refuses a store whose results the journal does not vouch for; a
+// layout "1" dir holds results no journal record commits.
+const format = "2"
 
 // Config configures a Store.
 type Config struct {
@@ -168,6 +171,16 @@ func (s *Store) writer() {
 				group = append(group, r)
 			default:
 				break fill
+			}
+		}
+		if prev != nil {
+			select {
+			case <-prev.committed:
+				// It finished while the writer waited for work: its
+				// writes are in the KV or, if it failed, never happened;
+				// either way the next group is built on the KV alone.
+				prev, size = nil, s.JournalSize()
+			default:
 			}
 		}
 		b := s.build(group, prev, size)
@@ -390,13 +403,27 @@ func (t *Tx) remember(id string, k known) {
 	t.known[id] = k
 }
 
-// Latest returns the latest execution recorded for a fingerprint.
+// Latest returns the latest execution recorded for a fingerprint. An index
+// entry that points at a missing execution, or at one of another
+// fingerprint, is a *StateError (ErrStateMismatch), never "no prior": a
+// deleted or redirected record must not turn a retry into a new execution.
 func (t *Tx) Latest(fingerprint string) (*recordv1.Execution, error) {
 	id, err := t.get(fpKey(fingerprint))
 	if err != nil {
 		return nil, err
 	}
-	return t.Execution(string(id))
+	x, err := t.Execution(string(id))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, stateErr([]Mismatch{{ExecutionID: string(id), JournalIndex: -1, Key: "f/" + fingerprint, Kind: MismatchIndex,
+			Detail: "the fingerprint index points at an execution that has no record"}})
+	case err != nil:
+		return nil, err
+	case x.GetFingerprint() != fingerprint:
+		return nil, stateErr([]Mismatch{{ExecutionID: string(id), JournalIndex: int64(x.GetJournalIndex()), Key: "f/" + fingerprint, Kind: MismatchIndex,
+			Detail: "the fingerprint index points at an execution of another intent"}})
+	}
+	return x, nil
 }
 
 // PutExecution stores x, keeps the state and actor indexes right, and, when
@@ -469,14 +496,16 @@ func (t *Tx) PutSession(x *recordv1.Session) error {
 	return nil
 }
 
-// PutResult stores an execution's observed result.
-func (t *Tx) PutResult(id string, r *recordv1.Result) error {
-	data, err := proto.Marshal(r)
+// PutResult stores an execution's observed result and returns the SHA-256
+// of the bytes stored (ResultSum), which the completed journal record must
+// carry as Execution.result_sha256: the result is stored exactly as hashed.
+func (t *Tx) PutResult(id string, r *recordv1.Result) ([]byte, error) {
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("store: encode result: %w", err)
+		return nil, fmt.Errorf("store: encode result: %w", err)
 	}
 	t.set(resultKey(id), data)
-	return nil
+	return ResultSum(data), nil
 }
 
 // Append adds e to the journal as the next leaf, setting e.Index, and

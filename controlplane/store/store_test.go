@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
@@ -698,4 +700,87 @@ func TestSessionExecutions(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestListPagesWithCursor(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *Store) {
+		ctx := t.Context()
+		var want []string
+		for i := range 23 {
+			st := recordv1.State_STATE_OUTCOME_UNKNOWN
+			if i%4 == 3 {
+				st = recordv1.State_STATE_DISPATCHED // interleaved: another index
+			} else {
+				want = append(want, fmt.Sprintf("act_%02d", i))
+			}
+			x := exec(fmt.Sprintf("act_%02d", i), fmt.Sprintf("fp%d", i), "alice", st)
+			if err := s.Update(ctx, func(tx *Tx) error { return tx.PutExecution(x, true) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reversed := append([]string(nil), want...)
+		slices.Reverse(reversed)
+		tests := []struct {
+			name string
+			f    Filter
+			want []string
+		}{
+			{"state, oldest first", Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN, OldestFirst: true}, want},
+			{"state, newest first", Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN}, reversed},
+			{"actor, oldest first", Filter{Actor: "alice", OldestFirst: true, State: recordv1.State_STATE_UNSPECIFIED}, nil},
+		}
+		// Every execution by actor, oldest first, for the third case.
+		for i := range 23 {
+			tests[2].want = append(tests[2].want, fmt.Sprintf("act_%02d", i))
+		}
+		for _, tt := range tests {
+			for _, page := range []int{1, 5, 100} {
+				f := tt.f
+				f.Limit = page
+				var got []string
+				for {
+					xs, err := s.List(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, x := range xs {
+						got = append(got, x.GetId())
+					}
+					if len(xs) < page {
+						break
+					}
+					f.After = xs[len(xs)-1].GetId()
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("%s, pages of %d (-want +got):\n%s", tt.name, page, diff)
+				}
+			}
+		}
+	})
+}
+
+// TestUpdateAfterAFailedCommitSucceeds: a commit that failed while no other
+// group was waiting must not fail the next update too (it is not built on
+// the failed group's writes, which never happened).
+func TestUpdateAfterAFailedCommitSucceeds(t *testing.T) {
+	kv := NewMemKV()
+	kv.FailCommit = errors.New("disk full (injected)")
+	s := newStore(t, kv)
+	put := func(id string) error {
+		return s.Update(context.Background(), func(tx *Tx) error {
+			if _, err := tx.Execution(id); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("%s is visible before it was written: %v", id, err)
+			}
+			return tx.PutExecution(exec(id, "fp-"+id, "a", recordv1.State_STATE_ACCEPTED), true)
+		})
+	}
+	if err := put("act_1"); err == nil {
+		t.Fatal("Update succeeded over a failing commit")
+	}
+	if err := put("act_1"); err != nil {
+		t.Errorf("Update after a failed commit = %v, want success (the failure was transient)", err)
+	}
+	if _, err := s.Execution("act_1"); err != nil {
+		t.Errorf("Execution(act_1) = %v after the retried update", err)
+	}
 }

@@ -481,6 +481,11 @@ type Execution struct {
 	JournalIndex uint64 `protobuf:"varint,31,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
 	// The agent session the execution came from (see Session).
 	SessionId string `protobuf:"bytes,32,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// SHA-256 of the stored result exactly as stored: the deterministic
+	// protobuf encoding of Result (store/doc.go). Set by the completed record
+	// that stored the result; result_ref is then "sha256:<hex of this>". A
+	// result whose bytes do not hash to it is never returned.
+	ResultSha256 []byte `protobuf:"bytes,33,opt,name=result_sha256,json=resultSha256,proto3" json:"result_sha256,omitempty"`
 	// The latest time a request carrying the execution ID may have been sent
 	// to the target: every dispatch, every recovery re-send. An "absent"
 	// answer proves nothing happened only when observed after this plus the
@@ -735,6 +740,13 @@ func (x *Execution) GetSessionId() string {
 	return ""
 }
 
+func (x *Execution) GetResultSha256() []byte {
+	if x != nil {
+		return x.ResultSha256
+	}
+	return nil
+}
+
 func (x *Execution) GetLastSentAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastSentAt
@@ -762,6 +774,7 @@ type JournalEntry struct {
 	// that proved nothing yet; the reason says what it saw and why it does not
 	// count), "recovery_replay" (a re-send under the same execution ID is about
 	// to go out), "recovery" (recovery settled it), "resolve", "evidence".
+	// "integrity" (a stored result failed its hash: completed -> needs_review).
 	// Records before recovery_query existed say "recovery_attempt".
 	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -1349,7 +1362,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\asummary\x18\a \x01(\tR\asummary\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\n" +
 	"\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
@@ -1386,7 +1399,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x10next_recovery_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\x0enextRecoveryAt\x12#\n" +
 	"\rjournal_index\x18\x1f \x01(\x04R\fjournalIndex\x12\x1d\n" +
 	"\n" +
-	"session_id\x18  \x01(\tR\tsessionId\x12<\n" +
+	"session_id\x18  \x01(\tR\tsessionId\x12#\n" +
+	"\rresult_sha256\x18! \x01(\fR\fresultSha256\x12<\n" +
 	"\flast_sent_at\x18( \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\"\xa0\x04\n" +

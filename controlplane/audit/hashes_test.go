@@ -1,0 +1,151 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// entry is a journal entry the size of a real transition.
+func entry(i int64) *recordv1.JournalEntry {
+	at := timestamppb.New(time.Date(2026, 11, 30, 4, 0, 0, int(i), time.UTC))
+	id := fmt.Sprintf("act_01JDX%021d", i/4)
+	return &recordv1.JournalEntry{
+		Time: at, ExecutionId: id, From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_COMPLETED,
+		Kind: "transition", Reason: "target answered 200", Actor: "agent:ci",
+		Execution: &recordv1.Execution{
+			Id: id, Fingerprint: "hmac-sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Actor: "agent:ci",
+			Tool: "deploy_release", Target: "https://deploy.internal/v1/releases", Channel: "http", Replay: "idempotency_key",
+			CanonicalIntent: []byte(`{"actor":"agent:ci","arguments":{"region":"us-east-1","service":"api","version":"1.2.3"},"channel":"http","method":"POST","target":"https://deploy.internal/v1/releases","tool":"deploy_release"}`),
+			State:           recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 200,
+			AcceptedAt: at, DispatchedAt: at, CompletedAt: at, UpdatedAt: at,
+			Arguments: []byte(`{"region":"us-east-1","service":"api","version":"1.2.3"}`),
+		},
+	}
+}
+
+// dataDir makes a stopped data dir whose journal holds n entries and a
+// checkpoint of all of them, as a control plane leaves it.
+func dataDir(tb testing.TB, n int) string {
+	tb.Helper()
+	data := tb.TempDir()
+	skey, vkey, err := journal.GenerateKey("latch.test/activity")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, err := journal.NewSigner(skey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(server.VerifierPath(data)), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const batch = 1000
+	for done := 0; done < n; done += batch {
+		err := st.Update(context.Background(), func(tx *store.Tx) error {
+			for i := done; i < min(done+batch, n); i++ {
+				if _, err := tx.Append(entry(int64(i))); err != nil {
+					return err
+				}
+			}
+			if done+batch >= n {
+				size, root, err := tx.TreeHash()
+				if err != nil {
+					return err
+				}
+				note, err := signer.Sign(size, root, time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC))
+				if err != nil {
+					return err
+				}
+				tx.PutCheckpoint(size, note)
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// TestDirServesTheStoresHashes: the hashes Dir reads with the journal are
+// the store's, for a sound journal and for one with a record gone and one
+// keyed far past the end.
+func TestDirServesTheStoresHashes(t *testing.T) {
+	const n = 45
+	data := dataDir(t, n)
+	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := fmt.Appendf(nil, "j/%016x", 1000)
+	v, err := kv.Get(fmt.Appendf(nil, "j/%016x", 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: fmt.Appendf(nil, "j/%016x", 9), Delete: true}, {Key: far, Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	d, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Size() != n {
+		t.Fatalf("Dir.Size() = %d, want %d", d.Size(), n)
+	}
+	for x := range tlog.StoredHashCount(1001) + 3 {
+		got, gok, err := d.StoredHash(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wok, err := d.st.StoredHash(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || gok != wok {
+			t.Fatalf("Dir.StoredHash(%d) = %v, %v; the store has %v, %v", x, got, gok, want, wok)
+		}
+	}
+}
+
+// BenchmarkVerifyDataDir measures `latch audit verify DATA_DIR` end to
+// end: opening the store, reading the journal, verifying.
+func BenchmarkVerifyDataDir(b *testing.B) {
+	const n = 1 << 17
+	data := dataDir(b, n)
+	for b.Loop() {
+		rep, err := Verify(data, journal.Options{})
+		if err != nil || !rep.OK() || rep.Size != n || rep.Unanchored() != 0 {
+			b.Fatal(err, rep)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}

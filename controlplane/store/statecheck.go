@@ -1,0 +1,493 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// The whole-store state checks (CheckState) built on the per-execution
+// check of consistency.go.
+
+// CheckScope says how much of the store a state check covers.
+type CheckScope int
+
+const (
+	// CheckAll rebuilds every execution's history from the journal itself
+	// and checks every execution record, history index, result and
+	// fingerprint index entry against it (audit verify; start-up when the
+	// store is small).
+	CheckAll CheckScope = iota + 1
+	// CheckUnsettled checks, through their history indexes, the executions
+	// the control plane acts on at start-up: every one not yet settled
+	// (lifecycle.Settled), and not_executed (which may be re-dispatched).
+	CheckUnsettled
+	// CheckAllLive is CheckAll on a store that is being written (the
+	// background pass after a CheckUnsettled start-up): a mismatch about an
+	// execution that changed after the pass began, or an index entry that
+	// moved, is checked again on a fresh read before it is reported.
+	CheckAllLive
+)
+
+// StateReport is the outcome of a state check.
+type StateReport struct {
+	Scope      CheckScope
+	Executions int // execution records checked
+	Results    int // stored results checked
+	Index      int // fingerprint index entries checked
+	Journal    int // journal records read
+	Mismatches []Mismatch
+}
+
+// OK reports whether the state agrees with the journal.
+func (r *StateReport) OK() bool { return len(r.Mismatches) == 0 }
+
+// Err is a *StateError for the mismatches, or nil.
+func (r *StateReport) Err() error { return stateErr(r.Mismatches) }
+
+func (r *StateReport) String() string {
+	var b strings.Builder
+	what := "all state"
+	switch r.Scope {
+	case CheckUnsettled:
+		what = "unsettled executions"
+	case CheckAllLive:
+		what = "all state, while serving"
+	}
+	if r.OK() {
+		fmt.Fprintf(&b, "state ok: %d execution records, %d results and %d fingerprint index entries agree with %d journal records (%s)", r.Executions, r.Results, r.Index, r.Journal, what)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "state DISAGREES with the journal: %d mismatch(es) in %d execution records, %d results, %d fingerprint index entries (%s)", len(r.Mismatches), r.Executions, r.Results, r.Index, what)
+	for _, m := range r.Mismatches {
+		b.WriteString("\n  ")
+		b.WriteString(m.String())
+	}
+	return b.String()
+}
+
+// SmallStore is the journal size up to which start-up checks all state
+// rather than only the unsettled executions (StartupScope): about 10,000
+// executions, whose full check takes well under a second (the full check
+// costs about 12 µs per journal record on a 2-core machine).
+const SmallStore = 50_000
+
+// StartupScope is the check start-up runs synchronously: everything for a
+// store of at most fullUpTo journal records (0: SmallStore; negative:
+// never), the unsettled executions otherwise (the rest is checked by a
+// background CheckAllLive pass while attach checks each prior it answers from).
+func (s *Store) StartupScope(fullUpTo int64) CheckScope {
+	if fullUpTo == 0 {
+		fullUpTo = SmallStore
+	}
+	if s.JournalSize() <= fullUpTo {
+		return CheckAll
+	}
+	return CheckUnsettled
+}
+
+// CheckState checks committed state against the journal. It reads a
+// consistent store only when nothing writes meanwhile (offline, or before
+// the engine starts); a background pass on a live store re-checks every
+// execution it finds disagreeing through a fresh read before reporting it.
+func (s *Store) CheckState(ctx context.Context, scope CheckScope) (*StateReport, error) {
+	switch scope {
+	case CheckAll:
+		return s.checkAll(ctx)
+	case CheckAllLive:
+		size := s.JournalSize()
+		rep, err := s.checkAll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Scope, rep.Mismatches = CheckAllLive, s.recheck(rep.Mismatches, size)
+		return rep, nil
+	case CheckUnsettled:
+		return s.checkUnsettled(ctx)
+	}
+	return nil, fmt.Errorf("store: unknown check scope %d", scope)
+}
+
+func (s *Store) checkUnsettled(ctx context.Context) (*StateReport, error) {
+	rep := &StateReport{Scope: CheckUnsettled}
+	for st := range recordv1.State_name {
+		state := recordv1.State(st)
+		if state == recordv1.State_STATE_UNSPECIFIED || (lifecycle.Settled(state) && state != recordv1.State_STATE_NOT_EXECUTED) {
+			continue
+		}
+		prefix := []byte("s/" + strconv.Itoa(int(state)) + "/")
+		var ids []string
+		if err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
+			ids = append(ids, string(k[len(prefix):]))
+			return ctx.Err() == nil
+		}); err != nil {
+			return nil, fmt.Errorf("store: state check: %w", err)
+		}
+		for _, id := range ids {
+			x, err := s.Execution(id)
+			if errors.Is(err, ErrNotFound) {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: -1, Key: "x/" + id, Kind: MismatchMissing,
+					Detail: "the state index lists this execution as " + lifecycle.Name(state) + " but its record is gone"})
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store: state check: %w", err)
+			}
+			rep.Executions++
+			if x.GetState() != state {
+				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: int64(x.GetJournalIndex()), Key: "s/" + id, Kind: MismatchRecord,
+					Detail: "the state index says " + lifecycle.Name(state) + ", the record says " + lifecycle.Name(x.GetState())})
+			}
+			ms, _ := checkOne(s.kv.Get, id, x)
+			rep.Mismatches = append(rep.Mismatches, ms...)
+		}
+	}
+	return rep, ctx.Err()
+}
+
+// journaled is what the full check keeps of one execution while it reads
+// the journal: digests, not records, so a million executions fit in a
+// couple of hundred megabytes and every later step is a sequential scan.
+type journaled struct {
+	first, last int64    // journal index of the accepted record and of the last that changed the record
+	n           int      // journal records of the execution
+	hist        uint64   // FNV-1a over the indexes in order (the e/ list must hash the same)
+	record      [16]byte // digest of the expected record without the fields fixed at acceptance
+	fixed       [16]byte // digest of those fields, from the accepted record
+	fp          [16]byte // digest of the fingerprint
+	result      []byte   // committed result hash, if any
+	state       recordv1.State
+
+	seen, histSeen, resultSeen bool
+}
+
+func digest(m proto.Message) [16]byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m) // a decoded message always encodes
+	s := sha256.Sum256(b)
+	return [16]byte(s[:16])
+}
+
+func fpDigest(fp string) [16]byte {
+	s := sha256.Sum256([]byte(fp))
+	return [16]byte(s[:16])
+}
+
+// recordDigests splits a record (or expected record) into the digest of the
+// fields fixed at acceptance and the digest of the rest.
+// x is left as it was (the fields are lent out, not copied).
+func recordDigests(x *recordv1.Execution) (rest, fixed [16]byte) {
+	f := &recordv1.Execution{CanonicalIntent: x.CanonicalIntent, Arguments: x.Arguments, Evidence: x.Evidence}
+	x.CanonicalIntent, x.Arguments, x.Evidence = nil, nil, nil
+	rest = digest(x)
+	x.CanonicalIntent, x.Arguments, x.Evidence = f.CanonicalIntent, f.Arguments, f.Evidence
+	return rest, digest(f)
+}
+
+func fnvIndex(h uint64, i int64) uint64 {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(i))
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+const fnvOffset = 14695981039346656037
+
+// checkAll reads the journal once, in index order, and keeps a digest of
+// the record each execution's journal records imply; then it holds every
+// record, history index, result and fingerprint index entry against that,
+// each in one sequential scan. Only a disagreement is looked at again
+// record by record, to say which fields differ.
+func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
+	rep := &StateReport{Scope: CheckAll}
+	info := map[string]*journaled{}
+	var derr error
+	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		rep.Journal++
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		_, data, ok := decodeLeaf(v)
+		if !ok {
+			return true // the journal check reports damaged leaves
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) != nil {
+			return true // likewise
+		}
+		id := e.GetExecutionId()
+		if id == "" {
+			return true
+		}
+		j := info[id]
+		if j == nil {
+			j = &journaled{first: -1, last: -1, hist: fnvOffset}
+			info[id] = j
+		}
+		j.n++
+		j.hist = fnvIndex(j.hist, i)
+		if changesRecord(e) {
+			x := e.GetExecution()
+			if x.GetState() == recordv1.State_STATE_ACCEPTED {
+				j.first = i
+				_, j.fixed = recordDigests(x)
+			}
+			x.JournalIndex = uint64(i)
+			j.record, _ = recordDigests(x)
+			j.last, j.state, j.result, j.fp = i, x.GetState(), x.GetResultSha256(), fpDigest(x.GetFingerprint())
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read the journal: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	add := func(id string, idx int64, key string, kind MismatchKind, format string, args ...any) {
+		rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	var differ []string
+	err = s.kv.Scan([]byte("x/"), false, func(k, v []byte) bool {
+		id := string(k[2:])
+		rep.Executions++
+		x, err := decodeExecution(v, nil)
+		j := info[id]
+		switch {
+		case j == nil:
+			add(id, -1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
+			return true
+		case err != nil:
+			j.seen = true
+			add(id, j.last, "x/"+id, MismatchRecord, "%v", err)
+			return true
+		}
+		j.seen = true
+		if len(j.result) > 0 {
+			rep.Results++
+		}
+		rest, fixed := recordDigests(x)
+		if j.last < 0 || j.first < 0 || rest != j.record || fixed != j.fixed {
+			differ = append(differ, id)
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
+	}
+	for _, id := range differ {
+		j := info[id]
+		x, err := s.Execution(id)
+		if err != nil {
+			add(id, j.last, "x/"+id, MismatchRecord, "cannot read the record again: %v", err)
+			continue
+		}
+		if j.last < 0 || j.first < 0 {
+			add(id, j.last, "x/"+id, MismatchHistory, "the journal holds no accepted record and state of this execution")
+			continue
+		}
+		first, ferr := entryAt(s.kv.Get, j.first)
+		last, lerr := entryAt(s.kv.Get, j.last)
+		if ferr != nil || lerr != nil {
+			add(id, j.last, "x/"+id, MismatchRecord, "differs from the journal (its records cannot be read again: %v %v)", ferr, lerr)
+			continue
+		}
+		add(id, j.last, "x/"+id, MismatchRecord, "differs from the journal in %s", diffFields(expectedRecord(first, last), x))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for id, j := range info {
+		if !j.seen {
+			missing = append(missing, id)
+		}
+	}
+	sort.Strings(missing)
+	for _, id := range missing {
+		j := info[id]
+		add(id, j.last, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(j.state))
+	}
+	err = s.kv.Scan([]byte("e/"), false, func(k, v []byte) bool {
+		id := string(k[2:])
+		j := info[id]
+		if j == nil {
+			add(id, -1, "e/"+id, MismatchUnjournaled, "a history index exists for an execution the journal does not hold")
+			return true
+		}
+		j.histSeen = true
+		h := uint64(fnvOffset)
+		for b := v; len(b) >= 8; b = b[8:] {
+			h = fnvIndex(h, int64(binary.BigEndian.Uint64(b)))
+		}
+		if len(v)%8 != 0 || len(v)/8 != j.n || h != j.hist {
+			stored, _ := historyOf(s.kv.Get, id)
+			add(id, j.last, "e/"+id, MismatchHistory, "the history index lists journal records %v, not the %d records the journal holds for it", stored, j.n)
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read history indexes: %w", err)
+	}
+	for _, id := range missing {
+		if j := info[id]; !j.histSeen {
+			add(id, j.last, "e/"+id, MismatchHistory, "the history index of this execution is gone")
+		}
+	}
+	for id, j := range info {
+		if j.seen && !j.histSeen {
+			add(id, j.last, "e/"+id, MismatchHistory, "the history index of this execution is gone")
+		}
+	}
+	err = s.kv.Scan([]byte("r/"), false, func(k, v []byte) bool {
+		id := string(k[2:])
+		j := info[id]
+		switch {
+		case j == nil || !j.seen:
+			rep.Results++
+			add(id, j.lastIndex(), "r/"+id, MismatchUnjournaled, "a result is stored for an execution that has no record")
+		case len(j.result) == 0:
+			add(id, j.last, "r/"+id, MismatchResult, "a result is stored but no journal record commits one")
+		case !bytes.Equal(ResultSum(v), j.result):
+			add(id, j.last, "r/"+id, MismatchResult, "the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(v)), ResultRef(j.result))
+		}
+		if j != nil {
+			j.resultSeen = true
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read results: %w", err)
+	}
+	for id, j := range info {
+		if j.seen && len(j.result) > 0 && !j.resultSeen {
+			add(id, j.last, "r/"+id, MismatchResult, "the journal commits result %s but no result is stored", ResultRef(j.result))
+		}
+	}
+	var foreign []int // mismatches whose intent's own execution is looked up below
+	err = s.kv.Scan([]byte("f/"), false, func(k, v []byte) bool {
+		rep.Index++
+		fp, id := string(k[2:]), string(v)
+		j := info[id]
+		switch {
+		case j == nil || !j.seen:
+			add(id, j.lastIndex(), "f/"+fp, MismatchIndex, "the fingerprint index points at an execution that has no record")
+		case j.fp != fpDigest(fp):
+			foreign = append(foreign, len(rep.Mismatches))
+			add(id, j.last, "f/"+fp, MismatchIndex, "the fingerprint index points at %s, an execution of another intent", id)
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
+	}
+	if len(foreign) > 0 {
+		s.nameOwners(rep.Mismatches, foreign, info)
+	}
+	sort.SliceStable(rep.Mismatches, func(a, b int) bool {
+		x, y := rep.Mismatches[a], rep.Mismatches[b]
+		if x.ExecutionID != y.ExecutionID {
+			return x.ExecutionID < y.ExecutionID
+		}
+		return x.Key < y.Key
+	})
+	return rep, ctx.Err()
+}
+
+// lastIndex is the last journal index of j, -1 for none.
+func (j *journaled) lastIndex() int64 {
+	if j == nil {
+		return -1
+	}
+	return j.last
+}
+
+// nameOwners rewrites redirected-index mismatches to name the newest
+// execution whose record carries the indexed fingerprint (one more scan of
+// x/, only when such a mismatch exists).
+func (s *Store) nameOwners(ms []Mismatch, which []int, info map[string]*journaled) {
+	want := map[[16]byte]int{}
+	for _, i := range which {
+		want[fpDigest(strings.TrimPrefix(ms[i].Key, "f/"))] = i
+	}
+	s.kv.Scan([]byte("x/"), false, func(k, v []byte) bool { //nolint:errcheck // naming is best effort
+		x, err := decodeExecution(v, nil)
+		if err != nil {
+			return true
+		}
+		if i, ok := want[fpDigest(x.GetFingerprint())]; ok {
+			ms[i].ExecutionID = x.GetId()
+			ms[i].JournalIndex = info[x.GetId()].lastIndex()
+			if !strings.Contains(ms[i].Detail, "; the newest") {
+				ms[i].Detail += "; the newest execution of this intent is " + x.GetId()
+			} else {
+				ms[i].Detail = ms[i].Detail[:strings.Index(ms[i].Detail, "; the newest")] + "; the newest execution of this intent is " + x.GetId()
+			}
+		}
+		return true
+	})
+}
+
+// recheck re-reads what each mismatch is about and keeps it only when it
+// still stands: an execution written since the pass began (journal size
+// then: size) is checked again through its history index; an index entry
+// that now points at a matching execution is dropped.
+func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
+	var out []Mismatch
+	done := map[string]bool{}
+	for _, m := range ms {
+		if m.Kind == MismatchIndex {
+			fp := strings.TrimPrefix(m.Key, "f/")
+			if id, err := s.kv.Get(fpKey(fp)); err == nil {
+				if x, err := s.Execution(string(id)); err == nil && x.GetFingerprint() == fp {
+					continue
+				}
+			}
+			out = append(out, m)
+			continue
+		}
+		x, err := s.Execution(m.ExecutionID)
+		changed := err == nil && int64(x.GetJournalIndex()) >= size
+		if h, herr := historyOf(s.kv.Get, m.ExecutionID); err == nil && herr == nil && lastOf(h) >= size {
+			changed = true // an attach record since (it changes no record)
+		}
+		if !changed {
+			out = append(out, m)
+			continue
+		}
+		if !done[m.ExecutionID] {
+			done[m.ExecutionID] = true
+			if _, again, _, err := s.checkCommitted(m.ExecutionID); err != nil {
+				out = append(out, m)
+			} else {
+				out = append(out, again...)
+			}
+		}
+	}
+	return out
+}
+
+func lastOf(h []int64) int64 {
+	if len(h) == 0 {
+		return -1
+	}
+	return h[len(h)-1]
+}
