@@ -194,7 +194,7 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return f.result(ctx, cc.actor, resp.GetDisposition(), resp.GetNote(), exec, r), nil
+		return f.result(ctx, cc, resp.GetDisposition(), resp.GetNote(), exec, r), nil
 	}
 }
 
@@ -247,7 +247,7 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 	}
 	wctx, cancel := context.WithTimeoutCause(ctx, f.cfg.WaitBound, errWaitBound)
 	defer cancel()
-	stream, err := f.cfg.ControlPlane.Watch(wctx, &controlplanev1.WatchRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
+	stream, err := f.cfg.ControlPlane.Watch(wctx, &controlplanev1.WatchRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential})
 	if err != nil {
 		return f.settle(ctx, cc, exec), nil, ctx.Err()
 	}
@@ -328,7 +328,7 @@ func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execu
 	if ctx.Err() != nil {
 		return exec
 	}
-	resp, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
+	resp, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential})
 	if err != nil {
 		return exec
 	}
@@ -365,7 +365,7 @@ func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContex
 	if cc.evidence.GetJsonrpcId() != "" {
 		reason += " for request " + cc.evidence.GetJsonrpcId()
 	}
-	resp, err := f.cfg.ControlPlane.Cancel(cctx, &controlplanev1.CancelRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Reason: reason})
+	resp, err := f.cfg.ControlPlane.Cancel(cctx, &controlplanev1.CancelRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Reason: reason, Credential: cc.credential})
 	if err != nil {
 		log.Warn("cancel not applied", "execution_id", exec.GetId(), "error", err)
 		return nil, waitErr
@@ -432,7 +432,7 @@ func viewResult(r *recordv1.Result, channel string) *ResultView {
 // result builds the tool result; r is the stored result when the caller
 // already has it (from the watch), else it is read when the execution
 // completed.
-func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposition, cpNote string, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
+func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Disposition, cpNote string, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
 	cr := CallResult{
 		ExecutionID:  exec.GetId(),
 		Disposition:  dispositionName(disp),
@@ -449,7 +449,7 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 	case completed && r != nil:
 		cr.Result = viewResult(r, exec.GetChannel())
 	case completed:
-		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: actor}); err == nil {
+		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential}); err == nil {
 			if g.GetExecution() != nil {
 				exec = g.GetExecution()
 			}

@@ -191,3 +191,33 @@ func (s *Service) ListTools(ctx context.Context, req *controlplanev1.ListToolsRe
 	sort.Slice(out.Tools, func(i, j int) bool { return out.Tools[i].GetName() < out.Tools[j].GetName() })
 	return out, nil
 }
+
+// readActor decides whose executions an agent-facing read or cancel may
+// see (Get, List, Watch, Cancel). With a credential, the agent's own (an
+// actor that differs is refused). Without one, an operator caller sees the
+// actor it names ("" for every actor); a front bound to an actor
+// (FrontActors) sees that actor's; anyone else is refused.
+func (s *Service) readActor(ctx context.Context, rpc, actor, credential string) (string, error) {
+	if credential != "" {
+		t, err := s.authenticate(ctx, credential)
+		if err != nil {
+			return "", err
+		}
+		if actor != "" && actor != t.GetActor() {
+			return "", status.Errorf(codes.PermissionDenied, "%s: the credential authenticates actor %s, not %s", rpc, t.GetActor(), actor)
+		}
+		return t.GetActor(), nil
+	}
+	c := s.caller(ctx)
+	if c.Operator || (actor != "" && s.fronts.Allows(c.Identity, actor)) {
+		return actor, nil
+	}
+	who := c.Identity
+	if who == "" {
+		who = "an unidentified caller"
+	}
+	if actor == "" {
+		return "", status.Errorf(codes.PermissionDenied, "%s: %s may read only an agent's own executions: send the agent's credential", rpc, who)
+	}
+	return "", status.Errorf(codes.PermissionDenied, "%s: %s may not act as actor %s without the agent's credential (latch serve --front-actor %s=%s)", rpc, who, actor, c.Identity, actor)
+}

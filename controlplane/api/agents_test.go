@@ -231,3 +231,60 @@ func TestParseFrontActor(t *testing.T) {
 		}
 	}
 }
+
+// TestReadActor: agent-facing reads and cancels see only the agent's own
+// executions unless the caller is the operator.
+func TestReadActor(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	bob, _, _ := f.tokens.Create(ctx, "bob", 0)
+	f.caller = Caller{Identity: "unix", Operator: true}
+	mine, err := f.svc.Submit(ctx, &controlplanev1.SubmitRequest{Credential: bob, Tool: "look", Arguments: []byte(`{"what":"bob"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := f.svc.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "look", Arguments: []byte(`{"what":"alice"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		caller     Caller
+		actor      string
+		credential string
+		id         string
+		want       codes.Code
+	}{
+		{"agent reads its own", Caller{}, "", bob, mine.GetExecution().GetId(), codes.OK},
+		{"agent reads another's", Caller{}, "", bob, theirs.GetExecution().GetId(), codes.NotFound},
+		{"agent claims another actor", Caller{}, "alice", bob, theirs.GetExecution().GetId(), codes.PermissionDenied},
+		{"operator reads any", Caller{Identity: "unix", Operator: true}, "", "", theirs.GetExecution().GetId(), codes.OK},
+		{"bound front reads its actor's", Caller{Identity: "spiffe://latch/front-a"}, "alice", "", theirs.GetExecution().GetId(), codes.OK},
+		{"bound front reads without an actor", Caller{Identity: "spiffe://latch/front-a"}, "", "", theirs.GetExecution().GetId(), codes.PermissionDenied},
+		{"anonymous names an actor", Caller{}, "alice", "", theirs.GetExecution().GetId(), codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.caller = tt.caller
+			_, err := f.svc.Get(ctx, &controlplanev1.GetRequest{ExecutionId: tt.id, Actor: tt.actor, Credential: tt.credential})
+			if status.Code(err) != tt.want {
+				t.Errorf("Get = %v, want %v", err, tt.want)
+			}
+			l, err := f.svc.List(ctx, &controlplanev1.ListRequest{Actor: tt.actor, Credential: tt.credential, Limit: 10})
+			if tt.want == codes.PermissionDenied {
+				if status.Code(err) != codes.PermissionDenied {
+					t.Errorf("List = %v, want PermissionDenied", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("List = %v", err)
+			}
+			for _, x := range l.GetExecutions() {
+				if tt.credential != "" && x.GetActor() != "bob" {
+					t.Errorf("List with bob's token shows %s's execution", x.GetActor())
+				}
+			}
+		})
+	}
+}

@@ -135,7 +135,11 @@ func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*con
 	if req.GetExecutionId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "execution_id is required")
 	}
-	x, r, err := s.e.Get(req.GetExecutionId(), req.GetActor())
+	actor, err := s.readActor(ctx, "Get", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	x, r, err := s.e.Get(req.GetExecutionId(), actor)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -146,7 +150,11 @@ func (s *Service) List(ctx context.Context, req *controlplanev1.ListRequest) (*c
 	if req.GetLimit() < 0 || req.GetLimit() > 1000 {
 		return nil, status.Error(codes.InvalidArgument, "limit must be between 0 (default 100) and 1000")
 	}
-	xs, err := s.e.List(store.Filter{Actor: req.GetActor(), Tool: req.GetTool(), State: req.GetState(), Limit: int(req.GetLimit())})
+	actor, err := s.readActor(ctx, "List", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	xs, err := s.e.List(store.Filter{Actor: actor, Tool: req.GetTool(), State: req.GetState(), Limit: int(req.GetLimit())})
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -159,7 +167,11 @@ func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStre
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	ch, err := s.e.Watch(ctx, req.GetExecutionId(), req.GetActor())
+	actor, err := s.readActor(ctx, "Watch", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return err
+	}
+	ch, err := s.e.Watch(ctx, req.GetExecutionId(), actor)
 	if err != nil {
 		return s.toStatus(err)
 	}
@@ -197,7 +209,11 @@ func (s *Service) MarkDelivered(ctx context.Context, req *controlplanev1.MarkDel
 }
 
 func (s *Service) Cancel(ctx context.Context, req *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error) {
-	x, err := s.e.Cancel(ctx, req.GetExecutionId(), req.GetActor(), req.GetReason())
+	actor, err := s.readActor(ctx, "Cancel", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.e.Cancel(ctx, req.GetExecutionId(), actor, req.GetReason())
 	if err != nil {
 		return nil, s.toStatus(err)
 	}

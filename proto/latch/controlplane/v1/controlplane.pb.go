@@ -511,7 +511,10 @@ type GetRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// When set, the execution must belong to this actor.
-	Actor         string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +559,13 @@ func (x *GetRequest) GetExecutionId() string {
 func (x *GetRequest) GetActor() string {
 	if x != nil {
 		return x.Actor
+	}
+	return ""
+}
+
+func (x *GetRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
 	}
 	return ""
 }
@@ -619,7 +629,10 @@ type ListRequest struct {
 	Tool  string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	State v1.State               `protobuf:"varint,3,opt,name=state,proto3,enum=latch.record.v1.State" json:"state,omitempty"`
 	// At most this many (default 100, max 1000).
-	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +695,13 @@ func (x *ListRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Executions    []*v1.Execution        `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
@@ -727,9 +747,12 @@ func (x *ListResponse) GetExecutions() []*v1.Execution {
 }
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Actor       string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +797,13 @@ func (x *WatchRequest) GetExecutionId() string {
 func (x *WatchRequest) GetActor() string {
 	if x != nil {
 		return x.Actor
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
 	}
 	return ""
 }
@@ -924,8 +954,11 @@ type CancelRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// When set, the execution must belong to this actor.
-	Actor         string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Actor  string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +1010,13 @@ func (x *CancelRequest) GetActor() string {
 func (x *CancelRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
 	}
 	return ""
 }
@@ -1896,37 +1936,49 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\vdisposition\x18\x01 \x01(\x0e2\x1c.latch.record.v1.DispositionR\vdisposition\x128\n" +
 	"\texecution\x18\x02 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"E\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"e\n" +
 	"\n" +
 	"GetRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"x\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\tR\n" +
+	"credential\"x\n" +
 	"\vGetResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"{\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"\x9b\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.latch.record.v1.StateR\x05state\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"J\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\tR\n" +
+	"credential\"J\n" +
 	"\fListResponse\x12:\n" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2\x1a.latch.record.v1.ExecutionR\n" +
-	"executions\"G\n" +
+	"executions\"g\n" +
 	"\fWatchRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"z\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\tR\n" +
+	"credential\"z\n" +
 	"\rWatchResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"9\n" +
 	"\x14MarkDeliveredRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"`\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x80\x01\n" +
 	"\rCancelRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"J\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x04 \x01(\tR\n" +
+	"credential\"J\n" +
 	"\x0eCancelResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\xdc\x01\n" +
 	"\x0eResolveRequest\x12!\n" +
