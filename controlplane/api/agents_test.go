@@ -3,11 +3,16 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -286,5 +291,35 @@ func TestReadActor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPeerCallerTLS: a TLS caller is named by its verified client
+// certificate (URI SAN first, else subject CN); an unverified one is
+// anonymous.
+func TestPeerCallerTLS(t *testing.T) {
+	u, _ := url.Parse("spiffe://latch/front-a")
+	withURI := &x509.Certificate{URIs: []*url.URL{u}, Subject: pkix.Name{CommonName: "ignored"}}
+	withCN := &x509.Certificate{Subject: pkix.Name{CommonName: "front-b"}}
+	ctxOf := func(c *x509.Certificate, verified bool) context.Context {
+		st := tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}}
+		if verified {
+			st.VerifiedChains = [][]*x509.Certificate{{c}}
+		}
+		return peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 2), Port: 7400}, AuthInfo: credentials.TLSInfo{State: st}})
+	}
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want Caller
+	}{
+		{"URI SAN", ctxOf(withURI, true), Caller{Identity: "spiffe://latch/front-a"}},
+		{"subject CN", ctxOf(withCN, true), Caller{Identity: "front-b"}},
+		{"unverified certificate", ctxOf(withURI, false), Caller{}},
+	}
+	for _, tt := range tests {
+		if got := PeerCaller(tt.ctx); got != tt.want {
+			t.Errorf("PeerCaller(%s) = %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }
