@@ -30,7 +30,9 @@ func (c *clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newService(t *testing.T) (*Service, *store.Store, *clock) {
+func newService(t *testing.T) (*Service, *store.Store, *clock) { return newServiceTB(t) }
+
+func newServiceTB(t testing.TB) (*Service, *store.Store, *clock) {
 	t.Helper()
 	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
 	if err != nil {

@@ -35,7 +35,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Admin is the operator's API next to ControlPlane, served on the same
-// socket: the vault and the bearer tokens agents use. Secret values only ever
+// socket: the vault, the bearer tokens agents use (kept hashed in the
+// control plane's store) and reloads of the tool catalog. Secret values only ever
 // travel towards the control plane; no response carries one, except
 // CreateToken's new token, shown once.
 type AdminClient interface {
@@ -44,7 +45,10 @@ type AdminClient interface {
 	VaultLock(ctx context.Context, in *VaultLockRequest, opts ...grpc.CallOption) (*VaultLockResponse, error)
 	VaultPut(ctx context.Context, in *VaultPutRequest, opts ...grpc.CallOption) (*VaultPutResponse, error)
 	VaultList(ctx context.Context, in *VaultListRequest, opts ...grpc.CallOption) (*VaultListResponse, error)
+	// CreateToken makes a token for an actor (journaled as token_created,
+	// without the token); the response carries it, once.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	// ListTokens lists tokens (ids, actors, times; never a token or its hash).
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
@@ -157,7 +161,8 @@ func (c *adminClient) ReloadCatalog(ctx context.Context, in *ReloadCatalogReques
 // for forward compatibility.
 //
 // Admin is the operator's API next to ControlPlane, served on the same
-// socket: the vault and the bearer tokens agents use. Secret values only ever
+// socket: the vault, the bearer tokens agents use (kept hashed in the
+// control plane's store) and reloads of the tool catalog. Secret values only ever
 // travel towards the control plane; no response carries one, except
 // CreateToken's new token, shown once.
 type AdminServer interface {
@@ -166,7 +171,10 @@ type AdminServer interface {
 	VaultLock(context.Context, *VaultLockRequest) (*VaultLockResponse, error)
 	VaultPut(context.Context, *VaultPutRequest) (*VaultPutResponse, error)
 	VaultList(context.Context, *VaultListRequest) (*VaultListResponse, error)
+	// CreateToken makes a token for an actor (journaled as token_created,
+	// without the token); the response carries it, once.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	// ListTokens lists tokens (ids, actors, times; never a token or its hash).
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
