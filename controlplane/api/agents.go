@@ -175,6 +175,13 @@ func (s *Service) ListTools(ctx context.Context, req *controlplanev1.ListToolsRe
 	cat, version := s.e.Catalog(), s.e.CatalogVersion()
 	if known := req.GetKnownVersion(); known != "" && w > 0 {
 		wctx, cancel := context.WithTimeout(ctx, w)
+		go func() {
+			select {
+			case <-s.draining:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
 		cat, version = s.e.WaitCatalog(wctx, known)
 		cancel()
 	}

@@ -323,3 +323,21 @@ func TestPeerCallerTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainEndsLongPolls: a graceful stop is not held up by a ListTools
+// long poll.
+func TestDrainEndsLongPolls(t *testing.T) {
+	f := newFixture(t)
+	got := make(chan *controlplanev1.ListToolsResponse, 1)
+	go func() {
+		r, _ := f.svc.ListTools(t.Context(), &controlplanev1.ListToolsRequest{KnownVersion: "sha256:one", WaitMs: 60_000})
+		got <- r
+	}()
+	f.svc.Drain()
+	if r := <-got; !r.GetUnchanged() {
+		t.Errorf("drained long poll = %v, want unchanged", r)
+	}
+	if r, err := f.svc.ListTools(t.Context(), &controlplanev1.ListToolsRequest{KnownVersion: "sha256:one", WaitMs: 60_000}); err != nil || !r.GetUnchanged() {
+		t.Errorf("long poll after Drain = %v, %v; want an immediate unchanged", r, err)
+	}
+}

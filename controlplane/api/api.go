@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,6 +55,9 @@ type Service struct {
 	tokens Authenticator
 	fronts FrontActors
 	caller CallerFunc
+
+	drainOnce sync.Once
+	draining  chan struct{}
 }
 
 var _ controlplanev1.ControlPlaneServer = (*Service)(nil)
@@ -69,8 +73,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Caller == nil {
 		cfg.Caller = PeerCaller
 	}
-	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller}, nil
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller, draining: make(chan struct{})}, nil
 }
+
+// Drain ends the long polls in progress (ListTools answers "unchanged") and
+// makes new ones answer at once, so a graceful stop is not held up by them.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }

@@ -105,6 +105,7 @@ type Server struct {
 	// Tokens are the agents' bearer tokens; Catalog the tool catalog in force.
 	Tokens  *tokens.Service
 	Catalog *catalog.Manager
+	api     *api.Service
 	signer  *journal.Signer
 	grpc    *grpc.Server
 	tcp     *grpc.Server
@@ -227,7 +228,7 @@ func New(cfg Config) (*Server, error) {
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, signer: signer, grpc: g,
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer, grpc: g,
 		backgroundCheck: scope == store.CheckUnsettled}
 	if cfg.Register != nil {
 		cfg.Register(g, s)
@@ -318,6 +319,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
+		s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
 			if g == nil {
 				continue
