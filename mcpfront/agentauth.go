@@ -23,6 +23,12 @@ const MaxAuthCacheBound = 5 * time.Second
 // ever an optimisation).
 const maxAuthCache = 10_000
 
+// extraCredential is the TokenInfo.Extra key of a token the control plane
+// authenticates itself (CredentialForwarder): the front sends it with every
+// Submit, Get, List, Watch and Cancel. JWTs never get it (oauth.go): their
+// actor reaches the control plane as the request's actor field.
+const extraCredential = "credential"
+
 // ErrTokenRefused is returned by ControlPlaneTokens.Verify for a token the
 // control plane does not accept (unknown, revoked, expired).
 var ErrTokenRefused = errors.New("mcpfront: token refused by the control plane")

@@ -106,7 +106,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 		cc.actor = req.Extra.TokenInfo.UserID
 		ev.TokenId, _ = req.Extra.TokenInfo.Extra["token_id"].(string)
 		cc.credential, _ = req.Extra.TokenInfo.Extra[extraCredential].(string)
-	case f.cfg.Tokens == nil:
+	case !f.authRequired():
 		cc.actor = f.cfg.LoopbackActor
 	}
 	if cc.actor == "" {

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -68,10 +69,17 @@ type CredentialForwarder interface {
 type Config struct {
 	Logger       hclog.Logger
 	ControlPlane controlplanev1.ControlPlaneClient
-	// Tokens authenticates HTTP callers. Nil: no authentication, every HTTP
-	// caller is LoopbackActor; the binary allows that only on loopback.
+	// Tokens authenticates HTTP callers. Nil (and OAuth nil): no
+	// authentication, every HTTP caller is LoopbackActor; the binary allows
+	// that only on loopback.
 	Tokens TokenVerifier
-	// LoopbackActor is the actor when Tokens is nil (default "local").
+	// OAuth, when set, makes the front an OAuth 2.1 resource server
+	// (oauth.go): it publishes protected-resource metadata and accepts JWT
+	// access tokens for its resource URL; bearer tokens that are not JWTs
+	// still go to Tokens.
+	OAuth *auth.JWTVerifier
+	// LoopbackActor is the actor when Tokens and OAuth are nil (default
+	// "local").
 	LoopbackActor string
 	// WaitBound is how long one tools/call waits for an execution to rest
 	// before answering "still running" (default 50s).
@@ -100,6 +108,8 @@ type Front struct {
 	// closing ends the watchers of open MCP sessions (see endOnClose).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
+	metadataURL string
 	// watched holds the MCP session ids whose end is being watched.
 	watched sync.Map
 
@@ -160,6 +170,13 @@ func New(cfg Config) (*Front, error) {
 		return nil, err
 	}
 	f.origins = origins
+	if cfg.OAuth != nil {
+		u, err := ResourceMetadataURL(cfg.OAuth.Resource())
+		if err != nil {
+			return nil, err
+		}
+		f.metadataURL = u
+	}
 	f.server = f.newServer("")
 	f.events = mcp.NewMemoryEventStore(nil)
 	get := func(*http.Request) *mcp.Server { return f.server }
@@ -226,6 +243,9 @@ func (f *Front) dropServer(srv *mcp.Server) {
 func (f *Front) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.wrapHTTP(http.HandlerFunc(f.route)))
+	if f.cfg.OAuth != nil {
+		f.registerOAuth(mux)
+	}
 	return mux
 }
 

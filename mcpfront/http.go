@@ -45,16 +45,22 @@ func (f *Front) wrapHTTP(next http.Handler) http.Handler {
 		}
 		f.serveObserved(w, r, next)
 	})
-	if f.cfg.Tokens != nil {
-		mw := sdkauth.RequireBearerToken(f.verifyToken, &sdkauth.RequireBearerTokenOptions{
-			// Latch tokens may have no expiry (they are revoked instead);
-			// ControlPlaneTokens re-asks the control plane within a bound.
+	// Bearer authentication (static tokens and OAuth JWTs, oauth.go).
+	if f.authRequired() {
+		opts := &sdkauth.RequireBearerTokenOptions{
+			// Latch tokens do not expire; they are revoked (`latch token
+			// revoke`). JWTs must carry exp (auth.JWTVerifier checks it).
 			AllowMissingExpiration: true,
-		})(h)
+		}
+		if f.cfg.OAuth != nil {
+			opts.ClockSkew = f.cfg.OAuth.Leeway()
+		}
+		mw := sdkauth.RequireBearerToken(f.verifyToken, opts)(h)
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mw.ServeHTTP(&authWriter{ResponseWriter: w}, r)
+			mw.ServeHTTP(&authWriter{ResponseWriter: w, challenge: f.challenge(r)}, r)
 		})
 	}
+	// End of bearer authentication.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origins := r.Header.Values("Origin"); len(origins) > 0 {
 			err := f.origins.check(origins[0])
@@ -71,35 +77,17 @@ func (f *Front) wrapHTTP(next http.Handler) http.Handler {
 	})
 }
 
-// verifyToken adapts Config.Tokens to the SDK's verifier. Any failure is a
-// 401 "invalid token": the reason is logged, never told to the caller.
-func (f *Front) verifyToken(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
-	actor, tokenID, err := f.cfg.Tokens.Verify(ctx, token)
-	if err != nil || actor == "" {
-		f.log.Debug("bearer token refused", "peer", r.RemoteAddr, "error", err)
-		return nil, sdkauth.ErrInvalidToken
-	}
-	extra := map[string]any{"token_id": tokenID}
-	if fw, ok := f.cfg.Tokens.(CredentialForwarder); ok && fw.ForwardCredential(token) {
-		extra[extraCredential] = token // sent with Submit (call.go); never logged
-	}
-	return &sdkauth.TokenInfo{UserID: actor, Extra: extra}, nil
-}
-
-// extraCredential is the TokenInfo.Extra key of a token the control plane
-// authenticates itself (CredentialForwarder).
-const extraCredential = "credential"
-
-// authWriter adds a WWW-Authenticate challenge to 401 answers: the SDK adds
-// one only when resource metadata or scopes are configured, and RFC 6750
-// requires it.
+// authWriter puts the front's WWW-Authenticate challenge (Front.challenge)
+// on 401 answers: the SDK adds one only when resource metadata or scopes are
+// configured, without the error code, and RFC 6750 requires one.
 type authWriter struct {
 	http.ResponseWriter
+	challenge string
 }
 
 func (w *authWriter) WriteHeader(code int) {
-	if code == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="latch", error="invalid_token"`)
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", w.challenge)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -46,6 +47,7 @@ type effectServer struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	hits    map[string]int
+	authz   []string // Authorization headers received
 	gate    chan struct{}
 	arrived chan string
 }
@@ -56,6 +58,9 @@ func newEffectServer(t testing.TB) *effectServer {
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.hits[r.URL.Path]++
+		if a := r.Header.Get("Authorization"); a != "" {
+			e.authz = append(e.authz, a)
+		}
 		e.mu.Unlock()
 		body, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/slow" {
@@ -149,6 +154,9 @@ type stackOptions struct {
 	// control plane's tokens (nil, 0: the wall clock, the 5 s bound).
 	Clock          func() time.Time
 	AuthCacheBound time.Duration
+	// OAuth, when set, builds the front's JWT verifier for its resource URL
+	// (the test server's /mcp).
+	OAuth func(t testing.TB, resource string) *auth.JWTVerifier
 }
 
 // testStack is the whole path an agent's call takes: MCP client → HTTP
@@ -214,6 +222,15 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		}
 		st.tokens[a] = tok
 	}
+	// The HTTP server starts first so that its URL can be the front's
+	// resource URL.
+	var handler atomic.Pointer[http.Handler]
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
+	st.URL = hs.URL + "/mcp"
+	var oauth *auth.JWTVerifier
+	if opts.OAuth != nil {
+		oauth = opts.OAuth(t, st.URL)
+	}
 	logger := testLogger(t)
 	if opts.Quiet {
 		logger.SetLevel(hclog.Warn)
@@ -226,6 +243,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		Logger:           logger,
 		ControlPlane:     st.CP,
 		Tokens:           verifier,
+		OAuth:            oauth,
 		WaitBound:        opts.WaitBound,
 		ProgressInterval: opts.ProgressInterval,
 		AllowedOrigins:   opts.AllowedOrigins,
@@ -242,8 +260,8 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		default: // nobody counts (benchmarks)
 		}
 	}
-	hs := httptest.NewServer(st.Front.HTTPHandler())
-	st.URL = hs.URL + "/mcp"
+	h := st.Front.HTTPHandler()
+	handler.Store(&h)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()

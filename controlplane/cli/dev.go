@@ -12,6 +12,7 @@ import (
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -34,6 +35,8 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	var oauth auth.Flags
+	oauth.Register(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	if _, err := parse(fs, args); err != nil {
@@ -60,10 +63,28 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if token == "" {
 		token = newDevToken()
 	}
-	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: []string{devActor},
+	// JWT actors (README "Agent identity"): the mapped ones are known to
+	// the control plane and, unless --strict, trusted, like the dev actor.
+	var verifier *auth.JWTVerifier
+	if oauth.Enabled() {
+		jc, err := oauth.Config("http://" + mcpLis.Addr().String() + "/mcp")
+		if err != nil {
+			return usagef("%v", err)
+		}
+		jc.Logger = log
+		if verifier, err = auth.NewJWTVerifier(jc); err != nil {
+			return usagef("%v", err)
+		}
+		if err := verifier.Warm(ctx); err != nil {
+			log.Warn("OAuth issuer keys not available yet; JWTs are refused until they are", "error", err)
+		}
+	} else if _, err := oauth.Config(""); err != nil {
+		return usagef("%v", err)
+	}
+	sc := stackConfig{Logger: log, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
 	if !*strict {
-		sc.Trusted = []string{devActor}
+		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
 	st, err := newStack(sc)
 	if err != nil {
@@ -82,7 +103,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
-		Token:        token, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins,
 	})
 }

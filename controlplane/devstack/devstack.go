@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +37,7 @@ import (
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/hostagent/agent"
 	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 	"github.com/latchhq/latch/tools/examples"
@@ -106,6 +108,10 @@ type Config struct {
 	ControlPlane controlplanev1.ControlPlaneClient
 	// Token is the dev token, shown in the banner and dev.json.
 	Token string
+	// OAuth, optional, lets agents bring JWT access tokens (latch dev
+	// --oauth-issuer); their actors reach the control plane as the
+	// operator-uid socket caller names them.
+	OAuth *auth.JWTVerifier
 	// MCP and Demo are the open listeners of the MCP front and the demo
 	// target.
 	MCP, Demo net.Listener
@@ -130,6 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	front, err := mcpfront.New(mcpfront.Config{
 		Logger: log, ControlPlane: cfg.ControlPlane, Tokens: verifier, AllowedOrigins: cfg.AllowedOrigins,
+		OAuth: cfg.OAuth,
 	})
 	if err != nil {
 		return err
@@ -161,6 +168,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
 	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL)
+	if cfg.OAuth != nil {
+		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
+		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
+	}
 	return g.Wait()
 }
 

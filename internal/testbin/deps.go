@@ -51,4 +51,5 @@ var TestSupport = []string{
 	"github.com/latchhq/latch/controlplane/internal/faultproxy",
 	"github.com/latchhq/latch/controlplane/faultsuite",
 	"github.com/latchhq/latch/hostagent/hostagenttest",
+	"github.com/latchhq/latch/mcpfront/auth/oauthtest",
 }

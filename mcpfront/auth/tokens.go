@@ -41,7 +41,8 @@ var (
 	ErrInvalidToken = errors.New("auth: invalid token")
 	// ErrNotFound is returned by Revoke when no token has that id or actor.
 	ErrNotFound = errors.New("auth: token not found")
-	// ErrBadActor is returned by Create for an empty or unprintable actor name.
+	// ErrBadActor is returned by Create and ValidateActor for an actor name
+	// that breaks the rules of ValidateActor.
 	ErrBadActor = errors.New("auth: bad actor name")
 )
 
@@ -91,8 +92,8 @@ func (s *TokenStore) Path() string { return s.path }
 // Create makes a new token for actor, stores its hash and returns the token.
 // The token cannot be recovered later: print it once.
 func (s *TokenStore) Create(actor string) (string, error) {
-	if actor == "" || strings.ContainsFunc(actor, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
-		return "", fmt.Errorf("%w: %q (use a non-empty name without spaces or control characters)", ErrBadActor, actor)
+	if err := ValidateActor(actor); err != nil {
+		return "", err
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -6,6 +6,8 @@
 //
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --stdio --actor alice
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock \
+//	    --listen 10.0.0.5:7411 --oauth-issuer https://idp.example.com --oauth-resource https://mcp.example.com/mcp
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
 package main
@@ -35,6 +37,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/latchhq/latch/mcpfront"
+	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -58,6 +61,8 @@ type options struct {
 	actor        string
 	origins      stringList
 	logLevel     string
+	oauth        auth.Flags
+	oauthCfg     auth.JWTConfig
 }
 
 type stringList []string
@@ -83,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio; with HTTP on a loopback --listen, the actor of callers without a bearer token (else every HTTP caller needs a token from `latch token create`)")
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	o.oauth.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -111,6 +117,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.anonymous = !o.stdio && o.actor != ""
 	if o.anonymous && !loopback.HostPort(o.listen) {
 		return nil, fmt.Errorf("%w: refusing to serve callers without a token (--actor %s) on non-loopback address %s; drop --actor so every caller needs a token from `latch token create`, or listen on 127.0.0.1", errUsage, o.actor, o.listen)
+	}
+	if o.stdio && o.oauth.Enabled() {
+		return nil, fmt.Errorf("%w: --oauth-issuer is for HTTP; with --stdio every call is --actor", errUsage)
+	}
+	var err error
+	if o.oauthCfg, err = o.oauth.Config(defaultResource(o.listen)); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return o, nil
 }
@@ -157,6 +170,30 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		}
 		cfg.Tokens = v
 	}
+	var lis net.Listener
+	if !o.stdio {
+		// Listen first: the default resource URL is the bound address
+		// (--listen 127.0.0.1:0 picks a port).
+		if lis, err = net.Listen("tcp", o.listen); err != nil {
+			return fmt.Errorf("listen on %s: %w", o.listen, err)
+		}
+		defer lis.Close()
+	}
+	if o.oauth.Enabled() {
+		addr := o.listen
+		if lis != nil {
+			addr = lis.Addr().String()
+		}
+		jc, err := o.oauth.Config(defaultResource(addr))
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if cfg.OAuth, err = newVerifier(ctx, jc, logger); err != nil {
+			return err
+		}
+		meta, _ := mcpfront.ResourceMetadataURL(jc.Resource)
+		logger.Info("accepting OAuth access tokens", "resource", jc.Resource, "issuers", strings.Join(cfg.OAuth.Issuers(), ","), "metadata", meta)
+	}
 	front, err := mcpfront.New(cfg)
 	if err != nil {
 		return err
@@ -183,13 +220,9 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return g.Wait()
 	}
 
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
-	}
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 	g.Go(func() error {
-		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "catalog_version", front.CatalogVersion(), "auth", cfg.Tokens != nil)
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "catalog_version", front.CatalogVersion(), "tokens", cfg.Tokens != nil, "oauth", o.oauth.Enabled())
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}

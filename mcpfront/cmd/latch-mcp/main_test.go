@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchhq/latch/mcpfront/auth"
 )
 
 func TestRunBadArguments(t *testing.T) {
@@ -24,6 +29,14 @@ func TestRunBadArguments(t *testing.T) {
 		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
 		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
 		{"plaintext to a remote control plane", []string{"--control-plane", "10.0.0.1:9000"}, "give --tls-ca"},
+		{"oauth resource needed off loopback", []string{"--control-plane", "unix:///tmp/x.sock", "--listen", "0.0.0.0:7411", "--oauth-issuer", "https://idp.example.com"}, "--oauth-resource URL is required"},
+		{"oauth plain http issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "http://idp.example.com"}, "loopback"},
+		{"oauth flags without issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-resource", "https://mcp.example.com/mcp"}, "need --oauth-issuer"},
+		{"oauth bad actor map", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1"}, "CLAIMVALUE=ACTOR"},
+		{"oauth mapped actor with a space", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1=a b"}, "actor map"},
+		{"oauth jwks of an unknown issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-jwks-url", "https://other.example.com=https://other.example.com/jwks"}, "not an --oauth-issuer"},
+		{"oauth jwks ambiguous", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com", "--oauth-jwks-url", "https://a.example.com/jwks"}, "ISSUER=URL"},
+		{"oauth with stdio", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio", "--actor", "a", "--oauth-issuer", "https://idp.example.com"}, "--oauth-issuer is for HTTP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,5 +48,29 @@ func TestRunBadArguments(t *testing.T) {
 				t.Errorf("run(%q) stderr = %q, want it to mention %q", tt.args, stderr.String(), tt.want)
 			}
 		})
+	}
+}
+
+func TestOAuthFlags(t *testing.T) {
+	o, err := parseFlags([]string{
+		"--control-plane", "unix:///tmp/x.sock", "--listen", "127.0.0.1:7411",
+		"--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com/tenant",
+		"--oauth-jwks-url", "https://b.example.com/tenant=https://b.example.com/keys?v=2",
+		"--oauth-actor-claim", "email", "--oauth-actor-map", "alice@example.com=alice", "--oauth-actor-map", "bot@example.com=ci-bot",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := auth.JWTConfig{
+		Issuers: []auth.Issuer{
+			{URL: "https://a.example.com"},
+			{URL: "https://b.example.com/tenant", JWKSURL: "https://b.example.com/keys?v=2"},
+		},
+		Resource:   "http://127.0.0.1:7411/mcp",
+		ActorClaim: "email",
+		ActorMap:   map[string]string{"alice@example.com": "alice", "bot@example.com": "ci-bot"},
+	}
+	if diff := cmp.Diff(want, o.oauthCfg); diff != "" {
+		t.Errorf("OAuth config (-want +got):\n%s", diff)
 	}
 }
