@@ -23,8 +23,9 @@ import (
 // Caller is who calls the API, as the transport established it.
 type Caller struct {
 	// Identity names the caller: the identity of its client certificate
-	// (URI SAN, else subject common name) for TLS callers, "unix" for a
-	// socket caller, "" when the transport proves nothing.
+	// (URI SAN, else "cn:" + subject common name, as authz.CertIdentity
+	// writes it) for TLS callers, "uid:N" or "unix" for a socket caller, ""
+	// when the transport proves nothing.
 	Identity string
 	// Operator callers (the operator's uid on the unix socket) may submit
 	// as any actor without an agent credential: that is how `latch dev`, a
@@ -57,7 +58,7 @@ func PeerCaller(ctx context.Context) Caller {
 		if len(c.URIs) > 0 {
 			return Caller{Identity: c.URIs[0].String()}
 		}
-		return Caller{Identity: c.Subject.CommonName}
+		return Caller{Identity: "cn:" + c.Subject.CommonName}
 	}
 	return Caller{}
 }

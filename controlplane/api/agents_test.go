@@ -314,7 +314,7 @@ func TestPeerCallerTLS(t *testing.T) {
 		want Caller
 	}{
 		{"URI SAN", ctxOf(withURI, true), Caller{Identity: "spiffe://latch/front-a"}},
-		{"subject CN", ctxOf(withCN, true), Caller{Identity: "front-b"}},
+		{"subject CN", ctxOf(withCN, true), Caller{Identity: "cn:front-b"}},
 		{"unverified certificate", ctxOf(withURI, false), Caller{}},
 	}
 	for _, tt := range tests {

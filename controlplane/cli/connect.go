@@ -10,27 +10,41 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/tlsfiles"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // defaultDataDir is where `latch dev` keeps its data when --data is not given.
 const defaultDataDir = ".latch-dev"
 
-// target is how an admin command finds a running control plane.
+// target is how an admin command finds a running control plane: its unix
+// socket (the default, from --data), or TCP with mutual TLS for an operator
+// on another host.
 type target struct {
-	data string
-	addr string
+	data    string
+	addr    string
+	tlsCA   string
+	tlsCert string
+	tlsKey  string
 }
 
 func (t *target) flags(fs *flag.FlagSet, env *Env) {
 	fs.StringVar(&t.data, "data", defaultDataDir, "data dir of the running control plane (its socket is DATA/control.sock)")
-	fs.StringVar(&t.addr, "addr", env.Getenv("LATCH_ADDR"), "address of the control plane API: unix:///path.sock (default: from --data; env LATCH_ADDR)")
+	fs.StringVar(&t.addr, "addr", env.Getenv("LATCH_ADDR"), "address of the control plane API: unix:///path.sock or tcp://host:port (default: the socket in --data; env LATCH_ADDR)")
+	fs.StringVar(&t.tlsCA, "tls-ca", env.Getenv("LATCH_TLS_CA"), "with --addr tcp://: the CA bundle that signed the control plane's certificate (env LATCH_TLS_CA)")
+	fs.StringVar(&t.tlsCert, "tls-cert", env.Getenv("LATCH_TLS_CERT"), "with --addr tcp://: your operator client certificate (env LATCH_TLS_CERT)")
+	fs.StringVar(&t.tlsKey, "tls-key", env.Getenv("LATCH_TLS_KEY"), "with --addr tcp://: the key of --tls-cert (env LATCH_TLS_KEY)")
 }
 
 func (t *target) socket() string {
@@ -40,27 +54,83 @@ func (t *target) socket() string {
 	return server.SocketPath(t.data)
 }
 
+// where names the control plane for messages.
+func (t *target) where() string {
+	if strings.HasPrefix(t.addr, "tcp://") {
+		return t.addr
+	}
+	return t.socket()
+}
+
+// open makes a client connection (lazy: nothing is dialed yet).
+func (t *target) open() (*grpc.ClientConn, error) {
+	switch {
+	case t.addr == "" || strings.HasPrefix(t.addr, "unix://"):
+		sock := t.socket()
+		if _, err := os.Stat(sock); err != nil {
+			return nil, fmt.Errorf("no control plane runs at %s (no socket): start `latch dev` or `latch serve`, or pass --data DIR / --addr unix:///path of a running one", sock)
+		}
+		return dialSocket(sock)
+	case strings.HasPrefix(t.addr, "tcp://"):
+		hostport := strings.TrimPrefix(t.addr, "tcp://")
+		if _, _, err := net.SplitHostPort(hostport); err != nil {
+			return nil, usagef("--addr %q: want tcp://host:port", t.addr)
+		}
+		creds, err := t.tlsCreds(hostport)
+		if err != nil {
+			return nil, err
+		}
+		return grpc.NewClient("dns:///"+hostport, grpc.WithTransportCredentials(creds),
+			grpc.WithChainUnaryInterceptor(explainUnary), grpc.WithChainStreamInterceptor(explainStream))
+	}
+	return nil, usagef("--addr %q: want unix:///path.sock or tcp://host:port", t.addr)
+}
+
+// tlsCreds are the client credentials for a TCP control plane: TLS 1.3
+// with --tls-ca, a client certificate with --tls-cert/--tls-key;
+// plaintext only to a loopback address without --tls-ca.
+func (t *target) tlsCreds(hostport string) (credentials.TransportCredentials, error) {
+	if (t.tlsCert == "") != (t.tlsKey == "") {
+		return nil, usagef("--tls-cert and --tls-key go together (or LATCH_TLS_CERT and LATCH_TLS_KEY)")
+	}
+	if t.tlsCA == "" {
+		if t.tlsCert != "" || !loopback.HostPort(hostport) {
+			return nil, usagef("--addr %s needs --tls-ca (the CA of the control plane's certificate), and --tls-cert/--tls-key for operator commands", t.addr)
+		}
+		return insecure.NewCredentials(), nil
+	}
+	cfg, err := tlsfiles.Client(t.tlsCA, t.tlsCert, t.tlsKey, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// connect opens a connection and checks that the control plane answers.
+func (t *target) connect(ctx context.Context) (*grpc.ClientConn, error) {
+	conn, err := t.open()
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(pctx, &healthpb.HealthCheckRequest{}); err != nil && isUnavailable(err) {
+		conn.Close()
+		if strings.HasPrefix(t.addr, "tcp://") {
+			return nil, fmt.Errorf("no control plane answers at %s, or it refused the TLS handshake (check --tls-ca, and that --tls-cert/--tls-key are a client certificate signed by its --tls-client-ca; its log says why): %v", t.addr, status.Convert(err).Message())
+		}
+		return nil, fmt.Errorf("no control plane answers at %s (a stale socket?): start `latch dev` or `latch serve`", t.socket())
+	}
+	return conn, nil
+}
+
 // dial connects to the running control plane and checks that it answers.
 func (t *target) dial(ctx context.Context) (controlplanev1.ControlPlaneClient, func(), error) {
-	if t.addr != "" && !strings.HasPrefix(t.addr, "unix://") {
-		return nil, nil, usagef("--addr %q: only unix:///path.sock addresses are supported by the admin commands", t.addr)
-	}
-	sock := t.socket()
-	if _, err := os.Stat(sock); err != nil {
-		return nil, nil, fmt.Errorf("no control plane runs at %s (no socket): start `latch dev` or `latch serve`, or pass --data DIR / --addr unix:///path of a running one", sock)
-	}
-	conn, err := dialSocket(sock)
+	conn, err := t.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := controlplanev1.NewControlPlaneClient(conn)
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if _, err := c.List(pctx, &controlplanev1.ListRequest{Limit: 1}); err != nil && isUnavailable(err) {
-		conn.Close()
-		return nil, nil, fmt.Errorf("no control plane answers at %s (a stale socket?): start `latch dev` or `latch serve`", sock)
-	}
-	return c, func() { conn.Close() }, nil
+	return controlplanev1.NewControlPlaneClient(conn), func() { conn.Close() }, nil
 }
 
 func isUnavailable(err error) bool {
@@ -85,8 +155,47 @@ func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest 
 func dialSocket(sock string) (*grpc.ClientConn, error) {
 	return grpc.NewClient("passthrough:///latch-control-plane",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(explainUnary), grpc.WithChainStreamInterceptor(explainStream),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}))
+}
+
+func explainUnary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return explainDenied(invoker(ctx, method, req, reply, cc, opts...))
+}
+
+func explainStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	return s, explainDenied(err)
+}
+
+// explainDenied rewrites the control plane's authorization refusals into
+// what the operator should do; other errors pass unchanged.
+func explainDenied(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.PermissionDenied {
+		return err
+	}
+	var info *errdetails.ErrorInfo
+	for _, d := range st.Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok && i.GetReason() == authz.ReasonDenied && i.GetDomain() == authz.Domain {
+			info = i
+		}
+	}
+	if info == nil {
+		return err
+	}
+	md := info.GetMetadata()
+	var hint string
+	switch authz.Class(md["class"]) {
+	case authz.ClassLocal:
+		hint = "it is allowed only on the control plane's unix socket: run the command on the control plane's host, as its uid, root or an --operator-uid"
+	case "":
+		hint = "the control plane has no authorization entry for it (is this latch newer than the control plane?)"
+	default:
+		hint = "operator commands need an operator certificate (--tls-cert/--tls-key of an identity `latch serve` lists with --operator-identity) or the unix socket as the control plane's uid, root or an --operator-uid"
+	}
+	return status.Errorf(codes.PermissionDenied, "the control plane refused %s for %s %s; %s", md["rpc"], md["role"], md["identity"], hint)
 }

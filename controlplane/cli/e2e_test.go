@@ -27,11 +27,11 @@ import (
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// latchBin is the real binary, built once for the process tests.
-var latchBin string
+// latchBin and mcpBin are the real binaries, built once for the process tests.
+var latchBin, mcpBin string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch"}, []*string{&latchBin})
+	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch", "github.com/latchhq/latch/mcpfront/cmd/latch-mcp"}, []*string{&latchBin, &mcpBin})
 }
 
 const e2eCatalog = `

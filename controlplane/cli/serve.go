@@ -3,18 +3,20 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/internal/tlsfiles"
 )
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -31,17 +33,30 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	var frontActors listFlag
 	fs.Var(&frontActors, "front-actor", "IDENTITY=ACTOR: the front whose client certificate identity is IDENTITY may submit as ACTOR without the agent's token (a stdio front bound to ACTOR; * for a front that authenticates agents itself, e.g. with JWT) (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
-	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (for latch-mcp on another host); TLS required unless loopback")
+	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (latch-mcp or operators on other hosts); mutual TLS 1.3 (--tls-cert, --tls-key, --tls-client-ca) required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
-	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: require client certificates signed by this CA (mutual TLS)")
+	tlsClientCA := fs.String("tls-client-ca", "", "with --grpc-listen: the CA that signs fronts' and operators' client certificates (mutual TLS; required with --tls-cert)")
+	var frontIDs, operatorIDs listFlag
+	var frontUIDs, operatorUIDs uidFlag
+	fs.Var(&frontIDs, "front-identity", "a client certificate identity that may call agent-facing RPCs over TCP: its URI SAN (spiffe://…) or cn:SUBJECT_CN (repeatable)")
+	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity (repeatable)")
+	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
+	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *data == "" || *catalogPath == "" {
 		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
 	}
-	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if *grpcListen == "" && (*tlsCert != "" || *tlsKey != "" || *tlsClientCA != "" || len(frontIDs)+len(operatorIDs) > 0) {
+		return usagef("--tls-cert, --tls-key, --tls-client-ca, --front-identity and --operator-identity configure the TCP listener: give --grpc-listen ADDR too")
+	}
+	if *tlsCert != "" && *tlsClientCA == "" {
+		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
+	}
+	logger := newLogger(env, *level)
+	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
 		return err
 	}
@@ -53,17 +68,20 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 		fa[id] = append(fa[id], actor)
 	}
-	log := newLogger(env, *level)
 	st, err := newStack(stackConfig{
-		Logger: log, DataDir: *data, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
+		Logger: logger, DataDir: *data, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
+		Access: authz.Config{
+			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
+			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
+		},
 	})
 	if err != nil {
 		return err
 	}
 	defer st.close()
-	stopHUP := reloadOnHUP(ctx, st.srv.Catalog, log)
+	stopHUP := reloadOnHUP(ctx, st.srv.Catalog, logger)
 	defer stopHUP()
 	return st.srv.Run(ctx)
 }
@@ -105,8 +123,23 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// serverTLS builds the TCP listener's TLS configuration from PEM files.
-func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+// uidFlag is a repeatable numeric uid flag.
+type uidFlag []uint32
+
+func (u *uidFlag) String() string { return fmt.Sprint([]uint32(*u)) }
+func (u *uidFlag) Set(v string) error {
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not a numeric uid", v)
+	}
+	*u = append(*u, uint32(n))
+	return nil
+}
+
+// serverTLS builds the TCP listener's TLS configuration from PEM files
+// (TLS 1.3, mutual with a client CA; the files are re-read when they
+// change, so certificates rotate without a restart).
+func serverTLS(certFile, keyFile, clientCA string, log hclog.Logger) (*tls.Config, error) {
 	if certFile == "" && keyFile == "" {
 		if clientCA != "" {
 			return nil, usagef("--tls-client-ca needs --tls-cert and --tls-key")
@@ -116,21 +149,9 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, usagef("--tls-cert and --tls-key go together")
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg, err := tlsfiles.Server(certFile, keyFile, clientCA, log)
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pem, err := os.ReadFile(clientCA)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s holds no PEM certificate", clientCA)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
 }

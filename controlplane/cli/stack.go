@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/admin"
 	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
@@ -50,6 +51,8 @@ type stackConfig struct {
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
+	// Access says who may call which RPC (server.Config.Access).
+	Access authz.Config
 }
 
 // actorSet knows the configured actors (--actor, --trusted-actor, the
@@ -169,6 +172,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			}
 			adm.Register(g)
 		},
+		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 	})
 	if err != nil {
 		hd.Close()

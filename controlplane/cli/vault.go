@@ -15,12 +15,7 @@ import (
 )
 
 func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, func(), error) {
-	if _, closeFn, err := t.dial(ctx); err != nil {
-		return nil, nil, err
-	} else {
-		closeFn()
-	}
-	conn, err := dialSocket(t.socket())
+	conn, err := t.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -185,10 +185,16 @@ type Info struct {
 // InfoPath is dev.json in data dir data.
 func InfoPath(data string) string { return filepath.Join(data, "dev.json") }
 
-// WriteInfo writes dev.json, readable by its owner only (it holds the token).
+// WriteInfo writes dev.json, readable by its owner only (it holds the
+// token). Atomically (temp file, rename): a reader that sees the file sees
+// all of it.
 func WriteInfo(data string, info Info) error {
 	b, _ := json.MarshalIndent(info, "", "  ")
-	return os.WriteFile(InfoPath(data), b, 0o600)
+	tmp := InfoPath(data) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, InfoPath(data))
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {

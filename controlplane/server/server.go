@@ -9,9 +9,19 @@
 //	DATA/keys/fingerprint.key   32-byte HMAC key of intent fingerprints (0600)
 //	DATA/keys/journal.key       Ed25519 note signer key of checkpoints (0600)
 //	DATA/keys/journal.pub       its verifier key (public; audit verify uses it)
-//	DATA/control.sock      the gRPC API (0600): admin commands reach it here
+//	DATA/control.sock      the gRPC API (0600; 0666, and DATA 0711, when --operator-uid or
+//	                       --front-uid let other uids in: SO_PEERCRED decides)
 //	DATA/tokens.json       tokens of earlier versions: imported into the store
 //	                       once at start, then renamed tokens.json.migrated
+//
+// # Who may call what
+//
+// Every RPC on every listener goes through the authz interceptors: the
+// unix socket's callers are identified by their uid, the TCP listener's by
+// their verified client certificate (mutual TLS 1.3), and each RPC's class in
+// authz's table decides. A TCP listener is refused at start without TLS
+// unless loopback, and with TLS but no client CA (nobody could be
+// identified).
 package server
 
 import (
@@ -37,15 +47,19 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/api"
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -61,7 +75,9 @@ type Config struct {
 	StaticTokens []tokens.Static
 	// FrontActors binds front identities to actors (latch serve --front-actor).
 	FrontActors api.FrontActors
-	// Caller tells who made a call (default api.PeerCaller).
+	// Caller tells the API who made a call (default: the caller the authz
+	// interceptors identified; operator certificates and local socket
+	// callers may act as any actor).
 	Caller api.CallerFunc
 	// Socket is the unix socket of the API (default DATA/control.sock).
 	Socket string
@@ -91,9 +107,15 @@ type Config struct {
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
 	// another host). TLS is then required unless the address is loopback.
 	TCPAddr string
-	// TLS secures the TCP listener (set ClientCAs + RequireAndVerifyClientCert
-	// for mutual TLS).
+	// TLS secures the TCP listener. ClientCAs is required with it (mutual
+	// TLS: callers are identified by their certificates); the server forces
+	// TLS 1.3 and RequireAndVerifyClientCert.
 	TLS *tls.Config
+	// Access says who may call which RPC: the uids and certificate
+	// identities of fronts and operators (Logger and Journal are the
+	// server's; PlaintextLoopbackFronts is set for a loopback TCP listener
+	// without TLS).
+	Access authz.Config
 }
 
 // Server is a running control plane.
@@ -111,6 +133,7 @@ type Server struct {
 	tcp     *grpc.Server
 	lis     net.Listener
 	tcpLis  net.Listener
+	authz   *authz.Authorizer
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -219,27 +242,72 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	if cfg.Caller == nil {
+		cfg.Caller = authzCaller
+	}
 	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: cfg.Caller})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	g := grpc.NewServer(grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log)))
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer,
+		backgroundCheck: scope == store.CheckUnsettled}
+	access := cfg.Access
+	access.Logger, access.Journal = log, s
+	var tlsCfg *tls.Config
+	if cfg.TCPAddr != "" {
+		switch {
+		case cfg.TLS == nil && !loopback.HostPort(cfg.TCPAddr):
+			st.Close()
+			return nil, fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert, --tls-key and --tls-client-ca, or a loopback address)", cfg.TCPAddr)
+		case cfg.TLS == nil:
+			// Plaintext on loopback: any local process can connect, so
+			// its callers are fronts at most; operators use the socket.
+			access.PlaintextLoopbackFronts = true
+		case cfg.TLS.ClientCAs == nil:
+			st.Close()
+			return nil, fmt.Errorf("server: --tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; pass --tls-client-ca with the CA that signs the fronts' and operators' client certificates")
+		default:
+			tlsCfg = cfg.TLS.Clone()
+			tlsCfg.MinVersion = tls.VersionTLS13
+			tlsCfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	az, err := authz.New(access)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if tlsCfg != nil && !az.HasTLSIdentities() {
+		st.Close()
+		return nil, fmt.Errorf("server: the TCP listener %s would refuse every caller: list the client certificates' identities with --front-identity or --operator-identity (cn:NAME or the certificate's URI SAN)", cfg.TCPAddr)
+	}
+	s.authz = az
+	interceptors := func() []grpc.ServerOption {
+		return []grpc.ServerOption{
+			grpc.ChainUnaryInterceptor(recoverUnary(log), az.UnaryInterceptor(), logUnary(log)),
+			grpc.ChainStreamInterceptor(recoverStream(log), az.StreamInterceptor()),
+		}
+	}
+	g := grpc.NewServer(append(interceptors(), grpc.Creds(authz.UnixCredentials()))...)
 	svc.Register(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer, grpc: g,
-		backgroundCheck: scope == store.CheckUnsettled}
 	if cfg.Register != nil {
 		cfg.Register(g, s)
 	}
+	s.grpc = g
 	if cfg.TCPAddr != "" {
-		opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(recoverUnary(log), logUnary(log)), grpc.ChainStreamInterceptor(recoverStream(log))}
-		if cfg.TLS != nil {
-			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
-		} else if !loopback.HostPort(cfg.TCPAddr) {
-			st.Close()
-			return nil, fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert and --tls-key, or a loopback address)", cfg.TCPAddr)
+		opts := append(interceptors(),
+			// A connection is re-made (and its certificate checked again)
+			// within MaxConnectionAge; the grace outlasts a Submit's
+			// longest wait, so no call in flight is cut.
+			grpc.KeepaliveParams(keepalive.ServerParameters{
+				MaxConnectionAge: tcpMaxConnectionAge, MaxConnectionAgeGrace: tcpMaxConnectionAgeGrace,
+				Time: 2 * time.Minute, Timeout: 20 * time.Second,
+			}))
+		if tlsCfg != nil {
+			opts = append(opts, grpc.Creds(&handshakeLog{TransportCredentials: credentials.NewTLS(tlsCfg), log: s.log}))
 		}
 		s.tcp = grpc.NewServer(opts...)
 		svc.Register(s.tcp)
@@ -270,7 +338,17 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("server: listen on %s: %w", s.cfg.Socket, err)
 	}
-	if err := os.Chmod(s.cfg.Socket, 0o600); err != nil {
+	mode := os.FileMode(0o600)
+	if s.authz.HasSocketGuests() {
+		// Other uids are allowed: they must be able to connect; the
+		// peer-uid check on every RPC decides what they may call.
+		mode = 0o666
+		if err := s.openSocketDir(); err != nil {
+			lis.Close()
+			return err
+		}
+	}
+	if err := os.Chmod(s.cfg.Socket, mode); err != nil {
 		lis.Close()
 		return fmt.Errorf("server: chmod %s: %w", s.cfg.Socket, err)
 	}
@@ -282,6 +360,24 @@ func (s *Server) Listen() error {
 			return fmt.Errorf("server: listen on %s: %w", s.cfg.TCPAddr, err)
 		}
 		s.tcpLis = tl
+	}
+	return nil
+}
+
+// openSocketDir lets other uids traverse to the socket: the directory
+// holding it gets search permission (x) for group and others, never read
+// or write. Everything in the data dir stays 0700/0600 (keys, db, vault).
+func (s *Server) openSocketDir() error {
+	dir := filepath.Dir(s.cfg.Socket)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("server: %s: %w", dir, err)
+	}
+	if want := fi.Mode().Perm() | 0o011; want != fi.Mode().Perm() {
+		if err := os.Chmod(dir, want); err != nil {
+			return fmt.Errorf("server: let --operator-uid/--front-uid reach the socket: chmod %s: %w", dir, err)
+		}
+		s.log.Info("socket directory made traversable for the allowed uids", "dir", dir, "mode", want.String())
 	}
 	return nil
 }
@@ -338,6 +434,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}
+	s.authz.Flush(context.Background())
 	s.Engine.Close()
 	if cerr := s.Checkpoint(context.Background()); cerr != nil {
 		s.log.Error("final checkpoint failed", "error", cerr)
@@ -496,4 +593,77 @@ func recoverStream(log hclog.Logger) grpc.StreamServerInterceptor {
 		}()
 		return h(srv, ss)
 	}
+}
+
+// Bounds of a TCP connection's life (see New).
+const (
+	tcpMaxConnectionAge      = time.Hour
+	tcpMaxConnectionAgeGrace = 15 * time.Minute
+)
+
+// RecordRefusal journals a refused RPC (authz.Journal): kind
+// "access_denied", the caller's identity as the actor, the RPC and the
+// reason in the reason. Never a request's content.
+func (s *Server) RecordRefusal(ctx context.Context, r authz.Refusal) error {
+	return s.Store.Update(ctx, func(tx *store.Tx) error {
+		_, err := tx.Append(&recordv1.JournalEntry{
+			Time: timestamppb.New(r.Time), Kind: authz.JournalKind,
+			Actor: r.Caller.Identity, Reason: r.JournalReason(),
+		})
+		return err
+	})
+}
+
+// Services lists the gRPC services of the API and their methods (the
+// same on every listener).
+func (s *Server) Services() map[string]grpc.ServiceInfo { return s.grpc.GetServiceInfo() }
+
+// handshakeLog logs refused TLS handshakes (no client certificate, one
+// from another CA, an old TLS version): they never reach an RPC, so they
+// are not journaled (unauthenticated network noise must not be able to
+// grow the audit journal), but an operator sees them, at most one line
+// per handshakeLogEvery with the count in between.
+type handshakeLog struct {
+	credentials.TransportCredentials
+	log hclog.Logger
+
+	mu      sync.Mutex
+	last    time.Time
+	dropped int
+}
+
+const handshakeLogEvery = 10 * time.Second
+
+func (h *handshakeLog) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, info, err := h.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		h.mu.Lock()
+		now := time.Now()
+		if now.Sub(h.last) < handshakeLogEvery {
+			h.dropped++
+			h.mu.Unlock()
+			return c, info, err
+		}
+		dropped := h.dropped
+		h.last, h.dropped = now, 0
+		h.mu.Unlock()
+		h.log.Warn("TLS handshake refused", "peer", conn.RemoteAddr().String(), "error", err, "refused_since_last_line", dropped)
+	}
+	return c, info, err
+}
+
+func (h *handshakeLog) Clone() credentials.TransportCredentials {
+	return &handshakeLog{TransportCredentials: h.TransportCredentials.Clone(), log: h.log}
+}
+
+// authzCaller is the API's view of the caller the authz interceptors
+// identified: operators (certificate or local socket) may act as any actor;
+// a front is named by its identity (uid:N, its certificate's URI SAN or
+// cn:NAME), which --front-actor binds to actors.
+func authzCaller(ctx context.Context) api.Caller {
+	c, ok := authz.CallerFrom(ctx)
+	if !ok {
+		return api.Caller{}
+	}
+	return api.Caller{Identity: c.Identity, Operator: c.Role >= authz.RoleOperator}
 }

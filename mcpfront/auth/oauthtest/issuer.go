@@ -73,8 +73,10 @@ func NewIssuer(t testing.TB) *Issuer {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(is.JWKS())
 	})
-	is.srv = httptest.NewServer(mux)
-	is.URL = is.srv.URL
+	// URL is set before the server starts: handlers read it.
+	is.srv = httptest.NewUnstartedServer(mux)
+	is.URL = "http://" + is.srv.Listener.Addr().String()
+	is.srv.Start()
 	t.Cleanup(is.srv.Close)
 	return is
 }

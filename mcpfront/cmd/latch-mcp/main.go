@@ -14,8 +14,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +27,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/tlsfiles"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
@@ -150,11 +149,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, o *options, logger hclog.Logger) error {
-	conn, err := dialControlPlane(o)
+	conn, err := dialControlPlane(o, logger)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if err := probeControlPlane(ctx, conn, o.controlPlane, logger); err != nil {
+		return err
+	}
 
 	cp := controlplanev1.NewControlPlaneClient(conn)
 	cfg := mcpfront.Config{
@@ -241,28 +243,17 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 // dialControlPlane connects to unix:///path (no TLS: the socket's file
 // permissions guard it) or host:port (TLS with --tls-ca; plaintext only to a
 // loopback host).
-func dialControlPlane(o *options) (*grpc.ClientConn, error) {
+func dialControlPlane(o *options, logger hclog.Logger) (*grpc.ClientConn, error) {
 	target := o.controlPlane
 	var creds credentials.TransportCredentials
 	switch {
 	case strings.HasPrefix(target, "unix://"), strings.HasPrefix(target, "unix:"):
 		creds = insecure.NewCredentials()
 	case o.tlsCA != "":
-		pem, err := os.ReadFile(o.tlsCA)
+		// The client certificate is re-read when its files change.
+		tc, err := tlsfiles.Client(o.tlsCA, o.tlsCert, o.tlsKey, logger.Named("tls"))
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading --tls-ca: %v", errUsage, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: --tls-ca %s holds no PEM certificate", errUsage, o.tlsCA)
-		}
-		tc := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
-		if o.tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("%w: loading --tls-cert/--tls-key: %v", errUsage, err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
+			return nil, fmt.Errorf("%w: --tls-ca/--tls-cert/--tls-key: %v", errUsage, err)
 		}
 		creds = credentials.NewTLS(tc)
 	case loopback.HostPort(target):
