@@ -3,10 +3,11 @@ package mcpfront
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -68,12 +69,42 @@ func decodeArgs(req *mcp.CallToolRequest, v any) error {
 		args = json.RawMessage(`{}`)
 	}
 	if err := tools.CheckRawArguments(args); err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}
+		return badArguments{argumentNote(req.Params.Name, tools.ArgumentProblem(err))}
 	}
 	if err := json.Unmarshal(args, v); err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %v", req.Params.Name, err)}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return badArguments{argumentNote(req.Params.Name, fmt.Sprintf("argument %s must be %s", te.Field, jsonKind(te.Type.Kind())))}
+		}
+		return badArguments{argumentNote(req.Params.Name, "arguments must be a JSON object")}
 	}
 	return nil
+}
+
+// badArguments is a built-in tool's argument problem: answered as a tool
+// error (isError) the model can correct, not as a protocol error.
+type badArguments struct{ note string }
+
+func (b badArguments) Error() string { return b.note }
+
+// handlerError answers err: a tool error for bad arguments, else the error
+// itself (no authenticated actor).
+func handlerError(err error) (*mcp.CallToolResult, error) {
+	var b badArguments
+	if errors.As(err, &b) {
+		return toolError(b.note), nil
+	}
+	return nil, err
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return "an integer"
+	}
+	return "a " + k.String()
 }
 
 // rpcToolError turns a control-plane error into a tool error: NotFound and
@@ -94,7 +125,7 @@ func (f *Front) rpcToolError(id string, err error) *mcp.CallToolResult {
 }
 
 // executionArg reads the caller's actor and the execution_id argument of a
-// built-in tool; a missing id is an invalid-params protocol error.
+// built-in tool; a missing id is a badArguments error.
 func (f *Front) executionArg(req *mcp.CallToolRequest, fixedActor string) (cc callContext, id string, err error) {
 	if cc, err = f.builtinCaller(req, fixedActor); err != nil {
 		return cc, "", err
@@ -106,7 +137,7 @@ func (f *Front) executionArg(req *mcp.CallToolRequest, fixedActor string) (cc ca
 		return cc, "", err
 	}
 	if in.ExecutionID == "" {
-		return cc, "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "execution_id is required"}
+		return cc, "", badArguments{argumentNote(req.Params.Name, `missing required argument "execution_id" (string: an execution_id, act_…, returned by an earlier call)`)}
 	}
 	return cc, in.ExecutionID, nil
 }
@@ -115,7 +146,7 @@ func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cc, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
-			return nil, err
+			return handlerError(err)
 		}
 		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id, Actor: cc.actor, Credential: cc.credential})
 		if err != nil {
@@ -123,7 +154,7 @@ func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 		}
 		// The disposition of a status read is "attached": it reads the same
 		// execution, never makes one.
-		return f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, "", g.GetExecution(), g.GetResult()), nil
+		return f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, g.GetExecution(), g.GetResult()), nil
 	}
 }
 
@@ -131,14 +162,14 @@ func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cc, err := f.builtinCaller(req, fixedActor)
 		if err != nil {
-			return nil, err
+			return handlerError(err)
 		}
 		actor := cc.actor
 		var in struct {
 			Limit int32 `json:"limit"`
 		}
 		if err := decodeArgs(req, &in); err != nil {
-			return nil, err
+			return handlerError(err)
 		}
 		if in.Limit <= 0 {
 			in.Limit = 20
@@ -175,13 +206,13 @@ func (f *Front) cancelHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		cc, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
-			return nil, err
+			return handlerError(err)
 		}
 		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Actor: cc.actor, Reason: "agent called " + ToolCancelExecution, Credential: cc.credential})
 		if err != nil {
 			return f.rpcToolError(id, err), nil
 		}
-		res := f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, "", c.GetExecution(), nil)
+		res := f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, c.GetExecution(), nil)
 		if c.GetExecution().GetState() == recordv1.State_STATE_CANCELLED {
 			res.IsError = false // the cancel the caller asked for succeeded
 		}

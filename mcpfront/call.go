@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -63,12 +65,43 @@ func mcpTool(t *controlplanev1.Tool) (*mcp.Tool, error) {
 		desc = strings.TrimSpace(desc + " Latch runs each intent once: calling again with the same arguments attaches to the same execution; to repeat on purpose, pass repeat_of.")
 	}
 	return &mcp.Tool{
-		Name:        t.GetName(),
-		Description: desc,
-		InputSchema: schema,
-		Annotations: ann,
+		Name:         t.GetName(),
+		Description:  desc,
+		InputSchema:  schema,
+		OutputSchema: callResultSchema,
+		Annotations:  ann,
 	}, nil
 }
+
+// callResultSchema is the outputSchema of every catalog tool: the shape of
+// CallResult, the structuredContent of each answer. Only note is required:
+// a call refused before it had an execution (bad arguments, a refusal)
+// answers with the note alone.
+var callResultSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["note"],
+  "properties": {
+    "execution_id": {"type": "string", "description": "The execution this call made or attached to (act_…)."},
+    "disposition": {"type": "string", "enum": ["new", "attached", "recovered", "rejected"], "description": "Whether this call made a new execution or attached to an identical earlier one."},
+    "state": {"type": "string", "enum": ["accepted", "awaiting_approval", "authorized", "dispatched", "completed", "delivered", "outcome_unknown", "not_executed", "needs_review", "rejected", "cancelled"]},
+    "outcome": {"type": "string", "enum": ["succeeded", "failed_at_target"]},
+    "target_status": {"type": "integer", "description": "HTTP status, or the command's exit status."},
+    "dispatched_at": {"type": "string", "format": "date-time"},
+    "result": {
+      "type": "object",
+      "description": "The target's stored answer.",
+      "properties": {
+        "status": {"type": "integer"},
+        "exit_code": {"type": "integer"},
+        "signal": {"type": "string"},
+        "body": {"description": "The answer's body: JSON when the target sent JSON, else text."},
+        "body_truncated": {"type": "boolean"},
+        "summary": {"type": "string"}
+      }
+    },
+    "note": {"type": "string", "description": "What happened and what to do next, written for the model."}
+  }
+}`)
 
 // inputSchema is the schema the control plane serves (the catalog schema
 // plus the optional repeat_of argument on side-effecting tools:
@@ -194,27 +227,45 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return f.result(ctx, cc, resp.GetDisposition(), resp.GetNote(), exec, r), nil
+		return f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), nil
 	}
 }
 
-// submitError maps a failed Submit: InvalidArgument (schema-invalid
-// arguments, unknown argument) is a JSON-RPC invalid-params error, the only
-// protocol error a known tool returns; anything else is a tool error telling
-// the model what is safe.
+// submitError maps a failed Submit. Bad arguments (InvalidArgument) are a
+// tool error the model can act on, naming the argument and what is expected;
+// so are refusals. Protocol errors are left to the SDK (unknown tool,
+// malformed request). Anything else is a tool error telling the model what
+// is safe.
 func (f *Front) submitError(log hclog.Logger, tool string, err error) (*mcp.CallToolResult, error) {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("invalid arguments for %s: %s", tool, st.Message())}
+		return toolError(argumentNote(tool, statusProblem(st))), nil
 	case codes.Unauthenticated:
 		return toolError(fmt.Sprintf("latch refused the call, nothing was executed: the agent's credential is not valid (%s); the operator can issue a new token with `latch token create`", st.Message())), nil
 	case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
-		return toolError(fmt.Sprintf("latch refused the call: %s", st.Message())), nil
+		return toolError(fmt.Sprintf("latch refused the call: %s", sentinelPrefixes.ReplaceAllString(st.Message(), ""))), nil
 	}
 	log.Warn("submit failed", "error", err)
 	return toolError("latch could not reach its control plane, so it does not know whether this call was accepted. " +
 		"Calling again with the same arguments is safe: it attaches to the same execution if there is one."), nil
+}
+
+// sentinelPrefixes matches a chain of "pkg: sentinel text: " prefixes
+// ("engine: invalid arguments: tools: invalid arguments: ").
+// A package prefix alone ("engine: repeat_of does not ...") goes too.
+var sentinelPrefixes = regexp.MustCompile(`^(?:[a-z]+: (?:[a-z ]+: )?)+`)
+
+// statusProblem is the caller-facing problem of an InvalidArgument status:
+// the ErrorInfo "problem" metadata when the control plane sent one, else the
+// message with its leading "pkg: sentinel: " prefixes removed.
+func statusProblem(st *status.Status) string {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()[metaProblem] != "" {
+			return info.GetMetadata()[metaProblem]
+		}
+	}
+	return sentinelPrefixes.ReplaceAllString(st.Message(), "")
 }
 
 func toolError(note string) *mcp.CallToolResult {
@@ -427,12 +478,15 @@ func viewResult(r *recordv1.Result, channel string) *ResultView {
 	return v
 }
 
-// result builds the answer for exec. For completed executions it reads the
-// stored result and marks the answer for delivery tracking.
-// result builds the tool result; r is the stored result when the caller
-// already has it (from the watch), else it is read when the execution
-// completed.
-func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Disposition, cpNote string, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
+// result builds the tool result for exec. r is the stored result when the
+// caller already has it (from the watch), else it is read when the execution
+// completed; a completed answer is marked for delivery tracking. The
+// control plane's Submit note is not used: the note comes from noteTable
+// alone, for the state the execution is in now.
+//
+// nd is the note's disposition axis: axisDisp(disp) for a tool call,
+// dispNew for a status read or cancel, which describe the execution itself.
+func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Disposition, nd noteDisp, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
 	cr := CallResult{
 		ExecutionID:  exec.GetId(),
 		Disposition:  dispositionName(disp),
@@ -456,14 +510,11 @@ func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Dispos
 			cr.Result = viewResult(g.GetResult(), exec.GetChannel())
 		}
 	}
-	note, isErr := noteFor(exec, cr.DispatchedAt)
-	if cpNote != "" && disp != recordv1.Disposition_DISPOSITION_NEW {
-		note += " (" + strings.TrimSuffix(cpNote, ".") + ")"
-	}
+	note, isErr := noteFor(exec, nd, cr.DispatchedAt)
 	cr.Note = note
 	res := &mcp.CallToolResult{
 		IsError:           isErr,
-		Content:           []mcp.Content{&mcp.TextContent{Text: note}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: resultText(note, cr.Result, exec.GetChannel())}},
 		StructuredContent: cr,
 	}
 	if state == recordv1.State_STATE_COMPLETED && f.expectDelivery(exec.GetId()) {
@@ -472,40 +523,55 @@ func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Dispos
 	return res
 }
 
-// noteFor is the one line the model reads. Uncertain states are said plainly
-// and never dressed up as failures the model would retry.
-func noteFor(e *recordv1.Execution, dispatchedAt string) (note string, isError bool) {
-	id := e.GetId()
-	reason := ""
-	if r := e.GetReason(); r != "" {
-		reason = ": " + r
+// maxTextBody caps the target's body in the text block; the whole stored
+// body (itself capped by the control plane) is in structuredContent.
+const maxTextBody = 8 << 10
+
+// resultText is the text block: the note, then the target's answer when
+// there is one, so a client that shows only text still sees the result.
+func resultText(note string, v *ResultView, channel string) string {
+	if v == nil {
+		return note
 	}
-	switch e.GetState() {
-	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
-		if e.GetOutcome() == recordv1.Outcome_OUTCOME_FAILED_AT_TARGET {
-			return fmt.Sprintf("execution %s reached the target, which reported a failure (status %d); it will not be re-sent. To try again after fixing the cause, call the tool with repeat_of=%s.", id, e.GetTargetStatus(), id), true
+	var b strings.Builder
+	b.WriteString(note)
+	b.WriteString("\n\n")
+	switch {
+	case axisChannel(channel) == channelHTTP:
+		fmt.Fprintf(&b, "Target answer (HTTP status %d):", v.Status)
+	case v.Signal != "":
+		fmt.Fprintf(&b, "Command output (killed by signal %s):", v.Signal)
+	case v.ExitCode != nil:
+		fmt.Fprintf(&b, "Command output (exit status %d):", *v.ExitCode)
+	default:
+		b.WriteString("Command output:")
+	}
+	if v.Summary != "" {
+		b.WriteString(" " + v.Summary)
+	}
+	body := ""
+	switch tb := v.Body.(type) {
+	case json.RawMessage:
+		body = string(tb)
+	case string:
+		body = tb
+	}
+	if body == "" {
+		b.WriteString("\n(empty body)")
+		return b.String()
+	}
+	b.WriteString("\n")
+	if len(body) > maxTextBody {
+		cut := maxTextBody
+		for cut > 0 && !utf8.RuneStart(body[cut]) {
+			cut--
 		}
-		return fmt.Sprintf("execution %s completed; the target answered with status %d.", id, e.GetTargetStatus()), false
-	case recordv1.State_STATE_DISPATCHED:
-		return fmt.Sprintf("execution %s was dispatched at %s and is still running; outcome not yet known; do not retry; check latch_execution_status with execution_id %s.", id, dispatchedAt, id), false
-	case recordv1.State_STATE_OUTCOME_UNKNOWN:
-		return fmt.Sprintf("execution %s was dispatched at %s, outcome not yet known; do not retry; Latch is recovering it: check latch_execution_status with execution_id %s.", id, dispatchedAt, id), false
-	case recordv1.State_STATE_NEEDS_REVIEW:
-		return fmt.Sprintf("execution %s was dispatched at %s and its outcome is unknown; an operator must review it. Do not retry; check latch_execution_status with execution_id %s later.", id, dispatchedAt, id), false
-	case recordv1.State_STATE_AWAITING_APPROVAL:
-		return fmt.Sprintf("awaiting approval, execution %s%s; nothing has been sent yet. Call the tool again later with the same arguments (it attaches to this execution, no second request is made) or check latch_execution_status with execution_id %s.", id, reason, id), false
-	case recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED:
-		return fmt.Sprintf("execution %s is accepted and still running; do not retry; check latch_execution_status with execution_id %s.", id, id), false
-	case recordv1.State_STATE_NOT_EXECUTED:
-		// not_executed is reached only from evidence: nothing left Latch
-		// (seen before the request was written), the target's own "no
-		// record" after its settle point, the host agent's not_started
-		// marker, or an operator's decision. The reason says which.
-		return fmt.Sprintf("execution %s was not executed%s. That is established from evidence, not from a lost connection, so calling the tool again is safe: it starts a new execution.", id, reason), true
-	case recordv1.State_STATE_REJECTED:
-		return fmt.Sprintf("execution %s was rejected%s; nothing was sent to the target.", id, reason), true
-	case recordv1.State_STATE_CANCELLED:
-		return fmt.Sprintf("execution %s was cancelled before dispatch%s; nothing was sent to the target.", id, reason), true
+		fmt.Fprintf(&b, "%s\n[%d more bytes in structuredContent.result.body]", body[:cut], len(body)-cut)
+	} else {
+		b.WriteString(body)
 	}
-	return fmt.Sprintf("execution %s is in state %s; check latch_execution_status with execution_id %s.", id, lifecycle.Name(e.GetState()), id), false
+	if v.BodyTruncated {
+		b.WriteString("\n[the stored body was truncated by Latch at its size limit]")
+	}
+	return b.String()
 }

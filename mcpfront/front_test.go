@@ -2,6 +2,7 @@ package mcpfront
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,8 +47,11 @@ func TestCall(t *testing.T) {
 			if cr.Result == nil || cr.Result.Status != 200 || !ok || body["key"] != cr.ExecutionID {
 				t.Errorf("result = %+v, want status 200 and the target's JSON body carrying the execution id as key", cr.Result)
 			}
-			if len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != cr.Note {
-				t.Errorf("content = %v, want one text content equal to the note %q", res.Content, cr.Note)
+			if len(res.Content) != 1 {
+				t.Fatalf("content = %v, want one text content", res.Content)
+			}
+			if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, cr.Note+"\n\nTarget answer (HTTP status 200):") || !strings.Contains(text, cr.ExecutionID) {
+				t.Errorf("content text = %q, want the note %q then the target's answer (HTTP status 200, its body naming the execution)", text, cr.Note)
 			}
 			if n := st.effect.count("/v1/releases"); n != 1 {
 				t.Errorf("effect count = %d, want 1", n)
@@ -117,16 +122,25 @@ func TestHTTPAuthAndOrigin(t *testing.T) {
 	}
 }
 
-func TestProtocolErrors(t *testing.T) {
+// Bad arguments are tool errors (isError) the model can correct, naming
+// the argument once and without package prefixes; an unknown tool stays a
+// JSON-RPC error.
+func TestBadArgumentsAreToolErrors(t *testing.T) {
 	tests := []struct {
-		name string
-		tool string
-		args map[string]any
+		name     string
+		tool     string
+		args     map[string]any
+		wantText string // "" means a JSON-RPC invalid params error
 	}{
-		{"schema-invalid arguments", "deploy_release", map[string]any{"service": 5, "version": "1"}},
-		{"missing required argument", "deploy_release", map[string]any{"service": "api"}},
-		{"unknown argument", "deploy_release", map[string]any{"service": "api", "version": "1", "force": true}},
-		{"unknown tool", "no_such_tool", map[string]any{}},
+		{"schema-invalid arguments", "deploy_release", map[string]any{"service": 5, "version": "1"},
+			"deploy_release was not called: argument service must be a string, not an integer. Nothing was sent; correct the arguments and call the tool again."},
+		{"missing required argument", "deploy_release", map[string]any{"service": "api"},
+			`deploy_release was not called: missing required argument "version" (string). Nothing was sent; correct the arguments and call the tool again.`},
+		{"unknown argument", "deploy_release", map[string]any{"service": "api", "version": "1", "force": true},
+			`deploy_release was not called: unknown argument "force"; deploy_release takes region, service, version, repeat_of. Nothing was sent; correct the arguments and call the tool again.`},
+		{"built-in without execution_id", ToolExecutionStatus, map[string]any{},
+			`latch_execution_status was not called: missing required argument "execution_id" (string: an execution_id, act_…, returned by an earlier call). Nothing was sent; correct the arguments and call the tool again.`},
+		{"unknown tool", "no_such_tool", map[string]any{}, ""},
 	}
 	for _, era := range []string{eraSession, eraStateless} {
 		st := newTestStack(t, stackOptions{})
@@ -134,9 +148,21 @@ func TestProtocolErrors(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name+" era "+era, func(t *testing.T) {
 				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tt.tool, Arguments: tt.args})
-				var werr *jsonrpc.Error
-				if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams {
-					t.Fatalf("CallTool(%s, %v) = %v, %v; want a JSON-RPC invalid params error (-32602)", tt.tool, tt.args, res, err)
+				if tt.wantText == "" {
+					var werr *jsonrpc.Error
+					if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams {
+						t.Fatalf("CallTool(%s, %v) = %v, %v; want a JSON-RPC invalid params error (-32602)", tt.tool, tt.args, res, err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("CallTool(%s, %v) error = %v, want a tool error result", tt.tool, tt.args, err)
+				}
+				if !res.IsError || len(res.Content) != 1 {
+					t.Fatalf("CallTool(%s, %v) = IsError %v, %d contents; want one text and isError", tt.tool, tt.args, res.IsError, len(res.Content))
+				}
+				if got := res.Content[0].(*mcp.TextContent).Text; got != tt.wantText {
+					t.Errorf("CallTool(%s, %v) text:\n got %q\nwant %q", tt.tool, tt.args, got, tt.wantText)
 				}
 			})
 		}
@@ -146,6 +172,43 @@ func TestProtocolErrors(t *testing.T) {
 		if n := st.effect.count("/v1/releases"); n != 0 {
 			t.Errorf("effect count after invalid calls = %d, want 0", n)
 		}
+	}
+}
+
+// Catalog tools declare an outputSchema and their structuredContent fits it.
+func TestCatalogToolsDeclareOutputSchema(t *testing.T) {
+	st := newTestStack(t, stackOptions{})
+	cs := st.connect(t, "alice", clientOptions{Era: eraSession})
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *mcp.Tool
+	for _, tl := range lt.Tools {
+		if tl.Name == "deploy_release" {
+			found = tl
+		}
+	}
+	if found == nil || found.OutputSchema == nil {
+		t.Fatalf("deploy_release = %+v, want an outputSchema", found)
+	}
+	raw, _ := json.Marshal(found.OutputSchema)
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatalf("outputSchema does not resolve: %v", err)
+	}
+	res, _ := call(t, cs, "deploy_release", map[string]any{"service": "api", "version": "9"})
+	var sc map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Validate(sc); err != nil {
+		t.Errorf("structuredContent %s does not fit the outputSchema: %v", b, err)
 	}
 }
 

@@ -1,10 +1,13 @@
 package mcpfront
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // TestNotExecutedNoteRestsOnEvidence: the model is told a retry is safe only
@@ -12,11 +15,165 @@ import (
 // claim that nothing reached the target.
 func TestNotExecutedNoteRestsOnEvidence(t *testing.T) {
 	reason := "the target has no record of it: status endpoint answered 404 (absent); asked after the settle point"
-	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, "")
+	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, dispNew, "")
 	if strings.Contains(note, "nothing reached the target") {
 		t.Errorf("noteFor(not_executed) = %q, claims nothing reached the target", note)
 	}
 	if !strings.Contains(note, reason) || !strings.Contains(note, "evidence") || !isError {
 		t.Errorf("noteFor(not_executed) = %q, %v; want the evidence (%q) and isError", note, isError, reason)
+	}
+}
+
+// TestNoteTableCoversEverything walks state × outcome × disposition × replay
+// class × channel: every combination has a row, no row is shadowed by an
+// earlier one, and no note says something another axis contradicts.
+func TestNoteTableCoversEverything(t *testing.T) {
+	var states []recordv1.State
+	for v := range recordv1.State_name {
+		if s := recordv1.State(v); s != recordv1.State_STATE_UNSPECIFIED {
+			states = append(states, s)
+		}
+	}
+	used := make(map[int]bool)
+	replays := []tools.Replay{tools.ReplayReadOnly, tools.ReplayIdempotencyKey, tools.ReplayStatusQuery, tools.ReplayReview}
+	channels := []tools.Channel{tools.ChannelHTTP, tools.ChannelSSH, tools.ChannelLocal}
+	for _, s := range states {
+		outcomes := []recordv1.Outcome{recordv1.Outcome_OUTCOME_UNSPECIFIED}
+		if lifecycle.Observed(s) {
+			outcomes = []recordv1.Outcome{recordv1.Outcome_OUTCOME_SUCCEEDED, recordv1.Outcome_OUTCOME_FAILED_AT_TARGET}
+		}
+		for _, o := range outcomes {
+			for _, d := range []noteDisp{dispNew, dispAttached} {
+				for _, r := range replays {
+					for _, c := range channels {
+						name := fmt.Sprintf("%s/%s/disp%d/%s/%s", lifecycle.Name(s), o, d, r, c)
+						e := &recordv1.Execution{Id: "act_X", State: s, Outcome: o, Replay: string(r), Channel: string(c), TargetStatus: 7, Reason: "why"}
+						for i, row := range noteTable {
+							if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisChannel(string(c))); ok && rowMatches(row, s, o, d, axisReplay(string(r)), axisChannel(string(c))) {
+								used[i] = true
+								break
+							}
+						}
+						if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisChannel(string(c))); !ok {
+							t.Errorf("%s: no row in noteTable", name)
+							continue
+						}
+						note, isErr := noteFor(e, d, "2026-01-01T00:00:00Z")
+						checkNote(t, name, e, d, note, isErr)
+					}
+				}
+			}
+		}
+	}
+	for i, row := range noteTable {
+		if !used[i] {
+			t.Errorf("noteTable[%d] (%q) is never chosen: an earlier row shadows it", i, row.text)
+		}
+	}
+}
+
+func rowMatches(row noteRow, s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteChannel) bool {
+	return stateIn(s, row.states) &&
+		(row.outcome == recordv1.Outcome_OUTCOME_UNSPECIFIED || row.outcome == o) &&
+		(row.disp == anyDisp || row.disp == d) &&
+		(row.replay == anyReplay || row.replay == r) &&
+		(row.channel == anyChannel || row.channel == c)
+}
+
+// checkNote holds the rules no note may break.
+func checkNote(t *testing.T, name string, e *recordv1.Execution, d noteDisp, note string, isErr bool) {
+	t.Helper()
+	s := e.GetState()
+	host := tools.Channel(e.GetChannel()) != tools.ChannelHTTP
+	readOnly := tools.Replay(e.GetReplay()) == tools.ReplayReadOnly
+	failedAtTarget := lifecycle.Observed(s) && e.GetOutcome() == recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
+	rule := func(ok bool, what string) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: note %q: %s", name, note, what)
+		}
+	}
+	rule(!strings.ContainsAny(note, "{}"), "a placeholder is left")
+	rule(strings.Contains(note, "act_X"), "does not name the execution")
+	rule(!readOnly || !strings.Contains(note, "repeat_of"), "a read-only tool takes no repeat_of")
+	rule(!readOnly || !strings.Contains(note, "re-sent"), "a read-only tool has nothing to re-send")
+	rule(!strings.Contains(note, "answered with status") || !host, "a command does not answer with a status")
+	rule(!strings.Contains(note, "exited with status") || host, "an HTTP target does not exit")
+	if lifecycle.Observed(s) {
+		rule(strings.Contains(note, "with status 7"), "an observed outcome names the status")
+		rule(!strings.Contains(note, "still running") && !strings.Contains(note, "in flight") && !strings.Contains(note, "not yet known"), "an observed outcome is not still running")
+	} else {
+		rule(!strings.Contains(note, "completed"), "only an observed outcome completed")
+	}
+	if d == dispAttached && (lifecycle.Observed(s) || s == recordv1.State_STATE_DISPATCHED || s == recordv1.State_STATE_REJECTED) {
+		rule(strings.Contains(note, "identical earlier call"), "an attached call says it got an earlier call's execution")
+	}
+	if d == dispNew {
+		rule(!strings.Contains(note, "identical earlier call"), "a new call did not attach")
+	}
+	sentNothing := s == recordv1.State_STATE_REJECTED || s == recordv1.State_STATE_CANCELLED || s == recordv1.State_STATE_AWAITING_APPROVAL
+	rule(sentNothing == (strings.Contains(note, "nothing was sent to the target") || strings.Contains(note, "nothing has been sent yet")), "says nothing was sent exactly when nothing was sent")
+	wantErr := failedAtTarget || s == recordv1.State_STATE_NOT_EXECUTED || s == recordv1.State_STATE_REJECTED || s == recordv1.State_STATE_CANCELLED
+	if isErr != wantErr {
+		t.Errorf("%s: isError = %v, want %v", name, isErr, wantErr)
+	}
+	if lifecycle.Pending(s) || s == recordv1.State_STATE_OUTCOME_UNKNOWN || s == recordv1.State_STATE_NEEDS_REVIEW {
+		rule(strings.Contains(note, "latch_execution_status") || s == recordv1.State_STATE_AWAITING_APPROVAL && strings.Contains(note, "same arguments"), "an open execution says how to follow it")
+	}
+}
+
+// TestNoteExamples pins the notes of the cases users reported as wrong.
+func TestNoteExamples(t *testing.T) {
+	tests := []struct {
+		name    string
+		exec    *recordv1.Execution
+		disp    noteDisp
+		want    string
+		wantNot []string
+		wantErr bool
+	}{
+		{
+			name: "attach to a completed execution",
+			exec: &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 201, Replay: "idempotency_key", Channel: "http"},
+			disp: dispAttached,
+			want: "This call attached to the execution of an identical earlier call; nothing was sent twice. Execution act_1 completed; the target answered with status 201, and this is its stored result. To repeat the action on purpose, call the tool with repeat_of=act_1.",
+		},
+		{
+			name:    "read-only 404",
+			exec:    &recordv1.Execution{Id: "act_2", State: recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, TargetStatus: 404, Replay: "read_only", Channel: "http"},
+			disp:    dispNew,
+			want:    "execution act_2: the target answered with status 404, a failure. The tool is read-only, so nothing changed; fix the cause and call the tool again.",
+			wantErr: true,
+		},
+		{
+			name: "SSH command exit 0",
+			exec: &recordv1.Execution{Id: "act_3", State: recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 0, Replay: "status_query", Channel: "ssh"},
+			disp: dispNew,
+			want: "execution act_3 completed; the command exited with status 0.",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, isErr := noteFor(tt.exec, tt.disp, "")
+			if got != tt.want || isErr != tt.wantErr {
+				t.Errorf("noteFor(%v) = %q, %v; want %q, %v", tt.exec, got, isErr, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestStatusProblem(t *testing.T) {
+	tests := []struct {
+		msg, want string
+	}{
+		{`engine: invalid arguments: tools: invalid arguments: missing required argument "version" (string)`, `missing required argument "version" (string)`},
+		{`argument service: pattern: "API" does not match`, `argument service: pattern: "API" does not match`},
+		{`engine: repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`, `repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`},
+		{`engine: unknown tool: "x" is not in the catalog`, `"x" is not in the catalog`},
+	}
+	for _, tt := range tests {
+		if got := sentinelPrefixes.ReplaceAllString(tt.msg, ""); got != tt.want {
+			t.Errorf("strip(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
 	}
 }

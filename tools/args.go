@@ -8,7 +8,9 @@ import (
 	"io"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,6 +155,9 @@ func (t *Tool) PrepareArguments(raw json.RawMessage) (map[string]any, error) {
 	}
 	rs, err := t.resolvedSchema()
 	if err != nil {
+		return nil, err
+	}
+	if err := t.shapeProblem(rs.Schema(), rest); err != nil {
 		return nil, err
 	}
 	if err := rs.Validate(rest); err != nil {
@@ -302,6 +307,27 @@ var propPathRE = regexp.MustCompile(`validating /properties/([^:]*): `)
 
 // cleanValidation rewrites jsonschema-go's error chain ("validating root:
 // validating /properties/x: type: ...") to "argument x: type: ...".
+// typeErrRE is jsonschema-go's type mismatch once the property path is
+// rewritten: `argument service: type: 5 has type "integer", want "string"`.
+// The value is dropped (it may be a secret); the types are kept.
+var typeErrRE = regexp.MustCompile(`argument (\S+): type: .* has type "(\w+)", want "(\w+)"`)
+
+// enumErrRE and patternErrRE are jsonschema-go's enum and pattern failures
+// once the property path is rewritten; as for types, the offending value is
+// dropped and what is expected kept.
+var (
+	enumErrRE    = regexp.MustCompile(`argument (\S+): enum: .* does not equal any of: \[(.*)\]`)
+	patternErrRE = regexp.MustCompile(`argument (\S+): pattern: .* does not match regular expression (".*")`)
+)
+
+// withArticle is a JSON type name as prose: "an integer", "a string".
+func withArticle(typ string) string {
+	if strings.IndexByte("aeiou", typ[0]) >= 0 {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
 func cleanValidation(err error) string {
 	s := err.Error()
 	s = strings.ReplaceAll(s, "validating root: ", "")
@@ -311,9 +337,92 @@ func cleanValidation(err error) string {
 		name = strings.ReplaceAll(strings.ReplaceAll(name, "~1", "/"), "~0", "~")
 		return "argument " + name + ": "
 	})
+	s = typeErrRE.ReplaceAllStringFunc(s, func(m string) string {
+		g := typeErrRE.FindStringSubmatch(m)
+		return fmt.Sprintf("argument %s must be %s, not %s", g[1], withArticle(g[3]), withArticle(g[2]))
+	})
+	s = enumErrRE.ReplaceAllString(s, "argument $1 must be one of: $2")
+	s = patternErrRE.ReplaceAllString(s, "argument $1 must match the pattern $2")
 	s = strings.ReplaceAll(s, "required: missing properties", "missing required arguments")
 	s = strings.ReplaceAll(s, "unexpected additional properties", "unknown arguments")
 	return s
+}
+
+// shapeProblem reports missing required and unknown top-level arguments
+// before schema validation, saying what is expected: the type and
+// description of each missing argument, the names the tool takes for an
+// unknown one. jsonschema-go would say only "missing properties".
+func (t *Tool) shapeProblem(s *jsonschema.Schema, args map[string]any) error {
+	if s == nil {
+		return nil
+	}
+	var missing []string
+	for _, name := range s.Required {
+		if _, ok := args[name]; !ok {
+			missing = append(missing, fmt.Sprintf("%q (%s)", name, expected(s.Properties[name])))
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return argError("missing required argument %s", missing[0])
+	default:
+		return argError("missing required arguments %s", strings.Join(missing, ", "))
+	}
+	if s.AdditionalProperties == nil || !isFalseSchema(s.AdditionalProperties) {
+		return nil
+	}
+	var unknown []string
+	for name := range args {
+		if _, ok := s.Properties[name]; !ok {
+			unknown = append(unknown, strconv.Quote(name))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	known := sortedKeys(s.Properties)
+	if t.SideEffecting() {
+		known = append(known, RepeatOfArgument)
+	}
+	word := "argument"
+	if len(unknown) > 1 {
+		word = "arguments"
+	}
+	return argError("unknown %s %s; %s takes %s", word, strings.Join(unknown, ", "), t.Name, strings.Join(known, ", "))
+}
+
+// isFalseSchema reports whether s is the schema that accepts nothing
+// (additionalProperties: false decodes to {"not": {}}).
+func isFalseSchema(s *jsonschema.Schema) bool {
+	return s.Not != nil && reflect.ValueOf(*s.Not).IsZero()
+}
+
+// expected says what a property schema asks for: its type and description.
+func expected(p *jsonschema.Schema) string {
+	if p == nil {
+		return "any JSON value"
+	}
+	what := p.Type
+	if what == "" && len(p.Types) > 0 {
+		what = strings.Join(p.Types, " or ")
+	}
+	if len(p.Enum) > 0 {
+		vals := make([]string, len(p.Enum))
+		for i, v := range p.Enum {
+			b, _ := json.Marshal(v)
+			vals[i] = string(b)
+		}
+		what = "one of " + strings.Join(vals, ", ")
+	}
+	if what == "" {
+		what = "any JSON value"
+	}
+	if p.Description != "" {
+		what += ": " + strings.TrimSuffix(p.Description, ".")
+	}
+	return what
 }
 
 func jsonTypeName(v any) string {

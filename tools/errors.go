@@ -52,7 +52,30 @@ func (e *LoadError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true for a *LoadError.
 func (e *LoadError) Is(target error) bool { return target == ErrInvalid }
 
-// argError builds an ErrInvalidArguments error.
+// ArgumentError is every error PrepareArguments and the renderers return for
+// a call's arguments; it matches ErrInvalidArguments. Problem is the message
+// written for the caller (it names the argument and what is expected),
+// without any package prefix: the MCP front hands it to the model as is.
+type ArgumentError struct {
+	Problem string
+}
+
+func (e *ArgumentError) Error() string { return ErrInvalidArguments.Error() + ": " + e.Problem }
+
+// Is makes errors.Is(err, ErrInvalidArguments) true for an *ArgumentError.
+func (e *ArgumentError) Is(target error) bool { return target == ErrInvalidArguments }
+
+// ArgumentProblem returns the caller-facing problem of the *ArgumentError in
+// err's chain, or "" when there is none.
+func ArgumentProblem(err error) string {
+	var ae *ArgumentError
+	if errors.As(err, &ae) {
+		return ae.Problem
+	}
+	return ""
+}
+
+// argError builds an *ArgumentError.
 func argError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidArguments, fmt.Sprintf(format, args...))
+	return &ArgumentError{Problem: fmt.Sprintf(format, args...)}
 }

@@ -110,6 +110,10 @@ func (s *Service) VaultPut(_ context.Context, req *controlplanev1.VaultPutReques
 	c := vault.Credential{
 		Kind: vault.Kind(req.GetKind()), Token: req.GetToken(), Username: req.GetUsername(), Password: req.GetPassword(),
 		Header: req.GetHeader(), Value: req.GetValue(), PrivateKey: req.GetPrivateKey(),
+		AccessKeyID: req.GetAccessKeyId(), SecretAccessKey: req.GetSecretAccessKey(), SessionToken: req.GetSessionToken(),
+		Region: req.GetRegion(), Service: req.GetService(),
+		TokenURL: req.GetTokenUrl(), ClientID: req.GetClientId(), ClientSecret: req.GetClientSecret(),
+		Scopes: req.GetScopes(), Audience: req.GetAudience(),
 	}
 	if err := c.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())

@@ -21,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // Reasons carried in errdetails.ErrorInfo, for clients that branch.
@@ -32,6 +33,10 @@ const (
 	ReasonTooLate       = "ALREADY_DISPATCHED"
 	ReasonNotResolvable = "NOT_AWAITING_DECISION"
 	ReasonStateMismatch = "STATE_MISMATCH"
+	// MetaProblem is the ErrorInfo metadata key of an INVALID_ARGUMENTS
+	// refusal's caller-facing problem (tools.ArgumentError.Problem): the
+	// argument and what is expected, without package prefixes.
+	MetaProblem = "problem"
 )
 
 // Config names the service's dependencies.
@@ -321,7 +326,7 @@ func (s *Service) toStatus(err error) error {
 	case errors.Is(err, engine.ErrUnknownTool):
 		return withReason(codes.NotFound, ReasonUnknownTool, err)
 	case errors.Is(err, engine.ErrInvalidArguments):
-		return withReason(codes.InvalidArgument, ReasonInvalidArgs, err)
+		return withReason(codes.InvalidArgument, ReasonInvalidArgs, err, MetaProblem, tools.ArgumentProblem(err))
 	case errors.Is(err, engine.ErrBadRepeatOf):
 		return withReason(codes.InvalidArgument, ReasonBadRepeatOf, err)
 	case errors.Is(err, engine.ErrInvalidRequest):
@@ -348,9 +353,18 @@ func (s *Service) toStatus(err error) error {
 	return status.Error(codes.Internal, "internal error in the control plane; see its log")
 }
 
-func withReason(c codes.Code, reason string, err error) error {
+func withReason(c codes.Code, reason string, err error, kv ...string) error {
 	st := status.New(c, err.Error())
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: Domain}); derr == nil {
+	info := &errdetails.ErrorInfo{Reason: reason, Domain: Domain}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			if info.Metadata == nil {
+				info.Metadata = map[string]string{}
+			}
+			info.Metadata[kv[i]] = kv[i+1]
+		}
+	}
+	if d, derr := st.WithDetails(info); derr == nil {
 		return d.Err()
 	}
 	return st.Err()

@@ -16,11 +16,12 @@ import (
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return usagef("audit needs a subcommand: verify DATA_DIR | verify --export FILE --key FILE | export DATA_DIR [-o FILE] | prove DATA_DIR ACT_ID")
+	const usage = "verify DATA_DIR|--export FILE --key FILE | export DATA_DIR [-o FILE] | prove DATA_DIR ACT_ID"
+	sub, args, err := splitSubcommand(env, "audit", usage, args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("audit "+sub, flag.ContinueOnError)
+	fs := newFlagSet(env, "audit "+sub, subcommandSynopsis("audit", sub, usage))
 	switch sub {
 	case "verify":
 		export := fs.String("export", "", "verify an export file instead of a data dir")

@@ -41,16 +41,18 @@ type command struct {
 // form an initialization cycle with the table.
 func commandTable() map[string]command {
 	return map[string]command{
-		"serve":     {"run the control plane: latch serve --data DIR --catalog FILE", runServe},
-		"dev":       {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
-		"exec":      {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
-		"approvals": {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
-		"audit":     {"the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR | prove DATA_DIR ACT_ID", runAudit},
-		"demo":      {"drive a running `latch dev` through the dropped-connection story", runDemo},
-		"session":   {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
-		"vault":     {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
-		"token":     {"bearer tokens for agents, in the control plane's store: create ACTOR [--ttl D] (printed once) | list [--all] | revoke ID|ACTOR", runToken},
-		"catalog":   {"the tool catalog of the running control plane: reload (validated first; a bad catalog changes nothing)", runCatalog},
+		"serve":      {"run the control plane: latch serve --data DIR --catalog FILE", runServe},
+		"dev":        {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
+		"exec":       {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
+		"approvals":  {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
+		"audit":      {"the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR | prove DATA_DIR ACT_ID", runAudit},
+		"demo":       {"drive a running `latch dev` through the dropped-connection story", runDemo},
+		"session":    {"agent sessions: list | authorize ID | revoke ID --reason R", runSession},
+		"vault":      {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
+		"token":      {"bearer tokens for agents, in the control plane's store: create ACTOR [--ttl D] (printed once) | list [--all] | revoke ID|ACTOR", runToken},
+		"catalog":    {"the tool catalog of the running control plane: reload (validated first; a bad catalog changes nothing)", runCatalog},
+		"version":    {"print the version, VCS revision and Go version: latch version [--json]", runVersion},
+		"completion": {"print a shell completion script: latch completion bash|zsh|fish", runCompletion},
 	}
 }
 
@@ -67,11 +69,16 @@ func Main(ctx context.Context, env *Env, args []string) int {
 		env.Getenv = os.Getenv
 	}
 	commands := commandTable()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		printUsage(env.Stderr, commands)
-		if len(args) == 0 {
-			return ExitUsage
+		return ExitUsage
+	}
+	if isHelp(args[0]) {
+		if len(args) > 1 && !isHelp(args[1]) {
+			// latch help CMD [SUB] is latch CMD [SUB] -h.
+			return Main(ctx, env, append(args[1:], "-h"))
 		}
+		printUsage(env.Stdout, commands)
 		return ExitOK
 	}
 	c, ok := commands[args[0]]
@@ -109,7 +116,7 @@ func printUsage(w io.Writer, commands map[string]command) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-11s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun `latch COMMAND -h` for a command's flags.")
 }
@@ -122,8 +129,8 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(os.Stderr)
-				fs.Usage()
+				// Parse already called fs.Usage (newFlagSet's prints to
+				// the command's stdout).
 				return nil, err
 			}
 			return nil, usagef("%v", err)

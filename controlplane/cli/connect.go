@@ -140,15 +140,16 @@ func isUnavailable(err error) bool {
 
 // adminCommand splits an admin command's subcommand from its arguments and
 // makes its flag set with the flags that find the running control plane.
-// usage is what to print when no subcommand is given.
+// usage lists the subcommands ("list | show ID"); -h prints it.
 func adminCommand(env *Env, cmd, usage string, args []string) (sub string, rest []string, fs *flag.FlagSet, t *target, err error) {
-	if len(args) == 0 {
-		return "", nil, nil, nil, usagef("%s needs a subcommand: %s", cmd, usage)
+	sub, rest, err = splitSubcommand(env, cmd, usage, args)
+	if err != nil {
+		return "", nil, nil, nil, err
 	}
 	t = &target{}
-	fs = flag.NewFlagSet(cmd+" "+args[0], flag.ContinueOnError)
+	fs = newFlagSet(env, cmd+" "+sub, subcommandSynopsis(cmd, sub, usage))
 	t.flags(fs, env)
-	return args[0], args[1:], fs, t, nil
+	return sub, rest, fs, t, nil
 }
 
 // dialSocket is a gRPC client of the control plane on its unix socket.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,7 +29,7 @@ func devInfoPath(data string) string { return devstack.InfoPath(data) }
 // original execution instead of deploying twice.
 func runDemo(ctx context.Context, env *Env, args []string) error {
 	var t target
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet(env, "demo", "demo [--data DIR]")
 	t.flags(fs, env)
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -42,6 +41,9 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	var info devInfo
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return fmt.Errorf("%s: %w", devInfoPath(t.data), err)
+	}
+	if info.Catalog != "" && info.Catalog != devstack.CatalogExample {
+		return fmt.Errorf("latch demo needs latch dev's example catalog (its deploy_release tool and the demo target), but this latch dev runs with --catalog %s: restart latch dev without --catalog (a separate --data keeps your data apart) and run latch demo again", info.Catalog)
 	}
 	cp, closeFn, err := t.dial(ctx)
 	if err != nil {

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -27,14 +27,15 @@ const (
 // control plane; devstack assembles and runs the rest (front, host agent,
 // demo target).
 func runDev(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	data := fs.String("data", defaultDataDir, "data dir; a later `latch dev` on the same dir resumes it")
+	fs := newFlagSet(env, "dev", "dev [flags]")
+	data := fs.String("data", defaultDataDir, "data dir; a later latch dev on the same dir resumes it")
 	listen := fs.String("listen", devListen, "address of the MCP front (path /mcp)")
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
-	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need `latch session authorize`)")
+	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
+	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
 	var oauth auth.Flags
 	oauth.Register(fs)
 	var origins listFlag
@@ -59,9 +60,23 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	defer mcpLis.Close()
 	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
-	token := env.Getenv("LATCH_DEV_TOKEN")
-	if token == "" {
-		token = newDevToken()
+	chosen, source := *devToken, devstack.TokenFromFlag
+	if chosen == "" {
+		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
+	}
+	token, created, err := devstack.LoadToken(*data, chosen)
+	if err != nil {
+		if errors.Is(err, devstack.ErrBadToken) {
+			return usagef("%s: %v", source, err)
+		}
+		return err
+	}
+	switch {
+	case chosen != "":
+	case created:
+		source = devstack.TokenNew
+	default:
+		source = devstack.TokenKept
 	}
 	// JWT actors (README "Agent identity"): the mapped ones are known to
 	// the control plane and, unless --strict, trusted, like the dev actor.
@@ -86,6 +101,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
+	if *data != defaultDataDir {
+		sc.CommandArgs = "--data " + *data
+	}
 	st, err := newStack(sc)
 	if err != nil {
 		return err
@@ -104,11 +122,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
-		AllowedOrigins: origins,
+		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 	})
 }
-
-func newDevToken() string { return devstack.NewToken() }
 
 // recoveryForDev resolves unknowns quickly so the demo's story is short.
 func recoveryForDev() engine.RecoveryConfig {

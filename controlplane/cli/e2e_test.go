@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -242,6 +243,26 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if code != 0 || strings.Count(out, "deploy_release") != 5 {
 		t.Errorf("exec list: exit %d\n%s", code, out)
 	}
+	out, code = runCLI(t, "exec", "list", "--json", "--data", data)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &line); code != 0 || err != nil {
+		t.Fatalf("exec list --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if args, ok := line["arguments"].(map[string]any); line["state"] != "completed" || line["outcome"] != "succeeded" || !ok || args["service"] != "api" {
+		t.Errorf("exec list --json line = %v; want state completed, outcome succeeded and arguments as a JSON object", line)
+	}
+	if _, ok := line["canonical_intent"].(map[string]any); !ok || line["accepted_at"] == nil || line["intent_scope"] == nil {
+		t.Errorf("exec list --json line = %v; want snake_case fields and canonical_intent as a JSON object", line)
+	}
+	out, code = runCLI(t, "exec", "show", ids[0], "--json", "--data", data)
+	var shown struct {
+		Execution map[string]any   `json:"execution"`
+		Result    map[string]any   `json:"result"`
+		Journal   []map[string]any `json:"journal"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Execution["id"] != ids[0] || len(shown.Journal) == 0 || shown.Journal[0]["to"] != "accepted" {
+		t.Errorf("exec show --json: exit %d, %v, %+v", code, err, shown)
+	}
 	out, code = runCLI(t, "exec", "show", ids[0], "--data", data)
 	for _, want := range []string{"accepted_at", "dispatched_at", "completed_at", "hmac-sha256:", "succeeded", "journal:", "jsonrpc_id=0"} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -393,6 +414,9 @@ tools:
 `, filepath.Join(data, "hostagent.sock"), script)), 0o600)
 	startDev(t, data, "--catalog", catalog)
 	c := client(t, data)
+	if out, code := runCLI(t, "demo", "--data", data); code != 1 || !strings.Contains(out, "needs latch dev's example catalog") || !strings.Contains(out, catalog) {
+		t.Errorf("latch demo against latch dev --catalog = exit %d:\n%s\nwant exit 1 saying it needs the example catalog", code, out)
+	}
 	target := filepath.Join(dir, "out.txt")
 	args := []byte(fmt.Sprintf(`{"file":%q}`, target))
 	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "dev", Tool: "append_line", Arguments: args})
@@ -532,5 +556,43 @@ func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
 	}
 	if out, code := runCLI(t, "audit", "verify", data); code != 1 || strings.Contains(out, "panic") {
 		t.Errorf("audit verify on a corrupt data dir: exit %d\n%s", code, out)
+	}
+}
+
+// TestExecWatchFollowsChanges: `latch exec watch` prints the state changes
+// of executions that start after it, through the API's Watch.
+func TestExecWatchFollowsChanges(t *testing.T) {
+	_, url := newTarget(t)
+	catalog := writeCatalog(t, url)
+	data := t.TempDir()
+	startServe(t, data, catalog)
+	c := client(t, data)
+	out := &testbin.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, &Env{Stdout: out, Stderr: io.Discard, Getenv: func(string) string { return "" }}, []string{"exec", "watch", "--state", "completed", "--data", data})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("exec watch exit = %d, want 0 after interrupt", code)
+		}
+	}()
+	// Submit until watch has printed one (it polls for new executions).
+	var id string
+	for i := 0; i < 200 && !strings.Contains(out.String(), "completed"); i++ {
+		if id == "" || i%20 == 0 {
+			r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(fmt.Sprintf(`{"service":"api","version":"9.%d"}`, i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = r.GetExecution().GetId()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	text := out.String()
+	if !strings.Contains(text, " completed ") || !strings.Contains(text, "deploy_release") || strings.Contains(text, " accepted ") {
+		t.Errorf("exec watch --state completed printed:\n%s\nwant completed lines of deploy_release only", text)
 	}
 }

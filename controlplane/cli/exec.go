@@ -8,7 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,7 +17,7 @@ import (
 )
 
 func runExec(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "exec", "list | show ID | explain ID | resolve ID --completed|--not-executed --reason R", args)
+	sub, args, fs, t, err := adminCommand(env, "exec", "list | show ID | explain ID | watch [--state S] [ID] | resolve ID --completed|--not-executed --reason R", args)
 	if err != nil {
 		return err
 	}
@@ -59,6 +58,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "explain":
+		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -83,8 +83,13 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 			explain(env.Stdout, got.GetExecution(), hist.GetEntries())
 			return nil
 		}
+		if *asJSON {
+			return showJSON(env.Stdout, got.GetExecution(), got.GetResult(), hist.GetEntries())
+		}
 		show(env.Stdout, got.GetExecution(), got.GetResult(), hist.GetEntries())
 		return nil
+	case "watch":
+		return execWatch(ctx, env, fs, t, args)
 	case "resolve":
 		completed := fs.Bool("completed", false, "the action happened at the target")
 		notExecuted := fs.Bool("not-executed", false, "the action provably did not happen")
@@ -127,7 +132,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "%s is now %s\n", resp.GetExecution().GetId(), lifecycle.Name(resp.GetExecution().GetState()))
 		return nil
 	}
-	return usagef("unknown exec subcommand %q (want list, show, explain or resolve)", sub)
+	return usagef("unknown exec subcommand %q (want list, show, explain, watch or resolve)", sub)
 }
 
 func runApprovals(ctx context.Context, env *Env, args []string) error {
@@ -135,8 +140,15 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	reason := fs.String("reason", "", "why (required for deny; shown to the agent)")
-	operator := fs.String("operator", env.Getenv("USER"), "who decides (journaled)")
+	var reason, operator *string
+	var asJSON *bool
+	switch sub {
+	case "list", "show":
+		asJSON = fs.Bool("json", false, "print JSON (list: one line per card)")
+	default:
+		reason = fs.String("reason", "", "why (required for deny; shown to the agent)")
+		operator = fs.String("operator", env.Getenv("USER"), "who decides (journaled)")
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -146,7 +158,7 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	if *operator == "" {
+	if operator != nil && *operator == "" {
 		*operator = "operator"
 	}
 	switch sub {
@@ -155,10 +167,20 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return rpcError(err)
 		}
+		if *asJSON {
+			for _, x := range resp.GetExecutions() {
+				v := jsonView(x)
+				v["waits_for"] = waitsFor(x)
+				if err := printJSON(env.Stdout, v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "EXECUTION\tTOOL\tACTOR\tTARGET\tACCEPTED")
+		fmt.Fprintln(tw, "EXECUTION\tTOOL\tACTOR\tTARGET\tACCEPTED\tWAITS FOR")
 		for _, x := range resp.GetExecutions() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetTool(), x.GetActor(), x.GetTarget(), ts(x.GetAcceptedAt()))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", x.GetId(), x.GetTool(), x.GetActor(), x.GetTarget(), ts(x.GetAcceptedAt()), waitsFor(x))
 		}
 		return tw.Flush()
 	case "show", "approve", "deny":
@@ -174,6 +196,9 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 			hist, err := c.History(ctx, &controlplanev1.HistoryRequest{ExecutionId: pos[0]})
 			if err != nil {
 				return rpcError(err)
+			}
+			if *asJSON {
+				return showJSON(env.Stdout, got.GetExecution(), got.GetResult(), hist.GetEntries())
 			}
 			show(env.Stdout, got.GetExecution(), got.GetResult(), hist.GetEntries())
 			return nil
@@ -296,15 +321,25 @@ func ts(t *timestamppb.Timestamp) string {
 	return t.AsTime().UTC().Format(time.RFC3339Nano)
 }
 
+// printJSONLines prints one jsonView line per item.
 func printJSONLines[T proto.Message](w io.Writer, items []T) error {
 	for _, it := range items {
-		b, err := protojson.Marshal(it)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+		if err := printJSON(w, jsonView(it)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// showJSON is `show --json`: the execution, its stored result and journal.
+func showJSON(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*recordv1.JournalEntry) error {
+	journal := make([]any, len(hist))
+	for i, e := range hist {
+		journal[i] = jsonView(e)
+	}
+	out := map[string]any{"execution": jsonView(x), "journal": journal}
+	if r != nil {
+		out["result"] = jsonView(r)
+	}
+	return printJSON(w, out)
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,12 +19,12 @@ import (
 )
 
 func runServe(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet(env, "serve", "serve --data DIR --catalog FILE [flags]")
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
-	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until `latch vault unlock`)")
+	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until latch vault unlock)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	var actors, trusted listFlag
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")

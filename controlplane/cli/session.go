@@ -17,6 +17,7 @@ func runSession(ctx context.Context, env *Env, args []string) error {
 	reason := fs.String("reason", "", "revoke: why (required; shown to the agent)")
 	operator := fs.String("operator", orDefault(env.Getenv("USER"), "operator"), "who decides (journaled)")
 	limit := fs.Int("limit", 100, "list: at most this many")
+	asJSON := fs.Bool("json", false, "list: print one JSON line per session")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -37,6 +38,9 @@ func runSession(ctx context.Context, env *Env, args []string) error {
 		resp, err := c.ListSessions(ctx, &controlplanev1.ListSessionsRequest{Limit: int32(*limit)})
 		if err != nil {
 			return rpcError(err)
+		}
+		if *asJSON {
+			return printJSONLines(env.Stdout, resp.GetSessions())
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SESSION\tACTOR\tKEY\tSTATE\tCLIENT\tPEER\tSTARTED\tLAST SEEN")

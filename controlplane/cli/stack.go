@@ -48,6 +48,9 @@ type stackConfig struct {
 	FrontActors api.FrontActors
 	// StaticTokens are credentials known without the store (the dev token).
 	StaticTokens []tokens.Static
+	// CommandArgs are appended to the operator commands the engine logs
+	// for pending sessions and approvals ("--data DIR").
+	CommandArgs string
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
@@ -119,6 +122,9 @@ func newStack(cfg stackConfig) (*stack, error) {
 				why = "the vault was locked"
 			}
 			e.VoidApprovals(context.Background(), why)
+			if !st.Locked {
+				e.ResumeSealed() // executions whose sealed secret arguments waited for the key
+			}
 		}
 	}
 	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log, OnChange: onChange})
@@ -163,7 +169,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Logger: log, DataDir: cfg.DataDir, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
-		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }},
+		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		Register: func(g *grpc.Server, s *server.Server) {
 			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
@@ -173,6 +179,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			adm.Register(g)
 		},
 		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
+		Sealer: v.ArgumentSealer(),
 	})
 	if err != nil {
 		hd.Close()

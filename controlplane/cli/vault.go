@@ -2,7 +2,10 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,16 +26,17 @@ func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, fu
 }
 
 func runVault(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "vault", "status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key | list", args)
+	sub, args, fs, t, err := adminCommand(env, "vault", "status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key|aws_sigv4|oauth2_client_credentials | list", args)
 	if err != nil {
 		return err
 	}
 	init := fs.Bool("init", false, "unlock: create the vault with this passphrase if it does not exist")
 	passFile := fs.String("passphrase-file", "", "unlock: read the passphrase from this file (default: first line of stdin)")
 	unlockKey := fs.String("key-file", "", "unlock: a 32-byte key file on the control plane's host instead of a passphrase; put --kind ssh_key: the private key file")
-	kind := fs.String("kind", "", "put: bearer, basic, header or ssh_key")
+	kind := fs.String("kind", "", "put: bearer, basic, header, ssh_key, aws_sigv4 or oauth2_client_credentials (the last two read a JSON object from stdin)")
 	username := fs.String("username", "", "put --kind basic: the user name (the password is read from stdin)")
 	header := fs.String("header", "", "put --kind header: the header name (the value is read from stdin)")
+	asJSON := fs.Bool("json", false, "status, list: print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -47,6 +51,9 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		st, err := c.VaultStatus(ctx, &controlplanev1.VaultStatusRequest{})
 		if err != nil {
 			return rpcError(err)
+		}
+		if *asJSON {
+			return printJSON(env.Stdout, jsonView(st))
 		}
 		printVaultStatus(env.Stdout, st)
 		return nil
@@ -95,6 +102,9 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return rpcError(err)
 		}
+		if *asJSON {
+			return printJSON(env.Stdout, map[string]any{"names": append([]string{}, resp.GetNames()...)})
+		}
 		for _, n := range resp.GetNames() {
 			fmt.Fprintln(env.Stdout, n)
 		}
@@ -126,8 +136,13 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 			default:
 				req.Value = string(secret)
 			}
+		case "aws_sigv4", "oauth2_client_credentials":
+			fmt.Fprintf(env.Stderr, "%s fields as one JSON object on stdin (see latch vault put -h):\n", *kind)
+			if err := readKindJSON(env.Stdin, *kind, req); err != nil {
+				return err
+			}
 		default:
-			return usagef("--kind must be bearer, basic, header or ssh_key")
+			return usagef("--kind must be bearer, basic, header, ssh_key, aws_sigv4 or oauth2_client_credentials")
 		}
 		if _, err := c.VaultPut(ctx, req); err != nil {
 			return rpcError(err)
@@ -256,4 +271,73 @@ func readLine(r io.Reader) ([]byte, error) {
 		return nil, usagef("an empty value was read from stdin")
 	}
 	return []byte(line), nil
+}
+
+// maxKindJSON bounds the JSON object read for a kind's fields.
+const maxKindJSON = 64 << 10
+
+// readKindJSON reads the fields of an aws_sigv4 or oauth2_client_credentials
+// credential from r as one JSON object:
+//
+//	aws_sigv4:                 {"access_key_id": "AKIA…", "secret_access_key": "…", "session_token": "…" (optional),
+//	                            "region": "eu-west-1", "service": "execute-api"}
+//	oauth2_client_credentials: {"token_url": "https://auth.example.com/oauth/token", "client_id": "…",
+//	                            "client_secret": "…", "scopes": ["a", "b"] (optional), "audience": "…" (optional)}
+//
+// Unknown keys are refused. Errors name keys, never values.
+func readKindJSON(r io.Reader, kind string, req *controlplanev1.VaultPutRequest) error {
+	if r == nil {
+		return usagef("nothing on stdin: pipe the %s fields as a JSON object", kind)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxKindJSON+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxKindJSON {
+		return usagef("the %s fields on stdin are over %d bytes", kind, maxKindJSON)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	switch kind {
+	case "aws_sigv4":
+		var in struct {
+			AccessKeyID     string `json:"access_key_id"`
+			SecretAccessKey string `json:"secret_access_key"`
+			SessionToken    string `json:"session_token"`
+			Region          string `json:"region"`
+			Service         string `json:"service"`
+		}
+		if err := dec.Decode(&in); err != nil {
+			return usagef("aws_sigv4 fields: %s (want {\"access_key_id\", \"secret_access_key\", \"session_token\" (optional), \"region\", \"service\"})", jsonProblem(err))
+		}
+		req.AccessKeyId, req.SecretAccessKey, req.SessionToken, req.Region, req.Service = in.AccessKeyID, in.SecretAccessKey, in.SessionToken, in.Region, in.Service
+	default:
+		var in struct {
+			TokenURL     string   `json:"token_url"`
+			ClientID     string   `json:"client_id"`
+			ClientSecret string   `json:"client_secret"`
+			Scopes       []string `json:"scopes"`
+			Audience     string   `json:"audience"`
+		}
+		if err := dec.Decode(&in); err != nil {
+			return usagef("oauth2_client_credentials fields: %s (want {\"token_url\", \"client_id\", \"client_secret\", \"scopes\" (optional list), \"audience\" (optional)})", jsonProblem(err))
+		}
+		req.TokenUrl, req.ClientId, req.ClientSecret, req.Scopes, req.Audience = in.TokenURL, in.ClientID, in.ClientSecret, in.Scopes, in.Audience
+	}
+	return nil
+}
+
+// jsonProblem describes a decoding error without quoting input values.
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (offset %d)", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("key %q must be %s", te.Field, te.Type)
+	}
+	// Other decoding errors (an unknown key, the input ending early) quote
+	// at most a key.
+	return strings.TrimPrefix(err.Error(), "json: ")
 }

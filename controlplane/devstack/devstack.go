@@ -9,7 +9,8 @@
 //
 // # Data directory (in addition to the control plane's)
 //
-//	DATA/dev.json          Info: the MCP URL, the demo URL and the dev token, while dev runs
+//	DATA/dev.json          Info: the MCP URL, the demo URL, the dev token and the catalog, while dev runs
+//	DATA/dev-token         the dev token (0600), kept across restarts so pasted client configs keep working
 //	DATA/hostagent/        the embedded host agent's data dir
 //	DATA/hostagent.sock    its socket (the catalog's local targets point here)
 package devstack
@@ -94,6 +95,82 @@ func NewToken() string {
 	return "latch_dev_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
+// TokenPath is the dev token's file in data dir data.
+func TokenPath(data string) string { return filepath.Join(data, "dev-token") }
+
+// ErrBadToken is returned by LoadToken for a chosen token it refuses.
+var ErrBadToken = errors.New("devstack: bad dev token")
+
+// Token sources, as the banner names them.
+const (
+	TokenFromFlag = "--dev-token"
+	TokenFromEnv  = "LATCH_DEV_TOKEN"
+	TokenKept     = "kept"
+	TokenNew      = "new"
+)
+
+// LoadToken returns the dev token of data dir data. A chosen token (from
+// --dev-token or LATCH_DEV_TOKEN) is used and kept in TokenPath, so later
+// runs without it use it too; else the kept token; else a new one, kept.
+// The file is written 0600 and tightened to 0600 when found looser.
+func LoadToken(data, chosen string) (string, bool, error) {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return "", false, fmt.Errorf("devstack: data dir: %w", err)
+	}
+	path := TokenPath(data)
+	if chosen != "" {
+		if err := checkToken(chosen); err != nil {
+			return "", false, err
+		}
+		return chosen, false, writeToken(path, chosen)
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		tok := strings.TrimSpace(string(b))
+		if err := checkToken(tok); err != nil {
+			return "", false, fmt.Errorf("%s: %w (delete the file to get a new token, or pass --dev-token)", path, err)
+		}
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path, 0o600); err != nil {
+				return "", false, fmt.Errorf("devstack: %s is readable by others and cannot be tightened: %w", path, err)
+			}
+		}
+		return tok, false, nil
+	case errors.Is(err, os.ErrNotExist):
+		tok := NewToken()
+		return tok, true, writeToken(path, tok)
+	default:
+		return "", false, fmt.Errorf("devstack: read the dev token: %w", err)
+	}
+}
+
+func checkToken(tok string) error {
+	if len(tok) < 16 || len(tok) > 256 {
+		return fmt.Errorf("%w: it must be 16 to 256 characters long, got %d", ErrBadToken, len(tok))
+	}
+	for _, c := range tok {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~+/=", c)) {
+			return fmt.Errorf("%w: it may hold only letters, digits and -._~+/= (it goes into an Authorization header)", ErrBadToken)
+		}
+	}
+	return nil
+}
+
+func writeToken(path, tok string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return fmt.Errorf("devstack: write the dev token: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("devstack: write the dev token: %w", err)
+	}
+	return nil
+}
+
 // Config is what Run assembles. Every field is required.
 type Config struct {
 	Logger  hclog.Logger
@@ -120,6 +197,13 @@ type Config struct {
 	// AllowedOrigins are browser origins the MCP front accepts besides
 	// loopback ones (--allow-origin).
 	AllowedOrigins []string
+	// TokenSource says where Token came from (TokenFromFlag, TokenFromEnv,
+	// TokenKept, TokenNew), for the banner.
+	TokenSource string
+	// Strict is whether the dev actor goes through the full decision order.
+	Strict bool
+	// CatalogPath is the --catalog file, "" for the embedded example.
+	CatalogPath string
 }
 
 // Run serves the stack until ctx ends or a part fails.
@@ -163,11 +247,15 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return serveHTTP(gctx, demoSrv, cfg.Demo) })
 	g.Go(func() error { return serveHTTP(gctx, mcpSrv, cfg.MCP) })
 	mcpURL, demoURL := "http://"+cfg.MCP.Addr().String()+"/mcp", "http://"+cfg.Demo.Addr().String()
-	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token}); err != nil {
+	catalog := CatalogExample
+	if cfg.CatalogPath != "" {
+		catalog = cfg.CatalogPath
+	}
+	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog}); err != nil {
 		return err
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
-	printBanner(cfg.Out, mcpURL, cfg.Token, cfg.DataDir, demoURL)
+	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog})
 	if cfg.OAuth != nil {
 		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
 		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
@@ -180,7 +268,13 @@ type Info struct {
 	MCPURL  string `json:"mcp_url"`
 	DemoURL string `json:"demo_url"`
 	Token   string `json:"token"`
+	// Catalog is CatalogExample or the --catalog file; "" from a dev.json
+	// written before it was recorded.
+	Catalog string `json:"catalog,omitempty"`
 }
+
+// CatalogExample is Info.Catalog for the embedded example catalog.
+const CatalogExample = "example"
 
 // InfoPath is dev.json in data dir data.
 func InfoPath(data string) string { return filepath.Join(data, "dev.json") }
@@ -220,14 +314,46 @@ func StaticToken(token string) tokens.Static {
 	return tokens.Static{Credential: token, Actor: Actor, ID: "dev"}
 }
 
-func printBanner(w io.Writer, url, token, data, demo string) {
+type banner struct {
+	url, token, source, data, demo, catalog string
+	strict                                  bool
+}
+
+func printBanner(w io.Writer, b banner) {
+	var src string
+	switch b.source {
+	case TokenFromFlag:
+		src = "chosen with --dev-token; kept in " + TokenPath(b.data)
+	case TokenFromEnv:
+		src = "chosen with LATCH_DEV_TOKEN; kept in " + TokenPath(b.data)
+	case TokenNew:
+		src = "new; kept in " + TokenPath(b.data) + " for later runs"
+	default:
+		src = "kept in " + TokenPath(b.data)
+	}
+	strict := "off: the dev actor is trusted (no session authorization); --strict applies the full decision order"
+	if b.strict {
+		strict = "on: the dev actor's new sessions wait for latch session authorize (logged with the command)"
+	}
+	catalog := "the embedded example, pointed at the demo target"
+	if b.catalog != CatalogExample {
+		catalog = b.catalog + " (latch demo needs the example catalog)"
+	}
+	dataArg := ""
+	if b.data != ".latch-dev" {
+		dataArg = " --data " + b.data
+	}
 	fmt.Fprintf(w, `
 Latch dev is running.
 
   MCP endpoint   %s
   bearer token   %s   (actor %q)
-  data dir       %s   (admin commands: latch exec list --data %s)
-  demo target    %s
+                 %s
+                 choose another with --dev-token TOKEN or LATCH_DEV_TOKEN=TOKEN
+  strict         %s
+  catalog        %s
+  data dir       %s   (admin commands: latch exec list%s)
+  demo target    %s   (/_demo/delay and /_demo/effects: see README, "The demo target")
 
 Connect an MCP client (Streamable HTTP):
 
@@ -235,7 +361,7 @@ Connect an MCP client (Streamable HTTP):
   Cursor / VS Code (mcp.json):
     {"mcpServers": {"latch": {"url": "%s", "headers": {"Authorization": "Bearer %s"}}}}
 
-Try the story:  latch demo --data %s
-Ctrl-C stops cleanly; a later `+"`latch dev --data %s`"+` resumes.
-`, url, token, Actor, data, data, demo, url, token, url, token, data, data)
+Try the story:  latch demo%s
+Ctrl-C stops cleanly; a later latch dev%s resumes with the same token.
+`, b.url, b.token, Actor, src, strict, catalog, b.data, dataArg, b.demo, b.url, b.token, b.url, b.token, dataArg, dataArg)
 }

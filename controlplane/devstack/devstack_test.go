@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,5 +122,44 @@ func TestDevToken(t *testing.T) {
 func TestRunRefusesIncompleteConfig(t *testing.T) {
 	if err := Run(t.Context(), Config{DataDir: t.TempDir()}); err == nil {
 		t.Fatal("Run(incomplete Config) = nil, want an error naming the required fields")
+	}
+}
+
+// TestLoadToken: the dev token survives restarts in a 0600 file; a chosen
+// token replaces it and is kept; a token unfit for a header is refused.
+func TestLoadToken(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "dev")
+	first, created, err := LoadToken(data, "")
+	if err != nil || !created || len(first) < 16 {
+		t.Fatalf("LoadToken(new dir) = %q, %v, %v; want a new token", first, created, err)
+	}
+	fi, err := os.Stat(TokenPath(data))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
+	}
+	again, created, err := LoadToken(data, "")
+	if err != nil || created || again != first {
+		t.Errorf("LoadToken(restart) = %q, %v, %v; want the kept %q", again, created, err, first)
+	}
+	const chosen = "my-dev-token-0123456789"
+	if got, _, err := LoadToken(data, chosen); err != nil || got != chosen {
+		t.Fatalf("LoadToken(chosen) = %q, %v; want %q", got, err, chosen)
+	}
+	if got, _, err := LoadToken(data, ""); err != nil || got != chosen {
+		t.Errorf("LoadToken after choosing = %q, %v; want the chosen token kept", got, err)
+	}
+	if err := os.Chmod(TokenPath(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadToken(data, ""); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(TokenPath(data)); fi.Mode().Perm() != 0o600 {
+		t.Errorf("a 0644 token file stays %v; want it tightened to 0600", fi.Mode().Perm())
+	}
+	for _, bad := range []string{"short", "has a space in it 0123", "line\nbreak-0123456789"} {
+		if _, _, err := LoadToken(data, bad); !errors.Is(err, ErrBadToken) {
+			t.Errorf("LoadToken(%q) = %v, want ErrBadToken", bad, err)
+		}
 	}
 }

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -127,4 +130,55 @@ func journaled(j []*recordv1.JournalEntry, st recordv1.State, reasonPrefix strin
 		}
 	}
 	return false
+}
+
+// syncBuffer is a log sink safe for the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPendingIsLoggedWithTheCommand: a new session waiting for
+// authorization and an execution waiting for approval are logged at info
+// with the exact command that lets them proceed.
+func TestPendingIsLoggedWithTheCommand(t *testing.T) {
+	var logs syncBuffer
+	h := newHarnessWith(t, "", nil, func(c *Config) {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+		c.Sessions = SessionConfig{Required: true, Trusted: func(a string) bool { return a == "robot" }, CommandArgs: "--data /srv/latch"}
+	})
+	ev := &recordv1.Evidence{McpSessionId: "mcp-1"}
+	s, err := h.e.Submit(t.Context(), SubmitInput{Actor: "alice", Tool: "deploy", Arguments: json.RawMessage(`{"service":"a","version":"1"}`), Evidence: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.e.Submit(t.Context(), SubmitInput{Actor: "robot", Tool: "rotate", Arguments: json.RawMessage(`{"name":"db","new_secret":"hunter2hunter2"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"[INFO]  engine: agent session awaits authorization: execution_id=" + s.Execution.GetId(),
+		`run="latch session authorize ` + s.Execution.GetSessionId() + ` --data /srv/latch"`,
+		"[INFO]  engine: execution awaits approval: execution_id=" + a.Execution.GetId(),
+		`run="latch approvals approve ` + a.Execution.GetId() + ` --data /srv/latch"`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "hunter2") {
+		t.Errorf("log holds a secret argument:\n%s", logs.String())
+	}
 }

@@ -61,16 +61,16 @@ func (e *Engine) call(x *recordv1.Execution) (Channel, Call, error) {
 	e.secretsMu.Unlock()
 	if !inMemory {
 		if len(tool.Fingerprint.Secret) > 0 {
-			return nil, Call{}, errSecretsGone
-		}
-		if err := json.Unmarshal(x.GetArguments(), &args); err != nil {
+			var err error
+			if args, err = e.unsealArguments(x); err != nil {
+				return nil, Call{}, err
+			}
+		} else if err := json.Unmarshal(x.GetArguments(), &args); err != nil {
 			return nil, Call{}, fmt.Errorf("stored arguments do not decode: %v", err)
 		}
 	}
 	return ch, Call{Execution: x, Tool: tool, Target: target, Arguments: args}, nil
 }
-
-var errSecretsGone = errors.New("the tool's secret arguments were held in memory only and the control plane restarted before dispatch; call the tool again")
 
 func (e *Engine) dropSecrets(id string) {
 	e.secretsMu.Lock()
@@ -78,8 +78,11 @@ func (e *Engine) dropSecrets(id string) {
 	e.secretsMu.Unlock()
 }
 
-// dispatch runs one execution from authorized (or not_executed) to an
-// observed or uncertain outcome. Each step is durable before the next.
+// dispatch runs one execution from authorized to an observed or uncertain
+// outcome. Each step is durable before the next. A send that provably left
+// nothing at the target returns the execution to authorized and is tried
+// again (bounded by MaxDispatches); only the last such failure is
+// not_executed.
 func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.Execution) {
 	log := e.log.With("execution_id", id)
 	for {
@@ -93,6 +96,10 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			}
 		}
 		ch, c, err := e.call(x)
+		if errors.Is(err, errSecretsLocked) {
+			log.Info("dispatch waits for the vault: the execution's secret arguments are sealed with its key (latch vault unlock)")
+			return
+		}
 		if err != nil {
 			log.Warn("dispatch: cannot build the call", "error", err)
 			switch x.GetState() {
@@ -105,7 +112,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 		}
 		if x.GetState() != recordv1.State_STATE_DISPATCHED {
 			x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, "transition", fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
-				requireState(recordv1.State_STATE_AUTHORIZED, recordv1.State_STATE_NOT_EXECUTED))
+				requireState(recordv1.State_STATE_AUTHORIZED))
 			if err != nil {
 				log.Debug("dispatch: not dispatching", "error", err)
 				return
@@ -127,14 +134,27 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			e.dropSecrets(id) // after complete: it redacts them from the result
 			return
 		case NotSent:
-			x, err = e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil)
-			if err != nil {
-				log.Error("dispatch: cannot record not_executed", "error", err)
+			if a.Final || int(x.GetAttempts()) >= e.cfg.MaxDispatches {
+				if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil); err != nil {
+					log.Error("dispatch: cannot record not_executed", "error", err)
+					return
+				}
+				e.forgetSecrets(ctx, id)
+				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
 				return
 			}
-			if a.Final || int(x.GetAttempts()) >= e.cfg.MaxDispatches {
-				e.dropSecrets(id)
-				log.Info("execution not executed; dispatch attempts exhausted", "attempts", x.GetAttempts(), "reason", a.Reason)
+			// Attempts are left: the execution goes back to authorized, not
+			// to not_executed. not_executed tells a retrying agent that a
+			// new call is safe, so it must be final: a retry that arrived
+			// while this one waits to be sent again would otherwise become
+			// a second execution, and both would be sent. An authorized
+			// execution is one a retry attaches to, and start-up dispatches
+			// it if the control plane stops meanwhile.
+			x, err = e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, "transition",
+				fmt.Sprintf("nothing was sent: %s; dispatching again (attempt %d of %d)", a.Reason, x.GetAttempts()+1, e.cfg.MaxDispatches),
+				requireState(recordv1.State_STATE_DISPATCHED))
+			if err != nil {
+				log.Error("dispatch: cannot record the failed send", "error", err)
 				return
 			}
 			select {

@@ -157,6 +157,10 @@ type Config struct {
 	// ApprovalTTL is how long an execution may await approval before it is
 	// rejected as expired (default 10m).
 	ApprovalTTL time.Duration
+	// Sealer seals secret arguments at rest so an execution accepted before
+	// a restart can be sent after it (secrets.go). Nil: they live in memory
+	// only, and a restart before dispatch cancels the execution.
+	Sealer Sealer
 }
 
 // RecoveryConfig tunes recovery of unknown outcomes (see recovery.go for
@@ -203,6 +207,9 @@ type Engine struct {
 	// whose tool marks arguments secret: they never touch the disk.
 	secretsMu sync.Mutex
 	secrets   map[string]map[string]any
+	// sealedWaiting are executions whose sealed arguments wait for the
+	// vault to be unlocked (ResumeSealed).
+	sealedWaiting map[string]struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -268,15 +275,16 @@ func New(cfg Config) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("engine"),
-		st:       cfg.Store,
-		watchers: map[string]map[chan *recordv1.Execution]struct{}{},
-		secrets:  map[string]map[string]any{},
-		ctx:      ctx,
-		cancel:   cancel,
-		rq:       rq,
-		rstate:   map[string]*recoveryState{},
+		cfg:           cfg,
+		log:           cfg.Logger.Named("engine"),
+		st:            cfg.Store,
+		watchers:      map[string]map[chan *recordv1.Execution]struct{}{},
+		secrets:       map[string]map[string]any{},
+		sealedWaiting: map[string]struct{}{},
+		ctx:           ctx,
+		cancel:        cancel,
+		rq:            rq,
+		rstate:        map[string]*recoveryState{},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
 	e.catalog.Store(&catalogInForce{cat: cfg.Catalog, version: cfg.CatalogVersion})
@@ -409,6 +417,11 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {
 			return err
 		}
+		if len(tool.Fingerprint.Secret) > 0 && decided != recordv1.State_STATE_REJECTED {
+			if box := e.sealArguments(x.GetId(), args); box != nil {
+				tx.PutSealedArguments(x.GetId(), box)
+			}
+		}
 		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
 			return err
 		}
@@ -442,6 +455,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		}
 		if decided == recordv1.State_STATE_AUTHORIZED {
 			e.startSend(fresh.GetId(), proto.Clone(fresh).(*recordv1.Execution))
+		}
+		if decided == recordv1.State_STATE_AWAITING_APPROVAL {
+			e.logPending(fresh)
 		}
 		return res, nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -790,5 +791,36 @@ func TestHostileArgumentsStoreNothing(t *testing.T) {
 	}
 	if xs, _ := h.e.List(store.Filter{}); len(xs) != 0 || h.st.JournalSize() != before {
 		t.Errorf("after refused calls: %d executions, journal %d -> %d; want nothing stored", len(xs), before, h.st.JournalSize())
+	}
+}
+
+// A send that reached nothing is tried again under the same execution ID. A
+// retry that arrives while it waits must attach to it: if the waiting
+// execution said not_executed ("calling again is safe"), the retry would be
+// a second execution and both would be sent (found by the fault suite:
+// cut-before-receive, immediate re-issue).
+func TestRetryDuringRedispatchAttaches(t *testing.T) {
+	h := newHarnessWith(t, "", &fakeChannel{dispatch: []AttemptClass{NotSent}}, func(c *Config) {
+		// The wait before the second send is MinBackoff/4 = 5s: the retry
+		// lands inside it.
+		c.Recovery.MinBackoff, c.Recovery.MaxBackoff = 20*time.Second, time.Minute
+	})
+	r := h.submit(t, "alice", "deploy", `{"service":"redispatch","version":"1"}`)
+	id := r.Execution.GetId()
+	testbin.Eventually(t, "first send refused", func() bool { return h.ch.calls.Load() >= 1 })
+	x := h.waitState(t, id, recordv1.State_STATE_AUTHORIZED)
+	if x.GetAttempts() != 1 || !strings.Contains(x.GetReason(), "dispatching again") {
+		t.Errorf("between sends: attempts %d, reason %q; want 1 and a reason saying it is sent again", x.GetAttempts(), x.GetReason())
+	}
+	again := h.submit(t, "alice", "deploy", `{"service":"redispatch","version":"1"}`)
+	if again.Execution.GetId() != id || again.Disposition != recordv1.Disposition_DISPOSITION_ATTACHED {
+		t.Errorf("retry between sends: %s %v, want attached to %s", again.Execution.GetId(), again.Disposition, id)
+	}
+	done := h.waitState(t, id, recordv1.State_STATE_COMPLETED)
+	if got := h.ch.effects.Load(); got != 1 {
+		t.Errorf("effects = %d, want 1", got)
+	}
+	if done.GetAuthorizedAt().AsTime() != r.Execution.GetAuthorizedAt().AsTime() {
+		t.Errorf("authorized_at moved from %v to %v on the second send", r.Execution.GetAuthorizedAt().AsTime(), done.GetAuthorizedAt().AsTime())
 	}
 }

@@ -240,6 +240,10 @@ func (e *Engine) work(it dueq.Item[job]) {
 	switch {
 	case unchanged && it.Value == jobOrphaned:
 		// markUnknown failed and queued the retry itself (orphan).
+	case unchanged && e.waitsForVault(id):
+		// Its sealed secret arguments wait for the vault: ResumeSealed
+		// takes it up at unlock (secrets.go).
+		e.forget(id)
 	case unchanged:
 		e.retry(e.item(after, it.Value, it.Due), "the round recorded nothing (its error is logged above)", nil)
 	case after.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN:
@@ -338,6 +342,11 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 		return
 	}
 	ch, c, err := e.call(x)
+	if errors.Is(err, errSecretsLocked) {
+		// Waits, not reviewed: ResumeSealed kicks it at unlock.
+		e.noEvidence(ctx, x, "waiting for the vault to be unlocked: "+err.Error(), e.cfg.Clock().Add(sealWait), false)
+		return
+	}
 	if err != nil {
 		review("cannot ask the target: " + err.Error())
 		return
@@ -382,7 +391,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 			e.noEvidence(ctx, x, ev.reason, ev.settleAt, false) // an early absence never uses up an attempt
 			return
 		}
-		e.dropSecrets(id)
+		e.forgetSecrets(ctx, id)
 		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", ev.reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
 			log.Debug("recovery: not moved to not_executed", "error", err)
 		}

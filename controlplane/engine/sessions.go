@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -25,6 +26,26 @@ type SessionConfig struct {
 	// Trusted reports actors whose sessions need no authorization (the dev
 	// actor of `latch dev`, for instance). Nil: none.
 	Trusted func(actor string) bool
+	// CommandArgs are appended to the operator commands logged (at info)
+	// when an execution starts waiting for a session authorization or an
+	// approval, so the line can be pasted as is: "--data DIR" for a data
+	// dir other than the admin commands' default.
+	CommandArgs string
+}
+
+// logPending tells the operator, at info, that x waits and which command
+// lets it proceed. The command is the decision's, never an argument value.
+func (e *Engine) logPending(x *recordv1.Execution) {
+	cmd := "latch approvals approve " + x.GetId()
+	what := "execution awaits approval"
+	if strings.HasPrefix(x.GetReason(), ReasonSessionAuthorization) && x.GetSessionId() != "" {
+		cmd = "latch session authorize " + x.GetSessionId()
+		what = "agent session awaits authorization"
+	}
+	if a := strings.TrimSpace(e.cfg.Sessions.CommandArgs); a != "" {
+		cmd += " " + a
+	}
+	e.log.Info(what, "execution_id", x.GetId(), "tool", x.GetTool(), "actor", x.GetActor(), "run", cmd)
 }
 
 // Reasons of the session rule, at the start of an execution's reason.

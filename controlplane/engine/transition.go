@@ -27,7 +27,9 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	ts := timestamppb.New(now)
 	switch to {
 	case recordv1.State_STATE_AUTHORIZED:
-		x.AuthorizedAt = ts
+		if x.AuthorizedAt == nil { // back from a send that reached nothing: authorized when first authorized
+			x.AuthorizedAt = ts
+		}
 	case recordv1.State_STATE_DISPATCHED:
 		if x.DispatchedAt == nil {
 			x.DispatchedAt = ts
@@ -41,6 +43,9 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	}
 	x.State = to
 	x.UpdatedAt = ts
+	if sealedGone(to) && e.cfg.Sealer != nil && e.hasSecrets(x) {
+		tx.DeleteSealedArguments(x.GetId()) // nothing will send it again (secrets.go)
+	}
 	if reason != "" {
 		x.Reason = reason
 	}

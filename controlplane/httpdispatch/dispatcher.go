@@ -597,6 +597,11 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 			ErrOutcomeUnknown, c.Target.Name, resp.StatusCode, err)}
 	}
 	obs := &Observation{Status: resp.StatusCode, Headers: make(map[string]string), Truncated: truncated}
+	if p.cred != nil {
+		// Asked again after Apply: a kind that fetched a token for this
+		// request (oauth2_client_credentials) names it now.
+		p.secrets = p.cred.Secrets()
+	}
 	for k, vs := range resp.Header {
 		if !(d.keep[k] || k == p.idemHeader) || neverStored[k] || slices.Contains(p.credHeaders, k) || len(vs) == 0 {
 			continue

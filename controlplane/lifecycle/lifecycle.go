@@ -49,8 +49,10 @@ const (
 
 // next lists the legal successors of each state.
 //
-// not_executed -> dispatched is the bounded, safe re-dispatch under the same
-// execution ID after a failure that provably sent nothing. outcome_unknown ->
+// dispatched -> authorized is the bounded, safe re-dispatch under the same
+// execution ID after a send that provably reached nothing; not_executed is
+// final, because it tells a retrying agent that calling again is safe (an
+// execution that would still be sent must never say so). outcome_unknown ->
 // outcome_unknown is not listed: recovery attempts are journal records of
 // kind "recovery_query" (once "recovery_attempt"), not transitions.
 var next = map[state][]state{
@@ -58,10 +60,9 @@ var next = map[state][]state{
 	accepted:                         {awaitingApproval, authorized, rejected, cancelled},
 	awaitingApproval:                 {authorized, rejected, cancelled},
 	authorized:                       {dispatched, cancelled},
-	dispatched:                       {completed, outcomeUnknown, notExecuted},
+	dispatched:                       {completed, outcomeUnknown, notExecuted, authorized},
 	outcomeUnknown:                   {completed, notExecuted, needsReview},
 	needsReview:                      {completed, notExecuted},
-	notExecuted:                      {dispatched},
 	completed:                        {delivered},
 }
 

@@ -29,7 +29,8 @@ func TestCheck(t *testing.T) {
 		{outcomeUnknown, dispatched, false}, // never re-sent blindly
 		{outcomeUnknown, needsReview, true},
 		{needsReview, notExecuted, true},
-		{notExecuted, dispatched, true},
+		{notExecuted, dispatched, false}, // not_executed is final
+		{dispatched, authorized, true},   // a send that reached nothing, tried again
 		{completed, delivered, true},
 		{completed, dispatched, false},
 		{delivered, completed, false},
@@ -68,7 +69,7 @@ func TestStateSets(t *testing.T) {
 		completed:                        {Resting: true, Observed: true, Owed: true, Attachable: true, Settled: true},
 		delivered:                        {Terminal: true, Resting: true, Observed: true, Attachable: true, Settled: true},
 		outcomeUnknown:                   {Resting: true, Owed: true, Attachable: true},
-		notExecuted:                      {Resting: true, Settled: true},
+		notExecuted:                      {Terminal: true, Resting: true, Settled: true},
 		needsReview:                      {Resting: true, Owed: true, Attachable: true, Settled: true},
 		rejected:                         {Terminal: true, Resting: true, Attachable: true, Settled: true},
 		cancelled:                        {Terminal: true, Resting: true, Settled: true},

@@ -96,6 +96,8 @@ type Config struct {
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
 	Sessions engine.SessionConfig
+	// Sealer seals secret arguments at rest (engine.Config.Sealer).
+	Sealer engine.Sealer
 	// FullStateCheckUpTo is the journal size up to which start-up checks
 	// all state against the journal before serving (0: store.SmallStore;
 	// negative: never). A larger store is checked for its unsettled
@@ -237,6 +239,7 @@ func New(cfg Config) (*Server, error) {
 	eng, err = engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
+		Sealer: cfg.Sealer,
 	})
 	if err != nil {
 		st.Close()

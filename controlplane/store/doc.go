@@ -29,6 +29,7 @@
 //	                                  the JournalEntry (deterministic protobuf) that is the Merkle leaf
 //	c/<tree size, 16 hex>             signed checkpoint note
 //	m/journal_size                    number of journal entries, 8 bytes big endian
+//	k/<execution id>                  sealed secret arguments (AEAD ciphertext; sealed.go), until it settles
 //	m/format                          layout version of these keys ("2"), checked at open
 //	t/<token id>                      AgentToken (protobuf): an agent's bearer token, hash only
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)

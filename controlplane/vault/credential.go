@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -23,7 +24,42 @@ const (
 	KindHeader Kind = "header"
 	// KindSSHKey is an unencrypted SSH private key (PEM or OpenSSH format).
 	KindSSHKey Kind = "ssh_key"
+	// KindAWSSigV4 signs each request with AWS Signature Version 4
+	// (AccessKeyID, SecretAccessKey, optional SessionToken, Region,
+	// Service) over its method, URL, headers and body hash.
+	KindAWSSigV4 Kind = "aws_sigv4"
+	// KindOAuth2ClientCredentials fetches an access token from TokenURL
+	// with the client credentials grant (ClientID, ClientSecret, Scopes,
+	// Audience), keeps it until it expires, and sends it as a bearer token.
+	KindOAuth2ClientCredentials Kind = "oauth2_client_credentials"
 )
+
+// kindFields are the Credential fields each kind uses; Validate refuses
+// any other field set.
+var kindFields = map[Kind][]string{
+	KindBearer:                  {"Token"},
+	KindBasic:                   {"Username", "Password"},
+	KindHeader:                  {"Header", "Value"},
+	KindSSHKey:                  {"PrivateKey"},
+	KindAWSSigV4:                {"AccessKeyID", "SecretAccessKey", "SessionToken", "Region", "Service"},
+	KindOAuth2ClientCredentials: {"TokenURL", "ClientID", "ClientSecret", "Scopes", "Audience"},
+}
+
+// allFields is every field name setFields knows.
+var allFields = []string{"Token", "Username", "Password", "Header", "Value", "PrivateKey",
+	"AccessKeyID", "SecretAccessKey", "SessionToken", "Region", "Service",
+	"TokenURL", "ClientID", "ClientSecret", "Scopes", "Audience"}
+
+// otherFields returns the set fields of c that its kind does not use.
+func otherFields(c Credential) []string {
+	var names []string
+	for _, n := range allFields {
+		if !slices.Contains(kindFields[c.Kind], n) {
+			names = append(names, n)
+		}
+	}
+	return setFields(c, names...)
+}
 
 // redacted replaces every secret value wherever a Credential is printed.
 const redacted = "[redacted]"
@@ -49,6 +85,19 @@ type Credential struct {
 	// PrivateKey is the SSH private key (KindSSHKey). Get returns a fresh
 	// copy; callers may zero it after use.
 	PrivateKey []byte
+	// AccessKeyID, SecretAccessKey, SessionToken (optional), Region and
+	// Service sign requests (KindAWSSigV4).
+	AccessKeyID, SecretAccessKey, SessionToken, Region, Service string
+	// TokenURL, ClientID, ClientSecret, Scopes and Audience (both
+	// optional) get access tokens (KindOAuth2ClientCredentials).
+	TokenURL, ClientID, ClientSecret string
+	Scopes                           []string
+	Audience                         string
+
+	// tokens is the vault's token cache for this credential (set by
+	// Vault.Get for KindOAuth2ClientCredentials); nil: no cache shared
+	// between calls.
+	tokens *tokenCache
 }
 
 // Validate reports whether c is usable: its kind is known, the fields that
@@ -63,7 +112,7 @@ func (c Credential) Validate() error {
 		} else if !validHeaderValue(c.Token) || hasSpace(c.Token) {
 			return invalidf("bearer token holds spaces or control characters")
 		}
-		bad = setFields(c, "Username", "Password", "Header", "Value", "PrivateKey")
+		bad = otherFields(c)
 	case KindBasic:
 		if c.Username == "" {
 			need = append(need, "Username")
@@ -73,7 +122,7 @@ func (c Credential) Validate() error {
 		if !validHeaderValue(c.Password) {
 			return invalidf("basic password holds control characters")
 		}
-		bad = setFields(c, "Token", "Header", "Value", "PrivateKey")
+		bad = otherFields(c)
 	case KindHeader:
 		if c.Header == "" {
 			need = append(need, "Header")
@@ -87,7 +136,7 @@ func (c Credential) Validate() error {
 		} else if !validHeaderValue(c.Value) {
 			return invalidf("header value holds control characters")
 		}
-		bad = setFields(c, "Token", "Username", "Password", "PrivateKey")
+		bad = otherFields(c)
 	case KindSSHKey:
 		if len(c.PrivateKey) == 0 {
 			need = append(need, "PrivateKey")
@@ -100,11 +149,21 @@ func (c Credential) Validate() error {
 			}
 			return invalidf("ssh private key does not parse; want an unencrypted OpenSSH or PEM private key")
 		}
-		bad = setFields(c, "Token", "Username", "Password", "Header", "Value")
+		bad = otherFields(c)
+	case KindAWSSigV4:
+		if err := c.validateSigV4(&need); err != nil {
+			return err
+		}
+		bad = otherFields(c)
+	case KindOAuth2ClientCredentials:
+		if err := c.validateOAuth2(&need); err != nil {
+			return err
+		}
+		bad = otherFields(c)
 	case "":
-		return invalidf("kind is empty; want one of bearer, basic, header, ssh_key")
+		return invalidf("kind is empty; want one of %s", kindList)
 	default:
-		return invalidf("unknown kind; want one of bearer, basic, header, ssh_key")
+		return invalidf("unknown kind; want one of %s", kindList)
 	}
 	if len(need) > 0 {
 		return invalidf("%s credential needs %v", c.Kind, need)
@@ -114,6 +173,9 @@ func (c Credential) Validate() error {
 	}
 	return nil
 }
+
+// kindList names the kinds, for messages.
+const kindList = "bearer, basic, header, ssh_key, aws_sigv4, oauth2_client_credentials"
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidCredential}, args...)...)
@@ -137,6 +199,26 @@ func setFields(c Credential, names ...string) []string {
 			nonEmpty = c.Value != ""
 		case "PrivateKey":
 			nonEmpty = len(c.PrivateKey) > 0
+		case "AccessKeyID":
+			nonEmpty = c.AccessKeyID != ""
+		case "SecretAccessKey":
+			nonEmpty = c.SecretAccessKey != ""
+		case "SessionToken":
+			nonEmpty = c.SessionToken != ""
+		case "Region":
+			nonEmpty = c.Region != ""
+		case "Service":
+			nonEmpty = c.Service != ""
+		case "TokenURL":
+			nonEmpty = c.TokenURL != ""
+		case "ClientID":
+			nonEmpty = c.ClientID != ""
+		case "ClientSecret":
+			nonEmpty = c.ClientSecret != ""
+		case "Scopes":
+			nonEmpty = len(c.Scopes) > 0
+		case "Audience":
+			nonEmpty = c.Audience != ""
 		}
 		if nonEmpty {
 			set = append(set, n)
@@ -188,7 +270,7 @@ func containsByte(s string, c byte) bool {
 // secret pasted into the Kind field by mistake is not printed either.
 func (c Credential) kindLabel() string {
 	switch c.Kind {
-	case KindBearer, KindBasic, KindHeader, KindSSHKey:
+	case KindBearer, KindBasic, KindHeader, KindSSHKey, KindAWSSigV4, KindOAuth2ClientCredentials:
 		return string(c.Kind)
 	case "":
 		return "none"

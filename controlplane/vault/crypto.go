@@ -173,6 +173,17 @@ type payload struct {
 	Header     string `json:"header,omitempty"`
 	Value      string `json:"value,omitempty"`
 	PrivateKey []byte `json:"private_key,omitempty"`
+
+	AccessKeyID     string   `json:"access_key_id,omitempty"`
+	SecretAccessKey string   `json:"secret_access_key,omitempty"`
+	SessionToken    string   `json:"session_token,omitempty"`
+	Region          string   `json:"region,omitempty"`
+	Service         string   `json:"service,omitempty"`
+	TokenURL        string   `json:"token_url,omitempty"`
+	ClientID        string   `json:"client_id,omitempty"`
+	ClientSecret    string   `json:"client_secret,omitempty"`
+	Scopes          []string `json:"scopes,omitempty"`
+	Audience        string   `json:"audience,omitempty"`
 }
 
 func sealEntry(id []byte, name string, c Credential, dek *[keySize]byte) ([]byte, error) {
@@ -180,6 +191,9 @@ func sealEntry(id []byte, name string, c Credential, dek *[keySize]byte) ([]byte
 		Vault: id, Name: name, Kind: c.Kind,
 		Token: c.Token, Username: c.Username, Password: c.Password,
 		Header: c.Header, Value: c.Value, PrivateKey: c.PrivateKey,
+		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken,
+		Region: c.Region, Service: c.Service,
+		TokenURL: c.TokenURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: c.Scopes, Audience: c.Audience,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vault: encode credential: %w", err)
@@ -210,6 +224,9 @@ func openEntry(id []byte, name string, sealed []byte, dek *[keySize]byte) (Crede
 	return Credential{
 		Kind: p.Kind, Token: p.Token, Username: p.Username, Password: p.Password,
 		Header: p.Header, Value: p.Value, PrivateKey: p.PrivateKey,
+		AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken,
+		Region: p.Region, Service: p.Service,
+		TokenURL: p.TokenURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret, Scopes: p.Scopes, Audience: p.Audience,
 	}, nil
 }
 

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 
 	"golang.org/x/crypto/ssh"
 )
 
 // A credential kind is how a secret is presented to a target. Each kind is a
-// type implementing the interface of its channel, so a new kind (a request
-// signer such as AWS SigV4, OAuth2 client credentials) is a new type here
-// and a case in Credential.HTTP; the dispatcher only calls the interface.
+// type implementing the interface of its channel, so a new kind is a new
+// type (kinds_sigv4.go, kinds_oauth2.go) and a case in Credential.HTTP; the
+// dispatcher only calls the interface.
 //
 // The stored Credential stays one record with the fields of every kind (it
 // is what the vault seals and what PutCredential carries); HTTP and SSH turn
@@ -47,6 +48,8 @@ var (
 	_ HTTPCredential = Bearer{}
 	_ HTTPCredential = Basic{}
 	_ HTTPCredential = Header{}
+	_ HTTPCredential = SigV4{}
+	_ HTTPCredential = (*OAuth2ClientCredentials)(nil)
 	_ SSHCredential  = SSHKey{}
 )
 
@@ -59,10 +62,18 @@ func (c Credential) HTTP() (HTTPCredential, error) {
 		return Basic{Username: c.Username, Password: c.Password}, nil
 	case KindHeader:
 		return Header{Name: c.Header, Value: c.Value}, nil
+	case KindAWSSigV4:
+		return SigV4{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken, Region: c.Region, Service: c.Service}, nil
+	case KindOAuth2ClientCredentials:
+		cache := c.tokens
+		if cache == nil {
+			cache = &tokenCache{}
+		}
+		return &OAuth2ClientCredentials{TokenURL: c.TokenURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: slices.Clone(c.Scopes), Audience: c.Audience, cache: cache}, nil
 	case KindSSHKey:
-		return nil, fmt.Errorf("%w: an ssh_key credential cannot be presented over HTTP; an HTTP target needs bearer, basic or header", ErrWrongKind)
+		return nil, fmt.Errorf("%w: an ssh_key credential cannot be presented over HTTP; an HTTP target needs bearer, basic, header, aws_sigv4 or oauth2_client_credentials", ErrWrongKind)
 	}
-	return nil, invalidf("kind %s is not an HTTP kind (bearer, basic, header)", c.kindLabel())
+	return nil, invalidf("kind %s is not an HTTP kind (bearer, basic, header, aws_sigv4, oauth2_client_credentials)", c.kindLabel())
 }
 
 // SSH returns c as the SSH kind it is. Any HTTP kind gives ErrWrongKind.

@@ -90,6 +90,11 @@ type Vault struct {
 	file  *fileV1        // nil until initialized; replaced, never mutated
 	dek   *[keySize]byte // data key; nil while locked
 	epoch uint64
+
+	// tokens caches the access tokens of oauth2_client_credentials
+	// credentials by name, in memory only; Lock drops them.
+	tokensMu sync.Mutex
+	tokens   map[string]*tokenCache
 }
 
 // New opens the vault file at cfg.Path if it exists (checking its
@@ -331,6 +336,9 @@ func (v *Vault) Lock() {
 	clear(v.dek[:])
 	v.dek = nil
 	v.epoch++
+	v.tokensMu.Lock()
+	v.tokens = nil // cached access tokens go with the key
+	v.tokensMu.Unlock()
 	v.log.Info("vault locked", "epoch", v.epoch)
 	v.notifyLocked()
 }
@@ -443,7 +451,26 @@ func (v *Vault) Get(name string) (Credential, error) {
 	if !ok {
 		return Credential{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
-	return openEntry(v.file.ID, name, sealed, v.dek)
+	c, err := openEntry(v.file.ID, name, sealed, v.dek)
+	if err == nil && c.Kind == KindOAuth2ClientCredentials {
+		c.tokens = v.tokenCache(name)
+	}
+	return c, err
+}
+
+// tokenCache is the token cache of credential name.
+func (v *Vault) tokenCache(name string) *tokenCache {
+	v.tokensMu.Lock()
+	defer v.tokensMu.Unlock()
+	if v.tokens == nil {
+		v.tokens = make(map[string]*tokenCache)
+	}
+	tc, ok := v.tokens[name]
+	if !ok {
+		tc = &tokenCache{}
+		v.tokens[name] = tc
+	}
+	return tc
 }
 
 // List returns the credential names, sorted. Names are not secret (they

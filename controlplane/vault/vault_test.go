@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestRoundTripAcrossReopen(t *testing.T) {
@@ -40,7 +41,7 @@ func TestRoundTripAcrossReopen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get(%q) = %v", name, err)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Credential{})); diff != "" {
 			t.Errorf("Get(%q) mismatch (-want +got):\n%s", name, diff)
 		}
 	}

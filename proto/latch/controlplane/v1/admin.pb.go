@@ -331,14 +331,28 @@ func (x *VaultLockResponse) GetStatus() *VaultStatusResponse {
 type VaultPutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// bearer | basic | header | ssh_key
-	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
-	Username      string `protobuf:"bytes,4,opt,name=username,proto3" json:"username,omitempty"`
-	Password      string `protobuf:"bytes,5,opt,name=password,proto3" json:"password,omitempty"`
-	Header        string `protobuf:"bytes,6,opt,name=header,proto3" json:"header,omitempty"`
-	Value         string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
-	PrivateKey    []byte `protobuf:"bytes,8,opt,name=private_key,json=privateKey,proto3" json:"private_key,omitempty"`
+	// bearer | basic | header | ssh_key | aws_sigv4 | oauth2_client_credentials
+	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Token      string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	Username   string `protobuf:"bytes,4,opt,name=username,proto3" json:"username,omitempty"`
+	Password   string `protobuf:"bytes,5,opt,name=password,proto3" json:"password,omitempty"`
+	Header     string `protobuf:"bytes,6,opt,name=header,proto3" json:"header,omitempty"`
+	Value      string `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	PrivateKey []byte `protobuf:"bytes,8,opt,name=private_key,json=privateKey,proto3" json:"private_key,omitempty"`
+	// aws_sigv4: the key pair, an optional session token, and the region and
+	// service (signing name) the requests are signed for.
+	AccessKeyId     string `protobuf:"bytes,9,opt,name=access_key_id,json=accessKeyId,proto3" json:"access_key_id,omitempty"`
+	SecretAccessKey string `protobuf:"bytes,10,opt,name=secret_access_key,json=secretAccessKey,proto3" json:"secret_access_key,omitempty"`
+	SessionToken    string `protobuf:"bytes,11,opt,name=session_token,json=sessionToken,proto3" json:"session_token,omitempty"`
+	Region          string `protobuf:"bytes,12,opt,name=region,proto3" json:"region,omitempty"`
+	Service         string `protobuf:"bytes,13,opt,name=service,proto3" json:"service,omitempty"`
+	// oauth2_client_credentials: the token endpoint, the client, and the
+	// optional scopes and audience of the tokens it asks for.
+	TokenUrl      string   `protobuf:"bytes,14,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId      string   `protobuf:"bytes,15,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientSecret  string   `protobuf:"bytes,16,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	Scopes        []string `protobuf:"bytes,17,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Audience      string   `protobuf:"bytes,18,opt,name=audience,proto3" json:"audience,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +441,76 @@ func (x *VaultPutRequest) GetPrivateKey() []byte {
 		return x.PrivateKey
 	}
 	return nil
+}
+
+func (x *VaultPutRequest) GetAccessKeyId() string {
+	if x != nil {
+		return x.AccessKeyId
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetSecretAccessKey() string {
+	if x != nil {
+		return x.SecretAccessKey
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetSessionToken() string {
+	if x != nil {
+		return x.SessionToken
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetTokenUrl() string {
+	if x != nil {
+		return x.TokenUrl
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
+func (x *VaultPutRequest) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *VaultPutRequest) GetAudience() string {
+	if x != nil {
+		return x.Audience
+	}
+	return ""
 }
 
 type VaultPutResponse struct {
@@ -1076,7 +1160,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x12\n" +
 	"\x10VaultLockRequest\"W\n" +
 	"\x11VaultLockResponse\x12B\n" +
-	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\xd6\x01\n" +
+	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x90\x04\n" +
 	"\x0fVaultPutRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -1086,7 +1170,18 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x06header\x18\x06 \x01(\tR\x06header\x12\x14\n" +
 	"\x05value\x18\a \x01(\tR\x05value\x12\x1f\n" +
 	"\vprivate_key\x18\b \x01(\fR\n" +
-	"privateKey\"\x12\n" +
+	"privateKey\x12\"\n" +
+	"\raccess_key_id\x18\t \x01(\tR\vaccessKeyId\x12*\n" +
+	"\x11secret_access_key\x18\n" +
+	" \x01(\tR\x0fsecretAccessKey\x12#\n" +
+	"\rsession_token\x18\v \x01(\tR\fsessionToken\x12\x16\n" +
+	"\x06region\x18\f \x01(\tR\x06region\x12\x18\n" +
+	"\aservice\x18\r \x01(\tR\aservice\x12\x1b\n" +
+	"\ttoken_url\x18\x0e \x01(\tR\btokenUrl\x12\x1b\n" +
+	"\tclient_id\x18\x0f \x01(\tR\bclientId\x12#\n" +
+	"\rclient_secret\x18\x10 \x01(\tR\fclientSecret\x12\x16\n" +
+	"\x06scopes\x18\x11 \x03(\tR\x06scopes\x12\x1a\n" +
+	"\baudience\x18\x12 \x01(\tR\baudience\"\x12\n" +
 	"\x10VaultPutResponse\"\x12\n" +
 	"\x10VaultListRequest\")\n" +
 	"\x11VaultListResponse\x12\x14\n" +
