@@ -459,12 +459,15 @@ func dispositionName(d recordv1.Disposition) string {
 	return strings.ToLower(strings.TrimPrefix(d.String(), "DISPOSITION_"))
 }
 
-func viewResult(r *recordv1.Result, channel string) *ResultView {
+// viewResult is the stored result as the model sees it. It reads only the
+// fields the channel that observed it set (recordv1.Result): the front knows
+// no channel by name.
+func viewResult(r *recordv1.Result) *ResultView {
 	if r == nil {
 		return nil
 	}
 	v := &ResultView{Status: r.GetStatus(), Signal: r.GetSignal(), BodyTruncated: r.GetBodyTruncated(), Summary: r.GetSummary()}
-	if channel != "" && channel != "http" {
+	if r.GetExited() {
 		ec := r.GetExitCode()
 		v.ExitCode = &ec
 	}
@@ -501,20 +504,20 @@ func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Dispos
 	completed := lifecycle.Observed(state)
 	switch {
 	case completed && r != nil:
-		cr.Result = viewResult(r, exec.GetChannel())
+		cr.Result = viewResult(r)
 	case completed:
 		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential}); err == nil {
 			if g.GetExecution() != nil {
 				exec = g.GetExecution()
 			}
-			cr.Result = viewResult(g.GetResult(), exec.GetChannel())
+			cr.Result = viewResult(g.GetResult())
 		}
 	}
-	note, isErr := noteFor(exec, nd, cr.DispatchedAt)
+	note, isErr := noteFor(exec, nd, cr.DispatchedAt, cr.Result)
 	cr.Note = note
 	res := &mcp.CallToolResult{
 		IsError:           isErr,
-		Content:           []mcp.Content{&mcp.TextContent{Text: resultText(note, cr.Result, exec.GetChannel())}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: resultText(note, cr.Result)}},
 		StructuredContent: cr,
 	}
 	if state == recordv1.State_STATE_COMPLETED && f.expectDelivery(exec.GetId()) {
@@ -529,7 +532,7 @@ const maxTextBody = 8 << 10
 
 // resultText is the text block: the note, then the target's answer when
 // there is one, so a client that shows only text still sees the result.
-func resultText(note string, v *ResultView, channel string) string {
+func resultText(note string, v *ResultView) string {
 	if v == nil {
 		return note
 	}
@@ -537,7 +540,7 @@ func resultText(note string, v *ResultView, channel string) string {
 	b.WriteString(note)
 	b.WriteString("\n\n")
 	switch {
-	case axisChannel(channel) == channelHTTP:
+	case axisAnswer(v) == channelHTTP:
 		fmt.Fprintf(&b, "Target answer (HTTP status %d):", v.Status)
 	case v.Signal != "":
 		fmt.Fprintf(&b, "Command output (killed by signal %s):", v.Signal)

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -661,7 +662,7 @@ func TestSessionEndAndOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got *recordv1.Session
-	for i := 0; i < 200 && got == nil; i++ {
+	testbin.Eventually(t, "session mcp:"+mcpID+" to be recorded as ended", func() bool {
 		l, err := st.CP.ListSessions(context.Background(), &controlplanev1.ListSessionsRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -671,11 +672,8 @@ func TestSessionEndAndOrphan(t *testing.T) {
 				got = s
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got == nil {
-		t.Fatalf("session mcp:%s was not recorded as ended", mcpID)
-	}
+		return got != nil
+	})
 	if !strings.Contains(got.GetReason(), cr.ExecutionID) {
 		t.Errorf("ended session reason %q does not name the orphaned execution %s", got.GetReason(), cr.ExecutionID)
 	}

@@ -15,7 +15,7 @@ import (
 // claim that nothing reached the target.
 func TestNotExecutedNoteRestsOnEvidence(t *testing.T) {
 	reason := "the target has no record of it: status endpoint answered 404 (absent); asked after the settle point"
-	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, dispNew, "")
+	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, dispNew, "", nil)
 	if strings.Contains(note, "nothing reached the target") {
 		t.Errorf("noteFor(not_executed) = %q, claims nothing reached the target", note)
 	}
@@ -36,7 +36,8 @@ func TestNoteTableCoversEverything(t *testing.T) {
 	}
 	used := make(map[int]bool)
 	replays := []tools.Replay{tools.ReplayReadOnly, tools.ReplayIdempotencyKey, tools.ReplayStatusQuery, tools.ReplayReview}
-	channels := []tools.Channel{tools.ChannelHTTP, tools.ChannelSSH, tools.ChannelLocal}
+	seven := int32(7)
+	answers := map[string]*ResultView{"status": {Status: 7}, "exit": {ExitCode: &seven}, "signal": {Signal: "KILL"}, "none": nil}
 	for _, s := range states {
 		outcomes := []recordv1.Outcome{recordv1.Outcome_OUTCOME_UNSPECIFIED}
 		if lifecycle.Observed(s) {
@@ -45,21 +46,21 @@ func TestNoteTableCoversEverything(t *testing.T) {
 		for _, o := range outcomes {
 			for _, d := range []noteDisp{dispNew, dispAttached} {
 				for _, r := range replays {
-					for _, c := range channels {
-						name := fmt.Sprintf("%s/%s/disp%d/%s/%s", lifecycle.Name(s), o, d, r, c)
-						e := &recordv1.Execution{Id: "act_X", State: s, Outcome: o, Replay: string(r), Channel: string(c), TargetStatus: 7, Reason: "why"}
+					for an, v := range answers {
+						name := fmt.Sprintf("%s/%s/disp%d/%s/%s", lifecycle.Name(s), o, d, r, an)
+						e := &recordv1.Execution{Id: "act_X", State: s, Outcome: o, Replay: string(r), TargetStatus: 7, Reason: "why"}
 						for i, row := range noteTable {
-							if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisChannel(string(c))); ok && rowMatches(row, s, o, d, axisReplay(string(r)), axisChannel(string(c))) {
+							if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(v)); ok && rowMatches(row, s, o, d, axisReplay(string(r)), axisAnswer(v)) {
 								used[i] = true
 								break
 							}
 						}
-						if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisChannel(string(c))); !ok {
+						if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(v)); !ok {
 							t.Errorf("%s: no row in noteTable", name)
 							continue
 						}
-						note, isErr := noteFor(e, d, "2026-01-01T00:00:00Z")
-						checkNote(t, name, e, d, note, isErr)
+						note, isErr := noteFor(e, d, "2026-01-01T00:00:00Z", v)
+						checkNote(t, name, e, d, v, note, isErr)
 					}
 				}
 			}
@@ -81,10 +82,10 @@ func rowMatches(row noteRow, s recordv1.State, o recordv1.Outcome, d noteDisp, r
 }
 
 // checkNote holds the rules no note may break.
-func checkNote(t *testing.T, name string, e *recordv1.Execution, d noteDisp, note string, isErr bool) {
+func checkNote(t *testing.T, name string, e *recordv1.Execution, d noteDisp, v *ResultView, note string, isErr bool) {
 	t.Helper()
 	s := e.GetState()
-	host := tools.Channel(e.GetChannel()) != tools.ChannelHTTP
+	host := axisAnswer(v) == channelHost
 	readOnly := tools.Replay(e.GetReplay()) == tools.ReplayReadOnly
 	failedAtTarget := lifecycle.Observed(s) && e.GetOutcome() == recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
 	rule := func(ok bool, what string) {
@@ -154,7 +155,16 @@ func TestNoteExamples(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, isErr := noteFor(tt.exec, tt.disp, "")
+			// The answer axis comes from the stored result: an exit code
+			// for the command, a status for the HTTP targets.
+			var v *ResultView
+			if tt.exec.GetChannel() == "ssh" {
+				code := tt.exec.GetTargetStatus()
+				v = &ResultView{ExitCode: &code}
+			} else {
+				v = &ResultView{Status: tt.exec.GetTargetStatus()}
+			}
+			got, isErr := noteFor(tt.exec, tt.disp, "", v)
 			if got != tt.want || isErr != tt.wantErr {
 				t.Errorf("noteFor(%v) = %q, %v; want %q, %v", tt.exec, got, isErr, tt.want, tt.wantErr)
 			}

@@ -23,8 +23,10 @@ import (
 //     earlier identical one (attached and recovered read the same),
 //   - replay class: read-only tools take no repeat_of, so their notes never
 //     mention it; side-effecting tools do,
-//   - channel: an HTTP target "answered with status N", a command on a host
-//     "exited with status N".
+//   - answer: what the stored result says was observed (recordv1.Result,
+//     set by the channel): a process that exited or was killed "exited with
+//     status N", any other answer (an HTTP target's) "answered with status
+//     N". The front knows no channel by name.
 //
 // Placeholders: {id}, {status}, {at} (dispatch time), {reason} (": why", or
 // empty), {tool}. TestNoteTableCoversEverything walks every combination.
@@ -49,7 +51,7 @@ const (
 	replaySideEffecting
 )
 
-// noteChannel is the channel axis.
+// noteChannel is the answer axis: a status answer or a process's exit.
 type noteChannel int
 
 const (
@@ -150,8 +152,8 @@ var noteTable = []noteRow{
 
 // noteFor is the note for exec as answered with disposition axis d.
 // A state the table does not know (a newer schema) gets a neutral note.
-func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string) (note string, isError bool) {
-	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisChannel(e.GetChannel()))
+func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultView) (note string, isError bool) {
+	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(v))
 	if !ok {
 		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState())).
 			Replace("execution {id} is in state {state}; " + checkStatus + "."), false
@@ -209,11 +211,13 @@ func axisReplay(r string) noteReplay {
 	return replaySideEffecting
 }
 
-func axisChannel(c string) noteChannel {
-	if c == "" || tools.Channel(c) == tools.ChannelHTTP {
-		return channelHTTP
+// axisAnswer reads the answer axis off the result view: a process exit
+// (exit code or signal) is a command's, anything else a status answer.
+func axisAnswer(v *ResultView) noteChannel {
+	if v != nil && (v.ExitCode != nil || v.Signal != "") {
+		return channelHost
 	}
-	return channelHost
+	return channelHTTP
 }
 
 // Bad arguments are answered as a tool error (isError), so the model can

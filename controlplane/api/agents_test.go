@@ -43,6 +43,21 @@ tools:
     replay: idempotency_key
 `
 
+// answering is an HTTP channel whose target answers 200 to everything.
+type answering struct{}
+
+func (answering) Dispatch(context.Context, engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Result: &recordv1.Result{Status: 200}, Reason: "200"}
+}
+
+func (answering) Query(context.Context, engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.Unsupported, Reason: "no status endpoint"}
+}
+
+func (answering) Identity(_ *tools.Tool, t *tools.Target) engine.Identity {
+	return engine.Identity{Target: t.BaseURL}
+}
+
 type fixture struct {
 	svc    *Service
 	eng    *engine.Engine
@@ -64,7 +79,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Store: st, Catalog: cat, CatalogVersion: "sha256:one", Fingerprinter: fp})
+	e, err := engine.New(engine.Config{Store: st, Catalog: cat, CatalogVersion: "sha256:one", Fingerprinter: fp,
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: answering{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

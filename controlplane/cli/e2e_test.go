@@ -88,16 +88,15 @@ func startServe(t *testing.T, data, catalog string) *proc {
 			t.Logf("latch serve log:\n%s", stderr.String())
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("unix", server.SocketPath(data)); err == nil {
+	// On failure the cleanup above logs what latch serve wrote.
+	testbin.Eventually(t, "latch serve to open its socket", func() bool {
+		c, err := net.Dial("unix", server.SocketPath(data))
+		if err == nil {
 			c.Close()
-			return p
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("latch serve did not open its socket:\n%s", stderr.String())
-	return nil
+		return err == nil
+	})
+	return p
 }
 
 func client(t *testing.T, data string) controlplanev1.ControlPlaneClient {
@@ -161,7 +160,7 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			data := t.TempDir()
 			p := startServe(t, data, catalog)
 			c := client(t, data)
-			demo.SetDelay(3 * time.Second)
+			demo.Hold() // the answer waits until the control plane is killed
 			args := `{"service":"api","version":"7.1.0"}`
 			kind := "release"
 			if tool == "create_ticket" {
@@ -173,15 +172,10 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			}
 			id := r.GetExecution().GetId()
 			waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
-			for i := 0; i < 200 && demo.InFlight() == 0; i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if demo.InFlight() == 0 {
-				t.Fatal("the request never reached the target")
-			}
+			testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
 			p.cmd.Process.Signal(syscall.SIGKILL)
 			p.cmd.Wait()
-			demo.SetDelay(0)
+			demo.Release()
 
 			startServe(t, data, catalog)
 			c = client(t, data)
@@ -455,14 +449,12 @@ func startDev(t *testing.T, data string, args ...string) *proc {
 			t.Logf("latch dev output:\n%s", out.String())
 		}
 	})
-	for i := 0; i < 400; i++ {
-		if _, err := os.Stat(devInfoPath(data)); err == nil {
-			return &proc{cmd: cmd}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("latch dev did not start:\n%s", out.String())
-	return nil
+	// On failure the cleanup above logs what latch dev wrote.
+	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
+		_, err := os.Stat(devInfoPath(data))
+		return err == nil
+	})
+	return &proc{cmd: cmd}
 }
 
 const approvalCatalog = `

@@ -24,7 +24,7 @@
 //
 // Fault knobs for tests: SetDelay makes every POST sleep after performing its
 // effect and before answering (so a client timeout is an unknown outcome
-// whose effect happened); SetFailNext makes the next request fail with a
+// whose effect happened), Hold makes them wait until Release; SetFailNext makes the next request fail with a
 // status and no effect. Effects, Total, Requests and InFlight let tests
 // count what happened. Only tests and the dev command import this package.
 package demotarget
@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -196,6 +197,14 @@ func (s *Server) SetDelay(d time.Duration) {
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
+
+// Hold makes POSTs wait after performing their effect, before answering,
+// until Release (or until their client goes away): an in-flight window a
+// test controls, which no slow machine can close early.
+func (s *Server) Hold() { s.SetDelay(time.Duration(math.MaxInt64)) }
+
+// Release ends the holds and delays in progress; later POSTs answer at once.
+func (s *Server) Release() { s.SetDelay(0) }
 
 // SetFailNext makes the next request, whatever it is, answer status with no
 // effect. 0 clears it.

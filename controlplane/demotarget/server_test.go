@@ -8,9 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/internal/testbin"
 )
 
 type tbWriter struct{ tb testing.TB }
@@ -116,7 +117,7 @@ func TestIdempotencyKeySemantics(t *testing.T) {
 
 func TestInFlightConflict(t *testing.T) {
 	s, url := start(t)
-	s.SetDelay(time.Minute)
+	s.Hold()
 	rel := `{"service":"api","version":"1.0","region":"eu"}`
 	type result struct {
 		a   answer
@@ -127,13 +128,7 @@ func TestInFlightConflict(t *testing.T) {
 		a, err := send(t.Context(), "POST", url+"/v1/releases", "k", rel)
 		first <- result{a, err}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.InFlight() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("first request never in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testbin.Eventually(t, "the first request in flight", func() bool { return s.InFlight() == 1 })
 	if n := s.Effects(KindRelease); n != 1 {
 		t.Fatalf("Effects during the delay = %d, want 1 (effect before the delay)", n)
 	}
@@ -143,7 +138,7 @@ func TestInFlightConflict(t *testing.T) {
 	if got := do(t, "GET", url+"/v1/releases/by-key/k", "", ""); got.status != http.StatusConflict {
 		t.Fatalf("status in flight = %d %s, want 409", got.status, got.body)
 	}
-	s.SetDelay(0) // ends the sleep in progress
+	s.Release() // ends the hold in progress
 	if got := <-first; got.err != nil || got.a.status != http.StatusCreated {
 		t.Fatalf("first = %+v, want 201", got)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 func orDefault(s, def string) string {
@@ -134,7 +133,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			e.dropSecrets(id) // after complete: it redacts them from the result
 			return
 		case NotSent:
-			if a.Final || int(x.GetAttempts()) >= e.cfg.MaxDispatches {
+			if a.Final || e.dispatchRetry.Exhausted(int(x.GetAttempts())) {
 				if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil); err != nil {
 					log.Error("dispatch: cannot record not_executed", "error", err)
 					return
@@ -151,7 +150,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			// execution is one a retry attaches to, and start-up dispatches
 			// it if the control plane stops meanwhile.
 			x, err = e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, "transition",
-				fmt.Sprintf("nothing was sent: %s; dispatching again (attempt %d of %d)", a.Reason, x.GetAttempts()+1, e.cfg.MaxDispatches),
+				fmt.Sprintf("nothing was sent: %s; dispatching again (attempt %d of %d)", a.Reason, x.GetAttempts()+1, e.dispatchRetry.Limit),
 				requireState(recordv1.State_STATE_DISPATCHED))
 			if err != nil {
 				log.Error("dispatch: cannot record the failed send", "error", err)
@@ -160,7 +159,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff(e.cfg.Recovery.MinBackoff/4, e.cfg.Recovery.MaxBackoff, int(x.GetAttempts()))):
+			case <-time.After(e.dispatchRetry.Backoff(int(x.GetAttempts()))):
 			}
 		default:
 			// Secrets stay in memory: a replay under the same key must
@@ -202,10 +201,7 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 				return err
 			}
 			x.ResultRef, x.ResultSha256 = store.ResultRef(sum), sum
-			x.TargetStatus = a.Result.GetStatus()
-			if x.GetChannel() != string(tools.ChannelHTTP) {
-				x.TargetStatus = a.Result.GetExitCode()
-			}
+			x.TargetStatus = targetStatus(a.Result)
 		}
 		x.Outcome = a.Outcome
 		return e.step(tx, x, recordv1.State_STATE_COMPLETED, now, kind, "target answered: "+a.Reason, false)
@@ -215,11 +211,12 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 	}
 }
 
-// backoff doubles lo per attempt, capped at hi.
-func backoff(lo, hi time.Duration, attempt int) time.Duration {
-	d := lo
-	for i := 1; i < attempt && d < hi; i++ {
-		d *= 2
+// targetStatus is the execution's target_status for an observed answer: the
+// exit status when a process ran, else the protocol status the channel
+// recorded (0 when its answers have neither).
+func targetStatus(r *recordv1.Result) int32 {
+	if r.GetExited() {
+		return r.GetExitCode()
 	}
-	return min(d, hi)
+	return r.GetStatus()
 }

@@ -1,11 +1,3 @@
-// Package engine is the heart of the control plane: it gives every requested
-// action an execution ID and an intent fingerprint, matches retries to prior
-// executions atomically, moves executions through the lifecycle with a
-// durable journal record per step, dispatches them through their channel and
-// recovers unknown outcomes from evidence.
-//
-// It is used by the control plane's gRPC service and by `latch dev`; nothing
-// outside controlplane imports it.
 package engine
 
 import (
@@ -13,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,13 +35,32 @@ var (
 	ErrClosed           = errors.New("engine: shutting down")
 )
 
-// Channel performs executions on targets of one kind (HTTP, SSH, local).
-// Implemented by the httpchannel and hostchannel adapters.
+// Channel performs executions on targets of one kind; the engine knows a
+// channel only through this seam and Config.Channels (doc.go says how to add
+// one). Implemented by the httpchannel and hostchannel adapters.
 type Channel interface {
-	// Dispatch performs the action once under the execution's ID.
+	// Dispatch performs the action once under the execution's ID: one
+	// attempt, never retried inside the channel (retry.go).
 	Dispatch(ctx context.Context, c Call) Attempt
 	// Query asks the target what became of the execution, without acting.
 	Query(ctx context.Context, c Call) Attempt
+	// Identity is what the canonical intent record says of the tool's
+	// target and action; it enters the fingerprint, so it must be stable
+	// across releases for an unchanged catalog entry.
+	Identity(tool *tools.Tool, target *tools.Target) Identity
+}
+
+// Identity is a channel's part of the canonical intent record (DESIGN §3).
+type Identity struct {
+	// Target names the target the way its channel addresses it (HTTP:
+	// scheme+host+path template; SSH: host key fingerprint and account).
+	Target string
+	// Method is the protocol verb, if the channel has one.
+	Method string
+	// Command and Cwd are the argv template and working directory of a
+	// channel that runs commands.
+	Command []string
+	Cwd     string
 }
 
 // Call is what a channel needs to act.
@@ -88,12 +98,16 @@ const (
 type Attempt struct {
 	Class   AttemptClass
 	Outcome recordv1.Outcome
-	Result  *recordv1.Result
+	// Result is the answer as stored and shown: the channel fills the
+	// fields its kind of answer has (recordv1.Result; doc.go).
+	Result *recordv1.Result
 	// Reason says what happened, for the journal (never secrets).
 	Reason string
 	// Final, with NotSent: dispatching again under the same execution ID
-	// cannot succeed (a host agent never re-runs an ID), so the execution
-	// rests at not_executed at once.
+	// cannot succeed (a host agent never re-runs an ID), or the failure
+	// will not pass by itself (a host key mismatch, a refused login), so
+	// the execution rests at not_executed at once instead of spending the
+	// dispatch retries (retry.go).
 	Final bool
 	// Durable, with Absent: the target has recorded that it will never act
 	// on this execution ID (a host agent's not_started marker), so the
@@ -220,6 +234,10 @@ type Engine struct {
 	rq       *dueq.Queue[job]
 	rstateMu sync.Mutex
 	rstate   map[string]*recoveryState
+
+	// dispatchRetry and recoveryRetry are the engine's retry rules
+	// (retry.go), fixed at New from MaxDispatches and Recovery.
+	dispatchRetry, recoveryRetry RetryPolicy
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.
@@ -285,6 +303,9 @@ func New(cfg Config) (*Engine, error) {
 		cancel:        cancel,
 		rq:            rq,
 		rstate:        map[string]*recoveryState{},
+
+		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true},
+		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
 	e.catalog.Store(&catalogInForce{cat: cfg.Catalog, version: cfg.CatalogVersion})
@@ -328,6 +349,10 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
 	}
+	ch := e.cfg.Channels[target.Channel]
+	if ch == nil {
+		return nil, fmt.Errorf("%w: tool %q acts on target %q over channel %q, which this control plane does not serve", ErrUnknownTool, in.Tool, tool.Target, target.Channel)
+	}
 	repeatOf, plain := tool.SplitRepeatOf(args)
 	scope := in.Scope
 	if scope == "" {
@@ -335,7 +360,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	} else {
 		scope = "run:" + scope
 	}
-	intent := intentOf(in.Actor, scope, tool, target, plain, repeatOf)
+	intent := intentOf(in.Actor, scope, tool, target, ch.Identity(tool, target), plain, repeatOf)
 	record, err := e.cfg.Fingerprinter.Record(intent, tool.Fingerprint.Ignore, tool.Fingerprint.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
@@ -514,28 +539,14 @@ func stamp(t *timestamppb.Timestamp) string {
 	return t.AsTime().UTC().Format(time.RFC3339Nano)
 }
 
-// intentOf builds the canonical intent record's fields (DESIGN §3).
-func intentOf(actor, scope string, tool *tools.Tool, target *tools.Target, args map[string]any, repeatOf string) fingerprint.Intent {
-	in := fingerprint.Intent{
+// intentOf builds the canonical intent record's fields (DESIGN §3); id is
+// the channel's part (Channel.Identity).
+func intentOf(actor, scope string, tool *tools.Tool, target *tools.Target, id Identity, args map[string]any, repeatOf string) fingerprint.Intent {
+	return fingerprint.Intent{
 		Actor: actor, Tool: tool.Name, Channel: string(target.Channel), CredentialRef: target.Credential,
+		Target: id.Target, Method: id.Method, Command: id.Command, Cwd: id.Cwd,
 		Arguments: args, IntentScope: scope, RepeatOf: repeatOf,
 	}
-	switch target.Channel {
-	case tools.ChannelHTTP:
-		base := target.BaseURL
-		if u, err := url.Parse(target.BaseURL); err == nil {
-			base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
-		}
-		if tool.Request != nil {
-			in.Method = tool.Request.Method
-			in.Target = base + tool.Request.Path
-		}
-	default:
-		in.Target = target.Name + ":" + target.User + "@" + hostKeyID(target.HostKey)
-		in.Command = tool.Command
-		in.Cwd = tool.Cwd
-	}
-	return in
 }
 
 // storedArguments is what the execution record keeps of the arguments: secret

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -165,6 +167,24 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 
 // finalNotSent scripts a NotSent that must not be retried under the same ID.
 const finalNotSent AttemptClass = 100
+
+// Identity is httpchannel's rule, which the fakes stand in for.
+func (f *fakeChannel) Identity(tool *tools.Tool, target *tools.Target) Identity {
+	return httpIdentity(tool, target)
+}
+
+// httpIdentity is httpchannel.Channel.Identity (which this package cannot
+// import): scheme, host and path template.
+func httpIdentity(tool *tools.Tool, target *tools.Target) Identity {
+	if tool.Request == nil {
+		return Identity{}
+	}
+	base := target.BaseURL
+	if u, err := url.Parse(target.BaseURL); err == nil {
+		base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
+	}
+	return Identity{Method: tool.Request.Method, Target: base + tool.Request.Path}
+}
 
 func (f *fakeChannel) Query(ctx context.Context, c Call) Attempt {
 	f.queries.Add(1)
@@ -622,8 +642,18 @@ func TestRestartRecoversDispatched(t *testing.T) {
 	}
 }
 
+// TestPendingApprovalsExpireAndVoid runs in a synctest bubble: the expiry
+// is the approvals loop's ticker and the TTL on the bubble's clock, so
+// time passes only when every goroutine waits.
 func TestPendingApprovalsExpireAndVoid(t *testing.T) {
-	h := newHarness(t, "", nil)
+	synctest.Test(t, testPendingApprovalsExpireAndVoid)
+}
+
+func testPendingApprovalsExpireAndVoid(t *testing.T) {
+	h := newHarnessWith(t, "", nil, func(c *Config) {
+		c.Clock = time.Now // the bubble's clock
+		c.Recovery.Interval = time.Minute
+	})
 	args := `{"name":"db","new_secret":"s"}`
 	first := h.submit(t, "alice", "rotate", args)
 	// Two retries while pending: one card (attached), not three.
@@ -636,7 +666,8 @@ func TestPendingApprovalsExpireAndVoid(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("%d pending approvals, want 1", len(pending))
 	}
-	h.clock.Add(11 * time.Minute) // past the default 10m TTL
+	time.Sleep(11*time.Minute + 30*time.Second) // past the default 10m TTL, and a tick after it
+	synctest.Wait()
 	x := h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_REJECTED)
 	if !strings.Contains(x.GetReason(), "approval expired") {
 		t.Errorf("reason = %q, want approval expired", x.GetReason())

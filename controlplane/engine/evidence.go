@@ -75,7 +75,7 @@ func (e *Engine) noEvidence(ctx context.Context, x *recordv1.Execution, reason s
 		if counts {
 			cur.RecoveryAttempts++
 		}
-		at := now.Add(backoff(e.cfg.Recovery.MinBackoff, e.cfg.Recovery.MaxBackoff, int(cur.RecoveryAttempts)))
+		at := now.Add(e.recoveryRetry.Backoff(int(cur.RecoveryAttempts)))
 		if !next.IsZero() {
 			at = later(next, now.Add(e.cfg.Recovery.MinBackoff))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -57,8 +58,17 @@ func TestAbsenceCountsOnlyAfterTheSettlePoint(t *testing.T) {
 // query tool whose target settles in 1h: an absent answer right after the
 // dispatch proves nothing, uses up no attempt and schedules the next query
 // at the settle point; once the clock passes it, the same answer counts.
+// It runs in a synctest bubble: the recovery queue's timers and the clock
+// are the bubble's, so the hour passes without a fake clock.
 func TestEarlyAbsenceKeepsTheOutcomeUnknown(t *testing.T) {
-	h := newHarness(t, t.TempDir(), &fakeChannel{dispatch: []AttemptClass{Unknown}, query: []AttemptClass{Absent, Absent, Absent, Absent}})
+	synctest.Test(t, testEarlyAbsenceKeepsTheOutcomeUnknown)
+}
+
+func testEarlyAbsenceKeepsTheOutcomeUnknown(t *testing.T) {
+	h := newHarnessWith(t, "", &fakeChannel{dispatch: []AttemptClass{Unknown}, query: []AttemptClass{Absent, Absent, Absent, Absent}}, func(c *Config) {
+		c.Clock = time.Now // the bubble's clock
+		c.Recovery.Interval = time.Minute
+	})
 	r := h.submit(t, "alice", "order", `{"sku":"a-1"}`)
 	id := r.Execution.GetId()
 	x := h.waitFor(t, id, "the next query scheduled at the settle point", func(x *recordv1.Execution) bool {
@@ -86,7 +96,8 @@ func TestEarlyAbsenceKeepsTheOutcomeUnknown(t *testing.T) {
 		t.Fatalf("recovery_query journal entry = %v, want one saying the absence is not evidence before the settle point", query)
 	}
 
-	h.clock.Add(2 * time.Hour)
+	time.Sleep(2 * time.Hour)
+	synctest.Wait()
 	x = h.waitState(t, id, recordv1.State_STATE_NOT_EXECUTED)
 	if !strings.Contains(x.GetReason(), "after the settle point") {
 		t.Errorf("not_executed reason = %q, want it to say the absence was seen after the settle point", x.GetReason())

@@ -281,7 +281,7 @@ func (e *Engine) retry(it dueq.Item[job], what string, err error) {
 	s.failures++
 	n := s.failures
 	e.rstateMu.Unlock()
-	wait := backoff(e.cfg.Recovery.MinBackoff, e.cfg.Recovery.MaxBackoff, n)
+	wait := e.recoveryRetry.Backoff(n) // unbounded: a failed round used up nothing
 	due := e.cfg.Clock().Add(wait)
 	if it.Due.After(due) {
 		due = it.Due
@@ -337,7 +337,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 			log.Debug("recovery: not moved to needs_review", "error", err)
 		}
 	}
-	if int(x.GetRecoveryAttempts()) >= e.cfg.Recovery.MaxAttempts {
+	if e.recoveryRetry.Exhausted(int(x.GetRecoveryAttempts())) {
 		review(fmt.Sprintf("recovery gave up after %d attempts; an operator decides (latch exec resolve)", x.GetRecoveryAttempts()))
 		return
 	}

@@ -87,6 +87,10 @@ func (f *fakeTargets) Dispatch(ctx context.Context, c Call) Attempt {
 	return Attempt{Class: Unknown, Reason: "connection reset after the request was written"}
 }
 
+func (f *fakeTargets) Identity(tool *tools.Tool, target *tools.Target) Identity {
+	return httpIdentity(tool, target)
+}
+
 func (f *fakeTargets) Query(ctx context.Context, c Call) Attempt {
 	id, name := c.Execution.GetId(), c.Target.Name
 	f.mu.Lock()
@@ -621,7 +625,7 @@ func seedUnknown(tb testing.TB, e *Engine, toolName string, from, to int, accept
 					return err
 				}
 				repeatOf, plain := tool.SplitRepeatOf(args)
-				record, err := e.cfg.Fingerprinter.Record(intentOf("alice", "actor:alice", tool, target, plain, repeatOf), tool.Fingerprint.Ignore, tool.Fingerprint.Secret)
+				record, err := e.cfg.Fingerprinter.Record(intentOf("alice", "actor:alice", tool, target, e.cfg.Channels[target.Channel].Identity(tool, target), plain, repeatOf), tool.Fingerprint.Ignore, tool.Fingerprint.Secret)
 				if err != nil {
 					return err
 				}

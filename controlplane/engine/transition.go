@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/lifecycle"
@@ -125,20 +122,6 @@ func (e *Engine) journalIf(ctx context.Context, x *recordv1.Execution, kind, rea
 		return tx.PutExecution(cur, false)
 	})
 	return out, err
-}
-
-// hostKeyID is the SHA256 fingerprint of a pinned host key, or the text as
-// given when it does not parse (the catalog validator refuses those anyway).
-func hostKeyID(authorizedKey string) string {
-	if authorizedKey == "" {
-		return ""
-	}
-	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(authorizedKey))
-	if err != nil {
-		sum := sha256.Sum256([]byte(authorizedKey))
-		return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
-	}
-	return ssh.FingerprintSHA256(pk)
 }
 
 // appendJournaled appends a journal record of e.Execution. The fields fixed

@@ -105,14 +105,14 @@ tools:
     attach_window: 1h
   fx_host_status:
     description: Append one line on this host (the host agent's marker answers).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
+    input_schema: {type: object, required: [intent], properties: {intent: {type: string, pattern: "^[A-Za-z0-9_]+$"}}}
     target: host
     command: [%[4]q, "{{intent}}"]
     replay: status_query
     attach_window: 1h
   fx_host_review:
     description: Append one line on this host (an operator decides an unknown outcome).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
+    input_schema: {type: object, required: [intent], properties: {intent: {type: string, pattern: "^[A-Za-z0-9_]+$"}}}
     target: host
     command: [%[4]q, "{{intent}}"]
     replay: review

@@ -30,7 +30,7 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	sc, err := c.sshClient(dctx, t)
 	cancel()
 	if err != nil {
-		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+		return notConnected(err)
 	}
 	maxWait := c.cfg.MaxWait
 	if timeout > 0 {
@@ -64,7 +64,7 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: outcome, Reason: summary,
 		Result: &recordv1.Result{
-			ExitCode: int32(res.ExitCode), Signal: res.Signal, Summary: summary,
+			Exited: true, ExitCode: int32(res.ExitCode), Signal: res.Signal, Summary: summary,
 			Body: capBytes(body, c.cfg.OutputCap), BodyTruncated: truncated,
 		},
 	}

@@ -133,12 +133,11 @@ func newKey(tb testing.TB) (ssh.Signer, vault.Credential) {
 	return signer, vault.Credential{Kind: vault.KindSSHKey, PrivateKey: pem.EncodeToMemory(block)}
 }
 
-// newPool returns an SSH pool with fast retries and keepalives, closed at
-// cleanup.
+// newPool returns an SSH pool with fast keepalives, closed at cleanup.
 func newPool(tb testing.TB) *sshdial.Pool {
 	tb.Helper()
 	p, err := sshdial.New(sshdial.Config{
-		Logger: testLogger(tb), BackoffMin: time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		Logger:            testLogger(tb),
 		KeepaliveInterval: 200 * time.Millisecond, KeepaliveTimeout: time.Second,
 	})
 	if err != nil {

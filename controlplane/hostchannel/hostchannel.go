@@ -11,6 +11,8 @@ package hostchannel
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -190,7 +192,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	ac, err := c.conn(ctx, call.Target)
 	if err != nil {
-		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+		return notConnected(err)
 	}
 	defer c.release(ac)
 	timeout := commandTimeout(call)
@@ -234,6 +236,14 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	return c.classify(ctx, ac, call.Target.Name, m, false)
 }
 
+// notConnected is the attempt of a dispatch that could not connect: nothing
+// was sent. A failure that stays until someone fixes it (sshdial.Retryable
+// false: the host key, the login) is Final, so the engine does not spend its
+// dispatch retries repeating it.
+func notConnected(err error) engine.Attempt {
+	return engine.Attempt{Class: engine.NotSent, Final: !sshdial.Retryable(err), Reason: err.Error()}
+}
+
 // Query asks the host agent for the execution's marker, without acting.
 //
 // Only the agent's marker proves that nothing ran: a not_started marker is
@@ -275,6 +285,31 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("status query to the host agent on %s failed (%v); will ask again", call.Target.Name, describe(err))}
 	}
 	return c.classify(ctx, ac, call.Target.Name, resp.GetMarker(), true)
+}
+
+// Identity is the target and action in the canonical intent record: the
+// target's name, account and pinned host key fingerprint, and the command's
+// argv template and cwd.
+func (c *Channel) Identity(tool *tools.Tool, target *tools.Target) engine.Identity {
+	return engine.Identity{
+		Target:  target.Name + ":" + target.User + "@" + hostKeyID(target.HostKey),
+		Command: tool.Command,
+		Cwd:     tool.Cwd,
+	}
+}
+
+// hostKeyID is the SHA256 fingerprint of a pinned host key, or the text as
+// given when it does not parse (the catalog validator refuses those anyway).
+func hostKeyID(authorizedKey string) string {
+	if authorizedKey == "" {
+		return ""
+	}
+	pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(authorizedKey))
+	if err != nil {
+		sum := sha256.Sum256([]byte(authorizedKey))
+		return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+	}
+	return ssh.FingerprintSHA256(pk)
 }
 
 // runBound is how long after it was sent a Run request may still reach the
@@ -404,7 +439,7 @@ func exited(m *hostagentv1.Marker) engine.Attempt {
 	}
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: outcome, Reason: summary,
-		Result: &recordv1.Result{ExitCode: m.GetExitCode(), Signal: sig, Summary: summary},
+		Result: &recordv1.Result{Exited: true, ExitCode: m.GetExitCode(), Signal: sig, Summary: summary},
 	}
 }
 

@@ -128,6 +128,7 @@ func TestSSHRefusals(t *testing.T) {
 		mod     func(*Config)
 		change  func(*sshEnv)
 		mention string
+		final   bool // the failure stays until fixed: no dispatch retries
 	}{
 		{name: "no SSH pool", mod: func(c *Config) { c.SSH = nil }, mention: "no SSH pool"},
 		{name: "vault locked", change: func(e *sshEnv) { e.creds.locked = true }, mention: "latch vault unlock"},
@@ -140,8 +141,8 @@ func TestSSHRefusals(t *testing.T) {
 		{name: "host key changed", change: func(e *sshEnv) {
 			other, _ := newKey(t)
 			e.target.HostKey = sshtest.AuthorizedKey(other.PublicKey())
-		}, mention: "update host_key in the catalog"},
-		{name: "host key not pinned", change: func(e *sshEnv) { e.target.HostKey = "" }, mention: "set host_key in the catalog"},
+		}, mention: "update host_key in the catalog", final: true},
+		{name: "host key not pinned", change: func(e *sshEnv) { e.target.HostKey = "" }, mention: "set host_key in the catalog", final: true},
 		{name: "streamlocal refused", opts: sshtest.Options{RefuseStreamLocal: true}, mention: "AllowStreamLocalForwarding"},
 		{name: "agent socket missing", change: func(e *sshEnv) { e.target.HostagentSocket = "/nonexistent/agent.sock" }, mention: "socket is missing"},
 	}
@@ -156,6 +157,9 @@ func TestSSHRefusals(t *testing.T) {
 			got := e.ch.Dispatch(ctxT(t), call)
 			if got.Class != engine.NotSent || !strings.Contains(got.Reason, tt.mention) {
 				t.Errorf("Dispatch() = %s (%s), want NotSent mentioning %q", className(got.Class), got.Reason, tt.mention)
+			}
+			if got.Final != tt.final {
+				t.Errorf("Dispatch().Final = %v, want %v (%s)", got.Final, tt.final, got.Reason)
 			}
 			if strings.Contains(got.Reason, "secret") {
 				t.Errorf("Dispatch() reason leaks credential material: %s", got.Reason)

@@ -80,6 +80,20 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	return observed(obs)
 }
 
+// Identity is the target and action in the canonical intent record: the
+// method and the base URL's scheme, host and path joined with the request's
+// path template (never the rendered path, which carries arguments).
+func (c *Channel) Identity(tool *tools.Tool, target *tools.Target) engine.Identity {
+	if tool.Request == nil {
+		return engine.Identity{}
+	}
+	base := target.BaseURL
+	if u, err := url.Parse(target.BaseURL); err == nil {
+		base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")
+	}
+	return engine.Identity{Method: tool.Request.Method, Target: base + tool.Request.Path}
+}
+
 // Query asks the target's status endpoint about the execution. The answer
 // means what the target's status contract says (tools.StatusQuery.Classify):
 // a 2xx not listed as in progress is the stored answer, which becomes the
@@ -96,10 +110,10 @@ func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
 	if !ok {
 		return a
 	}
+	// The dispatcher builds the status request from the target's status
+	// endpoint (Method and Path left empty).
 	obs, err := c.d.Status(ctx, httpdispatch.Call{
-		ExecutionID: call.Execution.GetId(), Target: call.Target, Method: sq.Method,
-		Path:       strings.ReplaceAll(sq.Path, "{execution_id}", url.PathEscape(call.Execution.GetId())),
-		Credential: cred, Timeout: call.Tool.Timeout,
+		ExecutionID: call.Execution.GetId(), Target: call.Target, Credential: cred, Timeout: call.Tool.Timeout,
 	})
 	if err != nil {
 		a := failed(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -121,18 +122,16 @@ func TestLockedVaultSendsNothing(t *testing.T) {
 
 func TestInFlightReplayIsNotAnOutcome(t *testing.T) {
 	ch, demo, cat := setup(t, creds{})
-	demo.SetDelay(2 * time.Second)
+	demo.Hold() // the first request stays in flight until Release
 	c := callFor(cat, "deploy_release", "act_4", map[string]any{"service": "api", "version": "2", "region": "eu"})
 	done := make(chan engine.Attempt, 1)
 	go func() { done <- ch.Dispatch(context.Background(), c) }()
-	for i := 0; i < 200 && demo.InFlight() == 0; i++ {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testbin.Eventually(t, "the first request to reach the target", func() bool { return demo.InFlight() > 0 })
 	c.Recovery = true
 	if a := ch.Dispatch(context.Background(), c); a.Class != engine.Unknown {
 		t.Errorf("replay while the first is in flight = %+v, want Unknown (409 is no outcome)", a)
 	}
-	demo.SetDelay(0)
+	demo.Release()
 	if a := <-done; a.Class != engine.Observed {
 		t.Errorf("first dispatch = %+v", a)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
+	"github.com/latchhq/latch/internal/testbin"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -93,16 +94,10 @@ func releaseCall(tg *tools.Target, id, version string) Call {
 	}
 }
 
-// waitFor polls cond for at most 10 s.
+// waitFor polls cond, bounded (testbin.Eventually).
 func waitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testbin.Eventually(tb, what, cond)
 }
 
 // recorded is what a recording server saw of one request.

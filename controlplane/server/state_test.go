@@ -40,6 +40,10 @@ func (answering) Query(context.Context, engine.Call) engine.Attempt {
 	return engine.Attempt{Class: engine.Unsupported, Reason: "no status endpoint"}
 }
 
+func (answering) Identity(_ *tools.Tool, t *tools.Target) engine.Identity {
+	return engine.Identity{Target: t.BaseURL}
+}
+
 func stateConfig(t *testing.T, data string, fullUpTo int64) Config {
 	if _, err := tools.Parse("c.yaml", []byte(stateCatalog)); err != nil {
 		t.Fatal(err)

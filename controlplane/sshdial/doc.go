@@ -17,8 +17,10 @@
 //     "not sent" (ErrNotSent: safe to send again) from "sent, outcome unknown"
 //     (ErrOutcomeUnknown: ask, never retry).
 //
-// A Pool keeps one *ssh.Client per target name, re-dialled with bounded
-// backoff when it breaks. Only the control plane imports this package; the
+// A Pool keeps one *ssh.Client per target name and dials it again, once per
+// call, when it broke. It never retries a failed dial on its own: the engine
+// decides whether and when to try again (engine.RetryPolicy), so one engine
+// attempt is one dial. Only the control plane imports this package; the
 // host agent must not (see the import rules in STYLE.md). The sshtest
 // sub-package holds the in-process and OpenSSH test servers.
 package sshdial

@@ -43,14 +43,10 @@ func (w *tbWriter) stop() {
 	w.mu.Unlock()
 }
 
-// newPool returns a pool with fast retries, closed at cleanup.
+// newPool returns a pool, closed at cleanup.
 func newPool(tb testing.TB, mod func(*Config)) *Pool {
 	tb.Helper()
-	cfg := Config{
-		Logger:     testLogger(tb),
-		BackoffMin: time.Millisecond,
-		BackoffMax: 5 * time.Millisecond,
-	}
+	cfg := Config{Logger: testLogger(tb)}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -23,8 +22,8 @@ var (
 	ErrHostKeyUnknown = errors.New("sshdial: host key unknown")
 	// ErrAuthFailed: the host did not accept the target's key for its user.
 	ErrAuthFailed = errors.New("sshdial: authentication failed")
-	// ErrUnreachable: the host could not be reached (TCP or handshake) after
-	// the configured attempts.
+	// ErrUnreachable: the host could not be reached (TCP or handshake) on
+	// this attempt; the dial is not retried here (see dialOnce).
 	ErrUnreachable = errors.New("sshdial: host unreachable")
 	// ErrConnectionLost: an established connection broke (peer closed, reset).
 	ErrConnectionLost = errors.New("sshdial: connection lost")
@@ -56,9 +55,6 @@ const (
 	DefaultKeepaliveInterval = 15 * time.Second
 	DefaultKeepaliveTimeout  = 10 * time.Second
 	DefaultDialTimeout       = 10 * time.Second
-	DefaultBackoffMin        = 250 * time.Millisecond
-	DefaultBackoffMax        = 5 * time.Second
-	DefaultDialAttempts      = 3
 	DefaultMaxOutput         = 1 << 20
 )
 
@@ -75,12 +71,6 @@ type Config struct {
 	// KeepaliveTimeout is how long a keepalive may wait for its reply before
 	// the connection is closed.
 	KeepaliveTimeout time.Duration
-	// BackoffMin and BackoffMax bound the wait between dial attempts
-	// (exponential with jitter).
-	BackoffMin, BackoffMax time.Duration
-	// DialAttempts is how many times Pool.Client tries to connect before it
-	// gives up with ErrUnreachable. Host key and auth errors are not retried.
-	DialAttempts int
 	// MaxOutput caps the bytes Exec keeps of stdout and of stderr; the rest
 	// is read and counted, not stored.
 	MaxOutput int
@@ -104,21 +94,9 @@ func (c *Config) setDefaults() {
 	def(&c.HandshakeTimeout, DefaultHandshakeTimeout)
 	def(&c.KeepaliveInterval, DefaultKeepaliveInterval)
 	def(&c.KeepaliveTimeout, DefaultKeepaliveTimeout)
-	def(&c.BackoffMin, DefaultBackoffMin)
-	def(&c.BackoffMax, DefaultBackoffMax)
-	if c.DialAttempts <= 0 {
-		c.DialAttempts = DefaultDialAttempts
-	}
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = DefaultMaxOutput
 	}
-}
-
-func (c *Config) validate() error {
-	if c.BackoffMax < c.BackoffMin {
-		return fmt.Errorf("sshdial: backoff max %s is below backoff min %s", c.BackoffMax, c.BackoffMin)
-	}
-	return nil
 }
 
 // Target is one SSH host as the catalog describes it.
@@ -191,9 +169,6 @@ type entry struct {
 // New returns a Pool. It dials nothing until Client is called.
 func New(cfg Config) (*Pool, error) {
 	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
 	return &Pool{
 		cfg:     cfg,
 		log:     cfg.Logger.Named("sshdial"),
@@ -202,8 +177,9 @@ func New(cfg Config) (*Pool, error) {
 	}, nil
 }
 
-// Client returns the live connection for t, dialling (with bounded backoff)
-// when there is none, when it broke, or when t changed. The Client belongs
+// Client returns the live connection for t, dialling once when there is
+// none, when it broke, or when t changed; a failed dial is returned, not
+// retried (see dialOnce). The Client belongs
 // to the pool: do not Close it; Pool.Close does.
 func (p *Pool) Client(ctx context.Context, t Target) (*Client, error) {
 	pinned, err := t.validate()
@@ -251,7 +227,7 @@ func (p *Pool) Client(ctx context.Context, t Target) (*Client, error) {
 		}
 	}
 
-	c, err := p.dialRetry(ctx, t, pinned)
+	c, err := p.dialOnce(ctx, t, pinned)
 	if err != nil {
 		return nil, err
 	}
@@ -285,50 +261,26 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-func (p *Pool) dialRetry(ctx context.Context, t Target, pinned ssh.PublicKey) (*Client, error) {
-	var last error
-	for attempt := 1; attempt <= p.cfg.DialAttempts; attempt++ {
-		if pinned == nil && t.TrustOnFirstUse {
-			p.mu.Lock()
-			if k := p.learned[t.Name]; k != nil {
-				pinned = k
-			}
-			p.mu.Unlock()
+// dialOnce makes the one dial of a Client call. A failure is not retried
+// here: the caller's attempt failed, and the engine decides whether and when
+// to make another (engine.RetryPolicy).
+func (p *Pool) dialOnce(ctx context.Context, t Target, pinned ssh.PublicKey) (*Client, error) {
+	if pinned == nil && t.TrustOnFirstUse {
+		p.mu.Lock()
+		if k := p.learned[t.Name]; k != nil {
+			pinned = k
 		}
-		c, err := p.dial(ctx, t, pinned)
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if !retryable(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		if attempt == p.cfg.DialAttempts {
-			break
-		}
-		wait := p.backoff(attempt)
-		p.log.Debug("dial failed, will retry", "target", t.Name, "attempt", attempt, "wait", wait, "error", err)
-		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, fmt.Errorf("sshdial: connecting to %s: %w (last error: %v)", t.Name, ctx.Err(), last)
-		}
+		p.mu.Unlock()
 	}
-	p.log.Warn("target unreachable", "target", t.Name, "address", t.Address, "attempts", p.cfg.DialAttempts, "error", last)
-	return nil, fmt.Errorf("%w: %s (%s) after %d attempts: %w", ErrUnreachable, t.Name, t.Address, p.cfg.DialAttempts, last)
-}
-
-// backoff returns the wait after the given failed attempt (1-based):
-// BackoffMin·2^(attempt-1) capped at BackoffMax, with up to 50% jitter taken off.
-func (p *Pool) backoff(attempt int) time.Duration {
-	d := p.cfg.BackoffMin
-	for i := 1; i < attempt && d < p.cfg.BackoffMax; i++ {
-		d *= 2
+	c, err := p.dial(ctx, t, pinned)
+	if err == nil {
+		return c, nil
 	}
-	d = min(d, p.cfg.BackoffMax)
-	return d - time.Duration(rand.Int64N(int64(d)/2+1))
+	if !Retryable(err) || ctx.Err() != nil {
+		return nil, err
+	}
+	p.log.Debug("target unreachable", "target", t.Name, "address", t.Address, "error", err)
+	return nil, fmt.Errorf("%w: %s (%s): %w", ErrUnreachable, t.Name, t.Address, err)
 }
 
 func (p *Pool) learn(name string, key ssh.PublicKey) {
@@ -337,8 +289,10 @@ func (p *Pool) learn(name string, key ssh.PublicKey) {
 	p.mu.Unlock()
 }
 
-// retryable reports whether a dial error may go away by itself.
-func retryable(err error) bool {
+// Retryable reports whether a dial error may go away by itself (the host
+// was down, the network dropped, a deadline passed), as opposed to a host
+// key, authentication or target error that stays until someone fixes it.
+func Retryable(err error) bool {
 	// Context errors are judged by the caller's ctx, not here: a dial or
 	// handshake timeout also matches context.DeadlineExceeded and is worth
 	// another attempt.

@@ -185,9 +185,9 @@ func TestUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	target := Target{Name: "gone", Address: addr, User: "deploy", HostKey: otherKey(t), Signer: sshtest.NewSigner(t)}
-	_, err = newPool(t, func(c *Config) { c.DialAttempts = 2 }).Client(ctxT(t), target)
-	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "after 2 attempts") {
-		t.Fatalf("Client() error = %v, want ErrUnreachable after 2 attempts", err)
+	_, err = newPool(t, nil).Client(ctxT(t), target)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("Client() error = %v, want ErrUnreachable naming %s", err, addr)
 	}
 	if IsDrop(err) {
 		t.Errorf("IsDrop(%v) = true, want false (never connected)", err)
@@ -404,23 +404,25 @@ func TestPoolClosed(t *testing.T) {
 	}
 }
 
-func TestNewRejectsBadBackoff(t *testing.T) {
-	if _, err := New(Config{BackoffMin: time.Second, BackoffMax: time.Millisecond}); err == nil {
-		t.Fatal("New with BackoffMax < BackoffMin succeeded, want an error")
+// TestUnreachableIsOneDial: a Client call that cannot connect dials once
+// and returns; the next call dials again (the engine's retry), and a
+// permanent error (the host key) is not Retryable.
+func TestUnreachableIsOneDial(t *testing.T) {
+	srv, target := serverWithKey(t, sshtest.Options{})
+	srv.Freeze()
+	p := newPool(t, func(c *Config) { c.HandshakeTimeout = 50 * time.Millisecond })
+	for call := 1; call <= 2; call++ {
+		_, err := p.Client(ctxT(t), target)
+		if !errors.Is(err, ErrUnreachable) || !Retryable(err) {
+			t.Fatalf("Client call %d error = %v, want a Retryable ErrUnreachable", call, err)
+		}
+		if n := srv.Accepted(); n != call {
+			t.Errorf("after call %d the server accepted %d connections, want %d", call, n, call)
+		}
 	}
-}
-
-func TestBackoffBounded(t *testing.T) {
-	p, err := New(Config{BackoffMin: 10 * time.Millisecond, BackoffMax: 80 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for attempt := 1; attempt <= 10; attempt++ {
-		ceil := min(10*time.Millisecond<<(attempt-1), 80*time.Millisecond)
-		for range 50 {
-			if d := p.backoff(attempt); d < ceil/2 || d > ceil {
-				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", attempt, d, ceil/2, ceil)
-			}
+	for _, err := range []error{ErrHostKeyChanged, ErrHostKeyUnknown, ErrAuthFailed, ErrBadTarget, ErrClosed} {
+		if Retryable(fmt.Errorf("dial: %w", err)) {
+			t.Errorf("Retryable(%v) = true, want false", err)
 		}
 	}
 }
@@ -437,16 +439,15 @@ func blockingHandler(started chan<- struct{}) gliderssh.Handler {
 func TestHandshakeDeadline(t *testing.T) {
 	srv, target := serverWithKey(t, sshtest.Options{})
 	srv.Freeze() // accepts TCP, never speaks SSH
-	p := newPool(t, func(c *Config) {
-		c.HandshakeTimeout = 50 * time.Millisecond
-		c.DialAttempts = 2
-	})
+	p := newPool(t, func(c *Config) { c.HandshakeTimeout = 50 * time.Millisecond })
 	_, err := p.Client(ctxT(t), target)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("Client(frozen server) error = %v, want ErrUnreachable", err)
 	}
-	if n := srv.Accepted(); n != 2 {
-		t.Errorf("server accepted %d connections, want 2 (one per attempt)", n)
+	// One dial per call: the engine decides whether to try again
+	// (engine.RetryPolicy); this count was 2 (DialAttempts) before.
+	if n := srv.Accepted(); n != 1 {
+		t.Errorf("server accepted %d connections, want 1 (one dial per call, never retried here)", n)
 	}
 }
 

@@ -349,7 +349,10 @@ func (x *Evidence) GetTokenId() string {
 	return ""
 }
 
-// Result is the observed answer of a target, capped.
+// Result is the observed answer of a target, capped. The channel that
+// observed it sets the fields its kind of answer has (engine/doc.go): a
+// protocol status (status, headers), a process exit (exited, exit_code,
+// signal), a summary, a body.
 type Result struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        int32                  `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
@@ -359,6 +362,9 @@ type Result struct {
 	ExitCode      int32                  `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Signal        string                 `protobuf:"bytes,6,opt,name=signal,proto3" json:"signal,omitempty"`
 	Summary       string                 `protobuf:"bytes,7,opt,name=summary,proto3" json:"summary,omitempty"`
+	// A process ran and ended: exit_code (and signal) are its answer, even
+	// when exit_code is 0. Unset on results stored before it existed.
+	Exited        bool `protobuf:"varint,8,opt,name=exited,proto3" json:"exited,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +446,13 @@ func (x *Result) GetSummary() string {
 		return x.Summary
 	}
 	return ""
+}
+
+func (x *Result) GetExited() bool {
+	if x != nil {
+		return x.Exited
+	}
+	return false
 }
 
 // Execution is one accepted attempt to perform one action.
@@ -1351,7 +1364,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"clientName\x12!\n" +
 	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12\x1c\n" +
 	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x19\n" +
-	"\btoken_id\x18\x06 \x01(\tR\atokenId\"\xa6\x02\n" +
+	"\btoken_id\x18\x06 \x01(\tR\atokenId\"\xbe\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12>\n" +
 	"\aheaders\x18\x02 \x03(\v2$.latch.record.v1.Result.HeadersEntryR\aheaders\x12\x12\n" +
@@ -1359,7 +1372,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x0ebody_truncated\x18\x04 \x01(\bR\rbodyTruncated\x12\x1b\n" +
 	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x06 \x01(\tR\x06signal\x12\x18\n" +
-	"\asummary\x18\a \x01(\tR\asummary\x1a:\n" +
+	"\asummary\x18\a \x01(\tR\asummary\x12\x16\n" +
+	"\x06exited\x18\b \x01(\bR\x06exited\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\n" +
