@@ -31,6 +31,33 @@ import (
 // control plane's gRPC API (Submit, then Watch until completed), without MCP.
 //
 //	go test -run '^$' -bench ToolCall -benchtime 2000x ./mcpfront/
+//
+// Where the time goes (profiled 2026-12-01 on the 2-core shared dev VM, load
+// average ~19, front era=2025-11-25; CPU and block profiles of this
+// benchmark, which runs front and control plane in one process, plus
+// runtime/trace at c=1; same-run figures: c=1 front 135 calls/s vs bare 624,
+// c=32 front 304 vs bare 604):
+//
+//   - c=1 (7.4 ms a call): the WAL syncs are ~2.3 ms (trace syscall
+//     profile: Badger msync, two group commits per call: the Submit's
+//     accepted+dispatched write and the completion write). The control
+//     plane's Submit RPC holds ~5.3 ms of the call (block profile:
+//     store.Update waiting on its commit ~2.9 ms, waitResting ~2.5 ms,
+//     which includes the dispatch to the target and the second commit).
+//     The rest is goroutine wake-up latency on an overloaded machine: the
+//     trace's scheduler-latency profile sums to ~5.9 ms of runnable waiting
+//     per call across the goroutines of the call (chansend wake-ups of the
+//     store writer/committer, gRPC and jsonrpc2 loops). CPU is under half a
+//     core; c=1 is latency, not work.
+//   - c=32 (CPU-bound on 2 cores): go-sdk JSON decoding is the largest
+//     single item, ~11% of CPU, most of it segmentio/encoding/json
+//     Decoder.readValue allocating and zeroing large buffers per message
+//     (mallocgcLarge + memclr; client Await/CallToolResult decoding and
+//     the server's DecodeMessage/readBatch); gRPC framing ~16%; the store's
+//     read verification on the wait path (engine.Get → store.Verified →
+//     checkCommitted, which also waits on Badger's read watermark) ~5%;
+//     argument schema validation (tools.PrepareArguments) ~4%; Badger
+//     commit work ~5%.
 func BenchmarkToolCall(b *testing.B) {
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("front/era=2025-11-25/c=%d", conc), func(b *testing.B) {

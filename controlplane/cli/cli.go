@@ -53,6 +53,7 @@ func commandTable() map[string]command {
 		"catalog":    {"the tool catalog of the running control plane: reload (validated first; a bad catalog changes nothing)", runCatalog},
 		"version":    {"print the version, VCS revision and Go version: latch version [--json]", runVersion},
 		"completion": {"print a shell completion script: latch completion bash|zsh|fish", runCompletion},
+		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
 	}
 }
 

@@ -221,8 +221,13 @@ func (a *Agent) lockScript(id string) (unlock func()) {
 	return mu.Unlock
 }
 
-// mirror writes the file copy of a script marker. The store stays the
-// truth; a failed mirror only weakens a future rebuild, so it is logged.
+// mirror durably writes the file copy of a script marker (temp file fsync,
+// rename, directory fsync). Concurrent mirrors are not grouped here: the
+// file system already merges concurrent fsyncs into one journal commit, and
+// a user-space group (tried: parallel file fsyncs, renames, one directory
+// fsync per group) measured the same, because each file's data sync is the cost. The
+// store stays the truth; a failed mirror only weakens a future rebuild, so
+// it is logged.
 func (a *Agent) mirror(m *hostagentv1.Marker) {
 	if err := execdir.WriteScriptMirror(a.cfg.DataDir, m); err != nil {
 		a.log.Error("mirroring script marker failed; a rebuilt store would miss this change", "execution_id", m.GetExecutionId(), "error", err)

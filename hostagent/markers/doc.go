@@ -14,6 +14,10 @@
 //   - Create is create-if-absent in one transaction that reads the key before
 //     writing it, so two concurrent Creates of one ID conflict in Badger and
 //     exactly one of them wins; the loser sees the winner's marker.
+//   - Writes are group-committed (group.go): one committer goroutine puts
+//     every write already waiting into one transaction with one WAL fsync,
+//     and answers each writer only after that commit; durability per call is
+//     unchanged, concurrent writers share the sync.
 //   - The store never reads the clock: callers set timestamps.
 //   - One process per directory (Badger takes a flock); scripts and CLIs go
 //     through the agent's gRPC API, never this package.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -50,10 +51,18 @@ type Config struct {
 	InMemory bool
 }
 
+// maxGroup bounds how many changes one group commit carries.
+const maxGroup = 256
+
 // Store is the Badger-backed marker store.
 type Store struct {
 	db  *badger.DB
 	log hclog.Logger
+
+	reqs      chan *change  // unbuffered: a waiting writer is a blocked sender
+	quit      chan struct{} // closed by Close
+	committed chan struct{} // closed when the committer has returned
+	closeOnce sync.Once
 }
 
 // Options returns the small-memory Badger options the agent uses (about 16 MB
@@ -100,7 +109,15 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrOpen, cfg.Dir, err)
 	}
-	return &Store{db: db, log: log}, nil
+	s := &Store{
+		db:        db,
+		log:       log,
+		reqs:      make(chan *change),
+		quit:      make(chan struct{}),
+		committed: make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
 }
 
 // openRecovered turns a panic inside badger.Open (seen with some corrupt
@@ -130,8 +147,11 @@ func MoveAside(dir string, now time.Time) (string, error) {
 	return dst, nil
 }
 
-// Close flushes and closes the store.
+// Close stops the committer (a group being committed finishes first; later
+// writes get ErrClosed), then flushes and closes Badger.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.quit) })
+	<-s.committed
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("markers: close: %w", err)
 	}
@@ -194,69 +214,31 @@ func (s *Store) Create(ns Namespace, m *hostagentv1.Marker) (*hostagentv1.Marker
 	if m.GetExecutionId() == "" {
 		return nil, false, errors.New("markers: marker without execution id")
 	}
-	k := key(ns, m.GetExecutionId())
-	for range maxAttempts {
-		var existing *hostagentv1.Marker
-		err := s.db.Update(func(txn *badger.Txn) error {
-			// Read first: Badger detects conflicts only on keys a txn read.
-			got, err := getTxn(txn, k)
-			if err == nil {
-				existing = got
-				return nil
-			}
-			if !errors.Is(err, ErrNotFound) {
-				return err
-			}
-			return setTxn(txn, k, m)
-		})
-		if errors.Is(err, badger.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return nil, false, mapClosed(err)
-		}
-		if existing != nil {
-			return existing, false, nil
-		}
-		return proto.Clone(m).(*hostagentv1.Marker), true, nil
+	c := &change{kind: kindCreate, key: key(ns, m.GetExecutionId()), marker: m}
+	if err := s.submit(c); err != nil {
+		return nil, false, err
 	}
-	return nil, false, ErrContention
+	return c.out, c.created, nil
 }
 
 // Update applies fn to the marker of id in one transaction and stores the
 // result durably. An error from fn aborts the update and is returned as is.
+// fn may run more than once (a conflicting transaction is retried) and must
+// not keep the marker it is given.
 func (s *Store) Update(ns Namespace, id string, fn func(*hostagentv1.Marker) error) (*hostagentv1.Marker, error) {
-	k := key(ns, id)
-	for range maxAttempts {
-		var out *hostagentv1.Marker
-		err := s.db.Update(func(txn *badger.Txn) error {
-			m, err := getTxn(txn, k)
-			if err != nil {
-				return err
-			}
-			if err := fn(m); err != nil {
-				return err
-			}
-			m.ExecutionId = id
-			out = m
-			return setTxn(txn, k, m)
-		})
-		if errors.Is(err, badger.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return nil, mapClosed(err)
-		}
-		return out, nil
+	c := &change{kind: kindUpdate, key: key(ns, id), id: id, fn: fn}
+	if err := s.submit(c); err != nil {
+		return nil, err
 	}
-	return nil, ErrContention
+	return c.out, nil
 }
 
 // Put stores m unconditionally (used when rebuilding a store from files).
 func (s *Store) Put(ns Namespace, m *hostagentv1.Marker) error {
-	return mapClosed(s.db.Update(func(txn *badger.Txn) error {
-		return setTxn(txn, key(ns, m.GetExecutionId()), m)
-	}))
+	if m.GetExecutionId() == "" {
+		return errors.New("markers: marker without execution id")
+	}
+	return s.submit(&change{kind: kindPut, key: key(ns, m.GetExecutionId()), marker: m})
 }
 
 // List returns up to limit markers of ns in key order (limit <= 0: all).

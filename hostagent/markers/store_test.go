@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,23 +197,42 @@ func TestCorruptDirFailsToOpenAndMovesAside(t *testing.T) {
 }
 
 // BenchmarkBeginComplete measures durable script markers: one Create and one
-// Update per iteration, each an fsync'd Badger commit.
+// Update per iteration, each durable (fsync'd) when it returns, at
+// concurrency 1 (one sync per write: the floor) and 32 (writes waiting at
+// the same time share a group commit).
 func BenchmarkBeginComplete(b *testing.B) {
-	s := openStore(b, filepath.Join(b.TempDir(), "markers"))
-	b.ResetTimer()
-	for i := range b.N {
-		id := "bench_" + strings.Repeat("0", 4) + string(rune('a'+i%26)) + itoa(i)
-		if _, _, err := s.Create(Scripts, &hostagentv1.Marker{ExecutionId: id, State: hostagentv1.MarkerState_MARKER_STATE_BEGUN}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Update(Scripts, id, func(m *hostagentv1.Marker) error {
-			m.State = hostagentv1.MarkerState_MARKER_STATE_COMPLETED
-			return nil
-		}); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []int{1, 32} {
+		b.Run("c="+itoa(c), func(b *testing.B) {
+			s := openStore(b, filepath.Join(b.TempDir(), "markers"))
+			var (
+				next atomic.Int64
+				wg   sync.WaitGroup
+			)
+			n := int64(b.N)
+			start := time.Now()
+			b.ResetTimer()
+			for range c {
+				wg.Go(func() {
+					for i := next.Add(1); i <= n; i = next.Add(1) {
+						id := "bench_" + itoa(int(i))
+						if _, _, err := s.Create(Scripts, &hostagentv1.Marker{ExecutionId: id, State: hostagentv1.MarkerState_MARKER_STATE_BEGUN}); err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := s.Update(Scripts, id, func(m *hostagentv1.Marker) error {
+							m.State = hostagentv1.MarkerState_MARKER_STATE_COMPLETED
+							return nil
+						}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "begin+complete/s")
+		})
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "begin+complete/s")
 }
 
 func itoa(i int) string {

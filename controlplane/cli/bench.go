@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchhq/latch/internal/loadgen"
+	"github.com/latchhq/latch/internal/loopback"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Bounds of `latch bench`: it measures, it is not a load test.
+const (
+	benchDefaultCount = 1000
+	benchMaxCount     = 100_000
+	benchMaxConc      = 256
+	benchDefaultDur   = 2 * time.Minute
+	benchMaxDur       = 10 * time.Minute
+	benchCallTimeout  = 30 * time.Second
+	benchTool         = "deploy_release"
+)
+
+// benchPath is one way of making the same deploy: op makes call i.
+type benchPath struct {
+	name, what string
+	op         func(ctx context.Context, i int64) error
+}
+
+// runBench measures what a call costs on this machine: the same deploy to
+// the demo target made directly (one HTTP POST with an idempotency key), on
+// the durable path (the control plane's Submit, waiting until it is
+// completed: journaled, dispatched once, result stored, each write synced)
+// and on the MCP path (a go-sdk client through the MCP front), one after the
+// other in one run, with rates, p50/p99 and the ratio to the direct call.
+//
+// Without --data it starts its own `latch dev` in this process on a fresh
+// temp data dir (removed afterwards) on loopback ports; with --data it
+// measures the `latch dev` running on that dir (its dev.json). Either way
+// every call is a new execution, and only loopback targets are accepted.
+func runBench(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "bench", "bench [--concurrency N] [--count N] [--data DIR] [flags]")
+	data := fs.String("data", "", "data dir of a running latch dev to measure (default: start one in this process on a temp dir)")
+	conc := fs.Int("concurrency", 1, fmt.Sprintf("calls in flight at once, 1-%d", benchMaxConc))
+	count := fs.Int("count", benchDefaultCount, fmt.Sprintf("calls per path, 1-%d", benchMaxCount))
+	maxDur := fs.Duration("max-duration", benchDefaultDur, fmt.Sprintf("stop each path after this long (at most %s)", benchMaxDur))
+	if pos, err := parse(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usagef("bench takes no arguments (got %q)", pos)
+	}
+	switch {
+	case *conc < 1 || *conc > benchMaxConc:
+		return usagef("--concurrency %d: must be 1-%d", *conc, benchMaxConc)
+	case *count < 1 || *count > benchMaxCount:
+		return usagef("--count %d: must be 1-%d", *count, benchMaxCount)
+	case *maxDur <= 0 || *maxDur > benchMaxDur:
+		return usagef("--max-duration %s: must be above 0 and at most %s", *maxDur, benchMaxDur)
+	}
+
+	where := "a `latch dev` started in this process on a temp data dir"
+	dir := *data
+	if dir == "" {
+		var stop func()
+		var err error
+		if dir, stop, err = startBenchDev(ctx); err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		where = "the `latch dev` running on " + dir
+	}
+	info, err := readBenchInfo(dir)
+	if err != nil {
+		return err
+	}
+	cp, closeFn, err := (&target{data: dir}).dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	paths, closePaths, err := benchPaths(ctx, info, cp, *conc)
+	if err != nil {
+		return err
+	}
+	defer closePaths()
+
+	fmt.Fprintf(env.Stdout, "latch bench: %d %s calls per path at concurrency %d, against %s\n", *count, benchTool, *conc, where)
+	fmt.Fprintf(env.Stdout, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\t")
+	var direct loadgen.Result
+	for k, p := range paths {
+		pctx, cancel := context.WithTimeout(ctx, *maxDur)
+		res, err := loadgen.Run(pctx, *conc, int64(*count), p.op)
+		cancel()
+		if err != nil {
+			tw.Flush()
+			return fmt.Errorf("%s path: %w", p.name, err)
+		}
+		if ctx.Err() != nil {
+			tw.Flush()
+			return ctx.Err()
+		}
+		if k == 0 {
+			direct = res
+		}
+		ratio, over := "1.00×", "—"
+		if k > 0 && direct.Rate() > 0 {
+			ratio = fmt.Sprintf("%.2f×", res.Rate()/direct.Rate())
+			over = "+" + ms(res.Percentile(0.5)-direct.Percentile(0.5))
+		}
+		n := fmt.Sprint(res.Ops)
+		if res.Stopped {
+			n += " (stopped at --max-duration)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", p.name, n, res.Rate(), ms(res.Percentile(0.5)), ms(res.Percentile(0.99)), ratio, over)
+	}
+	tw.Flush()
+	fmt.Fprintln(env.Stdout)
+	for _, p := range paths {
+		fmt.Fprintf(env.Stdout, "  %-8s %s\n", p.name, p.what)
+	}
+	fmt.Fprintln(env.Stdout, "\nRatios are of this run only; compare runs of one machine, not machines.")
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// startBenchDev runs `latch dev` in this process on a fresh temp data dir
+// and loopback ports until stop is called, and returns the data dir once
+// its dev.json exists.
+func startBenchDev(ctx context.Context) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "latch-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: temp data dir: %w", err)
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	logs := &lockedWriter{w: &bytes.Buffer{}}
+	devEnv := &Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
+	go func() {
+		done <- runDev(dctx, devEnv, []string{"--data", dir, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--log-level", "warn"})
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		_ = os.RemoveAll(dir)
+	}
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Stat(devInfoPath(dir)); err == nil {
+			return dir, stop, nil
+		}
+		select {
+		case err := <-done:
+			done <- err
+			stop()
+			return "", nil, fmt.Errorf("bench: the in-process `latch dev` stopped before serving: %v\n%s", err, logs.String())
+		case <-deadline.C:
+			stop()
+			return "", nil, errors.New("bench: the in-process `latch dev` did not serve within 30s")
+		case <-tick.C:
+		}
+	}
+}
+
+// lockedWriter serialises writes of concurrent loggers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.(*bytes.Buffer).String()
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// readBenchInfo reads dev.json of dir and refuses targets off this machine.
+func readBenchInfo(dir string) (devInfo, error) {
+	var info devInfo
+	raw, err := os.ReadFile(devInfoPath(dir))
+	if err != nil {
+		return info, fmt.Errorf("no `latch dev` runs with data dir %s (%v): start `latch dev --data %s`, or run `latch bench` without --data to start its own", dir, err, dir)
+	}
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return info, fmt.Errorf("%s: %w", devInfoPath(dir), err)
+	}
+	for _, u := range []struct{ name, raw string }{{"MCP front", info.MCPURL}, {"demo target", info.DemoURL}} {
+		p, err := url.Parse(u.raw)
+		if err != nil || p.Hostname() == "" {
+			return info, fmt.Errorf("bench: %s address %q in %s is not a URL", u.name, u.raw, devInfoPath(dir))
+		}
+		if !loopback.Host(p.Hostname()) {
+			return info, fmt.Errorf("bench: refusing to measure %s at %s: latch bench only calls loopback targets (it makes thousands of real calls)", u.name, u.raw)
+		}
+	}
+	return info, nil
+}
+
+// benchPaths builds the three paths; every call i deploys a version unique
+// to this run, so each is a new intent.
+func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlaneClient, conc int) ([]benchPath, func(), error) {
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	run := hex.EncodeToString(nonce[:])
+	version := func(path string, i int64) string { return fmt.Sprintf("bench-%s-%s-%d", run, path, i) }
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}, Timeout: benchCallTimeout}
+
+	direct := func(ctx context.Context, i int64) error {
+		v := version("d", i)
+		body := fmt.Sprintf(`{"service":"bench","version":%q,"region":"us-east-1","reason":""}`, v)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.DemoURL+"/v1/releases", bytes.NewReader([]byte(body)))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "bench-"+v)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("demo target answered %s", resp.Status)
+		}
+		return nil
+	}
+
+	durable := func(ctx context.Context, i int64) error {
+		args := fmt.Sprintf(`{"service":"bench","version":%q}`, version("s", i))
+		resp, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: devActor, Tool: benchTool, Arguments: []byte(args), WaitMs: benchCallTimeout.Milliseconds()})
+		if err != nil {
+			return err
+		}
+		if s := resp.GetExecution().GetState(); s != recordv1.State_STATE_COMPLETED {
+			return fmt.Errorf("execution %s ended %s, not completed", resp.GetExecution().GetId(), s)
+		}
+		return nil
+	}
+
+	// One MCP session per worker, as concurrent agents would have.
+	sessions := make(chan *mcp.ClientSession, conc)
+	closeAll := func() {
+		close(sessions)
+		for s := range sessions {
+			_ = s.Close()
+		}
+	}
+	mhc := &http.Client{Transport: bearer{info.Token}, Timeout: benchCallTimeout}
+	for range conc {
+		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: mhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("bench: connect to the MCP front at %s: %w", info.MCPURL, err)
+		}
+		sessions <- s
+	}
+	viaMCP := func(ctx context.Context, i int64) error {
+		s := <-sessions
+		defer func() { sessions <- s }()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: benchTool, Arguments: map[string]any{"service": "bench", "version": version("m", i)}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			b, _ := json.Marshal(res.Content)
+			return fmt.Errorf("tool error: %s", b)
+		}
+		return nil
+	}
+	return []benchPath{
+		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", direct},
+		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
+		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
+	}, closeAll, nil
+}

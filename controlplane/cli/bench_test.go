@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchOutputShape runs `latch bench --count 50` on its own in-process
+// stack and checks the shape of the report (never the timings): one row per
+// path with all 50 calls, a rate, p50/p99 and the ratio to the direct call.
+func TestBenchOutputShape(t *testing.T) {
+	out, code := runCLI(t, "bench", "--count", "50", "--concurrency", "4")
+	if code != ExitOK {
+		t.Fatalf("latch bench = %d:\n%s", code, out)
+	}
+	row := `\s+%s\s+50\s+\d+\.\d\s+\d+\.\d\dms\s+\d+\.\d\dms\s+\d+\.\d\d×\s+%s`
+	for _, tc := range []struct{ path, over string }{
+		{"direct", "—"},
+		{"durable", `[+-]\d+\.\d\dms`},
+		{"mcp", `[+-]\d+\.\d\dms`},
+	} {
+		re := regexp.MustCompile(`(?m)^` + sprintfRe(row, tc.path, tc.over) + `\s*$`)
+		if !re.MatchString(out) {
+			t.Errorf("no %s row matching %s in:\n%s", tc.path, re, out)
+		}
+	}
+	if !strings.Contains(out, "50 deploy_release calls per path at concurrency 4") {
+		t.Errorf("header missing count and concurrency:\n%s", out)
+	}
+}
+
+func sprintfRe(format string, a ...string) string {
+	for _, s := range a {
+		format = strings.Replace(format, "%s", s, 1)
+	}
+	return format
+}
+
+// TestBenchRefusals: bounds are usage errors, and a dev.json naming a target
+// off this machine is refused before any call.
+func TestBenchRefusals(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--count", "0"},
+		{"bench", "--count", "100001"},
+		{"bench", "--concurrency", "0"},
+		{"bench", "--concurrency", "1000"},
+		{"bench", "--max-duration", "1h"},
+		{"bench", "extra"},
+	} {
+		if out, code := runCLI(t, args...); code != ExitUsage {
+			t.Errorf("latch %v = %d, want %d:\n%s", args, code, ExitUsage, out)
+		}
+	}
+	dir := t.TempDir()
+	info := `{"mcp_url":"http://192.0.2.10:7411/mcp","demo_url":"http://127.0.0.1:7412","token":"x"}`
+	if err := os.WriteFile(filepath.Join(dir, "dev.json"), []byte(info), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runCLI(t, "bench", "--data", dir, "--count", "1")
+	if code == ExitOK || !strings.Contains(out, "only calls loopback targets") {
+		t.Errorf("latch bench against 192.0.2.10 = %d, want a refusal naming loopback:\n%s", code, out)
+	}
+}
