@@ -59,9 +59,8 @@ func (f *Front) addBuiltins(srv *mcp.Server, fixedActor string) {
 	}, f.cancelHandler(fixedActor))
 }
 
-func (f *Front) builtinActor(req *mcp.CallToolRequest, fixedActor string) (string, error) {
-	cc, err := f.caller(req, fixedActor)
-	return cc.actor, err
+func (f *Front) builtinCaller(req *mcp.CallToolRequest, fixedActor string) (callContext, error) {
+	return f.caller(req, fixedActor)
 }
 
 func decodeArgs(req *mcp.CallToolRequest, v any) error {
@@ -118,6 +117,8 @@ func (f *Front) rpcToolError(id string, err error) *mcp.CallToolResult {
 		return toolError(fmt.Sprintf("execution %s cannot be changed: %s", id, status.Convert(err).Message()))
 	case codes.InvalidArgument:
 		return toolError(fmt.Sprintf("bad execution id %q: %s", id, status.Convert(err).Message()))
+	case codes.Unauthenticated:
+		return toolError(fmt.Sprintf("latch refused the call: the agent's credential is not valid (%s); the operator can issue a new token with `latch token create`", status.Convert(err).Message()))
 	}
 	f.log.Warn("control plane call failed", "execution_id", id, "error", err)
 	return toolError("latch could not reach its control plane; try again in a moment.")
@@ -125,44 +126,45 @@ func (f *Front) rpcToolError(id string, err error) *mcp.CallToolResult {
 
 // executionArg reads the caller's actor and the execution_id argument of a
 // built-in tool; a missing id is a badArguments error.
-func (f *Front) executionArg(req *mcp.CallToolRequest, fixedActor string) (actor, id string, err error) {
-	if actor, err = f.builtinActor(req, fixedActor); err != nil {
-		return "", "", err
+func (f *Front) executionArg(req *mcp.CallToolRequest, fixedActor string) (cc callContext, id string, err error) {
+	if cc, err = f.builtinCaller(req, fixedActor); err != nil {
+		return cc, "", err
 	}
 	var in struct {
 		ExecutionID string `json:"execution_id"`
 	}
 	if err := decodeArgs(req, &in); err != nil {
-		return "", "", err
+		return cc, "", err
 	}
 	if in.ExecutionID == "" {
-		return "", "", badArguments{argumentNote(req.Params.Name, `missing required argument "execution_id" (string: an execution_id, act_…, returned by an earlier call)`)}
+		return cc, "", badArguments{argumentNote(req.Params.Name, `missing required argument "execution_id" (string: an execution_id, act_…, returned by an earlier call)`)}
 	}
-	return actor, in.ExecutionID, nil
+	return cc, in.ExecutionID, nil
 }
 
 func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		actor, id, err := f.executionArg(req, fixedActor)
+		cc, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
 			return handlerError(err)
 		}
-		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id, Actor: actor})
+		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id, Actor: cc.actor, Credential: cc.credential})
 		if err != nil {
 			return f.rpcToolError(id, err), nil
 		}
 		// The disposition of a status read is "attached": it reads the same
 		// execution, never makes one.
-		return f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, g.GetExecution(), g.GetResult()), nil
+		return f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, g.GetExecution(), g.GetResult()), nil
 	}
 }
 
 func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		actor, err := f.builtinActor(req, fixedActor)
+		cc, err := f.builtinCaller(req, fixedActor)
 		if err != nil {
 			return handlerError(err)
 		}
+		actor := cc.actor
 		var in struct {
 			Limit int32 `json:"limit"`
 		}
@@ -173,7 +175,7 @@ func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 			in.Limit = 20
 		}
 		in.Limit = min(in.Limit, 1000)
-		l, err := f.cfg.ControlPlane.List(ctx, &controlplanev1.ListRequest{Actor: actor, Limit: in.Limit})
+		l, err := f.cfg.ControlPlane.List(ctx, &controlplanev1.ListRequest{Actor: actor, Limit: in.Limit, Credential: cc.credential})
 		if err != nil {
 			return f.rpcToolError("", err), nil
 		}
@@ -202,15 +204,15 @@ func (f *Front) listHandler(fixedActor string) mcp.ToolHandler {
 
 func (f *Front) cancelHandler(fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		actor, id, err := f.executionArg(req, fixedActor)
+		cc, id, err := f.executionArg(req, fixedActor)
 		if err != nil {
 			return handlerError(err)
 		}
-		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Actor: actor, Reason: "agent called " + ToolCancelExecution})
+		c, err := f.cfg.ControlPlane.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Actor: cc.actor, Reason: "agent called " + ToolCancelExecution, Credential: cc.credential})
 		if err != nil {
 			return f.rpcToolError(id, err), nil
 		}
-		res := f.result(ctx, actor, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, c.GetExecution(), nil)
+		res := f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, c.GetExecution(), nil)
 		if c.GetExecution().GetState() == recordv1.State_STATE_CANCELLED {
 			res.IsError = false // the cancel the caller asked for succeeded
 		}

@@ -26,9 +26,9 @@ import (
 // MetaRun is the `_meta` key of a call's explicit intent scope (DESIGN §5).
 const MetaRun = "latch/run"
 
-func sortedToolNames(c *tools.Catalog) []string {
-	names := make([]string, 0, len(c.Tools))
-	for n := range c.Tools {
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -41,14 +41,14 @@ func sortedToolNames(c *tools.Catalog) []string {
 // (read_only, and idempotency_key whose target honours the execution ID);
 // destructiveHint for review (irreversible, an operator decides after an
 // unknown outcome).
-func mcpTool(t *tools.Tool) (*mcp.Tool, error) {
+func mcpTool(t *controlplanev1.Tool) (*mcp.Tool, error) {
 	schema, err := inputSchema(t)
 	if err != nil {
 		return nil, err
 	}
 	yes, no := true, false
 	ann := &mcp.ToolAnnotations{OpenWorldHint: &yes}
-	switch t.Replay {
+	switch tools.Replay(t.GetReplay()) {
 	case tools.ReplayReadOnly:
 		ann.ReadOnlyHint = true
 		ann.IdempotentHint = true
@@ -60,12 +60,12 @@ func mcpTool(t *tools.Tool) (*mcp.Tool, error) {
 	default: // status_query: not destructive by contract, not idempotent
 		ann.DestructiveHint = &no
 	}
-	desc := t.Description
-	if t.SideEffecting() {
+	desc := t.GetDescription()
+	if t.GetSideEffecting() {
 		desc = strings.TrimSpace(desc + " Latch runs each intent once: calling again with the same arguments attaches to the same execution; to repeat on purpose, pass repeat_of.")
 	}
 	return &mcp.Tool{
-		Name:         t.Name,
+		Name:         t.GetName(),
 		Description:  desc,
 		InputSchema:  schema,
 		OutputSchema: callResultSchema,
@@ -103,11 +103,12 @@ var callResultSchema = json.RawMessage(`{
   }
 }`)
 
-// inputSchema is the catalog schema served as is, plus the optional
-// repeat_of argument on side-effecting tools (tools.Tool.MCPInputSchema).
-// The SDK needs an object schema; anything else is a catalog defect.
-func inputSchema(t *tools.Tool) (json.RawMessage, error) {
-	raw := t.MCPInputSchema()
+// inputSchema is the schema the control plane serves (the catalog schema
+// plus the optional repeat_of argument on side-effecting tools:
+// tools.Tool.MCPInputSchema). The SDK needs an object schema; anything else
+// is a catalog defect.
+func inputSchema(t *controlplanev1.Tool) (json.RawMessage, error) {
+	raw := json.RawMessage(t.GetInputSchema())
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil || m["type"] != "object" {
 		return nil, fmt.Errorf("input schema must be a JSON object schema with type \"object\"")
@@ -117,10 +118,13 @@ func inputSchema(t *tools.Tool) (json.RawMessage, error) {
 
 // callContext is what one tools/call knows about its caller.
 type callContext struct {
-	actor    string
-	scope    string
-	evidence *recordv1.Evidence
-	stateful bool
+	actor string
+	// credential is the agent's token when the control plane
+	// authenticates it (CredentialForwarder); never logged.
+	credential string
+	scope      string
+	evidence   *recordv1.Evidence
+	stateful   bool
 }
 
 func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext, error) {
@@ -134,6 +138,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 	case req.Extra != nil && req.Extra.TokenInfo != nil:
 		cc.actor = req.Extra.TokenInfo.UserID
 		ev.TokenId, _ = req.Extra.TokenInfo.Extra["token_id"].(string)
+		cc.credential, _ = req.Extra.TokenInfo.Extra[extraCredential].(string)
 	case !f.authRequired():
 		cc.actor = f.cfg.LoopbackActor
 	}
@@ -175,7 +180,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 	return cc, nil
 }
 
-func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler {
+func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if f.testCallDone != nil {
 			defer f.testCallDone()
@@ -191,7 +196,7 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
-		log := f.log.With("tool", tool.Name, "actor", cc.actor)
+		log := f.log.With("tool", tool, "actor", cc.actor)
 		// Without a progress token nothing needs the transitions in
 		// between: the control plane waits for the execution to rest and
 		// answers in the same round trip. It answers at once when the
@@ -203,7 +208,8 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		}
 		resp, err := f.cfg.ControlPlane.Submit(ctx, &controlplanev1.SubmitRequest{
 			Actor:       cc.actor,
-			Tool:        tool.Name,
+			Credential:  cc.credential,
+			Tool:        tool,
 			Arguments:   args,
 			IntentScope: cc.scope,
 			Evidence:    cc.evidence,
@@ -225,7 +231,7 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return f.result(ctx, cc.actor, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), nil
+		return f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), nil
 	}
 }
 
@@ -234,11 +240,13 @@ func (f *Front) callHandler(tool *tools.Tool, fixedActor string) mcp.ToolHandler
 // so are refusals. Protocol errors are left to the SDK (unknown tool,
 // malformed request). Anything else is a tool error telling the model what
 // is safe.
-func (f *Front) submitError(log hclog.Logger, tool *tools.Tool, err error) (*mcp.CallToolResult, error) {
+func (f *Front) submitError(log hclog.Logger, tool string, err error) (*mcp.CallToolResult, error) {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return toolError(argumentNote(tool.Name, statusProblem(st))), nil
+		return toolError(argumentNote(tool, statusProblem(st))), nil
+	case codes.Unauthenticated:
+		return toolError(fmt.Sprintf("latch refused the call, nothing was executed: the agent's credential is not valid (%s); the operator can issue a new token with `latch token create`", st.Message())), nil
 	case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
 		return toolError(fmt.Sprintf("latch refused the call: %s", sentinelPrefixes.ReplaceAllString(st.Message(), ""))), nil
 	}
@@ -300,7 +308,7 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 	}
 	wctx, cancel := context.WithTimeoutCause(ctx, f.cfg.WaitBound, errWaitBound)
 	defer cancel()
-	stream, err := f.cfg.ControlPlane.Watch(wctx, &controlplanev1.WatchRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
+	stream, err := f.cfg.ControlPlane.Watch(wctx, &controlplanev1.WatchRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential})
 	if err != nil {
 		return f.settle(ctx, cc, exec), nil, ctx.Err()
 	}
@@ -381,7 +389,7 @@ func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execu
 	if ctx.Err() != nil {
 		return exec
 	}
-	resp, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor})
+	resp, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential})
 	if err != nil {
 		return exec
 	}
@@ -418,7 +426,7 @@ func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContex
 	if cc.evidence.GetJsonrpcId() != "" {
 		reason += " for request " + cc.evidence.GetJsonrpcId()
 	}
-	resp, err := f.cfg.ControlPlane.Cancel(cctx, &controlplanev1.CancelRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Reason: reason})
+	resp, err := f.cfg.ControlPlane.Cancel(cctx, &controlplanev1.CancelRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Reason: reason, Credential: cc.credential})
 	if err != nil {
 		log.Warn("cancel not applied", "execution_id", exec.GetId(), "error", err)
 		return nil, waitErr
@@ -491,7 +499,7 @@ func viewResult(r *recordv1.Result) *ResultView {
 //
 // nd is the note's disposition axis: axisDisp(disp) for a tool call,
 // dispNew for a status read or cancel, which describe the execution itself.
-func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposition, nd noteDisp, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
+func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Disposition, nd noteDisp, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
 	cr := CallResult{
 		ExecutionID:  exec.GetId(),
 		Disposition:  dispositionName(disp),
@@ -508,7 +516,7 @@ func (f *Front) result(ctx context.Context, actor string, disp recordv1.Disposit
 	case completed && r != nil:
 		cr.Result = viewResult(r)
 	case completed:
-		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: actor}); err == nil {
+		if g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential}); err == nil {
 			if g.GetExecution() != nil {
 				exec = g.GetExecution()
 			}

@@ -1,7 +1,10 @@
-// Package mcpfront is the MCP server agents talk to: it turns every catalog
-// tool into an MCP tool, authenticates callers to actors, submits each call to
-// the control plane (which decides whether it is a new execution or the same
-// one again) and waits on the execution, streaming progress, until it rests.
+// Package mcpfront is the MCP server agents talk to: it serves the control
+// plane's catalog tools as MCP tools (ListTools, followed as the catalog
+// version changes: tools.go), authenticates callers to actors through the
+// control plane (AuthenticateAgent, cached briefly: agentauth.go), submits
+// each call to the control plane with the agent's credential (the control
+// plane decides whether it is a new execution or the same one again) and
+// waits on the execution, streaming progress, until it rests.
 //
 // It serves Streamable HTTP in both protocol eras on one path (stateful
 // 2025-11-25 with resumable streams, stateless 2026-07-28) and stdio. It never
@@ -28,7 +31,6 @@ import (
 
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // Defaults.
@@ -51,16 +53,25 @@ var (
 )
 
 // TokenVerifier maps a bearer token to an actor. Implemented by
-// auth.TokenStore.
+// *ControlPlaneTokens (the control plane's tokens, asked over the API).
 type TokenVerifier interface {
 	Verify(ctx context.Context, token string) (actor string, tokenID string, err error)
+}
+
+// CredentialForwarder is implemented by verifiers whose tokens the control
+// plane authenticates itself (*ControlPlaneTokens): the front sends such a
+// token with every Submit, and the control plane takes the actor from it.
+// A verifier that authenticates agents in the front (JWT) forwards nothing:
+// its actor reaches Submit as the actor field, which the control plane
+// accepts only from a front bound to that actor (latch serve --front-actor).
+type CredentialForwarder interface {
+	ForwardCredential(token string) bool
 }
 
 // Config names the front's dependencies.
 type Config struct {
 	Logger       hclog.Logger
 	ControlPlane controlplanev1.ControlPlaneClient
-	Catalog      *tools.Catalog
 	// Tokens authenticates HTTP callers. Nil (and OAuth nil): no
 	// authentication, every HTTP caller is LoopbackActor; the binary allows
 	// that only on loopback.
@@ -120,15 +131,21 @@ type Front struct {
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.
 	testCallDone func()
+
+	// toolsMu guards the catalog the front serves and the MCP servers it
+	// is installed in (the HTTP one and one per stdio session).
+	toolsMu sync.Mutex
+	version string
+	tools   map[string]*controlplanev1.Tool
+	servers map[*mcp.Server]string // → the server's fixed actor
 }
 
-// New validates cfg, fills defaults and registers every catalog tool.
+// New validates cfg and fills defaults. The front serves no catalog tool
+// until Sync fetched the catalog from the control plane; Follow keeps it
+// current.
 func New(cfg Config) (*Front, error) {
 	if cfg.ControlPlane == nil {
 		return nil, fmt.Errorf("%w: ControlPlane is nil", ErrBadConfig)
-	}
-	if cfg.Catalog == nil {
-		return nil, fmt.Errorf("%w: Catalog is nil (load one with --catalog)", ErrBadConfig)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -154,6 +171,8 @@ func New(cfg Config) (*Front, error) {
 		pending: make(map[string]struct{}),
 		closing: make(chan struct{}),
 		tracer:  tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/mcpfront"),
+		tools:   map[string]*controlplanev1.Tool{},
+		servers: map[*mcp.Server]string{},
 	}
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
@@ -167,11 +186,7 @@ func New(cfg Config) (*Front, error) {
 		}
 		f.metadataURL = u
 	}
-	srv, err := f.newServer("")
-	if err != nil {
-		return nil, err
-	}
-	f.server = srv
+	f.server = f.newServer("")
 	f.events = mcp.NewMemoryEventStore(nil)
 	get := func(*http.Request) *mcp.Server { return f.server }
 	f.stateful = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
@@ -195,27 +210,33 @@ func New(cfg Config) (*Front, error) {
 	return f, nil
 }
 
-// newServer builds an MCP server with every catalog tool and the built-ins.
+// newServer builds an MCP server with the built-ins and the catalog tools
+// the front serves now, and keeps it current until dropServer.
 // fixedActor is the actor of every call (stdio); "" means "from the token".
-func (f *Front) newServer(fixedActor string) (*mcp.Server, error) {
+func (f *Front) newServer(fixedActor string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "latch", Version: f.cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Latch gives every side-effecting call an execution identity. " +
 			"Never retry a call whose outcome is unknown: check latch_execution_status. " +
 			"To repeat an action on purpose, pass repeat_of with the execution id you are repeating.",
 	})
-	for _, name := range sortedToolNames(f.cfg.Catalog) {
-		tool := f.cfg.Catalog.Tools[name]
-		mt, err := mcpTool(tool)
-		if err != nil {
-			return nil, fmt.Errorf("%w: tool %s: %v", ErrBadConfig, name, err)
-		}
-		srv.AddTool(mt, f.callHandler(tool, fixedActor))
-	}
 	if f.cfg.Metrics != nil {
 		srv.AddReceivingMiddleware(f.cfg.Metrics.countRequests)
 	}
 	f.addBuiltins(srv, fixedActor)
-	return srv, nil
+	f.toolsMu.Lock()
+	defer f.toolsMu.Unlock()
+	for _, name := range sortedNames(f.tools) {
+		f.addTool(srv, f.tools[name], fixedActor)
+	}
+	f.servers[srv] = fixedActor
+	return srv
+}
+
+// dropServer stops keeping srv current (its session ended).
+func (f *Front) dropServer(srv *mcp.Server) {
+	f.toolsMu.Lock()
+	defer f.toolsMu.Unlock()
+	delete(f.servers, srv)
 }
 
 // HTTPHandler serves Streamable HTTP at /mcp in both protocol eras.
@@ -265,10 +286,8 @@ func (f *Front) ServeStdio(ctx context.Context, actor string) error {
 
 // serveTransport serves one session over t as actor (stdio, tests).
 func (f *Front) serveTransport(ctx context.Context, actor string, t mcp.Transport) error {
-	srv, err := f.newServer(actor)
-	if err != nil {
-		return err
-	}
+	srv := f.newServer(actor)
+	defer f.dropServer(srv)
 	return srv.Run(ctx, &deliveringTransport{inner: t, front: f})
 }
 

@@ -632,8 +632,8 @@ func TestNewValidates(t *testing.T) {
 		name string
 		cfg  Config
 	}{
-		{"no control plane", Config{Catalog: testCatalog()}},
-		{"progress interval above 15s", Config{Catalog: testCatalog(), ProgressInterval: 20 * time.Second}},
+		{"no control plane", Config{}},
+		{"progress interval above 15s", Config{ProgressInterval: 20 * time.Second}},
 	}
 	st := newTestStack(t, stackOptions{})
 	for _, tt := range tests {

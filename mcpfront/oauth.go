@@ -94,7 +94,11 @@ func (f *Front) verifyToken(ctx context.Context, token string, r *http.Request) 
 		f.log.Debug("bearer token refused", "peer", r.RemoteAddr, "error", err)
 		return nil, sdkauth.ErrInvalidToken
 	}
-	return &sdkauth.TokenInfo{UserID: actor, Extra: map[string]any{"token_id": tokenID}}, nil
+	extra := map[string]any{"token_id": tokenID}
+	if fw, ok := f.cfg.Tokens.(CredentialForwarder); ok && fw.ForwardCredential(token) {
+		extra[extraCredential] = token // sent with Submit (call.go); never logged
+	}
+	return &sdkauth.TokenInfo{UserID: actor, Extra: extra}, nil
 }
 
 // challenge is the WWW-Authenticate value of a 401 (RFC 6750 §3, RFC 9728

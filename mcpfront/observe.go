@@ -15,7 +15,6 @@ import (
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // MetaTraceparent is the `_meta` key of a call's W3C trace context; the HTTP
@@ -103,12 +102,12 @@ func (m *Metrics) countRequests(next mcp.MethodHandler) mcp.MethodHandler {
 // caller's trace context: `_meta.traceparent`, else the HTTP traceparent
 // header) and its metrics. done is called with the submit's answer (nil when
 // it failed) when the handler returns.
-func (f *Front) observeCall(ctx context.Context, req *mcp.CallToolRequest, tool *tools.Tool) (context.Context, func(disposition recordv1.Disposition, exec *recordv1.Execution, err error)) {
+func (f *Front) observeCall(ctx context.Context, req *mcp.CallToolRequest, tool string) (context.Context, func(disposition recordv1.Disposition, exec *recordv1.Execution, err error)) {
 	if tp, ts := callerTrace(req); tp != "" && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.WithTraceparent(ctx, tp, ts)
 	}
 	ctx, span := f.tracer.Start(ctx, "mcp tools/call", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(tracing.AttrTool.String(tool.Name)))
+		trace.WithAttributes(tracing.AttrTool.String(tool)))
 	m := f.cfg.Metrics
 	start := time.Now()
 	if m != nil {
@@ -126,7 +125,7 @@ func (f *Front) observeCall(ctx context.Context, req *mcp.CallToolRequest, tool 
 		span.End()
 		if m != nil {
 			m.inflight.Dec()
-			m.calls.WithLabelValues(tool.Name, disp).Inc()
+			m.calls.WithLabelValues(tool, disp).Inc()
 			m.wait.Observe(time.Since(start).Seconds())
 		}
 	}

@@ -8,14 +8,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/tools"
 )
 
 // TestClientGoneIsNotAWarning: a submit cut because the client went away
 // is logged at debug; a control plane that cannot be reached is a warning.
 func TestClientGoneIsNotAWarning(t *testing.T) {
 	f := &Front{}
-	tool := &tools.Tool{Name: "deploy_release"}
+	tool := "deploy_release"
 	for _, c := range []struct {
 		name string
 		err  error

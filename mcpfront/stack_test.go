@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +28,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -150,6 +150,10 @@ type stackOptions struct {
 	AllowedOrigins   []string
 	Actors           []string // token holders (default alice, bob)
 	Quiet            bool     // log warnings only (benchmarks)
+	// Clock and AuthCacheBound drive the front's token cache and the
+	// control plane's tokens (nil, 0: the wall clock, the 5 s bound).
+	Clock          func() time.Time
+	AuthCacheBound time.Duration
 	// OAuth, when set, builds the front's JWT verifier for its resource URL
 	// (the test server's /mcp).
 	OAuth func(t testing.TB, resource string) *auth.JWTVerifier
@@ -165,6 +169,8 @@ type testStack struct {
 	Front  *Front
 	CP     controlplanev1.ControlPlaneClient
 	engine *engine.Engine
+	store  *store.Store
+	Tokens *tokens.Service
 	effect *effectServer
 	tokens map[string]string // actor → bearer token
 	// callDone receives one value each time a catalog tool handler returned.
@@ -179,10 +185,19 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 
 	// The real control plane (Badger in a temp dir, the HTTP channel to the
 	// effect server) served over bufconn.
-	st.engine = startControlPlane(t, cat)
+	var cpStore *store.Store
+	st.engine, cpStore = startControlPlane(t, cat)
+	ts, err := tokens.New(tokens.Config{Store: cpStore, Clock: opts.Clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Tokens, st.store = ts, cpStore
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
-	svc, err := api.New(api.Config{Engine: st.engine})
+	// Callers are the operator's, as on the control plane's unix socket:
+	// stdio sessions name their actor; HTTP calls carry the agent's token,
+	// which the control plane authenticates on every Submit.
+	svc, err := api.New(api.Config{Engine: st.engine, Tokens: ts, Caller: func(context.Context) api.Caller { return api.Caller{Identity: "unix", Operator: true} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,16 +211,12 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	}
 	st.CP = controlplanev1.NewControlPlaneClient(conn)
 
-	store, err := auth.OpenTokenStore(filepath.Join(t.TempDir(), "tokens.json"))
-	if err != nil {
-		t.Fatalf("OpenTokenStore: %v", err)
-	}
 	actors := opts.Actors
 	if len(actors) == 0 {
 		actors = []string{"alice", "bob"}
 	}
 	for _, a := range actors {
-		tok, err := store.Create(a)
+		tok, _, err := ts.Create(t.Context(), a, 0)
 		if err != nil {
 			t.Fatalf("Create(%s): %v", a, err)
 		}
@@ -224,11 +235,14 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	if opts.Quiet {
 		logger.SetLevel(hclog.Warn)
 	}
+	verifier, err := NewControlPlaneTokens(st.CP, opts.AuthCacheBound, opts.Clock)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.Front, err = New(Config{
 		Logger:           logger,
 		ControlPlane:     st.CP,
-		Catalog:          cat,
-		Tokens:           store,
+		Tokens:           verifier,
 		OAuth:            oauth,
 		WaitBound:        opts.WaitBound,
 		ProgressInterval: opts.ProgressInterval,
@@ -236,6 +250,9 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if err := st.Front.Sync(t.Context()); err != nil {
+		t.Fatalf("Sync: %v", err)
 	}
 	st.Front.testCallDone = func() {
 		select {
@@ -257,7 +274,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 
 // startControlPlane runs the real engine on Badger in a temp dir with the
 // HTTP channel, and stops it when the test ends.
-func startControlPlane(t testing.TB, cat *tools.Catalog) *engine.Engine {
+func startControlPlane(t testing.TB, cat *tools.Catalog) (*engine.Engine, *store.Store) {
 	t.Helper()
 	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
 	if err != nil {
@@ -292,7 +309,7 @@ func startControlPlane(t testing.TB, cat *tools.Catalog) *engine.Engine {
 		s.Close()
 		d.Close()
 	})
-	return e
+	return e, s
 }
 
 // testLogger writes through t.Log.

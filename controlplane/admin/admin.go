@@ -1,5 +1,6 @@
 // Package admin serves the Admin gRPC service: the vault (status, unlock,
-// lock, put, list) and bearer tokens for agents. It runs next to the
+// lock, put, list), agents' bearer tokens (controlplane/tokens, in the
+// store) and catalog reloads (controlplane/catalog). It runs next to the
 // ControlPlane service on the control plane's socket; no response ever
 // carries a stored secret.
 package admin
@@ -7,7 +8,6 @@ package admin
 import (
 	"context"
 	"errors"
-	"regexp"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,46 +15,57 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// Tokens creates, lists and revokes bearer tokens for actors. Implemented
-// by mcpfront/auth's TokenStore.
+// Tokens creates, lists and revokes agents' bearer tokens. Implemented by
+// *tokens.Service.
 type Tokens interface {
-	Create(actor string) (string, error)
-	List() ([]auth.Token, error)
-	Revoke(idOrActor string) (int, error)
+	Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error)
+	List(all bool) ([]*recordv1.AgentToken, error)
+	Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1.AgentToken, error)
+}
+
+// Catalog reloads the tool catalog. Implemented by *catalog.Manager.
+type Catalog interface {
+	Reload(ctx context.Context, trigger string) (catalog.Result, error)
 }
 
 // Config names the service's dependencies.
 type Config struct {
-	Logger hclog.Logger
-	Vault  *vault.Vault
-	// Tokens may be nil when no MCP front uses this control plane.
-	Tokens Tokens
+	Logger  hclog.Logger
+	Vault   *vault.Vault
+	Tokens  Tokens
+	Catalog Catalog
 }
 
 // Service implements controlplanev1.AdminServer.
 type Service struct {
 	controlplanev1.UnsafeAdminServer
-	log    hclog.Logger
-	vault  *vault.Vault
-	tokens Tokens
+	log     hclog.Logger
+	vault   *vault.Vault
+	tokens  Tokens
+	catalog Catalog
 }
 
 var _ controlplanev1.AdminServer = (*Service)(nil)
 
 // New builds the service.
 func New(cfg Config) (*Service, error) {
-	if cfg.Vault == nil {
-		return nil, errors.New("admin: Config.Vault is required")
+	if cfg.Vault == nil || cfg.Tokens == nil || cfg.Catalog == nil {
+		return nil, errors.New("admin: Config.Vault, Config.Tokens and Config.Catalog are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens}, nil
+	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog}, nil
 }
 
 // Register adds the service to a gRPC server.
@@ -122,55 +133,77 @@ func (s *Service) VaultList(context.Context, *controlplanev1.VaultListRequest) (
 	return &controlplanev1.VaultListResponse{Names: names}, nil
 }
 
-var actorName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$`)
-
-func (s *Service) CreateToken(_ context.Context, req *controlplanev1.CreateTokenRequest) (*controlplanev1.CreateTokenResponse, error) {
-	if s.tokens == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this control plane has no token store (run the MCP front with --tokens)")
+func (s *Service) CreateToken(ctx context.Context, req *controlplanev1.CreateTokenRequest) (*controlplanev1.CreateTokenResponse, error) {
+	if !tokens.ValidActor(req.GetActor()) {
+		return nil, status.Error(codes.InvalidArgument, "actor name must be 1-128 characters of letters, digits, _ . @ -, starting with a letter or digit")
 	}
-	if !actorName.MatchString(req.GetActor()) {
-		return nil, status.Error(codes.InvalidArgument, "actor name must be 1-128 characters of letters, digits, _ . @ -")
+	ttl := time.Duration(req.GetTtlSeconds()) * time.Second
+	if req.GetTtlSeconds() < 0 || req.GetTtlSeconds() > int64(tokens.MaxTTL/time.Second) {
+		return nil, status.Errorf(codes.InvalidArgument, "ttl must be positive and at most %s (or none: until revoked)", tokens.MaxTTL)
 	}
-	tok, err := s.tokens.Create(req.GetActor())
+	secret, t, err := s.tokens.Create(ctx, req.GetActor(), ttl)
 	if err != nil {
-		s.log.Error("create token failed", "actor", req.GetActor(), "error", err)
-		return nil, status.Error(codes.Internal, "cannot store the token; see the control plane's log")
+		return nil, tokenStatus(s, err)
 	}
-	s.log.Info("token created", "actor", req.GetActor())
-	return &controlplanev1.CreateTokenResponse{Token: tok, Actor: req.GetActor()}, nil
+	return &controlplanev1.CreateTokenResponse{Token: secret, Actor: t.GetActor(), Id: t.GetId(), ExpiresAt: rfc3339(t.GetExpiresAt())}, nil
 }
 
-func (s *Service) ListTokens(context.Context, *controlplanev1.ListTokensRequest) (*controlplanev1.ListTokensResponse, error) {
-	if s.tokens == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this control plane has no token store")
-	}
-	ts, err := s.tokens.List()
+func (s *Service) ListTokens(_ context.Context, req *controlplanev1.ListTokensRequest) (*controlplanev1.ListTokensResponse, error) {
+	ts, err := s.tokens.List(req.GetAll())
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, tokenStatus(s, err)
 	}
 	out := &controlplanev1.ListTokensResponse{}
 	for _, t := range ts {
-		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{Id: t.ID, Actor: t.Actor, CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339)})
+		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{
+			Id: t.GetId(), Actor: t.GetActor(), CreatedAt: rfc3339(t.GetCreatedAt()), ExpiresAt: rfc3339(t.GetExpiresAt()),
+			LastUsedAt: rfc3339(t.GetLastUsedAt()), RevokedAt: rfc3339(t.GetRevokedAt()), Origin: t.GetOrigin(),
+		})
 	}
 	return out, nil
 }
 
-func (s *Service) RevokeToken(_ context.Context, req *controlplanev1.RevokeTokenRequest) (*controlplanev1.RevokeTokenResponse, error) {
-	if s.tokens == nil {
-		return nil, status.Error(codes.FailedPrecondition, "this control plane has no token store")
-	}
+func (s *Service) RevokeToken(ctx context.Context, req *controlplanev1.RevokeTokenRequest) (*controlplanev1.RevokeTokenResponse, error) {
 	if req.GetIdOrActor() == "" {
 		return nil, status.Error(codes.InvalidArgument, "id_or_actor is required")
 	}
-	n, err := s.tokens.Revoke(req.GetIdOrActor())
-	if errors.Is(err, auth.ErrNotFound) {
-		return nil, status.Error(codes.NotFound, err.Error())
-	}
+	ts, err := s.tokens.Revoke(ctx, req.GetIdOrActor(), "operator")
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, tokenStatus(s, err)
 	}
-	s.log.Info("tokens revoked", "id_or_actor", req.GetIdOrActor(), "count", n)
-	return &controlplanev1.RevokeTokenResponse{Revoked: int32(n)}, nil
+	return &controlplanev1.RevokeTokenResponse{Revoked: int32(len(ts))}, nil
+}
+
+func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCatalogRequest) (*controlplanev1.ReloadCatalogResponse, error) {
+	r, err := s.catalog.Reload(ctx, catalog.TriggerReload)
+	switch {
+	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, catalog.ErrUnreadable):
+		return nil, status.Errorf(codes.InvalidArgument, "%v\nnothing changed: catalog %s stays in force", err, r.Version)
+	case err != nil:
+		s.log.Error("catalog reload failed", "error", err)
+		return nil, status.Errorf(codes.Internal, "catalog reload failed; nothing changed (catalog %s stays in force); see the control plane's log", r.Version)
+	}
+	return &controlplanev1.ReloadCatalogResponse{Version: r.Version, Previous: r.Previous, Changed: r.Changed, Source: r.Source, Tools: int32(len(r.Catalog.Tools))}, nil
+}
+
+func tokenStatus(s *Service, err error) error {
+	switch {
+	case errors.Is(err, tokens.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, tokens.ErrBadActor), errors.Is(err, tokens.ErrBadTTL):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrClosed):
+		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
+	}
+	s.log.Error("token operation failed", "error", err)
+	return status.Error(codes.Internal, "token operation failed; see the control plane's log")
+}
+
+func rfc3339(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return t.AsTime().UTC().Format(time.RFC3339)
 }
 
 func vaultStatus(err error) error {

@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,14 +45,27 @@ type Config struct {
 	Engine *engine.Engine
 	// Observer, when set, is told about each Submit (observe.go).
 	Observer SubmitObserver
+	// Tokens authenticates agent credentials (AuthenticateAgent, Submit).
+	// Nil: no token store; only callers allowed to act as an actor submit.
+	Tokens Authenticator
+	// FrontActors binds front identities to actors (see FrontActors).
+	FrontActors FrontActors
+	// Caller tells who made a call (default PeerCaller).
+	Caller CallerFunc
 }
 
 // Service implements controlplanev1.ControlPlaneServer.
 type Service struct {
 	controlplanev1.UnsafeControlPlaneServer
-	log hclog.Logger
-	e   *engine.Engine
-	obs SubmitObserver
+	log    hclog.Logger
+	e      *engine.Engine
+	tokens Authenticator
+	fronts FrontActors
+	caller CallerFunc
+	obs    SubmitObserver
+
+	drainOnce sync.Once
+	draining  chan struct{}
 }
 
 var _ controlplanev1.ControlPlaneServer = (*Service)(nil)
@@ -64,16 +78,27 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, obs: cfg.Observer}, nil
+	if cfg.Caller == nil {
+		cfg.Caller = PeerCaller
+	}
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller, obs: cfg.Observer, draining: make(chan struct{})}, nil
 }
+
+// Drain ends the long polls in progress (ListTools answers "unchanged") and
+// makes new ones answer at once, so a graceful stop is not held up by them.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
 
 func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
+	actor, ev, err := s.submitActor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	in := engine.SubmitInput{
-		Actor: req.GetActor(), Tool: req.GetTool(), Arguments: req.GetArguments(),
-		Scope: req.GetIntentScope(), Evidence: req.GetEvidence(),
+		Actor: actor, Tool: req.GetTool(), Arguments: req.GetArguments(),
+		Scope: req.GetIntentScope(), Evidence: ev,
 	}
 	ctx, observed := s.observeSubmit(ctx, &in)
 	r, err := s.e.Submit(ctx, in)
@@ -129,7 +154,11 @@ func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*con
 	if req.GetExecutionId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "execution_id is required")
 	}
-	x, r, err := s.e.Get(req.GetExecutionId(), req.GetActor())
+	actor, err := s.readActor(ctx, "Get", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	x, r, err := s.e.Get(req.GetExecutionId(), actor)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -140,7 +169,11 @@ func (s *Service) List(ctx context.Context, req *controlplanev1.ListRequest) (*c
 	if req.GetLimit() < 0 || req.GetLimit() > 1000 {
 		return nil, status.Error(codes.InvalidArgument, "limit must be between 0 (default 100) and 1000")
 	}
-	xs, err := s.e.List(store.Filter{Actor: req.GetActor(), Tool: req.GetTool(), State: req.GetState(), Limit: int(req.GetLimit())})
+	actor, err := s.readActor(ctx, "List", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	xs, err := s.e.List(store.Filter{Actor: actor, Tool: req.GetTool(), State: req.GetState(), Limit: int(req.GetLimit())})
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
@@ -153,7 +186,11 @@ func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStre
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	ch, err := s.e.Watch(ctx, req.GetExecutionId(), req.GetActor())
+	actor, err := s.readActor(ctx, "Watch", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return err
+	}
+	ch, err := s.e.Watch(ctx, req.GetExecutionId(), actor)
 	if err != nil {
 		return s.toStatus(err)
 	}
@@ -191,7 +228,11 @@ func (s *Service) MarkDelivered(ctx context.Context, req *controlplanev1.MarkDel
 }
 
 func (s *Service) Cancel(ctx context.Context, req *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error) {
-	x, err := s.e.Cancel(ctx, req.GetExecutionId(), req.GetActor(), req.GetReason())
+	actor, err := s.readActor(ctx, "Cancel", req.GetActor(), req.GetCredential())
+	if err != nil {
+		return nil, err
+	}
+	x, err := s.e.Cancel(ctx, req.GetExecutionId(), actor, req.GetReason())
 	if err != nil {
 		return nil, s.toStatus(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/authz"
-	"github.com/latchhq/latch/tools"
+	"github.com/latchhq/latch/controlplane/catalog"
 )
 
 // TestAuthorizationTableCoversEveryRPC walks every RPC the control plane
@@ -15,11 +15,7 @@ import (
 // everyone, and an entry without an RPC is stale.
 func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 	_, url := newTarget(t)
-	cat, err := tools.Load(writeCatalog(t, url))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := newStack(stackConfig{Logger: hclog.NewNullLogger(), DataDir: t.TempDir(), Catalog: cat, DevVault: true})
+	st, err := newStack(stackConfig{Logger: hclog.NewNullLogger(), DataDir: t.TempDir(), Catalog: catalog.File(writeCatalog(t, url)), DevVault: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,8 +53,8 @@ type benchPath struct {
 // measures the `latch dev` running on that dir (its dev.json). Either way
 // every call is a new execution, and only loopback targets are accepted.
 func runBench(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	data := fs.String("data", "", "data dir of a running `latch dev` to measure (default: start one in this process on a temp dir)")
+	fs := newFlagSet(env, "bench", "bench [--concurrency N] [--count N] [--data DIR] [flags]")
+	data := fs.String("data", "", "data dir of a running latch dev to measure (default: start one in this process on a temp dir)")
 	conc := fs.Int("concurrency", 1, fmt.Sprintf("calls in flight at once, 1-%d", benchMaxConc))
 	count := fs.Int("count", benchDefaultCount, fmt.Sprintf("calls per path, 1-%d", benchMaxCount))
 	maxDur := fs.Duration("max-duration", benchDefaultDur, fmt.Sprintf("stop each path after this long (at most %s)", benchMaxDur))

@@ -10,6 +10,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -62,10 +63,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
 	}
 	defer mcpLis.Close()
-	cat, err := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
-	if err != nil {
-		return err
-	}
+	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
 	chosen, source := *devToken, devstack.TokenFromFlag
 	if chosen == "" {
 		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
@@ -102,12 +100,18 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	} else if _, err := oauth.Config(""); err != nil {
 		return usagef("%v", err)
 	}
-	ob, err := newObservability(ctx, log, cat)
+	// The metrics' tool labels are bounded by the catalog at start.
+	labels, _, _, err := cat.Load()
+	if err != nil {
+		return err
+	}
+	ob, err := newObservability(ctx, log, labels)
 	if err != nil {
 		return err
 	}
 	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...)}
+	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
@@ -135,8 +139,8 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
-		ControlPlane: controlplanev1.NewControlPlaneClient(conn), Catalog: cat,
-		Token: token, Tokens: st.tokens, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
+		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 		OpsURL: opsURL, Registry: ob.reg, Tracer: ob.tracer,
 	})

@@ -240,6 +240,7 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	row("intent_scope", x.GetIntentScope())
 	row("fingerprint", x.GetFingerprint())
 	row("repeat_of", x.GetRepeatOf())
+	row("catalog_version", x.GetCatalogVersion())
 	row("state", lifecycle.Name(x.GetState()))
 	row("outcome", outcomeName(x.GetOutcome()))
 	if x.GetTargetStatus() != 0 || x.GetOutcome() != 0 {

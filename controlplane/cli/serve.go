@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
@@ -30,6 +34,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	var actors, trusted listFlag
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
 	fs.Var(&trusted, "trusted-actor", "an actor whose agent sessions need no authorization (repeatable)")
+	var frontActors listFlag
+	fs.Var(&frontActors, "front-actor", "IDENTITY=ACTOR: the front whose client certificate identity is IDENTITY may submit as ACTOR without the agent's token (a stdio front bound to ACTOR; * for a front that authenticates agents itself, e.g. with JWT) (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
 	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (latch-mcp or operators on other hosts); mutual TLS 1.3 (--tls-cert, --tls-key, --tls-client-ca) required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
@@ -62,6 +68,17 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	fa := api.FrontActors{}
+	for _, v := range frontActors {
+		id, actor, err := api.ParseFrontActor(v)
+		if err != nil {
+			return usagef("--front-actor %q: %v", v, err)
+		}
+		fa[id] = append(fa[id], actor)
+	}
+	// The metrics' tool labels are bounded by the catalog at start (tools
+	// a later reload adds count as "other" until the next start); the
+	// control plane itself loads and owns the catalog (catalog.File).
 	cat, err := tools.Load(*catalogPath)
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
@@ -72,9 +89,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: cat, CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
-		TCPAddr: *grpcListen, TLS: tlsCfg,
+		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
 			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
@@ -88,7 +105,33 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		st.srv.Store.Close()
 		return err
 	}
+	stopHUP := reloadOnHUP(ctx, st.srv.Catalog, logger)
+	defer stopHUP()
 	return st.srv.Run(ctx)
+}
+
+// reloadOnHUP reloads the catalog on every SIGHUP until ctx ends or the
+// returned stop is called. A refused catalog is logged by the manager and
+// changes nothing.
+func reloadOnHUP(ctx context.Context, m *catalog.Manager, log hclog.Logger) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-hup:
+				if _, err := m.Reload(ctx, catalog.TriggerSIGHUP); err != nil {
+					log.Error("catalog reload on SIGHUP refused", "error", err)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 func ensureDir(dir string) error {

@@ -12,15 +12,17 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/latchhq/latch/controlplane/admin"
+	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/telemetry"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/mcpfront/auth"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -33,7 +35,7 @@ type stackConfig struct {
 	LeaseTTL time.Duration
 	// Context bounds start-up waits (a standby waiting for the lease).
 	Context        context.Context
-	Catalog        *tools.Catalog
+	Catalog        catalog.Source
 	CheckpointCopy string
 	// VaultPath defaults to DATA/vault.json.
 	VaultPath string
@@ -48,6 +50,11 @@ type stackConfig struct {
 	Trusted []string
 	// OpenSessions turns the session rule off (every session authorized).
 	OpenSessions bool
+	// FrontActors binds front identities to the actors they may act as
+	// without an agent credential (--front-actor).
+	FrontActors api.FrontActors
+	// StaticTokens are credentials known without the store (the dev token).
+	StaticTokens []tokens.Static
 	// CommandArgs are appended to the operator commands the engine logs
 	// for pending sessions and approvals ("--data DIR").
 	CommandArgs string
@@ -60,18 +67,20 @@ type stackConfig struct {
 	Telemetry *telemetry.Telemetry
 }
 
-// actorSet knows the configured actors and every actor with a live token.
+// actorSet knows the configured actors (--actor, --trusted-actor, the
+// actors of --front-actor) and every actor with a live token. A front bound
+// to "*" authenticates agents itself, so every actor is known.
 type actorSet struct {
 	fixed  map[string]bool
-	tokens *auth.TokenStore
+	any    bool
+	tokens *tokens.Service // set once the server (and its store) exists
 }
 
 func (a *actorSet) Known(actor string) bool {
-	if a.fixed[actor] {
+	if a.any || a.fixed[actor] {
 		return true
 	}
-	ok, err := a.tokens.HasActor(actor)
-	return err == nil && ok
+	return a.tokens != nil && a.tokens.HasActor(actor)
 }
 
 func setOf(names ...[]string) map[string]bool {
@@ -86,10 +95,9 @@ func setOf(names ...[]string) map[string]bool {
 
 // stack is a control plane with its vault, tokens and channels.
 type stack struct {
-	srv    *server.Server
-	vault  *vault.Vault
-	tokens *auth.TokenStore
-	http   *httpdispatch.Dispatcher
+	srv   *server.Server
+	vault *vault.Vault
+	http  *httpdispatch.Dispatcher
 	// closeHost closes the host-agent connections and the SSH pool.
 	closeHost func()
 }
@@ -99,8 +107,6 @@ func (s *stack) close() {
 	s.http.Close()
 	s.closeHost()
 }
-
-func tokensPath(data string) string { return filepath.Join(data, "tokens.json") }
 
 func newStack(cfg stackConfig) (*stack, error) {
 	log := cfg.Logger
@@ -147,19 +153,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 			return nil, fmt.Errorf("vault: %w", err)
 		}
 	}
-	tokens, err := auth.OpenTokenStore(tokensPath(cfg.DataDir))
-	if err != nil {
-		return nil, err
-	}
 	hd, err := httpdispatch.New(httpdispatch.Config{Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	hc, err := httpchannel.New(httpchannel.Config{Logger: log, Dispatcher: hd, Credentials: v})
-	if err != nil {
-		return nil, err
-	}
-	adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: tokens})
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +167,27 @@ func newStack(cfg stackConfig) (*stack, error) {
 		return nil, err
 	}
 	trusted := setOf(cfg.Trusted)
+	actors := &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted)}
+	for _, as := range cfg.FrontActors {
+		for _, a := range as {
+			actors.fixed[a] = true
+			actors.any = actors.any || a == "*"
+		}
+	}
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, Catalog: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
-		Authorizer: &policy.Policy{Vault: v, Actors: &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted), tokens: tokens}},
-		Sessions:   engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
-		Register:   func(g *grpc.Server) { adm.Register(g) },
-		TCPAddr:    cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
+		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
+		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
+		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
+		Register: func(g *grpc.Server, s *server.Server) {
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
+			if err != nil {
+				panic(err) // every dependency is set: a bug, not an input
+			}
+			adm.Register(g)
+		},
+		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 		Sealer:    v.ArgumentSealer(),
 		Telemetry: cfg.Telemetry,
 	})
@@ -185,5 +197,6 @@ func newStack(cfg stackConfig) (*stack, error) {
 		return nil, err
 	}
 	eng.Store(srv.Engine)
-	return &stack{srv: srv, vault: v, tokens: tokens, http: hd, closeHost: closeHost}, nil
+	actors.tokens = srv.Tokens
+	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost}, nil
 }

@@ -104,11 +104,14 @@ func TestFrontOverMTLSInSeparateProcess(t *testing.T) {
 	_, addr := startProc(t, "latch serve", tcpReady, latchBin, "serve", "--data", data, "--catalog", catalog,
 		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice", "--log-level", "debug",
 		"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca,
-		"--front-identity", e2eFrontID, "--operator-identity", e2eOperatorID)
+		"--front-identity", e2eFrontID, "--operator-identity", e2eOperatorID,
+		// The front serves loopback callers without a token as alice: the
+		// control plane lets it act as alice only because it is bound to her.
+		"--front-actor", e2eFrontID+"=alice")
 
 	_, mcpURL := startProc(t, "latch-mcp", regexp.MustCompile(`serving MCP: url=(\S+)`), mcpBin,
 		"--control-plane", addr, "--tls-ca", p.ca, "--tls-cert", p.frontCert, "--tls-key", p.frontKey,
-		"--catalog", catalog, "--listen", "127.0.0.1:0", "--actor", "alice", "--log-level", "debug")
+		"--listen", "127.0.0.1:0", "--actor", "alice", "--log-level", "debug")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -163,7 +166,7 @@ func TestFrontOverMTLSInSeparateProcess(t *testing.T) {
 	}
 	// A front whose certificate is not listed stops at start, saying why.
 	out2, err := exec.Command(mcpBin, "--control-plane", addr, "--tls-ca", p.ca, "--tls-cert", p.unlistedCert, "--tls-key", p.unlistedKey,
-		"--catalog", catalog, "--listen", "127.0.0.1:0", "--actor", "alice").CombinedOutput()
+		"--listen", "127.0.0.1:0", "--actor", "alice").CombinedOutput()
 	if err == nil || !strings.Contains(string(out2), "refuses this front") || !strings.Contains(string(out2), "spiffe://latch.test/front/mcp-2") {
 		t.Errorf("latch-mcp with an unlisted certificate: %v, want it to stop naming its identity:\n%s", err, out2)
 	}
@@ -278,8 +281,11 @@ func TestPlaintextLoopbackIsFrontOnly(t *testing.T) {
 	data := t.TempDir()
 	serveArgs := []string{"serve", "--data", data, "--catalog", catalog, "--vault-key-file", filepath.Join(data, "vault.key"), "--grpc-listen", "127.0.0.1:0"}
 	_, addr, stop := startProcStop(t, "latch serve", tcpReady, latchBin, serveArgs...)
-	if out, code := runCLI(t, "exec", "list", "--addr", "tcp://"+addr); code != 0 {
-		t.Errorf("exec list (agent-facing List) over plaintext loopback: exit %d\n%s", code, out)
+	// Past authorization: the front reaches the agent-facing List, where the
+	// API refuses to list every actor's executions to a front without an
+	// agent's token (it names the RPC, not the authorization table).
+	if out, code := runCLI(t, "exec", "list", "--addr", "tcp://"+addr); code != 1 || !strings.Contains(out, "List: tcp:127.0.0.1:") || strings.Contains(out, "refused ControlPlane/List") {
+		t.Errorf("exec list (agent-facing List) over plaintext loopback: exit %d, want it past authorization and refused by the API for want of an agent's token:\n%s", code, out)
 	}
 	out, code := runCLI(t, "session", "list", "--addr", "tcp://"+addr)
 	if code != 1 || !regexp.MustCompile(`refused ControlPlane/ListSessions for front tcp:127\.0\.0\.1:\d+`).MatchString(out) {

@@ -18,7 +18,6 @@ package devstack
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -36,7 +35,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/demotarget"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/hostagent/agent"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
@@ -55,21 +56,26 @@ const ExampleDemoURL = "http://127.0.0.1:7412"
 // AgentSocket is the embedded host agent's socket in data dir data.
 func AgentSocket(data string) string { return filepath.Join(data, "hostagent.sock") }
 
-// Catalog loads path as is, or the embedded example catalog with its
-// demo-target URLs pointed at demoURL.
+// Catalog is the catalog source of `latch dev`: the file at path as is
+// (reloaded by `latch catalog reload`), or the embedded example catalog with
+// its demo-target URLs pointed at demoURL.
 //
 // The embedded catalog's SSH targets with a host agent become `local`
 // targets of the dev host agent (agentSocket), so its migration tool runs on
-// this machine.
-func Catalog(path, demoURL, agentSocket string) (*tools.Catalog, error) {
+// this machine. Its version is computed over the embedded bytes plus a line
+// naming both rewrites, so two dev runs with different addresses have
+// different versions.
+func Catalog(path, demoURL, agentSocket string) catalog.Source {
 	if path != "" {
-		cat, err := tools.Load(path)
-		if err != nil {
-			return nil, fmt.Errorf("catalog refused:\n%v", err)
-		}
-		return cat, nil
+		return catalog.File(path)
 	}
-	cat, err := tools.Parse("tools/examples/catalog.yaml (embedded)", examples.Catalog)
+	const source = "tools/examples/catalog.yaml (embedded)"
+	data := append(append([]byte(nil), examples.Catalog...), fmt.Sprintf("\n# latch dev: demo target %s, host agent %s\n", demoURL, agentSocket)...)
+	return catalog.Fixed(source, data, func() (*tools.Catalog, error) { return embeddedCatalog(source, demoURL, agentSocket) })
+}
+
+func embeddedCatalog(source, demoURL, agentSocket string) (*tools.Catalog, error) {
+	cat, err := tools.Parse(source, examples.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("embedded catalog: %w", err)
 	}
@@ -174,15 +180,16 @@ type Config struct {
 	// Serve runs the control plane (its server's Run); it shares Run's
 	// errgroup, so the first failure of any part stops them all.
 	Serve func(context.Context) error
-	// ControlPlane is a client of that control plane's API.
+	// ControlPlane is a client of that control plane's API. The front gets
+	// its tools (ListTools) and authenticates every token through it, the
+	// dev token included (the control plane knows it as a static token:
+	// StaticToken).
 	ControlPlane controlplanev1.ControlPlaneClient
-	Catalog      *tools.Catalog
-	// Token authenticates as Actor; Tokens verifies every other token
-	// (those of `latch token create`).
-	Token  string
-	Tokens mcpfront.TokenVerifier
+	// Token is the dev token, shown in the banner and dev.json.
+	Token string
 	// OAuth, optional, lets agents bring JWT access tokens (latch dev
-	// --oauth-issuer).
+	// --oauth-issuer); their actors reach the control plane as the
+	// operator-uid socket caller names them.
 	OAuth *auth.JWTVerifier
 	// MCP and Demo are the open listeners of the MCP front and the demo
 	// target.
@@ -212,14 +219,17 @@ type Config struct {
 // Run serves the stack until ctx ends or a part fails.
 func Run(ctx context.Context, cfg Config) error {
 	switch {
-	case cfg.Logger == nil, cfg.Serve == nil, cfg.ControlPlane == nil, cfg.Catalog == nil,
-		cfg.Token == "", cfg.Tokens == nil, cfg.MCP == nil, cfg.Demo == nil, cfg.Out == nil, cfg.DataDir == "":
-		return errors.New("devstack: Config is incomplete (Logger, DataDir, Serve, ControlPlane, Catalog, Token, Tokens, MCP, Demo and Out are required)")
+	case cfg.Logger == nil, cfg.Serve == nil, cfg.ControlPlane == nil,
+		cfg.Token == "", cfg.MCP == nil, cfg.Demo == nil, cfg.Out == nil, cfg.DataDir == "":
+		return errors.New("devstack: Config is incomplete (Logger, DataDir, Serve, ControlPlane, Token, MCP, Demo and Out are required)")
 	}
 	log := cfg.Logger
+	verifier, err := mcpfront.NewControlPlaneTokens(cfg.ControlPlane, 0, nil)
+	if err != nil {
+		return err
+	}
 	front, err := mcpfront.New(mcpfront.Config{
-		Logger: log, ControlPlane: cfg.ControlPlane, Catalog: cfg.Catalog,
-		Tokens: &devTokens{token: cfg.Token, store: cfg.Tokens}, AllowedOrigins: cfg.AllowedOrigins,
+		Logger: log, ControlPlane: cfg.ControlPlane, Tokens: verifier, AllowedOrigins: cfg.AllowedOrigins,
 		OAuth:   cfg.OAuth,
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 	})
@@ -238,6 +248,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return cfg.Serve(gctx) })
+	// The front serves the control plane's catalog: fetched once it
+	// answers, then followed (latch catalog reload).
+	if err := front.Sync(gctx); err != nil {
+		g.Wait()
+		return err
+	}
+	g.Go(func() error { return front.Follow(gctx) })
 	g.Go(func() error { return ag.Serve(gctx) })
 	g.Go(func() error { return serveHTTP(gctx, demoSrv, cfg.Demo) })
 	g.Go(func() error { return serveHTTP(gctx, mcpSrv, cfg.MCP) })
@@ -303,18 +320,10 @@ func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
 	}
 }
 
-// devTokens accepts the dev token as the dev actor, and every token made by
-// `latch token create`.
-type devTokens struct {
-	token string
-	store mcpfront.TokenVerifier
-}
-
-func (d *devTokens) Verify(ctx context.Context, tok string) (string, string, error) {
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(d.token)) == 1 {
-		return Actor, "dev", nil
-	}
-	return d.store.Verify(ctx, tok)
+// StaticToken is the dev token as the control plane knows it: not stored,
+// not journaled, gone with the process.
+func StaticToken(token string) tokens.Static {
+	return tokens.Static{Credential: token, Actor: Actor, ID: "dev"}
 }
 
 type banner struct {

@@ -1,7 +1,6 @@
 package devstack
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -16,7 +18,7 @@ import (
 // target and the dev host agent; a --catalog file is loaded as it is.
 func TestCatalog(t *testing.T) {
 	const demo, sock = "http://127.0.0.1:55555", "/tmp/dev/hostagent.sock"
-	cat, err := Catalog("", demo, sock)
+	cat, data, _, err := Catalog("", demo, sock).Load()
 	if err != nil {
 		t.Fatalf("Catalog(embedded) = %v", err)
 	}
@@ -48,50 +50,69 @@ func TestCatalog(t *testing.T) {
 	if err := os.WriteFile(path, []byte(own), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := Catalog(path, demo, sock)
+	_, other, _, err := Catalog("", "http://127.0.0.1:55556", sock).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if catalog.Version(data) == catalog.Version(other) {
+		t.Error("the embedded catalog pointed at two demo targets has one version; want the rewrite in the version")
+	}
+	mine, _, _, err := Catalog(path, demo, sock).Load()
 	if err != nil {
 		t.Fatalf("Catalog(%s) = %v", path, err)
 	}
 	if got := mine.Targets["api"].BaseURL; got != ExampleDemoURL {
 		t.Errorf("a --catalog file was rewritten: base_url %q, want %q as written", got, ExampleDemoURL)
 	}
-	if _, err := Catalog(filepath.Join(t.TempDir(), "missing.yaml"), demo, sock); err == nil {
+	if _, _, _, err := Catalog(filepath.Join(t.TempDir(), "missing.yaml"), demo, sock).Load(); err == nil {
 		t.Error("Catalog(missing file) = nil error")
 	}
 }
 
-type verifier map[string]string
-
-func (v verifier) Verify(_ context.Context, tok string) (string, string, error) {
-	if a, ok := v[tok]; ok {
-		return a, "tok_" + a, nil
+// TestDevToken: the control plane knows the dev token as the dev actor,
+// without storing or journaling it; other tokens are the store's to judge.
+func TestDevToken(t *testing.T) {
+	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "", "", errors.New("unknown token")
-}
-
-// TestDevTokens: the dev token is the dev actor; every other token is the
-// token store's to judge.
-func TestDevTokens(t *testing.T) {
-	d := &devTokens{token: NewToken(), store: verifier{"latch_x": "alice"}}
+	t.Cleanup(func() { st.Close() })
+	dev := NewToken()
+	ts, err := tokens.New(tokens.Config{Store: st, Static: []tokens.Static{StaticToken(dev)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, _, err := ts.Create(t.Context(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := st.JournalSize()
 	type got struct{ Actor, ID string }
 	tests := []struct {
 		tok     string
 		want    got
 		wantErr bool
 	}{
-		{d.token, got{Actor, "dev"}, false},
-		{"latch_x", got{"alice", "tok_alice"}, false},
-		{d.token + "x", got{}, true},
+		{dev, got{Actor, "dev"}, false},
+		{alice, got{"alice", ""}, false},
+		{dev + "x", got{}, true},
 		{"", got{}, true},
 	}
 	for _, tt := range tests {
-		a, id, err := d.Verify(t.Context(), tt.tok)
+		tk, err := ts.Authenticate(t.Context(), tt.tok)
 		if (err != nil) != tt.wantErr {
-			t.Errorf("Verify(%q) error = %v, want error %v", tt.tok, err, tt.wantErr)
+			t.Errorf("Authenticate(%q) error = %v, want error %v", tt.tok, err, tt.wantErr)
 		}
-		if diff := cmp.Diff(tt.want, got{a, id}); diff != "" {
-			t.Errorf("Verify(%q) (-want +got):\n%s", tt.tok, diff)
+		g := got{tk.GetActor(), tk.GetId()}
+		if tt.want.Actor == "alice" {
+			g.ID = "" // derived from the random token
 		}
+		if diff := cmp.Diff(tt.want, g); diff != "" {
+			t.Errorf("Authenticate(%q) (-want +got):\n%s", tt.tok, diff)
+		}
+	}
+	if n := st.JournalSize(); n != size {
+		t.Errorf("authenticating wrote %d journal entries, want none", n-size)
 	}
 	if a, b := NewToken(), NewToken(); a == b || len(a) < 30 {
 		t.Errorf("NewToken() = %q, %q: want distinct random tokens", a, b)

@@ -46,11 +46,11 @@ func (e *Engine) startSend(id string, dispatched *recordv1.Execution) {
 
 // call assembles what a channel needs for an execution.
 func (e *Engine) call(x *recordv1.Execution) (Channel, Call, error) {
-	tool, ok := e.cfg.Catalog.Tools[x.GetTool()]
+	tool, ok := e.Catalog().Tools[x.GetTool()]
 	if !ok {
 		return nil, Call{}, fmt.Errorf("tool %s is no longer in the catalog", x.GetTool())
 	}
-	target := e.cfg.Catalog.Targets[tool.Target]
+	target := e.Catalog().Targets[tool.Target]
 	ch := e.cfg.Channels[target.Channel]
 	if ch == nil {
 		return nil, Call{}, fmt.Errorf("no %s channel is configured in this control plane", target.Channel)

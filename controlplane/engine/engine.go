@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -147,12 +148,15 @@ type Decision struct {
 
 // Config names the engine's dependencies.
 type Config struct {
-	Logger        hclog.Logger
-	Store         *store.Store
-	Catalog       *tools.Catalog
-	Fingerprinter *fingerprint.Fingerprinter
-	Channels      map[tools.Channel]Channel
-	Authorizer    Authorizer
+	Logger hclog.Logger
+	Store  *store.Store
+	// Catalog is the catalog in force at start; SetCatalog replaces it.
+	Catalog *tools.Catalog
+	// CatalogVersion names it (catalog.Version; default "unversioned").
+	CatalogVersion string
+	Fingerprinter  *fingerprint.Fingerprinter
+	Channels       map[tools.Channel]Channel
+	Authorizer     Authorizer
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// NewID defaults to "act_" + a monotonic ULID.
@@ -206,6 +210,12 @@ type Engine struct {
 	// rules is the decision order (decisionOrder), fixed at New.
 	rules []Rule
 
+	// catalog is the catalog in force; catalogChanged is closed (and
+	// replaced) when SetCatalog installs another one.
+	catalog        atomic.Pointer[catalogInForce]
+	catalogMu      sync.Mutex
+	catalogChanged chan struct{}
+
 	watchMu  sync.Mutex
 	watchers map[string]map[chan *recordv1.Execution]struct{}
 
@@ -247,6 +257,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.CatalogVersion == "" {
+		cfg.CatalogVersion = "unversioned"
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return "act_" + ulid.Make().String() }
@@ -297,6 +310,8 @@ func New(cfg Config) (*Engine, error) {
 		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
+	e.catalog.Store(&catalogInForce{cat: cfg.Catalog, version: cfg.CatalogVersion})
+	e.catalogChanged = make(chan struct{})
 	cfg.Store.OnCommit(e.notify)
 	return e, nil
 }
@@ -326,11 +341,12 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	if in.Actor == "" || len(in.Actor) > maxNameLen || len(in.Scope) > maxNameLen {
 		return nil, fmt.Errorf("%w: actor is required and actor and intent scope must be at most %d bytes", ErrInvalidRequest, maxNameLen)
 	}
-	tool, ok := e.cfg.Catalog.Tools[in.Tool]
+	cat := e.catalog.Load()
+	tool, ok := cat.cat.Tools[in.Tool]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not in the catalog (see latch_executions or the catalog for tool names)", ErrUnknownTool, in.Tool)
 	}
-	target := e.cfg.Catalog.Targets[tool.Target]
+	target := cat.cat.Targets[tool.Target]
 	args, err := tool.PrepareArguments(in.Arguments)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArguments, err)
@@ -423,6 +439,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			CanonicalIntent: record, RepeatOf: repeatOf, Arguments: stored,
 			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
 			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence, SessionId: sessionID,
+			CatalogVersion: cat.version,
 		}
 		tx.Fresh(x.GetId())
 		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {

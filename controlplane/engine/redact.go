@@ -46,7 +46,7 @@ const redactedMark = "[REDACTED]"
 // and its reason. a.Result is copied, never modified in place. Without
 // secrets in memory for x it returns a unchanged.
 func (e *Engine) redactAttempt(x *recordv1.Execution, a Attempt) Attempt {
-	tool, ok := e.cfg.Catalog.Tools[x.GetTool()]
+	tool, ok := e.Catalog().Tools[x.GetTool()]
 	if !ok || len(tool.Fingerprint.Secret) == 0 {
 		return a
 	}

@@ -150,7 +150,7 @@ func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*re
 	}
 	rest := e.rulesAfter(RuleSession)
 	for _, x := range e.pendingOf(id) {
-		if tool := e.cfg.Catalog.Tools[x.GetTool()]; tool != nil {
+		if tool := e.Catalog().Tools[x.GetTool()]; tool != nil {
 			switch _, d := verdict(ctx, rest, x, tool); {
 			case d.Reject:
 				if _, err := e.Deny(ctx, x.GetId(), operator, d.Reason); err != nil {

@@ -341,7 +341,7 @@ var mcpURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`)
 // loopback port (it logs the URL it serves).
 func (l *lane) startMCP() error {
 	logPath := filepath.Join(l.dir, "mcp.log")
-	args := []string{"--control-plane", "unix://" + server.SocketPath(l.data), "--catalog", l.catalog, "--listen", "127.0.0.1:0", "--actor", actor}
+	args := []string{"--control-plane", "unix://" + server.SocketPath(l.data), "--listen", "127.0.0.1:0", "--actor", actor}
 	p, err := startProc(mcpBin, args, logPath)
 	if err != nil {
 		return err

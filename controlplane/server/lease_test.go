@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
@@ -23,11 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // with ErrLeaseLost at its next renewal instead of serving on.
 func TestLeaseLostStopsTheActive(t *testing.T) {
 	url := pgtest.URL(t)
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{DataDir: t.TempDir(), Catalog: cat, Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond})
+	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@
 //	DATA/keys/journal.pub       its verifier key (public; audit verify uses it)
 //	DATA/control.sock      the gRPC API (0600; 0666, and DATA 0711, when --operator-uid or
 //	                       --front-uid let other uids in: SO_PEERCRED decides)
+//	DATA/tokens.json       tokens of earlier versions: imported into the store
+//	                       once at start, then renamed tokens.json.migrated
 //
 // # Who may call what
 //
@@ -51,11 +53,13 @@ import (
 
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/telemetry"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -76,7 +80,18 @@ type Config struct {
 	// Context bounds start-up waits: a standby waits in New for the lease
 	// (default: no bound).
 	Context context.Context
-	Catalog *tools.Catalog
+	// CatalogSource is where the tool catalog is read from, at start and
+	// on every reload (catalog.File, catalog.Fixed).
+	CatalogSource catalog.Source
+	// StaticTokens are agent credentials known without the store (latch
+	// dev's dev token).
+	StaticTokens []tokens.Static
+	// FrontActors binds front identities to actors (latch serve --front-actor).
+	FrontActors api.FrontActors
+	// Caller tells the API who made a call (default: the caller the authz
+	// interceptors identified; operator certificates and local socket
+	// callers may act as any actor).
+	Caller api.CallerFunc
 	// Socket is the unix socket of the API (default DATA/control.sock).
 	Socket string
 	// Channels perform executions; a channel kind without an entry refuses
@@ -101,8 +116,9 @@ type Config struct {
 	// negative: never). A larger store is checked for its unsettled
 	// executions first and the rest in the background (state.go).
 	FullStateCheckUpTo int64
-	// Register, when set, is called to add more gRPC services.
-	Register func(*grpc.Server)
+	// Register, when set, is called to add more gRPC services; the server
+	// passed in has its Store, Tokens and Catalog set.
+	Register func(*grpc.Server, *Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
 	// another host). TLS is then required unless the address is loopback.
 	TCPAddr string
@@ -125,12 +141,16 @@ type Server struct {
 	log    hclog.Logger
 	Store  *store.Store
 	Engine *engine.Engine
-	signer *journal.Signer
-	grpc   *grpc.Server
-	tcp    *grpc.Server
-	lis    net.Listener
-	tcpLis net.Listener
-	authz  *authz.Authorizer
+	// Tokens are the agents' bearer tokens; Catalog the tool catalog in force.
+	Tokens  *tokens.Service
+	Catalog *catalog.Manager
+	api     *api.Service
+	signer  *journal.Signer
+	grpc    *grpc.Server
+	tcp     *grpc.Server
+	lis     net.Listener
+	tcpLis  net.Listener
+	authz   *authz.Authorizer
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -159,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("server: a data dir is required (--data)")
 	}
-	if cfg.Catalog == nil {
+	if cfg.CatalogSource == nil {
 		return nil, errors.New("server: a catalog is required (--catalog)")
 	}
 	if cfg.Logger == nil {
@@ -252,8 +272,32 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	eng, err := engine.New(engine.Config{
-		Logger: log, Store: st, Catalog: cfg.Catalog, Fingerprinter: fp,
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if _, err := tks.Migrate(ctx, filepath.Join(cfg.DataDir, "tokens.json")); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The engine exists only after the first catalog is recorded; the
+	// manager hands later ones to it.
+	var eng *engine.Engine
+	cm, err := catalog.Load(ctx, catalog.Config{Logger: log, Store: st, Source: cfg.CatalogSource, OnChange: func(cat *tools.Catalog, version string) {
+		if eng != nil {
+			eng.SetCatalog(cat, version)
+		}
+	}})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	cur := cm.Current()
+	eng, err = engine.New(engine.Config{
+		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
@@ -262,12 +306,15 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng, Observer: submitObserver(cfg.Telemetry)})
+	if cfg.Caller == nil {
+		cfg.Caller = authzCaller
+	}
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: cfg.Caller, Observer: submitObserver(cfg.Telemetry)})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, signer: signer, pg: pg, holder: holder, lease: lease,
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer, pg: pg, holder: holder, lease: lease,
 		backgroundCheck: scope == store.CheckUnsettled}
 	access := cfg.Access
 	access.Logger, access.Journal = log, s
@@ -311,7 +358,7 @@ func New(cfg Config) (*Server, error) {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	if cfg.Register != nil {
-		cfg.Register(g)
+		cfg.Register(g, s)
 	}
 	s.grpc = g
 	if cfg.TCPAddr != "" {
@@ -330,7 +377,7 @@ func New(cfg Config) (*Server, error) {
 		svc.Register(s.tcp)
 		healthpb.RegisterHealthServer(s.tcp, hs)
 		if cfg.Register != nil {
-			cfg.Register(s.tcp)
+			cfg.Register(s.tcp, s)
 		}
 	}
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
@@ -453,6 +500,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		<-gctx.Done()
+		s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
 			if g == nil {
 				continue
@@ -705,4 +753,16 @@ func (h *handshakeLog) ServerHandshake(conn net.Conn) (net.Conn, credentials.Aut
 
 func (h *handshakeLog) Clone() credentials.TransportCredentials {
 	return &handshakeLog{TransportCredentials: h.TransportCredentials.Clone(), log: h.log}
+}
+
+// authzCaller is the API's view of the caller the authz interceptors
+// identified: operators (certificate or local socket) may act as any actor;
+// a front is named by its identity (uid:N, its certificate's URI SAN or
+// cn:NAME), which --front-actor binds to actors.
+func authzCaller(ctx context.Context) api.Caller {
+	c, ok := authz.CallerFrom(ctx)
+	if !ok {
+		return api.Caller{}
+	}
+	return api.Caller{Identity: c.Identity, Operator: c.Role >= authz.RoleOperator}
 }

@@ -25,15 +25,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/admin"
+	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/testpki"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
-const catalog = `
+const catalogYAML = `
 targets:
   api: {channel: http, base_url: "http://127.0.0.1:1", allow_private: true}
 tools:
@@ -66,11 +67,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 }
 
 func TestTCPAPIRequiresTLSOffLoopback(t *testing.T) {
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = New(Config{DataDir: t.TempDir(), Catalog: cat, TCPAddr: "0.0.0.0:0"})
+	_, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), TCPAddr: "0.0.0.0:0"})
 	if err == nil || !strings.Contains(err.Error(), "without TLS") {
 		t.Errorf("New with a non-loopback TCP address and no TLS = %v, want a refusal naming TLS", err)
 	}
@@ -82,10 +79,6 @@ const (
 )
 
 func TestTCPAPIRefusedWithoutIdentification(t *testing.T) {
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ca := testpki.NewCA(t, "ca")
 	srvCert := ca.Server(t).TLS
 	tests := []struct {
@@ -100,7 +93,7 @@ func TestTCPAPIRefusedWithoutIdentification(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.DataDir, tt.cfg.Catalog = t.TempDir(), cat
+			tt.cfg.DataDir, tt.cfg.CatalogSource = t.TempDir(), catalog.Bytes("c.yaml", []byte(catalogYAML))
 			srv, err := New(tt.cfg)
 			if err == nil {
 				srv.Store.Close()
@@ -117,25 +110,26 @@ func TestTCPAPIRefusedWithoutIdentification(t *testing.T) {
 // on a TCP listener with mutual TLS; ca signs fronts and operators.
 func startMTLS(t *testing.T, ca *testpki.CA) *Server {
 	t.Helper()
-	cat, err := tools.Parse("c.yaml", []byte(catalog))
-	if err != nil {
-		t.Fatal(err)
-	}
 	data := t.TempDir()
 	v, err := vault.New(vault.Config{Path: filepath.Join(data, "vault.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	adm, err := admin.New(admin.Config{Vault: v})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv, err := New(Config{
-		DataDir: data, Catalog: cat, TCPAddr: "127.0.0.1:0",
-		Logger:   hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}),
-		TLS:      &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
-		Access:   authz.Config{FrontIdentities: []string{frontID}, OperatorIdentities: []string{operatorID}},
-		Register: func(g *grpc.Server) { adm.Register(g) },
+		DataDir: data, CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), TCPAddr: "127.0.0.1:0",
+		// The front may act as alice without an agent's token (the
+		// matrix's agent-facing calls name her).
+		FrontActors: api.FrontActors{frontID: {"alice"}},
+		Logger:      hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}),
+		TLS:         &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
+		Access:      authz.Config{FrontIdentities: []string{frontID}, OperatorIdentities: []string{operatorID}},
+		Register: func(g *grpc.Server, s *Server) {
+			adm, err := admin.New(admin.Config{Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm.Register(g)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +181,7 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 		var err error
 		switch r {
 		case list:
-			_, err = controlplanev1.NewControlPlaneClient(conn).List(ctx, &controlplanev1.ListRequest{Limit: 1})
+			_, err = controlplanev1.NewControlPlaneClient(conn).List(ctx, &controlplanev1.ListRequest{Limit: 1, Actor: "alice"})
 		case deny:
 			_, err = controlplanev1.NewControlPlaneClient(conn).Deny(ctx, &controlplanev1.DenyRequest{ExecutionId: "act_01JZZZZZZZZZZZZZZZZZZZZZZZ", Operator: "alice", Reason: "test"})
 		case unlock:
@@ -196,7 +190,7 @@ func TestAccessMatrixOverTLS(t *testing.T) {
 			_, err = controlplanev1.NewAdminClient(conn).VaultPut(ctx, &controlplanev1.VaultPutRequest{})
 		case watch:
 			var s grpc.ServerStreamingClient[controlplanev1.WatchResponse]
-			if s, err = controlplanev1.NewControlPlaneClient(conn).Watch(ctx, &controlplanev1.WatchRequest{ExecutionId: "act_01JZZZZZZZZZZZZZZZZZZZZZZZ"}); err == nil {
+			if s, err = controlplanev1.NewControlPlaneClient(conn).Watch(ctx, &controlplanev1.WatchRequest{ExecutionId: "act_01JZZZZZZZZZZZZZZZZZZZZZZZ", Actor: "alice"}); err == nil {
 				_, err = s.Recv()
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/storetest"
@@ -44,11 +45,10 @@ func (answering) Identity(_ *tools.Tool, t *tools.Target) engine.Identity {
 }
 
 func stateConfig(t *testing.T, data string, fullUpTo int64) Config {
-	cat, err := tools.Parse("c.yaml", []byte(stateCatalog))
-	if err != nil {
+	if _, err := tools.Parse("c.yaml", []byte(stateCatalog)); err != nil {
 		t.Fatal(err)
 	}
-	return Config{DataDir: data, Catalog: cat, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: answering{}},
+	return Config{DataDir: data, CatalogSource: catalog.Bytes("c.yaml", []byte(stateCatalog)), Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: answering{}},
 		FullStateCheckUpTo: fullUpTo}
 }
 

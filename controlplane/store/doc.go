@@ -42,6 +42,17 @@
 //	m/journal_size                    number of journal entries, 8 bytes big endian
 //	k/<execution id>                  sealed secret arguments (AEAD ciphertext; sealed.go), until it settles
 //	m/format                          layout version of these keys ("2"), checked at open
+//	t/<token id>                      AgentToken (protobuf): an agent's bearer token, hash only
+//	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
+//	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
+//	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
+//
+// Tokens are journaled like sessions: token_created, token_revoked and
+// token_migrated entries carry the AgentToken without its hash; a token's
+// last_used_at is coarse (moved at most once a minute), so authenticating
+// is a read, not a write per call. The t/, h/, m/catalog and k/ keys are
+// additive: a store written before them reads as "no tokens, no catalog
+// recorded", so the layout version stays "2".
 //
 // Matching is one Get of f/<fingerprint>: its cost does not grow with the
 // number of stored executions. Execution IDs are ULIDs, so x/ keys sort by

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
@@ -188,11 +189,7 @@ func TestExecutionsCountedAtStartThenKept(t *testing.T) {
 // TestReadyzFollowsTheStore: /readyz passes while the store is open and
 // fails, naming the store, once it is closed.
 func TestReadyzFollowsTheStore(t *testing.T) {
-	cat, err := tools.Parse("c.yaml", []byte(fmt.Sprintf(stackCatalog, "http://127.0.0.1:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), Catalog: cat, Channels: map[tools.Channel]engine.Channel{}})
+	srv, err := server.New(server.Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(fmt.Sprintf(stackCatalog, "http://127.0.0.1:1"))), Channels: map[tools.Channel]engine.Channel{}})
 	if err != nil {
 		t.Fatal(err)
 	}

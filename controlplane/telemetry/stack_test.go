@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
@@ -149,7 +150,8 @@ type obsStack struct {
 func newObsStack(t testing.TB, observed bool) *obsStack {
 	t.Helper()
 	st := &obsStack{target: newTarget(t)}
-	cat, err := tools.Parse("stack.yaml", []byte(fmt.Sprintf(stackCatalog, st.target.srv.URL)))
+	catYAML := []byte(fmt.Sprintf(stackCatalog, st.target.srv.URL))
+	cat, err := tools.Parse("stack.yaml", catYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func newObsStack(t testing.TB, observed bool) *obsStack {
 		t.Fatal(err)
 	}
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: t.TempDir(), Socket: filepath.Join(sockDir, "cp.sock"), Catalog: cat,
+		Logger: log, DataDir: t.TempDir(), Socket: filepath.Join(sockDir, "cp.sock"), CatalogSource: catalog.Bytes("stack.yaml", catYAML),
 		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc}, Telemetry: tel,
 	})
 	if err != nil {
@@ -200,12 +202,15 @@ func newObsStack(t testing.TB, observed bool) *obsStack {
 		t.Fatal(err)
 	}
 	st.cp = controlplanev1.NewControlPlaneClient(conn)
-	fcfg := mcpfront.Config{Logger: log, ControlPlane: st.cp, Catalog: cat}
+	fcfg := mcpfront.Config{Logger: log, ControlPlane: st.cp}
 	if observed {
 		fcfg.Metrics, fcfg.Tracer = mcpfront.NewMetrics(st.reg), tp
 	}
 	front, err := mcpfront.New(fcfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := front.Sync(t.Context()); err != nil { // tools come from the control plane
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(front.HTTPHandler())

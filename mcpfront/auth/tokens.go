@@ -1,5 +1,9 @@
-// Package auth holds the MCP front's bearer tokens: a small file-backed store
-// that maps tokens to actors and keeps only SHA-256 hashes of the tokens.
+// Package auth holds the MCP front's own agent authentication: the JWT
+// access-token verifier (jwt.go), the actor-name rule (actor.go), and the
+// token shape and errors they share. TokenStore below is the file-backed
+// token store of earlier versions: no binary uses it any more (tokens live
+// in the control plane's store, controlplane/tokens, which imports an old
+// tokens.json once); it stays until its tests and callers are gone.
 //
 // File format (JSON, mode 0600, replaced atomically on every change):
 //
@@ -11,7 +15,8 @@
 // oracle. The store re-reads the file when it changed on disk, so tokens
 // created or revoked by `latch token ...` take effect without a restart.
 //
-// Imported by mcpfront and by the latch command; imports nothing of Latch.
+// Imported by mcpfront, latch-mcp and the latch command (the --oauth-*
+// flags); imports nothing of Latch.
 package auth
 
 import (

@@ -1,10 +1,12 @@
-// Command latch-mcp is Latch's MCP front: it serves the tool catalog to MCP
-// clients over Streamable HTTP (both protocol eras on /mcp) or stdio, and
-// forwards every call to the control plane's gRPC API.
+// Command latch-mcp is Latch's MCP front: it serves the control plane's
+// tool catalog (ListTools, followed as it is reloaded) to MCP clients over
+// Streamable HTTP (both protocol eras on /mcp) or stdio, authenticates
+// agents' bearer tokens with the control plane (AuthenticateAgent, cached
+// at most 5 s), and forwards every call to the control plane's gRPC API.
 //
-//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json
-//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --stdio --actor alice
-//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --catalog catalog.yaml --tokens tokens.json \
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock --stdio --actor alice
+//	latch-mcp --control-plane unix:///var/lib/latch/control.sock \
 //	    --listen 10.0.0.5:7411 --oauth-issuer https://idp.example.com --oauth-resource https://mcp.example.com/mcp
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
@@ -37,7 +39,6 @@ import (
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 func main() {
@@ -56,6 +57,7 @@ type options struct {
 	catalog      string
 	tokens       string
 	stdio        bool
+	anonymous    bool
 	actor        string
 	origins      stringList
 	logLevel     string
@@ -81,10 +83,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate for a TCP control plane (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "client key for --tls-cert")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7411", "HTTP listen address; MCP is served at /mcp")
-	fs.StringVar(&o.catalog, "catalog", "", "tool catalog file (YAML, required)")
-	fs.StringVar(&o.tokens, "tokens", "", "bearer token file (create tokens with `latch token create NAME`); required on a non-loopback --listen")
+	fs.StringVar(&o.catalog, "catalog", "", "removed: the control plane serves the catalog (latch serve --catalog FILE; latch catalog reload)")
+	fs.StringVar(&o.tokens, "tokens", "", "removed: tokens live in the control plane (latch token create NAME)")
 	fs.BoolVar(&o.stdio, "stdio", false, "serve one MCP session on stdin/stdout instead of HTTP")
-	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio, and of unauthenticated loopback HTTP callers without --tokens (default \"local\")")
+	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio; with HTTP on a loopback --listen, the actor of callers without a bearer token (else every HTTP caller needs a token from `latch token create`)")
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	o.oauth.Register(fs)
@@ -101,8 +103,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.controlPlane == "":
 		return nil, fmt.Errorf("%w: --control-plane is required (unix:///DATA/control.sock in the control plane's data dir DATA, or host:port)", errUsage)
-	case o.catalog == "":
-		return nil, fmt.Errorf("%w: --catalog is required", errUsage)
+	case o.catalog != "":
+		return nil, fmt.Errorf("%w: --catalog was removed: the control plane serves the catalog to the front (give it to latch serve --catalog FILE; change it with latch catalog reload)", errUsage)
+	case o.tokens != "":
+		return nil, fmt.Errorf("%w: --tokens was removed: tokens live in the control plane's store and the front asks it (latch token create NAME; an old tokens.json in the data dir is imported at latch serve's start)", errUsage)
 	case o.stdio && o.actor == "":
 		return nil, fmt.Errorf("%w: --stdio needs --actor NAME (the actor every call is made as)", errUsage)
 	case (o.tlsCert == "") != (o.tlsKey == ""):
@@ -115,8 +119,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 			return nil, fmt.Errorf("%w: --allow-origin: %w", errUsage, err)
 		}
 	}
-	if !o.stdio && o.tokens == "" && !o.oauth.Enabled() && !loopback.HostPort(o.listen) {
-		return nil, fmt.Errorf("%w: refusing to serve without --tokens or --oauth-issuer on non-loopback address %s; create a token file with `latch token create NAME`, trust an OAuth issuer, or listen on 127.0.0.1", errUsage, o.listen)
+	o.anonymous = !o.stdio && o.actor != ""
+	if o.anonymous && !loopback.HostPort(o.listen) {
+		return nil, fmt.Errorf("%w: refusing to serve callers without a token (--actor %s) on non-loopback address %s; drop --actor so every caller needs a token from `latch token create`, or listen on 127.0.0.1", errUsage, o.actor, o.listen)
 	}
 	if o.stdio && o.oauth.Enabled() {
 		return nil, fmt.Errorf("%w: --oauth-issuer is for HTTP; with --stdio every call is --actor", errUsage)
@@ -150,10 +155,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func serve(ctx context.Context, o *options, logger hclog.Logger) error {
-	cat, err := tools.Load(o.catalog)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	conn, err := dialControlPlane(o, logger)
 	if err != nil {
 		return err
@@ -163,10 +164,10 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return err
 	}
 
+	cp := controlplanev1.NewControlPlaneClient(conn)
 	cfg := mcpfront.Config{
 		Logger:         logger,
-		ControlPlane:   controlplanev1.NewControlPlaneClient(conn),
-		Catalog:        cat,
+		ControlPlane:   cp,
 		LoopbackActor:  o.actor,
 		AllowedOrigins: o.origins,
 	}
@@ -175,12 +176,12 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return err
 	}
 	defer fo.close()
-	if o.tokens != "" {
-		store, err := auth.OpenTokenStore(o.tokens)
+	if !o.anonymous && !o.stdio {
+		v, err := mcpfront.NewControlPlaneTokens(cp, 0, nil)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return err
 		}
-		cfg.Tokens = store
+		cfg.Tokens = v
 	}
 	var lis net.Listener
 	if !o.stdio {
@@ -211,22 +212,32 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return err
 	}
 	defer front.Close()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = front.Sync(sctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w (is the control plane running at %s?)", err, o.controlPlane)
+	}
+	// Follow ends with the serving: stdio ends when the client closes stdin.
+	fctx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	g, gctx := errgroup.WithContext(fctx)
+	g.Go(func() error { return front.Follow(gctx) })
 
 	if o.stdio {
-		logger.Info("serving MCP on stdio", "actor", o.actor, "tools", len(cat.Tools))
-		sctx, stop := context.WithCancel(ctx) // stdin closed: the metrics listener stops too
-		defer stop()
-		g, gctx := errgroup.WithContext(sctx)
-		g.Go(func() error { return fo.serve(gctx) })
-		g.Go(func() error { defer stop(); return front.ServeStdio(gctx, o.actor) })
+		logger.Info("serving MCP on stdio", "actor", o.actor, "catalog_version", front.CatalogVersion())
+		g.Go(func() error { return fo.serve(gctx) }) // stdin closed: stopFollow ends the metrics listener too
+		g.Go(func() error {
+			defer stopFollow()
+			return front.ServeStdio(gctx, o.actor)
+		})
 		return g.Wait()
 	}
 
 	srv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return fo.serve(gctx) })
 	g.Go(func() error {
-		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "tools", len(cat.Tools), "tokens", o.tokens != "", "oauth", o.oauth.Enabled())
+		logger.Info("serving MCP", "url", "http://"+lis.Addr().String()+"/mcp", "catalog_version", front.CatalogVersion(), "tokens", cfg.Tokens != nil, "oauth", o.oauth.Enabled())
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}

@@ -18,26 +18,27 @@ func TestRunBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no control plane", []string{"--catalog", "c.yaml"}, "--control-plane is required"},
-		{"no catalog", []string{"--control-plane", "unix:///tmp/x.sock"}, "--catalog is required"},
-		{"stdio without actor", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--stdio"}, "--stdio needs --actor"},
-		{"public listen without tokens", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--listen", "0.0.0.0:7411"}, "refusing to serve without --tokens"},
-		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--catalog", "c.yaml", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
-		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-level", "loud"}, "--log-level"},
+		{"no control plane", []string{"--stdio", "--actor", "a"}, "--control-plane is required"},
+		{"catalog flag removed", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml"}, "--catalog was removed: the control plane serves the catalog"},
+		{"tokens flag removed", []string{"--control-plane", "unix:///tmp/x.sock", "--tokens", "tokens.json"}, "--tokens was removed: tokens live in the control plane"},
+		{"stdio without actor", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio"}, "--stdio needs --actor"},
+		{"public listen for callers without a token", []string{"--control-plane", "unix:///tmp/x.sock", "--actor", "alice", "--listen", "0.0.0.0:7411"}, "refusing to serve callers without a token"},
+		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
-		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--log-format", "xml"}, "--log-format"},
-		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--metrics-listen", "0.0.0.0:7413"}, "--metrics-listen 0.0.0.0:7413 is not a loopback address"},
-		{"oauth resource needed off loopback", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--listen", "0.0.0.0:7411", "--oauth-issuer", "https://idp.example.com"}, "--oauth-resource URL is required"},
-		{"oauth plain http issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "http://idp.example.com"}, "loopback"},
-		{"oauth flags without issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-resource", "https://mcp.example.com/mcp"}, "need --oauth-issuer"},
-		{"oauth bad actor map", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1"}, "CLAIMVALUE=ACTOR"},
-		{"oauth mapped actor with a space", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1=a b"}, "actor map"},
-		{"oauth jwks of an unknown issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://idp.example.com", "--oauth-jwks-url", "https://other.example.com=https://other.example.com/jwks"}, "not an --oauth-issuer"},
-		{"oauth jwks ambiguous", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com", "--oauth-jwks-url", "https://a.example.com/jwks"}, "ISSUER=URL"},
-		{"oauth with stdio", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--stdio", "--actor", "a", "--oauth-issuer", "https://idp.example.com"}, "--oauth-issuer is for HTTP"},
-		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
-		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
-		{"missing catalog file", []string{"--control-plane", "unix:///tmp/x.sock", "--catalog", "/nonexistent/catalog.yaml"}, "--catalog"},
+		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--log-format", "xml"}, "--log-format"},
+		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--metrics-listen", "0.0.0.0:7413"}, "--metrics-listen 0.0.0.0:7413 is not a loopback address"},
+		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
+		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
+		{"plaintext to a remote control plane", []string{"--control-plane", "10.0.0.1:9000"}, "give --tls-ca"},
+		{"oauth resource needed off loopback", []string{"--control-plane", "unix:///tmp/x.sock", "--listen", "0.0.0.0:7411", "--oauth-issuer", "https://idp.example.com"}, "--oauth-resource URL is required"},
+		{"oauth plain http issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "http://idp.example.com"}, "loopback"},
+		{"oauth flags without issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-resource", "https://mcp.example.com/mcp"}, "need --oauth-issuer"},
+		{"oauth bad actor map", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1"}, "CLAIMVALUE=ACTOR"},
+		{"oauth mapped actor with a space", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1=a b"}, "actor map"},
+		{"oauth jwks of an unknown issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-jwks-url", "https://other.example.com=https://other.example.com/jwks"}, "not an --oauth-issuer"},
+		{"oauth jwks ambiguous", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com", "--oauth-jwks-url", "https://a.example.com/jwks"}, "ISSUER=URL"},
+		{"oauth with stdio", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio", "--actor", "a", "--oauth-issuer", "https://idp.example.com"}, "--oauth-issuer is for HTTP"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,7 +55,7 @@ func TestRunBadArguments(t *testing.T) {
 
 func TestOAuthFlags(t *testing.T) {
 	o, err := parseFlags([]string{
-		"--control-plane", "unix:///tmp/x.sock", "--catalog", "c.yaml", "--listen", "127.0.0.1:7411",
+		"--control-plane", "unix:///tmp/x.sock", "--listen", "127.0.0.1:7411",
 		"--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com/tenant",
 		"--oauth-jwks-url", "https://b.example.com/tenant=https://b.example.com/keys?v=2",
 		"--oauth-actor-claim", "email", "--oauth-actor-map", "alice@example.com=alice", "--oauth-actor-map", "bot@example.com=ci-bot",

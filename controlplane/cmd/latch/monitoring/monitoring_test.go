@@ -43,7 +43,8 @@ func TestRulesPromtool(t *testing.T) {
 func registered(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := opshttp.NewRegistry()
-	cat, err := devstack.Catalog("", "http://127.0.0.1:1", filepath.Join(t.TempDir(), "agent.sock"))
+	src := devstack.Catalog("", "http://127.0.0.1:1", filepath.Join(t.TempDir(), "agent.sock"))
+	cat, _, _, err := src.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func registered(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	t.Cleanup(tel.Close)
-	srv, err := server.New(server.Config{DataDir: t.TempDir(), Catalog: cat, Telemetry: tel})
+	srv, err := server.New(server.Config{DataDir: t.TempDir(), CatalogSource: src, Telemetry: tel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -632,7 +632,9 @@ func (x *VaultListResponse) GetNames() []string {
 type CreateTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The actor the token authenticates as.
-	Actor         string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	// When > 0, the token expires this many seconds after creation.
+	TtlSeconds    int64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -674,10 +676,20 @@ func (x *CreateTokenRequest) GetActor() string {
 	return ""
 }
 
+func (x *CreateTokenRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
 type CreateTokenResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Id    string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// RFC 3339; empty when the token does not expire.
+	ExpiresAt     string `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,8 +738,24 @@ func (x *CreateTokenResponse) GetActor() string {
 	return ""
 }
 
+func (x *CreateTokenResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateTokenResponse) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
 type ListTokensRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Include revoked and expired tokens.
+	All           bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,11 +790,23 @@ func (*ListTokensRequest) Descriptor() ([]byte, []int) {
 	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
+func (x *ListTokensRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
 type TokenInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	CreatedAt     string                 `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Times are RFC 3339, empty when unset.
+	CreatedAt     string `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt     string `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	LastUsedAt    string `protobuf:"bytes,5,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	RevokedAt     string `protobuf:"bytes,6,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	Origin        string `protobuf:"bytes,7,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -818,6 +858,34 @@ func (x *TokenInfo) GetActor() string {
 func (x *TokenInfo) GetCreatedAt() string {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetLastUsedAt() string {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetRevokedAt() string {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetOrigin() string {
+	if x != nil {
+		return x.Origin
 	}
 	return ""
 }
@@ -955,6 +1023,120 @@ func (x *RevokeTokenResponse) GetRevoked() int32 {
 	return 0
 }
 
+type ReloadCatalogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadCatalogRequest) Reset() {
+	*x = ReloadCatalogRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadCatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadCatalogRequest) ProtoMessage() {}
+
+func (x *ReloadCatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadCatalogRequest.ProtoReflect.Descriptor instead.
+func (*ReloadCatalogRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+type ReloadCatalogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version in force after the call.
+	Version  string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Previous string `protobuf:"bytes,2,opt,name=previous,proto3" json:"previous,omitempty"`
+	// False when the file had not changed (same version).
+	Changed       bool   `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Tools         int32  `protobuf:"varint,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReloadCatalogResponse) Reset() {
+	*x = ReloadCatalogResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReloadCatalogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReloadCatalogResponse) ProtoMessage() {}
+
+func (x *ReloadCatalogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReloadCatalogResponse.ProtoReflect.Descriptor instead.
+func (*ReloadCatalogResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReloadCatalogResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ReloadCatalogResponse) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *ReloadCatalogResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *ReloadCatalogResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ReloadCatalogResponse) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
 var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
@@ -1003,24 +1185,44 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x10VaultPutResponse\"\x12\n" +
 	"\x10VaultListRequest\")\n" +
 	"\x11VaultListResponse\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"*\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"K\n" +
 	"\x12CreateTokenRequest\x12\x14\n" +
-	"\x05actor\x18\x01 \x01(\tR\x05actor\"A\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x1f\n" +
+	"\vttl_seconds\x18\x02 \x01(\x03R\n" +
+	"ttlSeconds\"p\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"\x13\n" +
-	"\x11ListTokensRequest\"P\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\tR\texpiresAt\"%\n" +
+	"\x11ListTokensRequest\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\"\xc8\x01\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\tR\tcreatedAt\"N\n" +
+	"created_at\x18\x03 \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\tR\texpiresAt\x12 \n" +
+	"\flast_used_at\x18\x05 \x01(\tR\n" +
+	"lastUsedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_at\x18\x06 \x01(\tR\trevokedAt\x12\x16\n" +
+	"\x06origin\x18\a \x01(\tR\x06origin\"N\n" +
 	"\x12ListTokensResponse\x128\n" +
 	"\x06tokens\x18\x01 \x03(\v2 .latch.controlplane.v1.TokenInfoR\x06tokens\"4\n" +
 	"\x12RevokeTokenRequest\x12\x1e\n" +
 	"\vid_or_actor\x18\x01 \x01(\tR\tidOrActor\"/\n" +
 	"\x13RevokeTokenResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\x05R\arevoked2\x9f\x06\n" +
+	"\arevoked\x18\x01 \x01(\x05R\arevoked\"\x16\n" +
+	"\x14ReloadCatalogRequest\"\x95\x01\n" +
+	"\x15ReloadCatalogResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
+	"\bprevious\x18\x02 \x01(\tR\bprevious\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\bR\achanged\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
+	"\x05tools\x18\x05 \x01(\x05R\x05tools2\x8b\a\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -1030,7 +1232,8 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\vCreateToken\x12).latch.controlplane.v1.CreateTokenRequest\x1a*.latch.controlplane.v1.CreateTokenResponse\x12a\n" +
 	"\n" +
 	"ListTokens\x12(.latch.controlplane.v1.ListTokensRequest\x1a).latch.controlplane.v1.ListTokensResponse\x12d\n" +
-	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponse\x12j\n" +
+	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -1044,25 +1247,27 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
-	(*VaultStatusRequest)(nil),  // 0: latch.controlplane.v1.VaultStatusRequest
-	(*VaultStatusResponse)(nil), // 1: latch.controlplane.v1.VaultStatusResponse
-	(*VaultUnlockRequest)(nil),  // 2: latch.controlplane.v1.VaultUnlockRequest
-	(*VaultUnlockResponse)(nil), // 3: latch.controlplane.v1.VaultUnlockResponse
-	(*VaultLockRequest)(nil),    // 4: latch.controlplane.v1.VaultLockRequest
-	(*VaultLockResponse)(nil),   // 5: latch.controlplane.v1.VaultLockResponse
-	(*VaultPutRequest)(nil),     // 6: latch.controlplane.v1.VaultPutRequest
-	(*VaultPutResponse)(nil),    // 7: latch.controlplane.v1.VaultPutResponse
-	(*VaultListRequest)(nil),    // 8: latch.controlplane.v1.VaultListRequest
-	(*VaultListResponse)(nil),   // 9: latch.controlplane.v1.VaultListResponse
-	(*CreateTokenRequest)(nil),  // 10: latch.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 11: latch.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),   // 12: latch.controlplane.v1.ListTokensRequest
-	(*TokenInfo)(nil),           // 13: latch.controlplane.v1.TokenInfo
-	(*ListTokensResponse)(nil),  // 14: latch.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),  // 15: latch.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil), // 16: latch.controlplane.v1.RevokeTokenResponse
+	(*VaultStatusRequest)(nil),    // 0: latch.controlplane.v1.VaultStatusRequest
+	(*VaultStatusResponse)(nil),   // 1: latch.controlplane.v1.VaultStatusResponse
+	(*VaultUnlockRequest)(nil),    // 2: latch.controlplane.v1.VaultUnlockRequest
+	(*VaultUnlockResponse)(nil),   // 3: latch.controlplane.v1.VaultUnlockResponse
+	(*VaultLockRequest)(nil),      // 4: latch.controlplane.v1.VaultLockRequest
+	(*VaultLockResponse)(nil),     // 5: latch.controlplane.v1.VaultLockResponse
+	(*VaultPutRequest)(nil),       // 6: latch.controlplane.v1.VaultPutRequest
+	(*VaultPutResponse)(nil),      // 7: latch.controlplane.v1.VaultPutResponse
+	(*VaultListRequest)(nil),      // 8: latch.controlplane.v1.VaultListRequest
+	(*VaultListResponse)(nil),     // 9: latch.controlplane.v1.VaultListResponse
+	(*CreateTokenRequest)(nil),    // 10: latch.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),   // 11: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),     // 12: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),             // 13: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),    // 14: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),    // 15: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),   // 16: latch.controlplane.v1.RevokeTokenResponse
+	(*ReloadCatalogRequest)(nil),  // 17: latch.controlplane.v1.ReloadCatalogRequest
+	(*ReloadCatalogResponse)(nil), // 18: latch.controlplane.v1.ReloadCatalogResponse
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
@@ -1076,16 +1281,18 @@ var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	10, // 8: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
 	12, // 9: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
 	15, // 10: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	1,  // 11: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 12: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 13: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 14: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 15: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 16: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 17: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 18: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
+	17, // 11: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	1,  // 12: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 13: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 14: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 15: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 16: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 17: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 18: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 19: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 20: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	12, // [12:21] is the sub-list for method output_type
+	3,  // [3:12] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1102,7 +1309,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_VaultStatus_FullMethodName = "/latch.controlplane.v1.Admin/VaultStatus"
-	Admin_VaultUnlock_FullMethodName = "/latch.controlplane.v1.Admin/VaultUnlock"
-	Admin_VaultLock_FullMethodName   = "/latch.controlplane.v1.Admin/VaultLock"
-	Admin_VaultPut_FullMethodName    = "/latch.controlplane.v1.Admin/VaultPut"
-	Admin_VaultList_FullMethodName   = "/latch.controlplane.v1.Admin/VaultList"
-	Admin_CreateToken_FullMethodName = "/latch.controlplane.v1.Admin/CreateToken"
-	Admin_ListTokens_FullMethodName  = "/latch.controlplane.v1.Admin/ListTokens"
-	Admin_RevokeToken_FullMethodName = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_VaultStatus_FullMethodName   = "/latch.controlplane.v1.Admin/VaultStatus"
+	Admin_VaultUnlock_FullMethodName   = "/latch.controlplane.v1.Admin/VaultUnlock"
+	Admin_VaultLock_FullMethodName     = "/latch.controlplane.v1.Admin/VaultLock"
+	Admin_VaultPut_FullMethodName      = "/latch.controlplane.v1.Admin/VaultPut"
+	Admin_VaultList_FullMethodName     = "/latch.controlplane.v1.Admin/VaultList"
+	Admin_CreateToken_FullMethodName   = "/latch.controlplane.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName    = "/latch.controlplane.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName   = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_ReloadCatalog_FullMethodName = "/latch.controlplane.v1.Admin/ReloadCatalog"
 )
 
 // AdminClient is the client API for Admin service.
@@ -34,7 +35,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Admin is the operator's API next to ControlPlane, served on the same
-// socket: the vault and the bearer tokens agents use. Secret values only ever
+// socket: the vault, the bearer tokens agents use (kept hashed in the
+// control plane's store) and reloads of the tool catalog. Secret values only ever
 // travel towards the control plane; no response carries one, except
 // CreateToken's new token, shown once.
 type AdminClient interface {
@@ -43,11 +45,17 @@ type AdminClient interface {
 	VaultLock(ctx context.Context, in *VaultLockRequest, opts ...grpc.CallOption) (*VaultLockResponse, error)
 	VaultPut(ctx context.Context, in *VaultPutRequest, opts ...grpc.CallOption) (*VaultPutResponse, error)
 	VaultList(ctx context.Context, in *VaultListRequest, opts ...grpc.CallOption) (*VaultListResponse, error)
+	// CreateToken makes a token for an actor (journaled as token_created,
+	// without the token); the response carries it, once.
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	// ListTokens lists tokens (ids, actors, times; never a token or its hash).
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	// ReloadCatalog re-reads the catalog file and validates it; a catalog
+	// with any problem changes nothing and the problems come back.
+	ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error)
 }
 
 type adminClient struct {
@@ -138,12 +146,23 @@ func (c *adminClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, o
 	return out, nil
 }
 
+func (c *adminClient) ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReloadCatalogResponse)
+	err := c.cc.Invoke(ctx, Admin_ReloadCatalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
 //
 // Admin is the operator's API next to ControlPlane, served on the same
-// socket: the vault and the bearer tokens agents use. Secret values only ever
+// socket: the vault, the bearer tokens agents use (kept hashed in the
+// control plane's store) and reloads of the tool catalog. Secret values only ever
 // travel towards the control plane; no response carries one, except
 // CreateToken's new token, shown once.
 type AdminServer interface {
@@ -152,11 +171,17 @@ type AdminServer interface {
 	VaultLock(context.Context, *VaultLockRequest) (*VaultLockResponse, error)
 	VaultPut(context.Context, *VaultPutRequest) (*VaultPutResponse, error)
 	VaultList(context.Context, *VaultListRequest) (*VaultListResponse, error)
+	// CreateToken makes a token for an actor (journaled as token_created,
+	// without the token); the response carries it, once.
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	// ListTokens lists tokens (ids, actors, times; never a token or its hash).
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
 	// RevokeToken removes a token by id, or every token of an actor; the
 	// actor's new executions are then rejected.
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	// ReloadCatalog re-reads the catalog file and validates it; a catalog
+	// with any problem changes nothing and the problems come back.
+	ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -190,6 +215,9 @@ func (UnimplementedAdminServer) ListTokens(context.Context, *ListTokensRequest) 
 }
 func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedAdminServer) ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReloadCatalog not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -356,6 +384,24 @@ func _Admin_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ReloadCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReloadCatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ReloadCatalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ReloadCatalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ReloadCatalog(ctx, req.(*ReloadCatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -394,6 +440,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _Admin_RevokeToken_Handler,
+		},
+		{
+			MethodName: "ReloadCatalog",
+			Handler:    _Admin_ReloadCatalog_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/latchhq/latch/proto/latch/record/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -25,9 +26,316 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AuthenticateAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's credential as presented to the front (the bearer token).
+	Credential    string `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateAgentRequest) Reset() {
+	*x = AuthenticateAgentRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateAgentRequest) ProtoMessage() {}
+
+func (x *AuthenticateAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateAgentRequest.ProtoReflect.Descriptor instead.
+func (*AuthenticateAgentRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AuthenticateAgentRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+type AuthenticateAgentResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Actor   string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	TokenId string                 `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Unset: the token does not expire.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthenticateAgentResponse) Reset() {
+	*x = AuthenticateAgentResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthenticateAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthenticateAgentResponse) ProtoMessage() {}
+
+func (x *AuthenticateAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthenticateAgentResponse.ProtoReflect.Descriptor instead.
+func (*AuthenticateAgentResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AuthenticateAgentResponse) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuthenticateAgentResponse) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *AuthenticateAgentResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+type ListToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The catalog version the caller has; with wait_ms the answer waits for
+	// another one.
+	KnownVersion string `protobuf:"bytes,1,opt,name=known_version,json=knownVersion,proto3" json:"known_version,omitempty"`
+	// At most 60000. 0: answer at once.
+	WaitMs        int64 `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsRequest) Reset() {
+	*x = ListToolsRequest{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsRequest) ProtoMessage() {}
+
+func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListToolsRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListToolsRequest) GetKnownVersion() string {
+	if x != nil {
+		return x.KnownVersion
+	}
+	return ""
+}
+
+func (x *ListToolsRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+type ListToolsResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	CatalogVersion string                 `protobuf:"bytes,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	// Set when the version is still known_version: tools is then empty.
+	Unchanged     bool    `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Tools         []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolsResponse) Reset() {
+	*x = ListToolsResponse{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolsResponse) ProtoMessage() {}
+
+func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListToolsResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListToolsResponse) GetCatalogVersion() string {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return ""
+}
+
+func (x *ListToolsResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
+func (x *ListToolsResponse) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// Tool is one catalog tool as served to agents.
+type Tool struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON Schema of the arguments as advertised to agents (including
+	// repeat_of on side-effecting tools).
+	InputSchema []byte `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// The replay class (read_only, idempotency_key, status_query, review):
+	// the front derives the MCP annotations from it.
+	Replay        string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	SideEffecting bool   `protobuf:"varint,5,opt,name=side_effecting,json=sideEffecting,proto3" json:"side_effecting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetInputSchema() []byte {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *Tool) GetReplay() string {
+	if x != nil {
+		return x.Replay
+	}
+	return ""
+}
+
+func (x *Tool) GetSideEffecting() bool {
+	if x != nil {
+		return x.SideEffecting
+	}
+	return false
+}
+
 type SubmitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The authenticated actor (set by the front, never by the agent).
+	// The actor. With a credential, the control plane takes the actor from
+	// it (a different actor here is refused). Without one, only a caller
+	// allowed to act as this actor may submit: a unix-socket caller of the
+	// operator's uid, or a front whose identity is bound to the actor
+	// (latch serve --front-actor IDENTITY=ACTOR).
 	Actor string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
 	Tool  string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	// The tool arguments as a JSON object.
@@ -42,14 +350,17 @@ type SubmitRequest struct {
 	// for a caller that needs no progress in between. An execution awaiting
 	// approval is answered at once, so the caller can still cancel it. Waiting
 	// never changes the execution.
-	WaitMs        int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// The agent's credential (the bearer token it presented to the front),
+	// authenticated by the control plane on every Submit.
+	Credential    string `protobuf:"bytes,7,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +372,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,7 +385,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{0}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitRequest) GetActor() string {
@@ -119,6 +430,13 @@ func (x *SubmitRequest) GetWaitMs() int64 {
 	return 0
 }
 
+func (x *SubmitRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type SubmitResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Disposition v1.Disposition         `protobuf:"varint,1,opt,name=disposition,proto3,enum=latch.record.v1.Disposition" json:"disposition,omitempty"`
@@ -133,7 +451,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -145,7 +463,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -158,7 +476,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{1}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitResponse) GetDisposition() v1.Disposition {
@@ -193,14 +511,17 @@ type GetRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// When set, the execution must belong to this actor.
-	Actor         string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +533,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +546,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{2}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetRequest) GetExecutionId() string {
@@ -242,6 +563,13 @@ func (x *GetRequest) GetActor() string {
 	return ""
 }
 
+func (x *GetRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type GetResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Execution *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
@@ -253,7 +581,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +593,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +606,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{3}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetResponse) GetExecution() *v1.Execution {
@@ -301,14 +629,17 @@ type ListRequest struct {
 	Tool  string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	State v1.State               `protobuf:"varint,3,opt,name=state,proto3,enum=latch.record.v1.State" json:"state,omitempty"`
 	// At most this many (default 100, max 1000).
-	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,5,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +651,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +664,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{4}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListRequest) GetActor() string {
@@ -364,6 +695,13 @@ func (x *ListRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type ListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Executions    []*v1.Execution        `protobuf:"bytes,1,rep,name=executions,proto3" json:"executions,omitempty"`
@@ -373,7 +711,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +723,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +736,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{5}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListResponse) GetExecutions() []*v1.Execution {
@@ -409,16 +747,19 @@ func (x *ListResponse) GetExecutions() []*v1.Execution {
 }
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Actor       string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +771,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +784,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{6}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchRequest) GetExecutionId() string {
@@ -460,6 +801,13 @@ func (x *WatchRequest) GetActor() string {
 	return ""
 }
 
+func (x *WatchRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type WatchResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Execution *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
@@ -472,7 +820,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +832,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +845,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{7}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchResponse) GetExecution() *v1.Execution {
@@ -523,7 +871,7 @@ type MarkDeliveredRequest struct {
 
 func (x *MarkDeliveredRequest) Reset() {
 	*x = MarkDeliveredRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +883,7 @@ func (x *MarkDeliveredRequest) String() string {
 func (*MarkDeliveredRequest) ProtoMessage() {}
 
 func (x *MarkDeliveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +896,7 @@ func (x *MarkDeliveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDeliveredRequest.ProtoReflect.Descriptor instead.
 func (*MarkDeliveredRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{8}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MarkDeliveredRequest) GetExecutionId() string {
@@ -567,7 +915,7 @@ type MarkDeliveredResponse struct {
 
 func (x *MarkDeliveredResponse) Reset() {
 	*x = MarkDeliveredResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +927,7 @@ func (x *MarkDeliveredResponse) String() string {
 func (*MarkDeliveredResponse) ProtoMessage() {}
 
 func (x *MarkDeliveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +940,7 @@ func (x *MarkDeliveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDeliveredResponse.ProtoReflect.Descriptor instead.
 func (*MarkDeliveredResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{9}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MarkDeliveredResponse) GetExecution() *v1.Execution {
@@ -606,15 +954,18 @@ type CancelRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// When set, the execution must belong to this actor.
-	Actor         string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Actor  string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The agent's credential: when set, the execution must be that agent's
+	// (see SubmitRequest.credential; the same caller rules apply without one).
+	Credential    string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +977,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +990,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{10}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -663,6 +1014,13 @@ func (x *CancelRequest) GetReason() string {
 	return ""
 }
 
+func (x *CancelRequest) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
 type CancelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Execution     *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
@@ -672,7 +1030,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +1042,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +1055,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{11}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelResponse) GetExecution() *v1.Execution {
@@ -724,7 +1082,7 @@ type ResolveRequest struct {
 
 func (x *ResolveRequest) Reset() {
 	*x = ResolveRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +1094,7 @@ func (x *ResolveRequest) String() string {
 func (*ResolveRequest) ProtoMessage() {}
 
 func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +1107,7 @@ func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{12}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResolveRequest) GetExecutionId() string {
@@ -803,7 +1161,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1173,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1186,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{13}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveResponse) GetExecution() *v1.Execution {
@@ -849,7 +1207,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1219,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1232,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HistoryRequest) GetExecutionId() string {
@@ -900,7 +1258,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1270,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1283,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HistoryResponse) GetEntries() []*v1.JournalEntry {
@@ -946,7 +1304,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1316,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1329,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApproveRequest) GetExecutionId() string {
@@ -1004,7 +1362,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1374,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1387,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApproveResponse) GetExecution() *v1.Execution {
@@ -1051,7 +1409,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1421,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1434,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DenyRequest) GetExecutionId() string {
@@ -1109,7 +1467,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1479,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1492,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DenyResponse) GetExecution() *v1.Execution {
@@ -1153,7 +1511,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1523,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1536,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsRequest) GetLimit() int32 {
@@ -1197,7 +1555,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1567,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1580,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*v1.Session {
@@ -1242,7 +1600,7 @@ type AuthorizeSessionRequest struct {
 
 func (x *AuthorizeSessionRequest) Reset() {
 	*x = AuthorizeSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1612,7 @@ func (x *AuthorizeSessionRequest) String() string {
 func (*AuthorizeSessionRequest) ProtoMessage() {}
 
 func (x *AuthorizeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1625,7 @@ func (x *AuthorizeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSessionRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AuthorizeSessionRequest) GetSessionId() string {
@@ -1293,7 +1651,7 @@ type AuthorizeSessionResponse struct {
 
 func (x *AuthorizeSessionResponse) Reset() {
 	*x = AuthorizeSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1663,7 @@ func (x *AuthorizeSessionResponse) String() string {
 func (*AuthorizeSessionResponse) ProtoMessage() {}
 
 func (x *AuthorizeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1676,7 @@ func (x *AuthorizeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSessionResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AuthorizeSessionResponse) GetSession() *v1.Session {
@@ -1339,7 +1697,7 @@ type RevokeSessionRequest struct {
 
 func (x *RevokeSessionRequest) Reset() {
 	*x = RevokeSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1709,7 @@ func (x *RevokeSessionRequest) String() string {
 func (*RevokeSessionRequest) ProtoMessage() {}
 
 func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1722,7 @@ func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RevokeSessionRequest) GetSessionId() string {
@@ -1397,7 +1755,7 @@ type RevokeSessionResponse struct {
 
 func (x *RevokeSessionResponse) Reset() {
 	*x = RevokeSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1767,7 @@ func (x *RevokeSessionResponse) String() string {
 func (*RevokeSessionResponse) ProtoMessage() {}
 
 func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1780,7 @@ func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevokeSessionResponse) GetSession() *v1.Session {
@@ -1442,7 +1800,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1812,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1825,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EndSessionRequest) GetActor() string {
@@ -1495,7 +1853,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1865,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1878,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndSessionResponse) GetSession() *v1.Session {
@@ -1541,49 +1899,86 @@ var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1clatch/record/v1/record.proto\"\xca\x01\n" +
+	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1clatch/record/v1/record.proto\":\n" +
+	"\x18AuthenticateAgentRequest\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\tR\n" +
+	"credential\"\x87\x01\n" +
+	"\x19AuthenticateAgentResponse\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x19\n" +
+	"\btoken_id\x18\x02 \x01(\tR\atokenId\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"P\n" +
+	"\x10ListToolsRequest\x12#\n" +
+	"\rknown_version\x18\x01 \x01(\tR\fknownVersion\x12\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x8d\x01\n" +
+	"\x11ListToolsResponse\x12'\n" +
+	"\x0fcatalog_version\x18\x01 \x01(\tR\x0ecatalogVersion\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x121\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\"\x9e\x01\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
+	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12\x16\n" +
+	"\x06replay\x18\x04 \x01(\tR\x06replay\x12%\n" +
+	"\x0eside_effecting\x18\x05 \x01(\bR\rsideEffecting\"\xea\x01\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\fR\targuments\x12!\n" +
 	"\fintent_scope\x18\x04 \x01(\tR\vintentScope\x125\n" +
 	"\bevidence\x18\x05 \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x12\x17\n" +
-	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\"\xcf\x01\n" +
+	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\x12\x1e\n" +
+	"\n" +
+	"credential\x18\a \x01(\tR\n" +
+	"credential\"\xcf\x01\n" +
 	"\x0eSubmitResponse\x12>\n" +
 	"\vdisposition\x18\x01 \x01(\x0e2\x1c.latch.record.v1.DispositionR\vdisposition\x128\n" +
 	"\texecution\x18\x02 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"E\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"e\n" +
 	"\n" +
 	"GetRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"x\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\tR\n" +
+	"credential\"x\n" +
 	"\vGetResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"{\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"\x9b\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.latch.record.v1.StateR\x05state\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"J\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x05 \x01(\tR\n" +
+	"credential\"J\n" +
 	"\fListResponse\x12:\n" +
 	"\n" +
 	"executions\x18\x01 \x03(\v2\x1a.latch.record.v1.ExecutionR\n" +
-	"executions\"G\n" +
+	"executions\"g\n" +
 	"\fWatchRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"z\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\tR\n" +
+	"credential\"z\n" +
 	"\rWatchResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"9\n" +
 	"\x14MarkDeliveredRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"`\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x80\x01\n" +
 	"\rCancelRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"J\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x04 \x01(\tR\n" +
+	"credential\"J\n" +
 	"\x0eCancelResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\xdc\x01\n" +
 	"\x0eResolveRequest\x12!\n" +
@@ -1634,8 +2029,7 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0emcp_session_id\x18\x02 \x01(\tR\fmcpSessionId\"y\n" +
 	"\x12EndSessionResponse\x122\n" +
 	"\asession\x18\x01 \x01(\v2\x18.latch.record.v1.SessionR\asession\x12/\n" +
-	"\x13orphaned_executions\x18\x02 \x03(\tR\x12orphanedExecutions2\xa9\n" +
-	"\n" +
+	"\x13orphaned_executions\x18\x02 \x03(\tR\x12orphanedExecutions2\x81\f\n" +
 	"\fControlPlane\x12U\n" +
 	"\x06Submit\x12$.latch.controlplane.v1.SubmitRequest\x1a%.latch.controlplane.v1.SubmitResponse\x12L\n" +
 	"\x03Get\x12!.latch.controlplane.v1.GetRequest\x1a\".latch.controlplane.v1.GetResponse\x12O\n" +
@@ -1651,7 +2045,9 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x10AuthorizeSession\x12..latch.controlplane.v1.AuthorizeSessionRequest\x1a/.latch.controlplane.v1.AuthorizeSessionResponse\x12j\n" +
 	"\rRevokeSession\x12+.latch.controlplane.v1.RevokeSessionRequest\x1a,.latch.controlplane.v1.RevokeSessionResponse\x12a\n" +
 	"\n" +
-	"EndSession\x12(.latch.controlplane.v1.EndSessionRequest\x1a).latch.controlplane.v1.EndSessionResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"EndSession\x12(.latch.controlplane.v1.EndSessionRequest\x1a).latch.controlplane.v1.EndSessionResponse\x12v\n" +
+	"\x11AuthenticateAgent\x12/.latch.controlplane.v1.AuthenticateAgentRequest\x1a0.latch.controlplane.v1.AuthenticateAgentResponse\x12^\n" +
+	"\tListTools\x12'.latch.controlplane.v1.ListToolsRequest\x1a(.latch.controlplane.v1.ListToolsResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_controlplane_proto_rawDescOnce sync.Once
@@ -1665,100 +2061,112 @@ func file_latch_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
-	(*SubmitRequest)(nil),            // 0: latch.controlplane.v1.SubmitRequest
-	(*SubmitResponse)(nil),           // 1: latch.controlplane.v1.SubmitResponse
-	(*GetRequest)(nil),               // 2: latch.controlplane.v1.GetRequest
-	(*GetResponse)(nil),              // 3: latch.controlplane.v1.GetResponse
-	(*ListRequest)(nil),              // 4: latch.controlplane.v1.ListRequest
-	(*ListResponse)(nil),             // 5: latch.controlplane.v1.ListResponse
-	(*WatchRequest)(nil),             // 6: latch.controlplane.v1.WatchRequest
-	(*WatchResponse)(nil),            // 7: latch.controlplane.v1.WatchResponse
-	(*MarkDeliveredRequest)(nil),     // 8: latch.controlplane.v1.MarkDeliveredRequest
-	(*MarkDeliveredResponse)(nil),    // 9: latch.controlplane.v1.MarkDeliveredResponse
-	(*CancelRequest)(nil),            // 10: latch.controlplane.v1.CancelRequest
-	(*CancelResponse)(nil),           // 11: latch.controlplane.v1.CancelResponse
-	(*ResolveRequest)(nil),           // 12: latch.controlplane.v1.ResolveRequest
-	(*ResolveResponse)(nil),          // 13: latch.controlplane.v1.ResolveResponse
-	(*HistoryRequest)(nil),           // 14: latch.controlplane.v1.HistoryRequest
-	(*HistoryResponse)(nil),          // 15: latch.controlplane.v1.HistoryResponse
-	(*ApproveRequest)(nil),           // 16: latch.controlplane.v1.ApproveRequest
-	(*ApproveResponse)(nil),          // 17: latch.controlplane.v1.ApproveResponse
-	(*DenyRequest)(nil),              // 18: latch.controlplane.v1.DenyRequest
-	(*DenyResponse)(nil),             // 19: latch.controlplane.v1.DenyResponse
-	(*ListSessionsRequest)(nil),      // 20: latch.controlplane.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 21: latch.controlplane.v1.ListSessionsResponse
-	(*AuthorizeSessionRequest)(nil),  // 22: latch.controlplane.v1.AuthorizeSessionRequest
-	(*AuthorizeSessionResponse)(nil), // 23: latch.controlplane.v1.AuthorizeSessionResponse
-	(*RevokeSessionRequest)(nil),     // 24: latch.controlplane.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),    // 25: latch.controlplane.v1.RevokeSessionResponse
-	(*EndSessionRequest)(nil),        // 26: latch.controlplane.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),       // 27: latch.controlplane.v1.EndSessionResponse
-	(*v1.Evidence)(nil),              // 28: latch.record.v1.Evidence
-	(v1.Disposition)(0),              // 29: latch.record.v1.Disposition
-	(*v1.Execution)(nil),             // 30: latch.record.v1.Execution
-	(*v1.Result)(nil),                // 31: latch.record.v1.Result
-	(v1.State)(0),                    // 32: latch.record.v1.State
-	(v1.Outcome)(0),                  // 33: latch.record.v1.Outcome
-	(*v1.JournalEntry)(nil),          // 34: latch.record.v1.JournalEntry
-	(*v1.Session)(nil),               // 35: latch.record.v1.Session
+	(*AuthenticateAgentRequest)(nil),  // 0: latch.controlplane.v1.AuthenticateAgentRequest
+	(*AuthenticateAgentResponse)(nil), // 1: latch.controlplane.v1.AuthenticateAgentResponse
+	(*ListToolsRequest)(nil),          // 2: latch.controlplane.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),         // 3: latch.controlplane.v1.ListToolsResponse
+	(*Tool)(nil),                      // 4: latch.controlplane.v1.Tool
+	(*SubmitRequest)(nil),             // 5: latch.controlplane.v1.SubmitRequest
+	(*SubmitResponse)(nil),            // 6: latch.controlplane.v1.SubmitResponse
+	(*GetRequest)(nil),                // 7: latch.controlplane.v1.GetRequest
+	(*GetResponse)(nil),               // 8: latch.controlplane.v1.GetResponse
+	(*ListRequest)(nil),               // 9: latch.controlplane.v1.ListRequest
+	(*ListResponse)(nil),              // 10: latch.controlplane.v1.ListResponse
+	(*WatchRequest)(nil),              // 11: latch.controlplane.v1.WatchRequest
+	(*WatchResponse)(nil),             // 12: latch.controlplane.v1.WatchResponse
+	(*MarkDeliveredRequest)(nil),      // 13: latch.controlplane.v1.MarkDeliveredRequest
+	(*MarkDeliveredResponse)(nil),     // 14: latch.controlplane.v1.MarkDeliveredResponse
+	(*CancelRequest)(nil),             // 15: latch.controlplane.v1.CancelRequest
+	(*CancelResponse)(nil),            // 16: latch.controlplane.v1.CancelResponse
+	(*ResolveRequest)(nil),            // 17: latch.controlplane.v1.ResolveRequest
+	(*ResolveResponse)(nil),           // 18: latch.controlplane.v1.ResolveResponse
+	(*HistoryRequest)(nil),            // 19: latch.controlplane.v1.HistoryRequest
+	(*HistoryResponse)(nil),           // 20: latch.controlplane.v1.HistoryResponse
+	(*ApproveRequest)(nil),            // 21: latch.controlplane.v1.ApproveRequest
+	(*ApproveResponse)(nil),           // 22: latch.controlplane.v1.ApproveResponse
+	(*DenyRequest)(nil),               // 23: latch.controlplane.v1.DenyRequest
+	(*DenyResponse)(nil),              // 24: latch.controlplane.v1.DenyResponse
+	(*ListSessionsRequest)(nil),       // 25: latch.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 26: latch.controlplane.v1.ListSessionsResponse
+	(*AuthorizeSessionRequest)(nil),   // 27: latch.controlplane.v1.AuthorizeSessionRequest
+	(*AuthorizeSessionResponse)(nil),  // 28: latch.controlplane.v1.AuthorizeSessionResponse
+	(*RevokeSessionRequest)(nil),      // 29: latch.controlplane.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),     // 30: latch.controlplane.v1.RevokeSessionResponse
+	(*EndSessionRequest)(nil),         // 31: latch.controlplane.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),        // 32: latch.controlplane.v1.EndSessionResponse
+	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
+	(*v1.Evidence)(nil),               // 34: latch.record.v1.Evidence
+	(v1.Disposition)(0),               // 35: latch.record.v1.Disposition
+	(*v1.Execution)(nil),              // 36: latch.record.v1.Execution
+	(*v1.Result)(nil),                 // 37: latch.record.v1.Result
+	(v1.State)(0),                     // 38: latch.record.v1.State
+	(v1.Outcome)(0),                   // 39: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),           // 40: latch.record.v1.JournalEntry
+	(*v1.Session)(nil),                // 41: latch.record.v1.Session
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	28, // 0: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
-	29, // 1: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
-	30, // 2: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 3: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
-	30, // 4: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 5: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	32, // 6: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	30, // 7: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	30, // 8: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	31, // 9: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
-	30, // 10: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	30, // 11: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	33, // 12: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	30, // 13: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	34, // 14: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	30, // 15: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	30, // 16: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	35, // 17: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	35, // 18: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	35, // 19: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	35, // 20: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
-	0,  // 21: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	2,  // 22: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	4,  // 23: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	6,  // 24: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	8,  // 25: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	10, // 26: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	12, // 27: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	14, // 28: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	16, // 29: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	18, // 30: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	20, // 31: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	22, // 32: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	24, // 33: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	26, // 34: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
-	1,  // 35: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	3,  // 36: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	5,  // 37: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	7,  // 38: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	9,  // 39: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	11, // 40: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	13, // 41: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	15, // 42: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	17, // 43: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	19, // 44: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	21, // 45: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	23, // 46: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	25, // 47: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	27, // 48: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
-	35, // [35:49] is the sub-list for method output_type
-	21, // [21:35] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	33, // 0: latch.controlplane.v1.AuthenticateAgentResponse.expires_at:type_name -> google.protobuf.Timestamp
+	4,  // 1: latch.controlplane.v1.ListToolsResponse.tools:type_name -> latch.controlplane.v1.Tool
+	34, // 2: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
+	35, // 3: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
+	36, // 4: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
+	37, // 5: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
+	36, // 6: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	37, // 7: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	38, // 8: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	36, // 9: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	36, // 10: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	37, // 11: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	36, // 12: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	36, // 13: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 14: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	36, // 15: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	40, // 16: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	36, // 17: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	36, // 18: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	41, // 19: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	41, // 20: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	41, // 21: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	41, // 22: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
+	5,  // 23: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	7,  // 24: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	9,  // 25: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	11, // 26: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	13, // 27: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	15, // 28: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	17, // 29: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	19, // 30: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	21, // 31: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	23, // 32: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	25, // 33: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	27, // 34: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	29, // 35: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	31, // 36: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
+	0,  // 37: latch.controlplane.v1.ControlPlane.AuthenticateAgent:input_type -> latch.controlplane.v1.AuthenticateAgentRequest
+	2,  // 38: latch.controlplane.v1.ControlPlane.ListTools:input_type -> latch.controlplane.v1.ListToolsRequest
+	6,  // 39: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	8,  // 40: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	10, // 41: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	12, // 42: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	14, // 43: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	16, // 44: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	18, // 45: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	20, // 46: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	22, // 47: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	24, // 48: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	26, // 49: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	28, // 50: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	30, // 51: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	32, // 52: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
+	1,  // 53: latch.controlplane.v1.ControlPlane.AuthenticateAgent:output_type -> latch.controlplane.v1.AuthenticateAgentResponse
+	3,  // 54: latch.controlplane.v1.ControlPlane.ListTools:output_type -> latch.controlplane.v1.ListToolsResponse
+	39, // [39:55] is the sub-list for method output_type
+	23, // [23:39] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
@@ -1772,7 +2180,7 @@ func file_latch_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_controlplane_proto_rawDesc), len(file_latch_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

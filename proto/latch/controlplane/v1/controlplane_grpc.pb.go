@@ -22,20 +22,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ControlPlane_Submit_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Submit"
-	ControlPlane_Get_FullMethodName              = "/latch.controlplane.v1.ControlPlane/Get"
-	ControlPlane_List_FullMethodName             = "/latch.controlplane.v1.ControlPlane/List"
-	ControlPlane_Watch_FullMethodName            = "/latch.controlplane.v1.ControlPlane/Watch"
-	ControlPlane_MarkDelivered_FullMethodName    = "/latch.controlplane.v1.ControlPlane/MarkDelivered"
-	ControlPlane_Cancel_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Cancel"
-	ControlPlane_Resolve_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Resolve"
-	ControlPlane_History_FullMethodName          = "/latch.controlplane.v1.ControlPlane/History"
-	ControlPlane_Approve_FullMethodName          = "/latch.controlplane.v1.ControlPlane/Approve"
-	ControlPlane_Deny_FullMethodName             = "/latch.controlplane.v1.ControlPlane/Deny"
-	ControlPlane_ListSessions_FullMethodName     = "/latch.controlplane.v1.ControlPlane/ListSessions"
-	ControlPlane_AuthorizeSession_FullMethodName = "/latch.controlplane.v1.ControlPlane/AuthorizeSession"
-	ControlPlane_RevokeSession_FullMethodName    = "/latch.controlplane.v1.ControlPlane/RevokeSession"
-	ControlPlane_EndSession_FullMethodName       = "/latch.controlplane.v1.ControlPlane/EndSession"
+	ControlPlane_Submit_FullMethodName            = "/latch.controlplane.v1.ControlPlane/Submit"
+	ControlPlane_Get_FullMethodName               = "/latch.controlplane.v1.ControlPlane/Get"
+	ControlPlane_List_FullMethodName              = "/latch.controlplane.v1.ControlPlane/List"
+	ControlPlane_Watch_FullMethodName             = "/latch.controlplane.v1.ControlPlane/Watch"
+	ControlPlane_MarkDelivered_FullMethodName     = "/latch.controlplane.v1.ControlPlane/MarkDelivered"
+	ControlPlane_Cancel_FullMethodName            = "/latch.controlplane.v1.ControlPlane/Cancel"
+	ControlPlane_Resolve_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Resolve"
+	ControlPlane_History_FullMethodName           = "/latch.controlplane.v1.ControlPlane/History"
+	ControlPlane_Approve_FullMethodName           = "/latch.controlplane.v1.ControlPlane/Approve"
+	ControlPlane_Deny_FullMethodName              = "/latch.controlplane.v1.ControlPlane/Deny"
+	ControlPlane_ListSessions_FullMethodName      = "/latch.controlplane.v1.ControlPlane/ListSessions"
+	ControlPlane_AuthorizeSession_FullMethodName  = "/latch.controlplane.v1.ControlPlane/AuthorizeSession"
+	ControlPlane_RevokeSession_FullMethodName     = "/latch.controlplane.v1.ControlPlane/RevokeSession"
+	ControlPlane_EndSession_FullMethodName        = "/latch.controlplane.v1.ControlPlane/EndSession"
+	ControlPlane_AuthenticateAgent_FullMethodName = "/latch.controlplane.v1.ControlPlane/AuthenticateAgent"
+	ControlPlane_ListTools_FullMethodName         = "/latch.controlplane.v1.ControlPlane/ListTools"
 )
 
 // ControlPlaneClient is the client API for ControlPlane service.
@@ -78,6 +80,14 @@ type ControlPlaneClient interface {
 	// executions whose results it never received, the session is also
 	// journaled as orphaned (their results stay for a retry to attach).
 	EndSession(ctx context.Context, in *EndSessionRequest, opts ...grpc.CallOption) (*EndSessionResponse, error)
+	// AuthenticateAgent checks an agent's credential (a bearer token made by
+	// `latch token create`) and names its actor. Fronts cache the answer for
+	// at most a few seconds: a revoked token stops working within that bound.
+	AuthenticateAgent(ctx context.Context, in *AuthenticateAgentRequest, opts ...grpc.CallOption) (*AuthenticateAgentResponse, error)
+	// ListTools returns the catalog's tools as agents see them, and the
+	// catalog version. With known_version and wait_ms it waits (long poll)
+	// until the version differs from known_version or the wait ends.
+	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 }
 
 type controlPlaneClient struct {
@@ -237,6 +247,26 @@ func (c *controlPlaneClient) EndSession(ctx context.Context, in *EndSessionReque
 	return out, nil
 }
 
+func (c *controlPlaneClient) AuthenticateAgent(ctx context.Context, in *AuthenticateAgentRequest, opts ...grpc.CallOption) (*AuthenticateAgentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuthenticateAgentResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_AuthenticateAgent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *controlPlaneClient) ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolsResponse)
+	err := c.cc.Invoke(ctx, ControlPlane_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlPlaneServer is the server API for ControlPlane service.
 // All implementations must embed UnimplementedControlPlaneServer
 // for forward compatibility.
@@ -277,6 +307,14 @@ type ControlPlaneServer interface {
 	// executions whose results it never received, the session is also
 	// journaled as orphaned (their results stay for a retry to attach).
 	EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error)
+	// AuthenticateAgent checks an agent's credential (a bearer token made by
+	// `latch token create`) and names its actor. Fronts cache the answer for
+	// at most a few seconds: a revoked token stops working within that bound.
+	AuthenticateAgent(context.Context, *AuthenticateAgentRequest) (*AuthenticateAgentResponse, error)
+	// ListTools returns the catalog's tools as agents see them, and the
+	// catalog version. With known_version and wait_ms it waits (long poll)
+	// until the version differs from known_version or the wait ends.
+	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	mustEmbedUnimplementedControlPlaneServer()
 }
 
@@ -328,6 +366,12 @@ func (UnimplementedControlPlaneServer) RevokeSession(context.Context, *RevokeSes
 }
 func (UnimplementedControlPlaneServer) EndSession(context.Context, *EndSessionRequest) (*EndSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method EndSession not implemented")
+}
+func (UnimplementedControlPlaneServer) AuthenticateAgent(context.Context, *AuthenticateAgentRequest) (*AuthenticateAgentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AuthenticateAgent not implemented")
+}
+func (UnimplementedControlPlaneServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
 }
 func (UnimplementedControlPlaneServer) mustEmbedUnimplementedControlPlaneServer() {}
 func (UnimplementedControlPlaneServer) testEmbeddedByValue()                      {}
@@ -595,6 +639,42 @@ func _ControlPlane_EndSession_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ControlPlane_AuthenticateAgent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuthenticateAgentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).AuthenticateAgent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_AuthenticateAgent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).AuthenticateAgent(ctx, req.(*AuthenticateAgentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ControlPlane_ListTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlPlaneServer).ListTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ControlPlane_ListTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlPlaneServer).ListTools(ctx, req.(*ListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ControlPlane_ServiceDesc is the grpc.ServiceDesc for ControlPlane service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -653,6 +733,14 @@ var ControlPlane_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EndSession",
 			Handler:    _ControlPlane_EndSession_Handler,
+		},
+		{
+			MethodName: "AuthenticateAgent",
+			Handler:    _ControlPlane_AuthenticateAgent_Handler,
+		},
+		{
+			MethodName: "ListTools",
+			Handler:    _ControlPlane_ListTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

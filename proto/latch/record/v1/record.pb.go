@@ -516,9 +516,13 @@ type Execution struct {
 	// answer proves nothing happened only when observed after this plus the
 	// dispatch timeout plus the target's settle. Unset on records written
 	// before it existed: dispatched_at stands in.
-	LastSentAt    *timestamppb.Timestamp `protobuf:"bytes,40,opt,name=last_sent_at,json=lastSentAt,proto3" json:"last_sent_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastSentAt *timestamppb.Timestamp `protobuf:"bytes,40,opt,name=last_sent_at,json=lastSentAt,proto3" json:"last_sent_at,omitempty"`
+	// The version of the tool catalog (sha256 of its source) the execution
+	// was accepted under; its contract is that catalog's. Unset on records
+	// written before the control plane owned the catalog.
+	CatalogVersion string `protobuf:"bytes,41,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -775,6 +779,13 @@ func (x *Execution) GetLastSentAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Execution) GetCatalogVersion() string {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return ""
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -799,7 +810,13 @@ type JournalEntry struct {
 	// Session records (kind "session_started", "session_authorized",
 	// "session_revoked", "session_ended", "session_orphaned") carry the
 	// session after the step.
-	Session       *Session `protobuf:"bytes,11,opt,name=session,proto3" json:"session,omitempty"`
+	Session *Session `protobuf:"bytes,11,opt,name=session,proto3" json:"session,omitempty"`
+	// Token records (kind "token_created", "token_revoked", and
+	// "token_migrated" for tokens imported from a tokens.json) carry the token
+	// after the step: its id, actor and times, never the token or its hash.
+	Token *AgentToken `protobuf:"bytes,12,opt,name=token,proto3" json:"token,omitempty"`
+	// Catalog records (kind "catalog_loaded") carry the catalog now in force.
+	Catalog       *CatalogVersion `protobuf:"bytes,13,opt,name=catalog,proto3" json:"catalog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +928,218 @@ func (x *JournalEntry) GetSession() *Session {
 	return nil
 }
 
+func (x *JournalEntry) GetToken() *AgentToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *JournalEntry) GetCatalog() *CatalogVersion {
+	if x != nil {
+		return x.Catalog
+	}
+	return nil
+}
+
+// AgentToken is a bearer token of an agent as the control plane stores it:
+// the SHA-256 of the token, never the token.
+type AgentToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tok_" + the first 12 hex digits of the hash.
+	Id    string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Hex SHA-256 of the token. Empty in journal records.
+	Sha256    string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Unset: the token does not expire (it is revoked).
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Coarse (moved at most once a minute): when the token last authenticated.
+	LastUsedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	// Set when revoked; a revoked token is kept so its id stays unique and
+	// `latch token list --all` can show it.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	RevokedBy string                 `protobuf:"bytes,8,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// "api" (latch token create) or "tokens.json" (migrated at start).
+	Origin        string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentToken) Reset() {
+	*x = AgentToken{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentToken) ProtoMessage() {}
+
+func (x *AgentToken) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
+func (*AgentToken) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AgentToken) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AgentToken) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AgentToken) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *AgentToken) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *AgentToken) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *AgentToken) GetLastUsedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return nil
+}
+
+func (x *AgentToken) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *AgentToken) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+func (x *AgentToken) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+// CatalogVersion is the tool catalog the control plane enforces.
+type CatalogVersion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sha256:" + hex SHA-256 of the catalog's source bytes.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Where it was read from (a file path, or "embedded ...").
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	Tools  int32  `protobuf:"varint,3,opt,name=tools,proto3" json:"tools,omitempty"`
+	// The version it replaced ("" at the first load).
+	Previous string `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"`
+	// "start", "reload" (latch catalog reload) or "sighup".
+	Trigger       string `protobuf:"bytes,5,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogVersion) Reset() {
+	*x = CatalogVersion{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogVersion) ProtoMessage() {}
+
+func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
+func (*CatalogVersion) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CatalogVersion) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CatalogVersion) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CatalogVersion) GetTools() int32 {
+	if x != nil {
+		return x.Tools
+	}
+	return 0
+}
+
+func (x *CatalogVersion) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *CatalogVersion) GetTrigger() string {
+	if x != nil {
+		return x.Trigger
+	}
+	return ""
+}
+
 // Checkpoint is a signed statement of the journal's size and root hash.
 type Checkpoint struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -925,7 +1154,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1166,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1179,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1008,7 +1237,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1249,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1262,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Session) GetId() string {
@@ -1160,7 +1389,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x06exited\x18\b \x01(\bR\x06exited\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\n" +
 	"\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
@@ -1200,7 +1429,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"session_id\x18  \x01(\tR\tsessionId\x12#\n" +
 	"\rresult_sha256\x18! \x01(\fR\fresultSha256\x12<\n" +
 	"\flast_sent_at\x18( \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"lastSentAt\"\xb2\x03\n" +
+	"lastSentAt\x12'\n" +
+	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\"\xa0\x04\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1213,7 +1443,31 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\texecution\x18\t \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x125\n" +
 	"\bevidence\x18\n" +
 	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x122\n" +
-	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\"\x81\x01\n" +
+	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\x121\n" +
+	"\x05token\x18\f \x01(\v2\x1b.latch.record.v1.AgentTokenR\x05token\x129\n" +
+	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\"\xf0\x02\n" +
+	"\n" +
+	"AgentToken\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12<\n" +
+	"\flast_used_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastUsedAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\b \x01(\tR\trevokedBy\x12\x16\n" +
+	"\x06origin\x18\t \x01(\tR\x06origin\"\x8e\x01\n" +
+	"\x0eCatalogVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +
+	"\x05tools\x18\x03 \x01(\x05R\x05tools\x12\x1a\n" +
+	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x18\n" +
+	"\atrigger\x18\x05 \x01(\tR\atrigger\"\x81\x01\n" +
 	"\n" +
 	"Checkpoint\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\x04R\x04size\x12\x1b\n" +
@@ -1282,7 +1536,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -1292,41 +1546,49 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Result)(nil),                // 5: latch.record.v1.Result
 	(*Execution)(nil),             // 6: latch.record.v1.Execution
 	(*JournalEntry)(nil),          // 7: latch.record.v1.JournalEntry
-	(*Checkpoint)(nil),            // 8: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 9: latch.record.v1.Session
-	nil,                           // 10: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*AgentToken)(nil),            // 8: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 9: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 10: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 11: latch.record.v1.Session
+	nil,                           // 12: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	10, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	12, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	0,  // 1: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 2: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	11, // 3: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	11, // 4: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	11, // 5: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	11, // 6: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	11, // 7: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	11, // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 3: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	13, // 4: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	13, // 5: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	13, // 6: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	13, // 7: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	13, // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 9: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	11, // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	11, // 11: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
-	11, // 12: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	13, // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	13, // 11: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	13, // 12: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 13: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 14: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	6,  // 15: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	4,  // 16: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	9,  // 17: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	11, // 18: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	3,  // 19: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	11, // 20: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	11, // 21: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	11, // 22: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	11, // 23: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	11, // 17: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	8,  // 18: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	9,  // 19: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	13, // 20: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	13, // 21: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 22: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	13, // 23: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	13, // 24: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	3,  // 25: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	13, // 26: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	13, // 27: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	13, // 28: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	13, // 29: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1340,7 +1602,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,338 @@
+// Package tokens holds agents' bearer tokens in the control plane's store:
+// it creates, lists, revokes and authenticates them, journals every change
+// (token_created, token_revoked, token_migrated: the token's id and actor,
+// never the token or its hash), and imports a tokens.json left by earlier
+// versions once.
+//
+// A token is "latch_" followed by 32 random bytes in unpadded base64url. It
+// is returned once by Create and never stored, logged or shown again: the
+// store keeps its SHA-256. Tokens are high-entropy, so an unsalted hash is
+// no guessing oracle. Authenticating is one read of the store (h/<hash>,
+// then t/<id>); last_used_at moves at most once per LastUsedEvery, so a
+// busy agent does not cost a write per call.
+//
+// Imported by controlplane/api, controlplane/admin and the latch command.
+package tokens
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Prefix starts every token, so that leaked tokens are easy to recognise.
+const Prefix = "latch_"
+
+// Journal kinds of token records.
+const (
+	KindCreated  = "token_created"
+	KindRevoked  = "token_revoked"
+	KindMigrated = "token_migrated"
+)
+
+// Origins of a token.
+const (
+	OriginAPI        = "api"
+	OriginTokensJSON = "tokens.json"
+)
+
+// MaxTTL bounds a token's lifetime at creation.
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
+var (
+	// ErrInvalid is returned by Authenticate for an unknown or malformed
+	// credential.
+	ErrInvalid = errors.New("tokens: invalid credential")
+	// ErrRevoked is returned by Authenticate for a revoked token.
+	ErrRevoked = errors.New("tokens: token revoked")
+	// ErrExpired is returned by Authenticate for a token past its expiry.
+	ErrExpired = errors.New("tokens: token expired")
+	// ErrNotFound is returned by Revoke when no live token has that id or actor.
+	ErrNotFound = errors.New("tokens: token not found")
+	// ErrBadActor is returned by Create for an actor name it refuses.
+	ErrBadActor = errors.New("tokens: bad actor name")
+	// ErrBadTTL is returned by Create for a negative or too long TTL.
+	ErrBadTTL = errors.New("tokens: bad ttl")
+	// ErrBadFile is returned by Migrate for a tokens.json it cannot read.
+	ErrBadFile = errors.New("tokens: bad tokens.json")
+)
+
+var actorName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$`)
+
+// ValidActor reports whether name is an acceptable actor name: 1-128
+// letters, digits, _ . @ -, starting with a letter or digit.
+func ValidActor(name string) bool { return actorName.MatchString(name) }
+
+// Static is a credential known without the store (latch dev's dev token):
+// never stored, never journaled.
+type Static struct {
+	Credential string
+	Actor      string
+	ID         string
+}
+
+// Config names the service's dependencies.
+type Config struct {
+	Logger hclog.Logger
+	Store  *store.Store
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// LastUsedEvery is how stale last_used_at may get (default 1m).
+	LastUsedEvery time.Duration
+	// Static credentials accepted besides the stored tokens.
+	Static []Static
+}
+
+// Service is the token store of a control plane.
+type Service struct {
+	log    hclog.Logger
+	st     *store.Store
+	clock  func() time.Time
+	every  time.Duration
+	static []Static
+}
+
+// New builds the service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("tokens: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.LastUsedEvery <= 0 {
+		cfg.LastUsedEvery = time.Minute
+	}
+	for _, s := range cfg.Static {
+		if s.Credential == "" || s.Actor == "" || s.ID == "" {
+			return nil, errors.New("tokens: a static credential needs Credential, Actor and ID")
+		}
+	}
+	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static}, nil
+}
+
+// Hash is the hex SHA-256 of a token, as stored.
+func Hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// idOf is a token's id: derived from its hash, so it is stable and unique.
+func idOf(sum string) string { return "tok_" + sum[:12] }
+
+// Create makes a token for actor, valid for ttl (0: until revoked), stores
+// its hash, journals token_created and returns the token, once.
+func (s *Service) Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
+	if !ValidActor(actor) {
+		return "", nil, fmt.Errorf("%w: %q (use 1-128 letters, digits, _ . @ -, starting with a letter or digit)", ErrBadActor, actor)
+	}
+	if ttl < 0 || ttl > MaxTTL {
+		return "", nil, fmt.Errorf("%w: %s (give a positive duration of at most %s, or none for a token that lasts until revoked)", ErrBadTTL, ttl, MaxTTL)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", nil, fmt.Errorf("tokens: reading random bytes: %w", err)
+	}
+	secret := Prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	sum := Hash(secret)
+	now := s.clock().UTC().Truncate(time.Second)
+	t := &recordv1.AgentToken{Id: idOf(sum), Actor: actor, Sha256: sum, CreatedAt: timestamppb.New(now), Origin: OriginAPI}
+	if ttl > 0 {
+		t.ExpiresAt = timestamppb.New(now.Add(ttl))
+	}
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		if err := tx.PutToken(t); err != nil {
+			return err
+		}
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: "token " + t.GetId() + " created", Token: journaled(t)})
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "expires_at", expiry(t))
+	return secret, t, nil
+}
+
+// journaled is the token as the journal records it: without its hash.
+func journaled(t *recordv1.AgentToken) *recordv1.AgentToken {
+	c := proto.Clone(t).(*recordv1.AgentToken)
+	c.Sha256 = ""
+	return c
+}
+
+func expiry(t *recordv1.AgentToken) string {
+	if t.GetExpiresAt() == nil {
+		return "never"
+	}
+	return t.GetExpiresAt().AsTime().Format(time.RFC3339)
+}
+
+// Live reports whether t authenticates at now: not revoked, not expired.
+func Live(t *recordv1.AgentToken, now time.Time) bool {
+	return t.GetRevokedAt() == nil && (t.GetExpiresAt() == nil || now.Before(t.GetExpiresAt().AsTime()))
+}
+
+// List returns the live tokens (all: revoked and expired ones too), in id
+// order, with their hashes.
+func (s *Service) List(all bool) ([]*recordv1.AgentToken, error) {
+	ts, err := s.st.Tokens()
+	if err != nil {
+		return nil, err
+	}
+	if all {
+		return ts, nil
+	}
+	now := s.clock()
+	out := ts[:0]
+	for _, t := range ts {
+		if Live(t, now) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Revoke revokes the live token with the given id, or every live token of
+// the given actor, journals token_revoked for each and returns them.
+func (s *Service) Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1.AgentToken, error) {
+	if idOrActor == "" {
+		return nil, fmt.Errorf("%w: give a token id or an actor", ErrNotFound)
+	}
+	if by == "" {
+		by = "operator"
+	}
+	ts, err := s.st.Tokens()
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock().UTC().Truncate(time.Second)
+	var ids []string
+	for _, t := range ts {
+		if (t.GetId() == idOrActor || t.GetActor() == idOrActor) && t.GetRevokedAt() == nil {
+			ids = append(ids, t.GetId())
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no live token has id or actor %q (see `latch token list --all`)", ErrNotFound, idOrActor)
+	}
+	var out []*recordv1.AgentToken
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		out = out[:0]
+		for _, id := range ids {
+			t, err := tx.Token(id)
+			if err != nil {
+				return err
+			}
+			if t.GetRevokedAt() != nil {
+				continue // revoked meanwhile
+			}
+			t.RevokedAt, t.RevokedBy = timestamppb.New(now), by
+			if err := tx.PutToken(t); err != nil {
+				return err
+			}
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: "token " + id + " revoked by " + by, Token: journaled(t)}); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range out {
+		s.log.Info("token revoked", "token_id", t.GetId(), "actor", t.GetActor(), "by", by)
+	}
+	return out, nil
+}
+
+// Authenticate returns the live token a credential is, or ErrInvalid,
+// ErrRevoked or ErrExpired. It never logs the credential.
+func (s *Service) Authenticate(ctx context.Context, credential string) (*recordv1.AgentToken, error) {
+	for _, st := range s.static {
+		if subtle.ConstantTimeCompare([]byte(credential), []byte(st.Credential)) == 1 {
+			return &recordv1.AgentToken{Id: st.ID, Actor: st.Actor, Origin: "static"}, nil
+		}
+	}
+	if !strings.HasPrefix(credential, Prefix) || len(credential) > 256 {
+		return nil, ErrInvalid
+	}
+	sum := Hash(credential)
+	t, err := s.st.TokenByHash(sum)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrInvalid
+	}
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	switch {
+	case t.GetRevokedAt() != nil:
+		return nil, fmt.Errorf("%w: %s was revoked at %s", ErrRevoked, t.GetId(), t.GetRevokedAt().AsTime().Format(time.RFC3339))
+	case !Live(t, now):
+		return nil, fmt.Errorf("%w: %s expired at %s", ErrExpired, t.GetId(), expiry(t))
+	}
+	if t.GetLastUsedAt() == nil || now.Sub(t.GetLastUsedAt().AsTime()) >= s.every {
+		s.touch(ctx, t.GetId(), now)
+	}
+	return t, nil
+}
+
+// touch moves last_used_at; a failure only costs the coarse time.
+func (s *Service) touch(ctx context.Context, id string, now time.Time) {
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		t, err := tx.Token(id)
+		if err != nil {
+			return err
+		}
+		if t.GetLastUsedAt() != nil && now.Sub(t.GetLastUsedAt().AsTime()) < s.every {
+			return nil // another call moved it
+		}
+		t.LastUsedAt = timestamppb.New(now.UTC().Truncate(time.Second))
+		return tx.PutToken(t)
+	})
+	if err != nil {
+		s.log.Debug("token last-used time not recorded", "token_id", id, "error", err)
+	}
+}
+
+// HasActor reports whether the actor holds at least one live token (or a
+// static credential).
+func (s *Service) HasActor(actor string) bool {
+	for _, st := range s.static {
+		if st.Actor == actor {
+			return true
+		}
+	}
+	ts, err := s.st.Tokens()
+	if err != nil {
+		s.log.Error("token scan failed", "error", err)
+		return false
+	}
+	now := s.clock()
+	for _, t := range ts {
+		if t.GetActor() == actor && Live(t, now) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package tokens
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newService(t *testing.T) (*Service, *store.Store, *clock) { return newServiceTB(t) }
+
+func newServiceTB(t testing.TB) (*Service, *store.Store, *clock) {
+	t.Helper()
+	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := &clock{now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	s, err := New(Config{Store: st, Clock: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st, c
+}
+
+// journal returns every journal entry, oldest first, and fails when one
+// holds any of the secrets.
+func journal(t *testing.T, st *store.Store, secrets ...string) []*recordv1.JournalEntry {
+	t.Helper()
+	var out []*recordv1.JournalEntry
+	for i := range st.JournalSize() {
+		b, err := st.JournalEntry(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(string(b), s) {
+				t.Errorf("journal entry %d holds a secret", i)
+			}
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(b, e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func TestCreateListRevokeAreJournaled(t *testing.T) {
+	s, st, c := newService(t)
+	ctx := t.Context()
+	alice, ta, err := s.Create(ctx, "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob1, tb1, err := s.Create(ctx, "bob", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob2, _, err := s.Create(ctx, "bob", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(alice, Prefix) || len(alice) != len(Prefix)+43 || ta.GetId() != "tok_"+Hash(alice)[:12] {
+		t.Errorf("Create(alice) = %q, id %s; want latch_ + 43 base64url characters, id from the hash", alice, ta.GetId())
+	}
+	if got, want := tb1.GetExpiresAt().AsTime(), c.Now().Add(time.Hour); !got.Equal(want) {
+		t.Errorf("Create(bob, 1h) expires %s, want %s", got, want)
+	}
+	for _, tt := range []struct {
+		actor string
+		ttl   time.Duration
+		want  error
+	}{{"", 0, ErrBadActor}, {"has space", 0, ErrBadActor}, {"-dash", 0, ErrBadActor}, {"ok", -time.Second, ErrBadTTL}, {"ok", MaxTTL + time.Hour, ErrBadTTL}} {
+		if _, _, err := s.Create(ctx, tt.actor, tt.ttl); !errors.Is(err, tt.want) {
+			t.Errorf("Create(%q, %s) = %v, want %v", tt.actor, tt.ttl, err, tt.want)
+		}
+	}
+
+	ts, err := s.List(false)
+	if err != nil || len(ts) != 3 {
+		t.Fatalf("List = %d tokens, %v; want 3", len(ts), err)
+	}
+	for _, tk := range ts {
+		if tk.GetSha256() == "" || tk.GetOrigin() != OriginAPI {
+			t.Errorf("stored token %s has hash %q origin %q", tk.GetId(), tk.GetSha256(), tk.GetOrigin())
+		}
+	}
+
+	revoked, err := s.Revoke(ctx, "bob", "ops")
+	if err != nil || len(revoked) != 2 {
+		t.Fatalf("Revoke(bob) = %d, %v; want both of bob's tokens", len(revoked), err)
+	}
+	if _, err := s.Revoke(ctx, "bob", "ops"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Revoke(bob) again = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Revoke(ctx, ta.GetId(), ""); err != nil {
+		t.Errorf("Revoke(alice's id) = %v", err)
+	}
+	if live, _ := s.List(false); len(live) != 0 {
+		t.Errorf("List(live) after revoking all = %d tokens", len(live))
+	}
+	if all, _ := s.List(true); len(all) != 3 {
+		t.Errorf("List(all) = %d tokens, want the 3 revoked ones kept", len(all))
+	}
+
+	type rec struct{ Kind, Actor, ID, Hash string }
+	var got []rec
+	for _, e := range journal(t, st, alice, bob1, bob2, Hash(alice), Hash(bob1), Hash(bob2)) {
+		got = append(got, rec{e.GetKind(), e.GetToken().GetActor(), e.GetToken().GetId(), e.GetToken().GetSha256()})
+	}
+	want := []rec{
+		{KindCreated, "alice", ta.GetId(), ""}, {KindCreated, "bob", tb1.GetId(), ""}, {KindCreated, "bob", got[2].ID, ""},
+		{KindRevoked, "bob", got[3].ID, ""}, {KindRevoked, "bob", got[4].ID, ""}, {KindRevoked, "alice", ta.GetId(), ""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("journal (-want +got):\n%s", diff)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	s, st, c := newService(t)
+	ctx := t.Context()
+	forever, tf, _ := s.Create(ctx, "alice", 0)
+	hour, _, _ := s.Create(ctx, "bob", time.Hour)
+	gone, _, _ := s.Create(ctx, "carol", 0)
+	if _, err := s.Revoke(ctx, "carol", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(2 * time.Hour)
+	tests := []struct {
+		name, cred, actor string
+		err               error
+	}{
+		{"live", forever, "alice", nil},
+		{"expired", hour, "", ErrExpired},
+		{"revoked", gone, "", ErrRevoked},
+		{"unknown", Prefix + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "", ErrInvalid},
+		{"not a latch token", "eyJhbGciOi.x.y", "", ErrInvalid},
+		{"empty", "", "", ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk, err := s.Authenticate(ctx, tt.cred)
+			if !errors.Is(err, tt.err) || tk.GetActor() != tt.actor {
+				t.Errorf("Authenticate = %v, %v; want actor %q, error %v", tk.GetActor(), err, tt.actor, tt.err)
+			}
+			if err != nil && (strings.Contains(err.Error(), tt.cred) && tt.cred != "") {
+				t.Errorf("error %q repeats the credential", err)
+			}
+		})
+	}
+	if s.HasActor("bob") || s.HasActor("carol") || !s.HasActor("alice") {
+		t.Errorf("HasActor: bob %v carol %v alice %v; want only alice (bob expired, carol revoked)", s.HasActor("bob"), s.HasActor("carol"), s.HasActor("alice"))
+	}
+
+	// last_used_at is coarse: set on first use, kept for a minute.
+	first, _ := st.Token(tf.GetId())
+	c.Add(30 * time.Second)
+	if _, err := s.Authenticate(ctx, forever); err != nil {
+		t.Fatal(err)
+	}
+	same, _ := st.Token(tf.GetId())
+	if first.GetLastUsedAt() == nil || !same.GetLastUsedAt().AsTime().Equal(first.GetLastUsedAt().AsTime()) {
+		t.Errorf("last_used_at %v then %v; want set on first use and unchanged 30s later", first.GetLastUsedAt(), same.GetLastUsedAt())
+	}
+	c.Add(time.Minute)
+	if _, err := s.Authenticate(ctx, forever); err != nil {
+		t.Fatal(err)
+	}
+	later, _ := st.Token(tf.GetId())
+	if !later.GetLastUsedAt().AsTime().After(first.GetLastUsedAt().AsTime()) {
+		t.Errorf("last_used_at %v after a minute and a half, want it moved past %v", later.GetLastUsedAt(), first.GetLastUsedAt())
+	}
+	size := st.JournalSize()
+	for range 5 {
+		s.Authenticate(ctx, forever)
+	}
+	if st.JournalSize() != size {
+		t.Error("authenticating wrote journal entries")
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	s, st, _ := newService(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.json")
+	const held = "latch_aTokenAnAgentStillHoldsFromTheFileStore0"
+	sum := Hash(held)
+	legacy := map[string]any{"tokens": []map[string]string{{"id": "tok_" + sum[:12], "actor": "alice", "sha256": sum, "created_at": "2026-01-02T03:04:05Z"}}}
+	b, _ := json.Marshal(legacy)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.Migrate(ctx, path)
+	if err != nil || n != 1 {
+		t.Fatalf("Migrate = %d, %v; want 1", n, err)
+	}
+	if _, err := os.Stat(path + MigratedSuffix); err != nil {
+		t.Errorf("the file was not renamed: %v", err)
+	}
+	tk, err := s.Authenticate(ctx, held)
+	if err != nil || tk.GetActor() != "alice" || tk.GetId() != "tok_"+sum[:12] || tk.GetOrigin() != OriginTokensJSON {
+		t.Errorf("Authenticate(migrated) = %v, %v; want alice with the same id, origin tokens.json", tk, err)
+	}
+	if n, err := s.Migrate(ctx, path); n != 0 || err != nil {
+		t.Errorf("Migrate without the file = %d, %v; want nothing to do", n, err)
+	}
+	// A crash between the commit and the rename: the file comes back; the
+	// token is not imported twice.
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Migrate(ctx, path); n != 0 || err != nil {
+		t.Errorf("Migrate of an already imported file = %d, %v; want 0 imported, no error", n, err)
+	}
+	var kinds []string
+	for _, e := range journal(t, st, held, sum) {
+		kinds = append(kinds, e.GetKind()+":"+e.GetToken().GetActor())
+	}
+	if diff := cmp.Diff([]string{KindMigrated + ":alice"}, kinds); diff != "" {
+		t.Errorf("journal (-want +got):\n%s", diff)
+	}
+
+	for name, body := range map[string]string{
+		"not json":       "{",
+		"unknown field":  `{"tokens": [], "extra": 1}`,
+		"bad hash":       `{"tokens": [{"id": "tok_x", "actor": "a", "sha256": "zz"}]}`,
+		"bad actor name": `{"tokens": [{"id": "tok_x", "actor": "a b", "sha256": "` + sum + `"}]}`,
+	} {
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, err := s.Migrate(ctx, p); !errors.Is(err, ErrBadFile) {
+			t.Errorf("Migrate(%s) = %v, want ErrBadFile", name, err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("Migrate(%s) moved the bad file: %v", name, err)
+		}
+	}
+}
