@@ -199,10 +199,23 @@ func (s *Store) Session(id string) (*recordv1.Session, error) {
 
 // Sessions returns up to limit sessions, most recently seen first.
 func (s *Store) Sessions(limit int) ([]*recordv1.Session, error) {
-	var out []*recordv1.Session
+	out, err := scanDecoded(s.kv, "S/", decodeSession)
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].GetLastSeenAt().AsTime().After(out[j].GetLastSeenAt().AsTime())
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, err
+}
+
+// scanDecoded decodes every value under prefix, in key order; the first
+// value that does not decode ends the scan with its error.
+func scanDecoded[T any](kv KV, prefix string, decode func([]byte, error) (T, error)) ([]T, error) {
+	var out []T
 	var derr error
-	err := s.kv.Scan([]byte("S/"), false, func(_, v []byte) bool {
-		x, err := decodeSession(v, nil)
+	err := kv.Scan([]byte(prefix), false, func(_, v []byte) bool {
+		x, err := decode(v, nil)
 		if err != nil {
 			derr = err
 			return false
@@ -212,12 +225,6 @@ func (s *Store) Sessions(limit int) ([]*recordv1.Session, error) {
 	})
 	if err == nil {
 		err = derr
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].GetLastSeenAt().AsTime().After(out[j].GetLastSeenAt().AsTime())
-	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
 	}
 	return out, err
 }

@@ -85,21 +85,7 @@ func (s *Store) TokenByHash(sum string) (*recordv1.AgentToken, error) {
 
 // Tokens returns every stored token (revoked ones too), in id order.
 func (s *Store) Tokens() ([]*recordv1.AgentToken, error) {
-	var out []*recordv1.AgentToken
-	var derr error
-	err := s.kv.Scan([]byte("t/"), false, func(_, v []byte) bool {
-		x, err := decodeToken(v, nil)
-		if err != nil {
-			derr = err
-			return false
-		}
-		out = append(out, x)
-		return true
-	})
-	if err == nil {
-		err = derr
-	}
-	return out, err
+	return scanDecoded(s.kv, "t/", decodeToken)
 }
 
 // Catalog returns the committed catalog version, or ErrNotFound.
