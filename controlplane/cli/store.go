@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"time"
 
@@ -12,12 +11,12 @@ import (
 // runStore is `latch store migrate|status --store URL`: the PostgreSQL
 // store's schema, outside a running control plane.
 func runStore(ctx context.Context, env *Env, args []string) error {
-	const usage = "latch store migrate --store URL | status --store URL"
-	if len(args) == 0 {
-		return usagef("usage: %s", usage)
+	const usage = "migrate --store URL | status --store URL"
+	sub, args, err := splitSubcommand(env, "store", usage, args)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("store "+sub, flag.ContinueOnError)
+	fs := newFlagSet(env, "store "+sub, subcommandSynopsis("store", sub, usage))
 	url := fs.String("store", "", "PostgreSQL connection string (postgres://... or key=value); required")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	pos, err := parse(fs, args)
@@ -25,10 +24,10 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("unexpected arguments %q; usage: %s", pos, usage)
+		return usagef("unexpected arguments %q; usage: latch store %s", pos, usage)
 	}
 	if *url == "" || !store.IsPostgresURL(*url) {
-		return usagef("--store URL is required and must be a PostgreSQL connection string (the Badger store needs no migration); usage: %s", usage)
+		return usagef("--store URL is required and must be a PostgreSQL connection string (the Badger store needs no migration); usage: latch store %s", usage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -72,5 +71,5 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		}
 		return nil
 	}
-	return usagef("unknown store command %q; usage: %s", sub, usage)
+	return usagef("unknown store command %q; usage: latch store %s", sub, usage)
 }
