@@ -83,6 +83,10 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 	if strings.Contains(out, bob) || strings.Contains(out, hexSum) {
 		t.Errorf("token list shows a token or its hash:\n%s", out)
 	}
+	out, code = runCLI(t, "token", "list", "--json", "--data", data)
+	if code != 0 || !strings.Contains(out, `"actor":"bob"`) || strings.Contains(out, bob) || strings.Contains(out, hexSum) {
+		t.Errorf("token list --json = %d:\n%s\nwant a JSON line with actor bob and neither the token nor its hash", code, out)
+	}
 
 	tools, err := c.ListTools(ctx, &controlplanev1.ListToolsRequest{})
 	if err != nil || len(tools.GetTools()) != 1 || !strings.HasPrefix(tools.GetCatalogVersion(), "sha256:") {

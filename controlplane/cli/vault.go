@@ -160,6 +160,7 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 	}
 	ttl := fs.Duration("ttl", 0, "create: the token expires after this long (e.g. 720h); default: until revoked")
 	all := fs.Bool("all", false, "list: include revoked and expired tokens")
+	asJSON := fs.Bool("json", false, "list: print one JSON line per token (never the token itself: Latch keeps only its hash)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -192,6 +193,9 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 		resp, err := c.ListTokens(ctx, &controlplanev1.ListTokensRequest{All: *all})
 		if err != nil {
 			return rpcError(err)
+		}
+		if *asJSON {
+			return printJSONLines(env.Stdout, resp.GetTokens())
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tACTOR\tCREATED\tEXPIRES\tLAST USED\tREVOKED\tORIGIN")
