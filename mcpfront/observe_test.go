@@ -7,7 +7,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
 )
 
 // TestClientGoneIsNotAWarning: a submit cut because the client went away
