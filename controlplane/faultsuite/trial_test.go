@@ -491,6 +491,24 @@ func statusOf(ctx context.Context, cs *mcp.ClientSession, id string) (mcpfront.C
 	return cr, nil
 }
 
+// statusOfRetrying asks like statusOf and, while the front says it cannot
+// reach the control plane (a restarted control plane while the front's
+// connection is still backing off), asks again until ctx ends, as the note
+// tells the model to. Only an execution still not shown then is invisible.
+func statusOfRetrying(ctx context.Context, cs *mcp.ClientSession, id string) (mcpfront.CallResult, error) {
+	for {
+		cr, err := statusOf(ctx, cs, id)
+		if err == nil || !strings.Contains(err.Error(), "could not reach its control plane") {
+			return cr, err
+		}
+		select {
+		case <-ctx.Done():
+			return cr, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // truthOf is the target's (or the host's) truth for the intent: each
 // execution ID that reached it, and whether it had an effect.
 func (l *lane) truthOf(t testing.TB, tr *trial) (keys []keyView, effects int) {
@@ -548,7 +566,7 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 		truth[k.Key] = k.State
 	}
 	for _, id := range v.ids {
-		cr, err := statusOf(ctx, cs, id)
+		cr, err := statusOfRetrying(ctx, cs, id)
 		state, reached := truth[id]
 		if !reached {
 			state = keyAborted // never reached the target: no effect
