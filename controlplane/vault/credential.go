@@ -45,7 +45,28 @@ var kindFields = map[Kind][]string{
 	KindOAuth2ClientCredentials: {"TokenURL", "ClientID", "ClientSecret", "Scopes", "Audience"},
 }
 
-// allFields is every field name setFields knows.
+// fieldSet tells, for every credential field by name, whether c sets it;
+// allFields is its names in a fixed order (for stable messages). A new
+// field is added here once.
+var fieldSet = map[string]func(c Credential) bool{
+	"Token":           func(c Credential) bool { return c.Token != "" },
+	"Username":        func(c Credential) bool { return c.Username != "" },
+	"Password":        func(c Credential) bool { return c.Password != "" },
+	"Header":          func(c Credential) bool { return c.Header != "" },
+	"Value":           func(c Credential) bool { return c.Value != "" },
+	"PrivateKey":      func(c Credential) bool { return len(c.PrivateKey) > 0 },
+	"AccessKeyID":     func(c Credential) bool { return c.AccessKeyID != "" },
+	"SecretAccessKey": func(c Credential) bool { return c.SecretAccessKey != "" },
+	"SessionToken":    func(c Credential) bool { return c.SessionToken != "" },
+	"Region":          func(c Credential) bool { return c.Region != "" },
+	"Service":         func(c Credential) bool { return c.Service != "" },
+	"TokenURL":        func(c Credential) bool { return c.TokenURL != "" },
+	"ClientID":        func(c Credential) bool { return c.ClientID != "" },
+	"ClientSecret":    func(c Credential) bool { return c.ClientSecret != "" },
+	"Scopes":          func(c Credential) bool { return len(c.Scopes) > 0 },
+	"Audience":        func(c Credential) bool { return c.Audience != "" },
+}
+
 var allFields = []string{"Token", "Username", "Password", "Header", "Value", "PrivateKey",
 	"AccessKeyID", "SecretAccessKey", "SessionToken", "Region", "Service",
 	"TokenURL", "ClientID", "ClientSecret", "Scopes", "Audience"}
@@ -185,42 +206,7 @@ func invalidf(format string, args ...any) error {
 func setFields(c Credential, names ...string) []string {
 	var set []string
 	for _, n := range names {
-		var nonEmpty bool
-		switch n {
-		case "Token":
-			nonEmpty = c.Token != ""
-		case "Username":
-			nonEmpty = c.Username != ""
-		case "Password":
-			nonEmpty = c.Password != ""
-		case "Header":
-			nonEmpty = c.Header != ""
-		case "Value":
-			nonEmpty = c.Value != ""
-		case "PrivateKey":
-			nonEmpty = len(c.PrivateKey) > 0
-		case "AccessKeyID":
-			nonEmpty = c.AccessKeyID != ""
-		case "SecretAccessKey":
-			nonEmpty = c.SecretAccessKey != ""
-		case "SessionToken":
-			nonEmpty = c.SessionToken != ""
-		case "Region":
-			nonEmpty = c.Region != ""
-		case "Service":
-			nonEmpty = c.Service != ""
-		case "TokenURL":
-			nonEmpty = c.TokenURL != ""
-		case "ClientID":
-			nonEmpty = c.ClientID != ""
-		case "ClientSecret":
-			nonEmpty = c.ClientSecret != ""
-		case "Scopes":
-			nonEmpty = len(c.Scopes) > 0
-		case "Audience":
-			nonEmpty = c.Audience != ""
-		}
-		if nonEmpty {
+		if fieldSet[n](c) {
 			set = append(set, n)
 		}
 	}

@@ -87,3 +87,23 @@ func TestKinds(t *testing.T) {
 		assertNoSecret(t, "Signer error", err.Error(), []string{secret})
 	}
 }
+
+// TestFieldTablesAgree: every field a kind uses, and every name in the
+// ordered list, has a set-check, and the list names each check once.
+func TestFieldTablesAgree(t *testing.T) {
+	if len(allFields) != len(fieldSet) {
+		t.Errorf("allFields has %d names, fieldSet %d", len(allFields), len(fieldSet))
+	}
+	for _, n := range allFields {
+		if fieldSet[n] == nil {
+			t.Errorf("allFields names %q, which fieldSet cannot check", n)
+		}
+	}
+	for kind, names := range kindFields {
+		for _, n := range names {
+			if fieldSet[n] == nil {
+				t.Errorf("kind %s uses field %q, which fieldSet cannot check", kind, n)
+			}
+		}
+	}
+}
