@@ -164,6 +164,9 @@ type Server struct {
 	// backgroundCheck: start-up checked only the unsettled executions (a
 	// large store); Run checks the rest while serving (state.go).
 	backgroundCheck bool
+	// gate, when set, is the start-up check of the unsettled executions,
+	// run while serving (state.go).
+	gate *store.StartupGate
 
 	ops opsState // ops.go
 }
@@ -263,7 +266,7 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
-	scope, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
+	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -315,7 +318,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer, pg: pg, holder: holder, lease: lease,
-		backgroundCheck: scope == store.CheckUnsettled}
+		backgroundCheck: scope == store.CheckUnsettled, gate: gate}
 	access := cfg.Access
 	access.Logger, access.Journal = log, s
 	var tlsCfg *tls.Config
@@ -493,7 +496,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	}
 	if s.backgroundCheck {
-		g.Go(func() error { return s.checkAllState(gctx) })
+		g.Go(func() error { return s.backgroundChecks(gctx) })
 	}
 	for _, task := range s.ops.tasks {
 		g.Go(func() error { return task(gctx) })

@@ -135,7 +135,7 @@ func (s *Store) checkUnsettled(ctx context.Context) (*StateReport, error) {
 			return nil, fmt.Errorf("store: state check: %w", err)
 		}
 		for _, id := range ids {
-			x, err := s.Execution(id)
+			x, err := s.execution(id)
 			if errors.Is(err, ErrNotFound) {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: -1, Key: "x/" + id, Kind: MismatchMissing,
 					Detail: "the state index lists this execution as " + lifecycle.Name(state) + " but its record is gone"})
@@ -295,7 +295,7 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	}
 	for _, id := range differ {
 		j := info[id]
-		x, err := s.Execution(id)
+		x, err := s.execution(id)
 		if err != nil {
 			add(id, j.last, "x/"+id, MismatchRecord, "cannot read the record again: %v", err)
 			continue
@@ -457,14 +457,14 @@ func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
 		if m.Kind == MismatchIndex {
 			fp := strings.TrimPrefix(m.Key, "f/")
 			if id, err := s.kv.Get(fpKey(fp)); err == nil {
-				if x, err := s.Execution(string(id)); err == nil && x.GetFingerprint() == fp {
+				if x, err := s.execution(string(id)); err == nil && x.GetFingerprint() == fp {
 					continue
 				}
 			}
 			out = append(out, m)
 			continue
 		}
-		x, err := s.Execution(m.ExecutionID)
+		x, err := s.execution(m.ExecutionID)
 		changed := err == nil && int64(x.GetJournalIndex()) >= size
 		if h, herr := historyOf(s.kv.Get, m.ExecutionID); err == nil && herr == nil && lastOf(h) >= size {
 			changed = true // an attach record since (it changes no record)

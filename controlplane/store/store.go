@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
@@ -60,6 +61,10 @@ type Store struct {
 	// executions that commit changed (for watchers).
 	onCommit func([]*recordv1.Execution)
 	onGroup  func(Group) // metrics (observe.go)
+
+	// gate, while open, checks unsettled executions before they are acted
+	// on (startupgate.go).
+	gate atomic.Pointer[StartupGate]
 }
 
 type request struct {
@@ -206,7 +211,7 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 	b := &batch{kv: s.kv, prev: prev, observed: s.onGroup != nil, writes: map[string]*Write{}, size: size, base: size,
 		group: group, results: make([]error, len(group)), committed: make(chan error, 1)}
 	for i, r := range group {
-		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
+		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size, gate: s.gate.Load()}
 		err := safeRun(r.fn, tx)
 		if err == nil {
 			err = tx.err
@@ -346,6 +351,8 @@ type Tx struct {
 
 	// transitions are the state changes it appended (for OnGroup).
 	transitions []Transition
+	// gate is the start-up gate open when the update began (nil: none).
+	gate *StartupGate
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -385,10 +392,20 @@ func historyKey(id string) []byte  { return []byte("e/" + id) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
 // Execution returns the execution as this update sees it.
+//
+// While a start-up gate is open, the first read of an execution in an
+// update checks it against its journal when its state is one the start-up
+// check covers (startupgate.go); a mismatch is an error (and stops the
+// control plane).
 func (t *Tx) Execution(id string) (*recordv1.Execution, error) {
 	x, err := decodeExecution(t.get(execKey(id)))
 	if err == nil {
 		if _, ok := t.known[id]; !ok {
+			if t.gate != nil {
+				if err := t.gate.admitTx(t.get, id, x); err != nil {
+					return nil, err
+				}
+			}
 			t.remember(id, known{state: x.GetState()})
 		}
 	}
