@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -113,6 +114,22 @@ func TestDirServesTheStoresHashes(t *testing.T) {
 	}
 	kv.Close()
 
+	one, err := Open(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.Close()
+	for _, parts := range []int{1, 3, 7} {
+		t.Run(fmt.Sprintf("read in %d ranges", parts), func(t *testing.T) {
+			oldParts, oldMin := readParts, minParallelRead
+			readParts, minParallelRead = parts, 0
+			t.Cleanup(func() { readParts, minParallelRead = oldParts, oldMin })
+			checkDirHashes(t, data, n, one)
+		})
+	}
+}
+
+func checkDirHashes(t *testing.T, data string, n int64, want *Dir) {
 	d, err := Open(data)
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +137,13 @@ func TestDirServesTheStoresHashes(t *testing.T) {
 	defer d.Close()
 	if d.Size() != n {
 		t.Fatalf("Dir.Size() = %d, want %d", d.Size(), n)
+	}
+	for i := range n {
+		got, _ := d.Entry(i)
+		w, _ := want.Entry(i)
+		if !bytes.Equal(got, w) {
+			t.Fatalf("Dir.Entry(%d) differs from a one-range read", i)
+		}
 	}
 	for x := range tlog.StoredHashCount(1001) + 3 {
 		got, gok, err := d.StoredHash(x)

@@ -473,14 +473,19 @@ func (s *Server) Run(ctx context.Context) error {
 		s.Store.Close()
 		return err
 	}
-	if err := s.Engine.Start(ctx); err != nil {
-		s.stopLease()
-		s.Store.Close()
-		return err
-	}
 	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
+	// The engine's start-up scan (the unsettled executions to resume) runs
+	// while serving: on a large store it takes seconds, and nothing needs
+	// it first (an unsettled execution is checked before it is acted on,
+	// state.go). Engine.Close runs after g.Wait, so never during Start.
+	g.Go(func() error {
+		if err := s.Engine.Start(gctx); err != nil && gctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
 	if s.tcp != nil {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
