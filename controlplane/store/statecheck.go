@@ -46,6 +46,7 @@ type StateReport struct {
 	Executions int // execution records checked
 	Results    int // stored results checked
 	Index      int // fingerprint index entries checked
+	Tokens     int // agent token records checked (CheckAll)
 	Journal    int // journal records read
 	Mismatches []Mismatch
 }
@@ -214,6 +215,7 @@ const fnvOffset = 14695981039346656037
 func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	rep := &StateReport{Scope: CheckAll}
 	info := map[string]*journaled{}
+	tokens := map[string]*recordv1.AgentToken{} // the last journal record of each token
 	var derr error
 	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
 		rep.Journal++
@@ -231,6 +233,9 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 			return true // likewise
 		}
 		id := e.GetExecutionId()
+		if t := e.GetToken(); t != nil && t.GetId() != "" {
+			tokens[t.GetId()] = t
+		}
 		if id == "" {
 			return true
 		}
@@ -401,6 +406,9 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	}
 	if len(foreign) > 0 {
 		s.nameOwners(rep.Mismatches, foreign, info)
+	}
+	if rep.Tokens, err = s.checkTokens(ctx, tokens, add); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {
 		x, y := rep.Mismatches[a], rep.Mismatches[b]
