@@ -157,6 +157,15 @@ var pendingKey = []byte("mirror/pending")
 // answered when both are durable. Whichever of the two a crash cuts off,
 // Open finds it: the log's last frame, or the keys in pendingKey.
 func (s *Store) commitGroup(group []*change) int {
+	if s.mirror != nil && s.mirror.broken != nil {
+		// After a failed fsync of the log nothing more is committed: the
+		// store would move on without its copy. A restart repairs the
+		// log's end from the store.
+		for _, c := range group {
+			c.out, c.created, c.err = nil, false, s.mirror.broken
+		}
+		return len(group)
+	}
 	for range maxAttempts {
 		n := 0
 		var (

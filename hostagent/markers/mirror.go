@@ -383,7 +383,7 @@ func (ml *mirrorLog) write(encoded [][]byte) error {
 		return fmt.Errorf("%w: write %s: %v", ErrMirror, ml.path, err)
 	}
 	if err := ml.f.Sync(); err != nil {
-		ml.broken = fmt.Errorf("%w: fsync %s failed (%v); restart the agent to rewrite the log from the store", ErrMirror, ml.path, err)
+		ml.broken = fmt.Errorf("%w: fsync %s failed (%v); restart the agent once the disk is sound (it repairs the log's end from the store)", ErrMirror, ml.path, err)
 		return ml.broken
 	}
 	ml.size += int64(len(ml.buf))

@@ -322,3 +322,29 @@ func FuzzReadMirror(f *testing.F) {
 		}
 	})
 }
+
+// TestBrokenMirrorRefusesWrites: after a failed fsync of the log (its
+// content is then unknown) no change is committed, so the store never
+// moves on without its copy; after a reopen the log says what the store does.
+func TestBrokenMirrorRefusesWrites(t *testing.T) {
+	m := newMirrorDirs(t)
+	s := m.open(t)
+	begin(t, s, "a")
+	broken := errors.Join(ErrMirror, errors.New("fsync failed (simulated)"))
+	// fn runs on the committer goroutine, the only one touching the log.
+	if _, err := s.Update(Scripts, "a", func(*hostagentv1.Marker) error { s.mirror.broken = broken; return errRefused }); !errors.Is(err, errRefused) {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(Scripts, &hostagentv1.Marker{ExecutionId: "b", State: begun}); !errors.Is(err, ErrMirror) {
+		t.Errorf("Create with a broken mirror log = %v, want ErrMirror", err)
+	}
+	if _, err := s.Get(Scripts, "b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(b) after a refused Create = %v, want ErrNotFound", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = m.open(t)
+	begin(t, s, "b")
+	sameAsStore(t, s, m.log)
+}
