@@ -128,6 +128,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		st.srv.Store.Close()
 		return err
 	}
+	var signIn, signInAs string
+	if ob.console != nil {
+		if signIn, signInAs, err = devSignInLink(env, ob.console, opsURL); err != nil {
+			return err
+		}
+	}
 	if err := st.srv.Listen(); err != nil {
 		return err
 	}
@@ -142,7 +148,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
-		OpsURL: opsURL, Registry: ob.reg, Tracer: ob.tracer,
+		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
 	})
 }
 
