@@ -71,9 +71,11 @@
   // or "unsupported" (this browser has no WebCrypto Ed25519).
   async function verifyNote(msg, vkey) {
     const note = parseNote(msg);
-    const parts = vkey.split('+');
-    if (!note || parts.length !== 3) return 'bad';
-    const [name, hash, keyB64] = parts;
+    // name+hash+key: the base64 key may hold '+' itself.
+    const a = vkey.indexOf('+');
+    const b = a < 0 ? -1 : vkey.indexOf('+', a + 1);
+    if (!note || b < 0) return 'bad';
+    const name = vkey.slice(0, a), hash = vkey.slice(a + 1, b), keyB64 = vkey.slice(b + 1);
     const key = b64(keyB64);
     if (key.length !== 33 || key[0] !== 1) return 'bad';
     const kh = hex((await sha256(new TextEncoder().encode(name + '\n'), key)).slice(0, 4));
