@@ -90,7 +90,7 @@ func screenshotOnFailure(t *testing.T, ctx context.Context, name string) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Logf("no screenshot of %s: %v", name, err)
 			return

@@ -38,9 +38,9 @@ type query struct {
 type trailRow struct{ Time, What, Reason string }
 
 type evidenceRow struct {
-	Call, Time                                         string
+	Call, Time                                          string
 	Transport, JSONRPC, MCPSession, Client, Peer, Token string
-	Traceparent                                        string
+	Traceparent                                         string
 }
 
 type journalRow struct {
@@ -51,7 +51,7 @@ type journalRow struct {
 
 type sessionView struct {
 	ID, Actor, Key, State, Client, Peer, Started, Authorized, AuthorizedBy, LastSeen, Ended, Reason string
-	Trusted, CanAuthorize, CanRevoke                                                               bool
+	Trusted, CanAuthorize, CanRevoke                                                                bool
 }
 
 type resultView struct {
@@ -344,16 +344,27 @@ func sessionState(s recordv1.SessionState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "SESSION_STATE_"))
 }
 
-// prettyJSON indents JSON bytes; anything else is shown as text.
+// prettyJSON indents JSON bytes, with <, > and & as themselves (Go's
+// encoder writes them as \u003c and so on, which hides what an agent sent;
+// html/template escapes them on the page). Anything else is shown as text.
 func prettyJSON(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	var out bytes.Buffer
-	if json.Valid(b) && json.Indent(&out, b, "", "  ") == nil {
-		return out.String()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
-	return strings.ToValidUTF8(string(b), "�")
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	return strings.TrimSuffix(out.String(), "\n")
 }
 
 func sortedKeys(m map[string]string) []string {
