@@ -235,8 +235,14 @@ func (c *Console) attempts(v *detailView, x *recordv1.Execution, hist []*recordv
 			v.Queries = append(v.Queries, query{Time: explain.TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(),
 				Verdict: "not evidence: the execution stays " + lifecycle.Name(e.GetTo()) + " and is asked again", Index: e.GetIndex()})
 		case "recovery":
-			v.Queries = append(v.Queries, query{Time: explain.TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(), Evidence: true,
-				Verdict: "evidence: it settled the execution as " + lifecycle.Name(e.GetTo()), Index: e.GetIndex()})
+			q := query{Time: explain.TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(), Index: e.GetIndex()}
+			switch e.GetTo() {
+			case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NOT_EXECUTED:
+				q.Evidence, q.Verdict = true, "evidence: it settled the execution as "+lifecycle.Name(e.GetTo())
+			default:
+				q.Verdict = "no evidence to be had: handed to an operator as " + lifecycle.Name(e.GetTo())
+			}
+			v.Queries = append(v.Queries, q)
 		case "approval", "resolve":
 			v.Trail = append(v.Trail, trailRow{Time: explain.TS(e.GetTime()), What: e.GetKind() + ": " + lifecycle.Name(e.GetFrom()) + " → " + lifecycle.Name(e.GetTo()), Reason: e.GetReason()})
 		}

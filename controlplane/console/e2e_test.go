@@ -470,6 +470,21 @@ func TestConsoleInABrowser(t *testing.T) {
 	if n := tg.count("/v1/purge"); n != 1 {
 		t.Errorf("the target saw %d purges, want 1 (resolving sends nothing)", n)
 	}
+
+	// Readable on a phone: nothing wider than the screen but the tables'
+	// own scrolling boxes; and keyboard-usable: the first Tab reaches the
+	// skip link.
+	for _, u := range []string{d.base + "/ui/", lastDetail, d.base + "/ui/audit", d.base + "/ui/sessions"} {
+		run(t, ctx, "open "+u+" at 390px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(u), chromedp.WaitVisible("main"))
+		if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s at 390px is %dpx wide: the page scrolls sideways on a phone", u, w)
+		}
+	}
+	run(t, ctx, "back to 1280px", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible("main"),
+		chromedp.KeyEvent("\t"))
+	if f := eval[string](t, ctx, `document.activeElement.className + ' ' + document.activeElement.textContent`); f != "skip Skip to content" {
+		t.Errorf("the first Tab focuses %q, want the skip link", f)
+	}
 }
 
 func (d *dev) journalHas(t *testing.T, id, kind, reason string) bool {
