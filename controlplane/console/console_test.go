@@ -92,7 +92,10 @@ func (refusingChannel) Identity(_ *tools.Tool, tg *tools.Target) engine.Identity
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // submit makes an execution as an operator caller would (the CLI on the
 // socket), for actor alice.
