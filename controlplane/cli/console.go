@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os/user"
 	"time"
@@ -24,6 +25,11 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 		return nil, err
 	}
 	ops.Handle(console.Prefix, c.Handler())
+	srv.Go(func(ctx context.Context) error {
+		<-ctx.Done()
+		c.Stop() // end the event streams so the ops listener stops promptly
+		return nil
+	})
 	return c, nil
 }
 

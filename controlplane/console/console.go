@@ -145,6 +145,9 @@ type Console struct {
 
 	countsMu sync.Mutex
 	counts   countCache
+
+	stopOnce sync.Once
+	stopped  chan struct{}
 }
 
 type session struct {
@@ -183,7 +186,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 300 * time.Millisecond
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger.Named("console"), sessions: map[string]*session{}, codes: map[string]oneTime{}}
+	c := &Console{cfg: cfg, log: cfg.Logger.Named("console"), sessions: map[string]*session{}, codes: map[string]oneTime{}, stopped: make(chan struct{})}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -210,6 +213,11 @@ func (c *Console) parseTemplates() error {
 	}
 	return nil
 }
+
+// Stop ends the live-update streams (EventSource reconnects to the next
+// control plane), so the ops listener's graceful stop is not held up by
+// open browser tabs. Pages keep being served.
+func (c *Console) Stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
 
 // Handler serves everything under Prefix.
 func (c *Console) Handler() http.Handler { return c }

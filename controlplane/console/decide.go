@@ -13,7 +13,6 @@ import (
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/explain"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -257,7 +256,6 @@ type auditView struct {
 	VerifyCommand string
 	VerifierKey   string
 	Newest        *checkpointView
-	Generated     string
 }
 
 // maxCheckpointsShown bounds the audit page.
@@ -269,8 +267,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) 
 		c.fail(w, r, s, http.StatusInternalServerError, "The checkpoints could not be read: "+err.Error())
 		return
 	}
-	v := auditView{JournalSize: c.cfg.Store.JournalSize(), VerifyCommand: c.cfg.VerifyCommand, VerifierKey: c.cfg.VerifierKey,
-		Generated: explain.TS(nil)}
+	v := auditView{JournalSize: c.cfg.Store.JournalSize(), VerifyCommand: c.cfg.VerifyCommand, VerifierKey: c.cfg.VerifierKey}
 	for _, n := range cps {
 		cv, _ := c.openCheckpoint(n)
 		v.Checkpoints = append(v.Checkpoints, cv)

@@ -471,6 +471,27 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("the target saw %d purges, want 1 (resolving sends nothing)", n)
 	}
 
+	// The audit page checks the newest checkpoint's signature in the
+	// browser too.
+	run(t, ctx, "open the audit page", chromedp.Navigate(d.base+"/ui/audit"), chromedp.WaitVisible("#checkpoints"),
+		chromedp.Poll[chromedp.Void](`document.getElementById('sig-browser').classList.contains('ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	if cmd := eval[string](t, ctx, `document.getElementById('verify-command').textContent`); cmd != "latch audit verify "+d.data {
+		t.Errorf("the audit page's verify command = %q, want latch audit verify %s", cmd, d.data)
+	}
+
+	// An operator token made with the CLI signs in through the form; the
+	// decisions are then journaled under its name.
+	out, err := exec.Command(latchBin, "operator", "token", "create", "ops-bob", "--data", d.data).Output()
+	if err != nil {
+		t.Fatalf("latch operator token create: %v", err)
+	}
+	token := strings.TrimSpace(string(out))
+	run(t, ctx, "sign out, then in with the token", chromedp.Navigate(d.base+"/ui/"), chromedp.Click(".signout button"), chromedp.WaitVisible("#token"),
+		chromedp.SetValue("#token", token), chromedp.Submit("#token"), chromedp.WaitVisible("#executions"))
+	if got := eval[string](t, ctx, `document.getElementById('operator').textContent`); got != "ops-bob" {
+		t.Errorf("signed in with the CLI's token as %q, want ops-bob", got)
+	}
+
 	// Readable on a phone: nothing wider than the screen but the tables'
 	// own scrolling boxes; and keyboard-usable: the first Tab reaches the
 	// skip link.

@@ -54,6 +54,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, s *session) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-c.stopped:
+			return
 		case <-end.C:
 			return
 		case <-beat.C:
