@@ -167,6 +167,7 @@ const (
 	maxSessions = 1000
 	maxCodes    = 100
 	cookieName  = "latch_console"
+	maxForm     = 64 << 10
 )
 
 // New builds the console.
@@ -253,6 +254,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// "Origin: null" on form posts, which the origin check refuses.
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm) // a form is a few reasons long
+	}
 	c.mux.ServeHTTP(w, r)
 }
 
