@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -16,12 +17,14 @@ const operatorUsage = "token create NAME [--ttl D] | token list [--all] | token 
 // operator into the console (/ui/ on the ops listener) and never
 // authenticate an agent.
 func runOperator(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] != "token" {
-		if len(args) > 0 && isHelp(args[0]) {
-			fmt.Fprintf(env.Stderr, "usage: latch operator %s\n", operatorUsage)
-			return nil
-		}
-		return usagef("usage: latch operator %s", operatorUsage)
+	switch {
+	case len(args) == 0:
+		return usagef("operator needs a subcommand: %s (latch operator -h for more)", operatorUsage)
+	case isHelp(args[0]):
+		printSubcommands(env.Stdout, "operator", operatorUsage)
+		return flag.ErrHelp
+	case args[0] != "token":
+		return usagef("unknown operator subcommand %q (want token)", args[0])
 	}
 	sub, args, fs, t, err := adminCommand(env, "operator token", "create NAME [--ttl D] | list [--all] | revoke ID|NAME", args[1:])
 	if err != nil {
