@@ -144,7 +144,11 @@ func TestSubmitMovesToTheActive(t *testing.T) {
 			return []string{a.addr, b.addr}
 		}, b.addr},
 		{"one listed standby names an unlisted active", func() []string { a.set(true, b.addr, nil); b.set(false, "", nil); return []string{a.addr} }, b.addr},
-		{"comma list in one value", func() []string { a.set(true, b.addr, nil); b.set(false, "", nil); return []string{a.addr + " , " + b.addr} }, b.addr},
+		{"comma list in one value", func() []string {
+			a.set(true, b.addr, nil)
+			b.set(false, "", nil)
+			return []string{a.addr + " , " + b.addr}
+		}, b.addr},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
