@@ -20,6 +20,7 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 		VerifierKey:   srv.VerifierKey(),
 		VerifyCommand: fmt.Sprintf("latch audit verify %s", srv.DataDir()),
 		Secure:        secure,
+		Counts:        ob.telemetry.Executions,
 	})
 	if err != nil {
 		return nil, err

@@ -130,6 +130,10 @@ type Config struct {
 	// Poll is how often the live-update stream looks for new journal
 	// records (default 300ms).
 	Poll time.Duration
+	// Counts, when set, is the number of executions in a state, kept in
+	// memory (*telemetry.Telemetry's Executions); without it the counts
+	// walk the store's state index (once per journal size).
+	Counts func(recordv1.State) int64
 }
 
 // Console serves /ui/.

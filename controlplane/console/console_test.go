@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/tokens"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -101,8 +103,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 // socket), for actor alice.
 func (st *stack) submit(t *testing.T, tool, args string) *recordv1.Execution {
 	t.Helper()
+	return st.submitAs(t, "alice", tool, args)
+}
+
+func (st *stack) submitAs(t *testing.T, actor, tool, args string) *recordv1.Execution {
+	t.Helper()
 	ctx := authz.WithCaller(t.Context(), authz.Caller{Role: authz.RoleLocal, Identity: "uid:0"})
-	r, err := st.srv.API().Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: tool, Arguments: []byte(args)})
+	r, err := st.srv.API().Submit(ctx, &controlplanev1.SubmitRequest{Actor: actor, Tool: tool, Arguments: []byte(args)})
 	if err != nil {
 		t.Fatalf("Submit %s: %v", tool, err)
 	}
@@ -398,4 +405,79 @@ func TestDecisionsGoThroughTheAPI(t *testing.T) {
 	if got := post(t, c, st.web.URL+"/ui/executions/"+y.GetId()+"/resolve", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "as": {"completed"}, "outcome": {"succeeded"}}, ""); got != http.StatusBadRequest {
 		t.Errorf("resolving without a reason = %d, want 400", got)
 	}
+}
+
+var rowID = regexp.MustCompile(`<tr data-id="(act_[0-9A-Z]+)">`)
+
+// TestListFilters: the list filters by state, tool, actor, acceptance time
+// and any part of the execution ID, and counts executions by state.
+func TestListFilters(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	st.signIn(t, c, "ops-bob")
+	a := st.submitAs(t, "alice", "note", `{"text":"a"}`)
+	b := st.submitAs(t, "bob", "note", `{"text":"b"}`)
+	r := st.submitAs(t, "alice", "rotate", `{"service":"db"}`)
+	octx := authz.WithCaller(t.Context(), authz.Caller{Role: authz.RoleLocal, Identity: "uid:0"})
+	if _, err := st.srv.API().Cancel(octx, &controlplanev1.CancelRequest{ExecutionId: b.GetId(), Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().UTC().Add(time.Hour).Format(timeForm)
+	past := time.Now().UTC().Add(-time.Hour).Format(timeForm)
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{r.GetId(), b.GetId(), a.GetId()}},
+		{"tool=note", []string{b.GetId(), a.GetId()}},
+		{"actor=bob", []string{b.GetId()}},
+		{"actor=alice&tool=rotate", []string{r.GetId()}},
+		{"q=" + strings.ToLower(a.GetId()[len(a.GetId())-8:]), []string{a.GetId()}},
+		{"q=" + b.GetId(), []string{b.GetId()}},
+		{"since=" + future, nil},
+		{"until=" + past, nil},
+		{"since=" + past + "&until=" + future + "&tool=rotate", []string{r.GetId()}},
+		{"state=cancelled", []string{b.GetId()}},
+		{"state=cancelled&actor=alice", nil},
+		{"state=delivered", nil},
+	}
+	for _, tt := range tests {
+		resp, body := get(t, c, st.web.URL+"/ui/?"+tt.query)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /ui/?%s = %d, want 200", tt.query, resp.StatusCode)
+			continue
+		}
+		var got []string
+		for _, m := range rowID.FindAllStringSubmatch(body, -1) {
+			got = append(got, m[1])
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("GET /ui/?%s rows (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	_, body := get(t, c, st.web.URL+"/ui/?state=bogus&since=yesterday")
+	if !strings.Contains(body, `role="alert"`) || !strings.Contains(body, "unknown state") || !strings.Contains(body, "not a time") {
+		t.Error("GET /ui/?state=bogus&since=yesterday does not say what is wrong with the filter")
+	}
+	if !strings.Contains(body, ">all 3<") {
+		t.Errorf("the counts do not say all 3:\n%s", body)
+	}
+}
+
+// FuzzRequestInputs: the console's parsers of request input never panic, a
+// post-sign-in redirect never leaves the console, and a name it accepts
+// is one the token store accepts too.
+func FuzzRequestInputs(f *testing.F) {
+	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n := safeNext(s); !strings.HasPrefix(n, Prefix) || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
+			t.Errorf("safeNext(%q) = %q, leaves the console", s, n)
+		}
+		parseFilter(url.Values{"state": {s}, "since": {s}, "until": {s}, "q": {s}, "actor": {s}, "tool": {s}})
+		if validName(s) && !tokens.ValidActor(s) {
+			t.Errorf("validName(%q) but tokens.ValidActor refuses it", s)
+		}
+	})
 }
