@@ -14,11 +14,16 @@ import (
 // mountConsole serves the operator console at /ui/ on the ops listener.
 func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool) (*console.Console, error) {
 	srv := st.srv
+	verify := fmt.Sprintf("latch audit verify %s", srv.DataDir())
+	if srv.OnPostgres() {
+		// Never the URL itself: it may hold a password.
+		verify = "latch audit verify --store 'postgres://…'   (the connection string latch serve --store uses, with a read-only role)"
+	}
 	c, err := console.New(console.Config{
 		Logger: ob.log, Store: srv.Store, Reads: srv.Engine, Decisions: srv.API(), Operators: srv.Tokens,
 		Catalog:       func() *tools.Catalog { return srv.Catalog.Current().Catalog },
 		VerifierKey:   srv.VerifierKey(),
-		VerifyCommand: fmt.Sprintf("latch audit verify %s", srv.DataDir()),
+		VerifyCommand: verify,
 		Secure:        secure,
 		Counts:        ob.telemetry.Executions,
 	})

@@ -268,12 +268,15 @@ func (d *dev) execShow(t *testing.T, id string) map[string]string {
 // real `latch dev`: sign in with the banner's one-time link; an MCP call
 // appears in the list live; its page shows the timeline `latch exec show`
 // prints, an XSS payload in its argument inert, and every journal record
-// proven in the browser; a pending approval is approved in the browser and
-// the waiting agent's call completes with one effect; forged CSRF tokens
-// and missing cookies are refused; an outcome_unknown is resolved with a
-// reason that the journal records under the operator's name. Screenshots
-// of the list and the last detail page are written as test artifacts on
-// failure.
+// proven in the browser, in under 200 KB; a pending approval is approved in
+// the browser and the waiting agent's call completes with one effect;
+// forged CSRF tokens and missing cookies are refused; an open execution
+// page follows a CLI approval live; an outcome_unknown is resolved with a
+// reason that the journal records under the operator's name; the audit
+// page checks the signature in the browser; a CLI-made operator token signs
+// in; every page fits a phone's width and the first Tab reaches the skip
+// link. Screenshots of the list and the last detail page are written as
+// test artifacts on failure.
 func TestConsoleInABrowser(t *testing.T) {
 	tg := &target{effects: map[string]int{}, hang: make(chan struct{})}
 	ts := httptest.NewServer(tg)
@@ -445,6 +448,40 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	if !d.journalHas(t, pending, "approval", "approved by ops-alice: rotation ticket OPS-12") {
 		t.Error("the journal has no approval record under ops-alice's name")
+	}
+
+	// The open page of an execution follows it live: approved with the CLI
+	// meanwhile, it shows the new state without a reload.
+	go func() {
+		r, err := d.agent(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "search"}})
+		waiting <- callResult{r, err}
+	}()
+	var second string
+	testbin.Eventually(t, "a second rotate_key awaiting approval", func() bool {
+		l, err := d.cp.List(t.Context(), &controlplanev1.ListRequest{State: recordv1.State_STATE_AWAITING_APPROVAL, Limit: 10})
+		if err == nil && len(l.GetExecutions()) == 1 {
+			second = l.GetExecutions()[0].GetId()
+		}
+		return second != ""
+	})
+	lastDetail = d.base + "/ui/executions/" + second
+	run(t, ctx, "open the second approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	eval[bool](t, ctx, `window.__sameDocument = true`)
+	if out, err := exec.Command(latchBin, "approvals", "approve", second, "--data", d.data, "--operator", "cli-op").CombinedOutput(); err != nil {
+		t.Fatalf("latch approvals approve: %v\n%s", err, out)
+	}
+	run(t, ctx, "the page follows the approval", chromedp.Poll[chromedp.Void](`['completed', 'delivered'].includes(document.getElementById('state').textContent)`, chromedp.WithPollingTimeout(15*time.Second)))
+	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
+		t.Error("the detail page reloaded, want the new state pushed to it")
+	}
+	select {
+	case cr := <-waiting:
+		if cr.err != nil || cr.res.IsError {
+			t.Errorf("the second rotate_key call = %v %+v", cr.err, cr.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second rotate_key call did not complete within 30s of the approval")
 	}
 
 	// An unknown outcome, resolved in the browser with a reason.

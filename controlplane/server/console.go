@@ -19,3 +19,7 @@ func (s *Server) DataDir() string { return s.cfg.DataDir }
 // VerifierKey is the journal's checkpoint verifier key (note form), ""
 // when it cannot be read.
 func (s *Server) VerifierKey() string { return strings.TrimSpace(readOr(VerifierPath(s.cfg.DataDir))) }
+
+// OnPostgres reports whether the store is PostgreSQL (the audit commands
+// then take --store instead of a data dir).
+func (s *Server) OnPostgres() bool { return s.pg != nil }
