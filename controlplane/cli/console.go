@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/console"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/tools"
 )
@@ -49,8 +50,8 @@ func devSignInLink(env *Env, c *console.Console, opsURL string) (string, string,
 			name = u.Username
 		}
 	}
-	if name == "" {
-		name = "operator"
+	if !tokens.ValidActor(name) {
+		name = "operator" // a login name the journal's name rule refuses
 	}
 	path, err := c.SignInLink(name, 24*time.Hour)
 	if err != nil {

@@ -146,6 +146,9 @@ type Console struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by SHA-256 of the cookie
 	codes    map[string]oneTime  // by SHA-256 of the code
+	// refusedAt and refusedSince rate the "sign-in refused" log line.
+	refusedAt    time.Time
+	refusedSince int
 
 	countsMu sync.Mutex
 	counts   countCache
@@ -480,7 +483,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	t, err := c.cfg.Operators.AuthenticateOperator(r.Context(), tok)
 	if err != nil {
-		c.log.Warn("console sign-in refused", "remote", r.RemoteAddr, "error", err)
+		c.refusedSignIn(r, err)
 		c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Page: signinView{Next: next,
 			Error: "That is not a live operator token. Create one with `latch operator token create NAME` (agent tokens do not sign in here)."}})
 		return
@@ -490,6 +493,24 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// refusedSignInEvery bounds the log lines of refused sign-ins: whoever can
+// reach the listener must not be able to flood the log.
+const refusedSignInEvery = 10 * time.Second
+
+func (c *Console) refusedSignIn(r *http.Request, err error) {
+	c.mu.Lock()
+	now := c.cfg.Clock()
+	if now.Sub(c.refusedAt) < refusedSignInEvery {
+		c.refusedSince++
+		c.mu.Unlock()
+		return
+	}
+	since := c.refusedSince
+	c.refusedAt, c.refusedSince = now, 0
+	c.mu.Unlock()
+	c.log.Warn("console sign-in refused", "remote", r.RemoteAddr, "error", err, "refused_since_last_line", since)
 }
 
 // safeNext keeps a post-sign-in redirect inside the console.
