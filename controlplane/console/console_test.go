@@ -53,7 +53,7 @@ type stack struct {
 	now     time.Time
 }
 
-func newStack(t *testing.T, secure bool) *stack {
+func newStack(t testing.TB, secure bool) *stack {
 	t.Helper()
 	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
 	log := hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn})
@@ -92,7 +92,7 @@ func (refusingChannel) Identity(_ *tools.Tool, tg *tools.Target) engine.Identity
 	return engine.Identity{Target: tg.Name, Method: "POST"}
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -101,12 +101,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // submit makes an execution as an operator caller would (the CLI on the
 // socket), for actor alice.
-func (st *stack) submit(t *testing.T, tool, args string) *recordv1.Execution {
+func (st *stack) submit(t testing.TB, tool, args string) *recordv1.Execution {
 	t.Helper()
 	return st.submitAs(t, "alice", tool, args)
 }
 
-func (st *stack) submitAs(t *testing.T, actor, tool, args string) *recordv1.Execution {
+func (st *stack) submitAs(t testing.TB, actor, tool, args string) *recordv1.Execution {
 	t.Helper()
 	ctx := authz.WithCaller(t.Context(), authz.Caller{Role: authz.RoleLocal, Identity: "uid:0"})
 	r, err := st.srv.API().Submit(ctx, &controlplanev1.SubmitRequest{Actor: actor, Tool: tool, Arguments: []byte(args)})
@@ -117,14 +117,14 @@ func (st *stack) submitAs(t *testing.T, actor, tool, args string) *recordv1.Exec
 }
 
 // browserless is an HTTP client with a cookie jar and no redirects.
-func browserless(t *testing.T) *http.Client {
+func browserless(t testing.TB) *http.Client {
 	jar, _ := cookiejar.New(nil)
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // signIn signs a client in with a new operator token and returns the
 // session's CSRF token.
-func (st *stack) signIn(t *testing.T, c *http.Client, name string) (token, csrf string) {
+func (st *stack) signIn(t testing.TB, c *http.Client, name string) (token, csrf string) {
 	t.Helper()
 	token, _, err := st.srv.Tokens.CreateOperator(t.Context(), name, 0)
 	if err != nil {
@@ -143,7 +143,7 @@ func (st *stack) signIn(t *testing.T, c *http.Client, name string) (token, csrf 
 
 var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func (st *stack) csrfOf(t *testing.T, c *http.Client) string {
+func (st *stack) csrfOf(t testing.TB, c *http.Client) string {
 	t.Helper()
 	_, body := get(t, c, st.web.URL+"/ui/")
 	m := csrfInput.FindStringSubmatch(body)
@@ -153,7 +153,7 @@ func (st *stack) csrfOf(t *testing.T, c *http.Client) string {
 	return m[1]
 }
 
-func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+func get(t testing.TB, c *http.Client, u string) (*http.Response, string) {
 	t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -164,7 +164,7 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-func post(t *testing.T, c *http.Client, u string, form url.Values, origin string) int {
+func post(t testing.TB, c *http.Client, u string, form url.Values, origin string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

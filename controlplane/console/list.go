@@ -172,9 +172,15 @@ func (c *Console) listing(r *http.Request) (*listView, error) {
 		}
 		return v, nil
 	}
+	// The store's indexes take state, actor and tool; time and ID text are
+	// filtered here, over pages of the listing.
+	page := listShown + 1
+	if f.Q != "" || !f.since.IsZero() || !f.until.IsZero() {
+		page = 500
+	}
 	after := ""
 	for v.Scanned < listScan && len(v.Rows) <= listShown {
-		xs, err := c.cfg.Reads.List(store.Filter{State: f.state, Actor: f.Actor, Tool: f.Tool, Limit: 500, After: after})
+		xs, err := c.cfg.Reads.List(store.Filter{State: f.state, Actor: f.Actor, Tool: f.Tool, Limit: page, After: after})
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +193,7 @@ func (c *Console) listing(r *http.Request) (*listView, error) {
 				v.Rows = append(v.Rows, rowOf(x, now))
 			}
 		}
-		if len(xs) < 500 {
+		if len(xs) < page {
 			break
 		}
 		after = xs[len(xs)-1].GetId()
