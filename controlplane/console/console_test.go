@@ -376,6 +376,10 @@ func TestDecisionsGoThroughTheAPI(t *testing.T) {
 		t.Errorf("cancelling again = %d, want it answered (already cancelled) or 409", got)
 	}
 
+	z := st.submit(t, "note", `{"text":"waits for its session"}`)
+	if _, body := get(t, c, st.web.URL+"/ui/executions/"+z.GetId()); !strings.Contains(body, `id="waits-for-session"`) || !strings.Contains(body, "Authorize its agent session") {
+		t.Errorf("the page of %s (%s) does not say it waits for its session or offer to authorize it", z.GetId(), z.GetReason())
+	}
 	sessions, _ := st.srv.Store.Sessions(10)
 	ses := sessions[0].GetId()
 	if sessions[0].GetState() != recordv1.SessionState_SESSION_STATE_PENDING {

@@ -78,6 +78,9 @@ type detailView struct {
 	Proof                                   proofSummary
 
 	Uncertain, CanApprove, CanResolve, CanCancel bool
+	// WaitsForSession: it awaits its agent session's authorization, not
+	// an approval of its own.
+	WaitsForSession bool
 	// SentSummary and AnswerSummary are the evidence shown next to the
 	// decision buttons: what was sent and when, and what the target said.
 	SentSummary, AnswerSummary string
@@ -181,6 +184,7 @@ func (c *Console) detail(id string) (*detailView, error) {
 	v.Explain = explain.Explain(x, hist)
 	v.Uncertain = slices.Contains(pinned, x.GetState())
 	v.CanApprove = x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL
+	v.WaitsForSession = v.CanApprove && strings.HasPrefix(x.GetReason(), engine.ReasonSessionAuthorization)
 	v.CanResolve = v.Uncertain
 	v.CanCancel = lifecycle.Cancellable(x.GetState())
 	if x.GetSessionId() != "" {
