@@ -124,7 +124,7 @@ func (p *parser) parse(data []byte) *Catalog {
 	if top == nil {
 		return nil
 	}
-	cat := &Catalog{Targets: map[string]*Target{}, Tools: map[string]*Tool{}, Upstreams: map[string]*Upstream{}}
+	cat := &Catalog{Targets: map[string]*Target{}, Tools: map[string]*Tool{}}
 	if e, ok := top["targets"]; ok && !isNull(e.val) && p.isMapping(e.val, "targets") {
 		for _, te := range p.pairs(e.val, "targets") {
 			if t := p.target(te); t != nil {

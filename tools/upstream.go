@@ -91,6 +91,7 @@ func (c *Catalog) UpstreamOf(t *Tool) *Upstream {
 
 // upstreams parses the upstreams: section; each upstream is also a target.
 func (p *parser) upstreams(e kv, cat *Catalog) {
+	cat.Upstreams = map[string]*Upstream{}
 	for _, ue := range p.pairs(e.val, "upstreams") {
 		if !p.checkName(ue, "upstream") {
 			continue

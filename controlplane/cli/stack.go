@@ -100,12 +100,15 @@ type stack struct {
 	http  *httpdispatch.Dispatcher
 	// closeHost closes the host-agent connections and the SSH pool.
 	closeHost func()
+	// closeUpstreams stops the upstream MCP servers (mcpchannel).
+	closeUpstreams func()
 }
 
 // close releases the channels' connections (after the server stopped).
 func (s *stack) close() {
 	s.http.Close()
 	s.closeHost()
+	s.closeUpstreams()
 }
 
 func newStack(cfg stackConfig) (*stack, error) {
@@ -166,6 +169,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	closeUpstreams, err := addUpstreamChannel(channels, &cfg, log, v)
+	if err != nil {
+		closeHost()
+		return nil, err
+	}
 	trusted := setOf(cfg.Trusted)
 	actors := &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted)}
 	for _, as := range cfg.FrontActors {
@@ -194,9 +202,10 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		hd.Close()
 		closeHost()
+		closeUpstreams()
 		return nil, err
 	}
 	eng.Store(srv.Engine)
 	actors.tokens = srv.Tokens
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost}, nil
+	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: closeUpstreams}, nil
 }
