@@ -169,7 +169,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	closeUpstreams, err := addUpstreamChannel(channels, &cfg, log, v)
+	upstreams, err := addUpstreamChannel(channels, &cfg, log, v)
 	if err != nil {
 		closeHost()
 		return nil, err
@@ -189,7 +189,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		Register: func(g *grpc.Server, s *server.Server) {
-			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
@@ -202,10 +202,10 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		hd.Close()
 		closeHost()
-		closeUpstreams()
+		upstreams.Close()
 		return nil, err
 	}
 	eng.Store(srv.Engine)
 	actors.tokens = srv.Tokens
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: closeUpstreams}, nil
+	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }

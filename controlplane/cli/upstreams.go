@@ -11,13 +11,13 @@ import (
 
 // addUpstreamChannel adds the channel of upstream MCP servers and wraps the
 // catalog source so that every load binds the upstreams' schemas
-// (mcpchannel.Source). The returned func stops the upstreams.
-func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackConfig, log hclog.Logger, v *vault.Vault) (func(), error) {
+// (mcpchannel.Source). Close stops the upstreams.
+func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackConfig, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
 	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version})
 	if err != nil {
 		return nil, err
 	}
 	channels[tools.ChannelMCP] = mc
 	cfg.Catalog = mc.Source(cfg.Catalog)
-	return mc.Close, nil
+	return mc, nil
 }

@@ -78,6 +78,7 @@ type Channel struct {
 	mu        sync.Mutex
 	upstreams map[string]*upstream
 	catalog   *tools.Catalog // the last one Source bound
+	parsed    *tools.Catalog // the same before binding (held tools included)
 	closed    bool
 }
 

@@ -317,6 +317,7 @@ func TestUpstreamKilledWhileHoldingCall(t *testing.T) {
 			up.release()
 			syscall.Kill(pid, syscall.SIGKILL)
 			got := waitState(t, c, r.GetExecution().GetId(), tc.want)
+			t.Logf("state %v reason %q", got.GetExecution().GetState(), got.GetExecution().GetReason())
 			if n := len(up.effects()); n != tc.effects {
 				t.Errorf("upstream effects = %d, want %d", n, tc.effects)
 			}
@@ -437,5 +438,48 @@ func TestSchemaChangeHoldsTool(t *testing.T) {
 	waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
 	if got := len(up.effects()); got != n+1 {
 		t.Errorf("effects after reload = %d, want %d", got, n+1)
+	}
+}
+
+// TestCatalogUpstreamTools: `latch catalog upstream-tools` lists what the
+// upstream offers, which tools are exposed under a contract, the
+// annotations as hints, and a contract stub for the others; a held tool
+// says so.
+func TestCatalogUpstreamTools(t *testing.T) {
+	up := newCounter(t)
+	data := t.TempDir()
+	startLatch(t, data, stdioCatalog(t, up, "review"))
+	out, err := exec.Command(latchBin, "catalog", "upstream-tools", "counter", "--data", data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("latch catalog upstream-tools: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"upstream counter (stdio " + countupBin,
+		"add_note\n  exposed as counter.add_note",
+		"rpc_error\n  not exposed: no contract in the catalog",
+		"annotations (the upstream's hints, not trusted): readOnlyHint=false destructiveHint=true idempotentHint=true",
+		`"required":["text"],"type":"object"}`,
+		"  counter.rpc_error:\n    upstream: counter\n    tool: rpc_error\n    replay: review\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("upstream-tools output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "  counter.add_note:\n") {
+		t.Errorf("upstream-tools output has a stub for add_note, which has a contract:\n%s", out)
+	}
+
+	// The upstream changes add_note's schema: the listing says it is held.
+	os.WriteFile(filepath.Join(up.dir, "variant"), []byte("2"), 0o644)
+	old := up.pid()
+	syscall.Kill(old, syscall.SIGKILL)
+	testbin.Eventually(t, "the listing to show add_note held", func() bool {
+		out, _ = exec.Command(latchBin, "catalog", "upstream-tools", "counter", "--data", data).CombinedOutput()
+		return strings.Contains(string(out), "HELD as counter.add_note: held: the input schema of counter.add_note changed")
+	})
+
+	out, err = exec.Command(latchBin, "catalog", "upstream-tools", "nosuch", "--data", data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no such upstream") {
+		t.Errorf("upstream-tools nosuch = %v:\n%s\nwant a failure naming the unknown upstream", err, out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -30,11 +31,16 @@ type source struct {
 
 func (s *source) Load() (*tools.Catalog, []byte, string, error) {
 	cat, data, src, err := s.inner.Load()
-	if err != nil || len(cat.Upstreams) == 0 {
-		if err == nil {
-			s.c.setCatalog(cat)
-		}
+	if err != nil {
 		return cat, data, src, err
+	}
+	s.c.mu.Lock()
+	s.c.parsed = cat
+	s.c.mu.Unlock()
+	if len(cat.Upstreams) == 0 {
+		s.c.Configure(cat) // stops the upstreams a previous catalog had
+		s.c.setCatalog(cat)
+		return cat, data, src, nil
 	}
 	bound, held := s.c.Bind(context.Background(), cat)
 	for _, h := range held {
@@ -158,60 +164,65 @@ func schemaJSON(t *mcp.Tool) json.RawMessage {
 	return b
 }
 
-// ListedTool is one tool an upstream offers, as `latch catalog
-// upstream-tools` shows it.
-type ListedTool struct {
-	Name        string
-	Description string
-	InputSchema json.RawMessage
-	// Annotations are the upstream's hints, shown, never trusted.
-	Annotations *mcp.ToolAnnotations
-	// Contract is the catalog's tool for it ("" when it has none).
-	Contract string
-	// Held says why the contract's tool is not exposed ("" when it is, or
-	// when there is no contract).
-	Held string
+// ListUpstreamTools lists what upstream name of the last catalog loaded
+// offers, with the catalog's contract for each tool and why a contracted
+// tool is held. It asks the upstream again (a live session is used as is;
+// it waits for one up to ConnectWait).
+func (c *Channel) ListUpstreamTools(ctx context.Context, name string) (*controlplanev1.ListUpstreamToolsResponse, error) {
+	c.mu.Lock()
+	cat := c.parsed
+	c.mu.Unlock()
+	if cat == nil || cat.Upstreams[name] == nil {
+		return nil, fmt.Errorf("%w %q: the catalog in force defines no such upstream", ErrUnknownUpstream, name)
+	}
+	return c.listUpstream(ctx, cat, name)
 }
 
-// UpstreamTools connects to the upstream name of cat (starting it if need
-// be) and lists what it offers, with the catalog's contracts.
-func (c *Channel) UpstreamTools(ctx context.Context, cat *tools.Catalog, name string) ([]ListedTool, string, error) {
-	if cat.Upstreams[name] == nil {
-		return nil, "", fmt.Errorf("%w %q: the catalog defines no such upstream", ErrUnknownUpstream, name)
-	}
+func (c *Channel) listUpstream(ctx context.Context, cat *tools.Catalog, name string) (*controlplanev1.ListUpstreamToolsResponse, error) {
 	bound, held := c.Bind(ctx, cat)
 	u, err := c.upstream(name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	listed := u.listedTools()
 	if listed == nil {
 		_, err := u.session()
-		return nil, u.describe(), fmt.Errorf("upstream %s could not be listed: %w", name, err)
+		return nil, fmt.Errorf("upstream %s (%s) could not be listed: %w", name, u.describe(), err)
 	}
 	contract := map[string]string{}
-	heldBy := map[string]string{}
 	for tn, t := range cat.Tools {
 		if t.Upstream == name {
 			contract[t.UpstreamTool] = tn
 		}
 	}
+	heldBy := map[string]string{}
 	for _, h := range held {
 		heldBy[h.Tool] = h.Reason
 	}
-	var out []ListedTool
+	// A tool in force may also be held by a schema change since the load.
+	c.mu.Lock()
+	inForce := c.catalog
+	c.mu.Unlock()
+	out := &controlplanev1.ListUpstreamToolsResponse{Upstream: name, Transport: u.describe()}
 	for _, tn := range sortedToolNames(listed) {
 		lt := listed[tn]
-		lt2 := ListedTool{Name: tn, Description: lt.Description, InputSchema: schemaJSON(lt), Annotations: lt.Annotations, Contract: contract[tn]}
-		if lt2.Contract != "" {
-			lt2.Held = heldBy[lt2.Contract]
-			if _, ok := bound.Tools[lt2.Contract]; !ok && lt2.Held == "" {
-				lt2.Held = "not exposed"
+		ut := &controlplanev1.UpstreamTool{Name: tn, Description: lt.Description, InputSchema: schemaJSON(lt), Contract: contract[tn]}
+		if lt.Annotations != nil {
+			ut.Annotations, _ = json.Marshal(lt.Annotations)
+		}
+		if ut.Contract != "" {
+			ut.Held = heldBy[ut.Contract]
+			if inForce != nil && ut.Held == "" && inForce.Tools[ut.Contract] != nil {
+				t := inForce.Tools[ut.Contract]
+				ut.Held = u.heldReason(t)
+			}
+			if _, ok := bound.Tools[ut.Contract]; !ok && ut.Held == "" {
+				ut.Held = "not exposed"
 			}
 		}
-		out = append(out, lt2)
+		out.Tools = append(out.Tools, ut)
 	}
-	return out, u.describe(), nil
+	return out, nil
 }
 
 func sortedToolNames(m map[string]*mcp.Tool) []string {
