@@ -271,6 +271,12 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 			Reason: fmt.Sprintf("upstream %s answered with JSON-RPC error %d", name, werr.Code),
 		}
 	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server answered 404 for the session: it refuses every request
+		// of a session it does not know, before running anything (the
+		// Streamable HTTP transport's rule).
+		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("upstream %s no longer knows Latch's session (it restarted) and refused the call before running it; sending again on a new session", name)}
+	}
 	if tr.isWritten() {
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: the request was written and no answer came: %v", name, err)}
 	}

@@ -483,3 +483,95 @@ func TestCatalogUpstreamTools(t *testing.T) {
 		t.Errorf("upstream-tools nosuch = %v:\n%s\nwant a failure naming the unknown upstream", err, out)
 	}
 }
+
+// TestUpstreamAnswerClasses: a JSON-RPC error is completed with the error
+// as the result; invalid params proves the call was refused before running
+// (not_executed); an upstream that is down was never written to
+// (not_executed, zero effects).
+func TestUpstreamAnswerClasses(t *testing.T) {
+	up := newCounter(t)
+	url := up.serveHTTP()
+	catalog := writeCatalog(t, fmt.Sprintf("upstreams:\n  counter:\n    transport: http\n    url: %s\n    allow_private: true\n    timeout: 20s\n", url)+fmt.Sprintf(contracts, "review")+`
+  counter.rpc_error:
+    upstream: counter
+    tool: rpc_error
+    replay: review
+`)
+	data := t.TempDir()
+	startLatch(t, data, catalog)
+	c := client(t, data)
+
+	r := submit(t, c, "counter.rpc_error", `{}`)
+	got := waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NOT_EXECUTED)
+	if got.GetExecution().GetState() != recordv1.State_STATE_COMPLETED || got.GetExecution().GetOutcome() != recordv1.Outcome_OUTCOME_FAILED_AT_TARGET ||
+		!strings.Contains(string(got.GetResult().GetBody()), "backend exploded") || !strings.Contains(got.GetResult().GetSummary(), "-32000") {
+		t.Errorf("JSON-RPC error: %v %v result %s / %q, want completed, failed_at_target, the error as the result", got.GetExecution().GetState(), got.GetExecution().GetOutcome(), got.GetResult().GetBody(), got.GetResult().GetSummary())
+	}
+
+	r = submit(t, c, "counter.add_note", `{"text":""}`) // the schema allows it; the upstream refuses: invalid params
+	got = waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_COMPLETED)
+	if got.GetExecution().GetState() != recordv1.State_STATE_NOT_EXECUTED || !strings.Contains(got.GetExecution().GetReason(), "-32602") {
+		t.Errorf("invalid params: %v (%s), want not_executed citing -32602", got.GetExecution().GetState(), got.GetExecution().GetReason())
+	}
+
+	// The upstream goes down: nothing can be written.
+	syscall.Kill(up.pid(), syscall.SIGKILL)
+	testbin.Eventually(t, "the upstream to stop listening", func() bool {
+		conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	r = submit(t, c, "counter.add_note", `{"text":"while down"}`)
+	got = waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW, recordv1.State_STATE_COMPLETED)
+	if got.GetExecution().GetState() != recordv1.State_STATE_NOT_EXECUTED {
+		t.Errorf("upstream down: %v (%s), want not_executed", got.GetExecution().GetState(), got.GetExecution().GetReason())
+	}
+	if n := len(up.effects()); n != 0 {
+		t.Errorf("upstream effects = %d, want 0", n)
+	}
+}
+
+// TestHTTPUpstreamCredentialFromVault: the upstream accepts only the vault's
+// bearer token; until it is in the vault the tools are held (the upstream
+// refuses Latch); once it is and the catalog is reloaded, calls carry it.
+func TestHTTPUpstreamCredentialFromVault(t *testing.T) {
+	up := newCounter(t)
+	const token = "s3cret-upstream-token"
+	cmd := exec.Command(countupBin, "--state", up.dir, "--http", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "COUNTUP_TOKEN="+token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var url string
+	testbin.Eventually(t, "the HTTP upstream to listen", func() bool {
+		b, err := os.ReadFile(filepath.Join(up.dir, "url"))
+		url = string(b)
+		return err == nil && url != ""
+	})
+	catalog := writeCatalog(t, fmt.Sprintf("upstreams:\n  counter:\n    transport: http\n    url: %s\n    allow_private: true\n    credential: counter-token\n", url)+fmt.Sprintf(contracts, "review"))
+	data := t.TempDir()
+	l := startLatch(t, data, catalog)
+	c := client(t, data)
+	if _, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "counter.add_note", Arguments: []byte(`{"text":"x"}`)}); err == nil {
+		t.Fatal("add_note was accepted before the upstream could be reached with its credential; want it held (unknown tool)")
+	}
+	put := exec.Command(latchBin, "vault", "put", "counter-token", "--kind", "bearer", "--data", data)
+	put.Stdin = strings.NewReader(token + "\n")
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("latch vault put: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(latchBin, "catalog", "reload", "--data", data).CombinedOutput(); err != nil {
+		t.Fatalf("latch catalog reload: %v\n%s", err, out)
+	}
+	r := submit(t, c, "counter.add_note", `{"text":"with the vault's token"}`)
+	waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+	if n := len(up.effects()); n != 1 {
+		t.Errorf("upstream effects = %d, want 1", n)
+	}
+	if strings.Contains(l.stderr.String(), token) {
+		t.Errorf("the control plane's log carries the upstream token")
+	}
+}

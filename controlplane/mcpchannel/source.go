@@ -95,7 +95,7 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 			continue
 		}
 		wg.Go(func() {
-			u.waitTried(ctx)
+			u.waitConnected(ctx)
 			u.mu.Lock()
 			sess := u.sess
 			u.mu.Unlock()

@@ -51,6 +51,8 @@ type upstream struct {
 	proc    *os.Process
 	listed  map[string]*mcp.Tool // the last tools/list, by the upstream's name
 	tried   bool                 // a first connection attempt has ended
+	ended   int                  // connection attempts ended (success or failure)
+	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
 	lastErr error
 	changed chan struct{} // closed and replaced whenever the state above changes
 	secret  [][]byte      // the credential's secrets, for redaction
@@ -69,7 +71,7 @@ func (c *Channel) startUpstream(spec tools.Upstream) *upstream {
 	ctx, cancel := context.WithCancel(context.Background())
 	u := &upstream{
 		c: c, spec: spec, log: c.log.With("upstream", spec.Name, "transport", spec.Transport),
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}), kick: make(chan struct{}, 1),
 		tracks: map[string][]*attemptTrack{},
 	}
 	go u.run()
@@ -122,6 +124,7 @@ func (u *upstream) run() {
 		case <-u.ctx.Done():
 			return
 		case <-time.After(backoff):
+		case <-u.kick:
 		}
 		backoff = min(backoff*2, u.c.cfg.RestartMax)
 	}
@@ -140,12 +143,14 @@ func (u *upstream) serveOnce() error {
 	if err != nil {
 		u.mu.Lock()
 		u.tried, u.lastErr = true, err
+		u.ended++
 		u.notifyLocked()
 		u.mu.Unlock()
 		return err
 	}
 	u.mu.Lock()
 	u.sess, u.proc, u.tried, u.lastErr = sess, proc, true, nil
+	u.ended++
 	u.notifyLocked()
 	u.mu.Unlock()
 	u.log.Info("upstream connected", "tools", len(u.listedTools()), "pid", pid(proc))
@@ -530,13 +535,29 @@ func (u *upstream) listedTools() map[string]*mcp.Tool {
 	return u.listed
 }
 
-// waitTried waits until the first connection attempt has ended (or ctx).
-func (u *upstream) waitTried(ctx context.Context) {
+// waitConnected waits until the upstream has a session, or a connection
+// attempt that ends after the call has failed (or ctx ends). A supervisor
+// backing off after a failure is woken to try at once: a catalog reload
+// after the operator fixed the cause (a credential, the server) need not
+// wait out the backoff.
+func (u *upstream) waitConnected(ctx context.Context) {
+	u.mu.Lock()
+	start, connected := u.ended, u.sess != nil
+	u.mu.Unlock()
+	if connected {
+		return
+	}
+	if start > 0 {
+		select {
+		case u.kick <- struct{}{}:
+		default:
+		}
+	}
 	for {
 		u.mu.Lock()
-		tried, ch := u.tried, u.changed
+		done, ch := u.sess != nil || u.ended > start, u.changed
 		u.mu.Unlock()
-		if tried {
+		if done {
 			return
 		}
 		select {
