@@ -206,6 +206,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 		return nil, err
 	}
 	eng.Store(srv.Engine)
+	upstreams.SetReload(func() {
+		if _, err := srv.Catalog.Reload(context.Background(), "upstream_reached"); err != nil {
+			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
+		}
+	})
 	actors.tokens = srv.Tokens
 	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }

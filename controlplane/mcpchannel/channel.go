@@ -79,6 +79,7 @@ type Channel struct {
 	upstreams map[string]*upstream
 	catalog   *tools.Catalog // the last one Source bound
 	parsed    *tools.Catalog // the same before binding (held tools included)
+	reload    func()         // SetReload
 	closed    bool
 }
 
@@ -139,6 +140,17 @@ func (c *Channel) Configure(cat *tools.Catalog) {
 			c.upstreams[name] = c.startUpstream(*spec)
 		}
 	}
+}
+
+// SetReload names what reloads the catalog (the control plane's catalog
+// manager). It is called, once per upstream, when an upstream that could not
+// be reached when the catalog was loaded connects: its tools were held only
+// for want of a schema, and come into force with a catalog_loaded record
+// (trigger upstream_reached). A schema change is never reloaded this way.
+func (c *Channel) SetReload(fn func()) {
+	c.mu.Lock()
+	c.reload = fn
+	c.mu.Unlock()
 }
 
 // Close stops every upstream (stdio processes get their stdin closed, then

@@ -575,3 +575,43 @@ func TestHTTPUpstreamCredentialFromVault(t *testing.T) {
 		t.Errorf("the control plane's log carries the upstream token")
 	}
 }
+
+// TestUpstreamReachedAfterStartIsExposed: an HTTP upstream that is down when
+// the control plane starts has its tools held; when it comes up, the
+// control plane reloads the catalog itself (trigger upstream_reached) and
+// the tools are exposed.
+func TestUpstreamReachedAfterStartIsExposed(t *testing.T) {
+	up := newCounter(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // reserved: the upstream listens here once the control plane runs
+	catalog := httpCatalog(t, "http://"+addr+"/mcp", "review")
+	data := t.TempDir()
+	startLatch(t, data, catalog)
+	c := client(t, data)
+	if _, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "counter.add_note", Arguments: []byte(`{"text":"x"}`)}); err == nil {
+		t.Fatal("add_note was accepted while its upstream was down at start; want it held")
+	}
+	cmd := exec.Command(countupBin, "--state", up.dir, "--http", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	testbin.Eventually(t, "the upstream's tools to be exposed", func() bool {
+		lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
+		if err != nil {
+			return false
+		}
+		for _, tl := range lt.GetTools() {
+			if tl.GetName() == "counter.add_note" {
+				return true
+			}
+		}
+		return false
+	})
+	r := submit(t, c, "counter.add_note", `{"text":"after start"}`)
+	waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+}

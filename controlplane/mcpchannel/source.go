@@ -110,6 +110,7 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 			defer u.mu.Unlock()
 			mu.Lock()
 			defer mu.Unlock()
+			u.missed = u.listed == nil
 			switch {
 			case u.listed != nil:
 				lists[name] = u.listed

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -21,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/tools"
 )
@@ -53,6 +56,7 @@ type upstream struct {
 	tried   bool                 // a first connection attempt has ended
 	ended   int                  // connection attempts ended (success or failure)
 	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
+	missed  bool                 // the last Bind held tools because it was not reached
 	lastErr error
 	changed chan struct{} // closed and replaced whenever the state above changes
 	secret  [][]byte      // the credential's secrets, for redaction
@@ -154,6 +158,19 @@ func (u *upstream) serveOnce() error {
 	u.notifyLocked()
 	u.mu.Unlock()
 	u.log.Info("upstream connected", "tools", len(u.listedTools()), "pid", pid(proc))
+	u.mu.Lock()
+	missed := u.missed
+	u.missed = false
+	u.mu.Unlock()
+	if missed {
+		u.c.mu.Lock()
+		reload := u.c.reload
+		u.c.mu.Unlock()
+		if reload != nil {
+			u.log.Info("upstream reached after the catalog was loaded without it; reloading the catalog to expose its tools")
+			go reload()
+		}
+	}
 
 	ended := make(chan error, 1)
 	go func() { ended <- sess.Wait() }()
@@ -220,7 +237,7 @@ func (u *upstream) connect() (*mcp.ClientSession, *os.Process, error) {
 	case tools.TransportHTTP:
 		sess, err := u.client().Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   u.spec.URL,
-			HTTPClient: &http.Client{Transport: &roundTripper{u: u, base: http.DefaultTransport}},
+			HTTPClient: &http.Client{Transport: &roundTripper{u: u, base: u.httpTransport()}},
 			MaxRetries: -1,
 		}, nil)
 		if err != nil {
@@ -354,6 +371,28 @@ func (s *stdinWriter) Write(p []byte) (int, error) {
 }
 
 func (s *stdinWriter) Close() error { return s.w.Close() }
+
+// httpTransport dials only addresses the HTTP dispatcher would (cloud
+// metadata, link-local and the like never; loopback and private ones with
+// allow_private), checked on the resolved address of every connection, and
+// never through a proxy from the environment.
+func (u *upstream) httpTransport() *http.Transport {
+	allow := u.spec.AllowPrivate
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: dial address %q is not an IP and port", httpdispatch.ErrRefused, address)
+		}
+		if err := httpdispatch.CheckAddr(ap.Addr(), allow); err != nil {
+			return fmt.Errorf("upstream %s: %w (allow_private on the upstream permits loopback and private addresses)", u.spec.Name, err)
+		}
+		return nil
+	}}
+	return &http.Transport{
+		DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second,
+	}
+}
 
 // roundTripper presents the upstream's credential and marks an attempt
 // written when httptrace reports the request written.
