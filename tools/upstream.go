@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -69,6 +70,9 @@ var (
 	}
 	// upstreamToolKeys are the keys of an upstream tool's contract.
 	upstreamToolKeys = []string{"description", "upstream", "tool", "idempotency_argument", "timeout", "replay", "attach_window", "approval", "fingerprint"}
+	// notForUpstreamTools are contract keys of HTTP and SSH tools that an
+	// upstream tool cannot have.
+	notForUpstreamTools = []string{"target", "input_schema", "defaults", "request", "command", "cwd", "env", positionalKey}
 	// mcpToolNameRE is the MCP tool name rule (2025-11-25: 1 to 128 of
 	// A-Z a-z 0-9 _ - .).
 	mcpToolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -210,8 +214,7 @@ func (p *parser) upstream(e kv) *Upstream {
 				p.addf(ue.keyNode, "%s: url must not have a fragment", what)
 			default:
 				u.URL = s
-				t := &Target{BaseURL: s, AllowPrivate: u.AllowPrivate}
-				p.checkHost(ue, t, what)
+				p.checkUpstreamHost(ue, uu.Hostname(), u.AllowPrivate, what)
 			}
 		}
 	}
@@ -219,6 +222,27 @@ func (p *parser) upstream(e kv) *Upstream {
 		return nil
 	}
 	return u
+}
+
+// checkUpstreamHost refuses url hosts that are address literals the control
+// plane never dials (link-local, metadata), and loopback or private ones
+// unless allow_private, as for HTTP targets (checkHost).
+func (p *parser) checkUpstreamHost(e kv, host string, allowPrivate bool, what string) {
+	addr := host
+	if strings.EqualFold(host, "localhost") {
+		addr = "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
+		p.addf(e.keyNode, "%s: url host %s is a link-local, unspecified or multicast address; Latch never connects there", what, host)
+	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
+		p.addf(e.keyNode, "%s: url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
+	}
 }
 
 func (p *parser) upstreamCommand(e kv, what string) []string {
@@ -264,9 +288,14 @@ func isUpstreamTool(e kv) bool {
 // upstreamTool parses the contract of one upstream tool.
 func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 	what := "tool " + e.key
-	f := p.fields(e.val, what, upstreamToolKeys)
+	f := p.fields(e.val, what, append(slices.Clone(upstreamToolKeys), notForUpstreamTools...))
 	if f == nil {
 		return nil
+	}
+	for _, k := range notForUpstreamTools {
+		if ke, ok := f[k]; ok {
+			p.addf(ke.keyNode, "%s: %s does not apply to upstream tools: the upstream defines the tool and its input schema (latch catalog upstream-tools shows them)", what, k)
+		}
 	}
 	t := &Tool{Name: e.key, Approval: ApprovalNone}
 	upName, toolName, _ := strings.Cut(e.key, ".")
