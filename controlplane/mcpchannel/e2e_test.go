@@ -571,6 +571,15 @@ func TestHTTPUpstreamCredentialFromVault(t *testing.T) {
 	if n := len(up.effects()); n != 1 {
 		t.Errorf("upstream effects = %d, want 1", n)
 	}
+	auth, _ := os.ReadFile(filepath.Join(up.dir, "auth"))
+	for _, a := range strings.Fields(strings.ReplaceAll(string(auth), "Bearer ", "Bearer_")) {
+		if a != "Bearer_"+token {
+			t.Errorf("the upstream was sent Authorization %q; want only the vault's bearer token", a)
+		}
+	}
+	if len(auth) == 0 {
+		t.Errorf("the upstream was never sent the vault's token")
+	}
 	if strings.Contains(l.stderr.String(), token) {
 		t.Errorf("the control plane's log carries the upstream token")
 	}

@@ -7,7 +7,8 @@
 // "request_id execution_id text"), keys/<request_id> (the stored answer of a
 // request_id), hold (while present, calls wait, each writing holding.<n> when
 // it starts waiting), variant (read at start: "2" adds a required property
-// to add_note's schema), url (the HTTP URL, when serving HTTP).
+// to add_note's schema), url (the HTTP URL, when serving HTTP), auth (every
+// Authorization header it was sent).
 package main
 
 import (
@@ -63,6 +64,13 @@ func main() {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("Authorization"); a != "" {
+			f, err := os.OpenFile(filepath.Join(s.dir, "auth"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				fmt.Fprintln(f, a)
+				f.Close()
+			}
+		}
 		if want := os.Getenv("COUNTUP_TOKEN"); want != "" && r.Header.Get("Authorization") != "Bearer "+want {
 			http.Error(w, "bad token", http.StatusUnauthorized)
 			return
