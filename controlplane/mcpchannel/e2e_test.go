@@ -368,32 +368,6 @@ func TestLatchKilledWhileUpstreamHoldsCall(t *testing.T) {
 	}
 }
 
-// TestAgentCutAndReissue: the agent's call is cut while the upstream holds
-// it; the re-issued call attaches to the same execution; one effect.
-func TestAgentCutAndReissue(t *testing.T) {
-	up := newCounter(t)
-	data := t.TempDir()
-	startLatch(t, data, stdioCatalog(t, up, "review"))
-	c := client(t, data)
-	up.hold()
-	ctx, cancel := context.WithCancel(context.Background())
-	first, err := c.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "counter.add_note", Arguments: []byte(`{"text":"page oncall"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up.waitHolding(1)
-	cancel() // the agent goes away
-	again := submit(t, c, "counter.add_note", `{"text":"page oncall"}`)
-	if again.GetExecution().GetId() != first.GetExecution().GetId() || again.GetDisposition() != recordv1.Disposition_DISPOSITION_ATTACHED {
-		t.Errorf("re-issued call = %s %v, want attached to %s", again.GetExecution().GetId(), again.GetDisposition(), first.GetExecution().GetId())
-	}
-	up.release()
-	waitState(t, c, first.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
-	if n := len(up.effects()); n != 1 {
-		t.Errorf("upstream effects = %d, want exactly 1", n)
-	}
-}
-
 // TestSchemaChangeHoldsTool: the upstream restarts with a changed input
 // schema; the tool is held (not_executed, nothing sent) until the operator
 // reloads the catalog, which brings the new schema into force.
@@ -419,7 +393,8 @@ func TestSchemaChangeHoldsTool(t *testing.T) {
 	testbin.Eventually(t, "the changed schema to hold the tool", func() bool {
 		r := submit(t, c, "counter.add_note", fmt.Sprintf(`{"text":"two %d"}`, time.Now().UnixNano()))
 		got = waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_COMPLETED)
-		return got.GetExecution().GetState() == recordv1.State_STATE_NOT_EXECUTED
+		// not_executed for want of a session (the restart) is not the hold.
+		return got.GetExecution().GetState() == recordv1.State_STATE_NOT_EXECUTED && strings.Contains(got.GetExecution().GetReason(), "held")
 	})
 	if !strings.Contains(got.GetExecution().GetReason(), "held") {
 		t.Errorf("held call's reason = %q, want it to say the tool is held", got.GetExecution().GetReason())

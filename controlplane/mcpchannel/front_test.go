@@ -32,34 +32,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // agent's token never reaches the (HTTP) upstream.
 func TestAgentCallsUpstreamThroughTheFront(t *testing.T) {
 	up := newCounter(t)
-	catalog := httpCatalog(t, up.serveHTTP(), "idempotency_key")
-	data := t.TempDir()
-	cmd := exec.Command(latchBin, "dev", "--data", data, "--catalog", catalog, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_upstream_token")
-	out := &testbin.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("latch dev output:\n%s", out.String())
-		}
-	})
-	var info devstack.Info
-	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
-		b, err := os.ReadFile(devstack.InfoPath(data))
-		return err == nil && json.Unmarshal(b, &info) == nil && info.MCPURL != ""
-	})
+	info := startDev(t, httpCatalog(t, up.serveHTTP(), "idempotency_key"))
 	ctx := context.Background()
-	cl := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	sess, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: bearer{info.Token, http.DefaultTransport}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := agent(t, info)
 	lt, err := sess.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,5 +62,88 @@ func TestAgentCallsUpstreamThroughTheFront(t *testing.T) {
 	}
 	if auth, err := os.ReadFile(up.dir + "/auth"); err == nil && strings.Contains(string(auth), info.Token) {
 		t.Errorf("the upstream was sent the agent's token: %q", auth)
+	}
+}
+
+// startDev runs `latch dev` on catalog and returns its dev.json.
+func startDev(t *testing.T, catalog string) devstack.Info {
+	t.Helper()
+	data := t.TempDir()
+	cmd := exec.Command(latchBin, "dev", "--data", data, "--catalog", catalog, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_upstream_token")
+	out := &testbin.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev output:\n%s", out.String())
+		}
+	})
+	var info devstack.Info
+	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
+		b, err := os.ReadFile(devstack.InfoPath(data))
+		return err == nil && json.Unmarshal(b, &info) == nil && info.MCPURL != ""
+	})
+	return info
+}
+
+// agent is an MCP client session with the dev front.
+func agent(t *testing.T, info devstack.Info) *mcp.ClientSession {
+	t.Helper()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: bearer{info.Token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return sess
+}
+
+// TestAgentCutAndReissue: the agent's call is cut (its context ends, its
+// session goes) while the upstream holds the dispatched call; the agent
+// re-issues it on a new session, which attaches to the same execution and
+// returns its result once the upstream answers: one effect.
+func TestAgentCutAndReissue(t *testing.T) {
+	up := newCounter(t)
+	info := startDev(t, stdioCatalog(t, up, "review"))
+	up.hold()
+	first := agent(t, info)
+	ctx, cancel := context.WithCancel(context.Background())
+	cut := make(chan error, 1)
+	go func() {
+		_, err := first.CallTool(ctx, &mcp.CallToolParams{Name: "counter.add_note", Arguments: map[string]any{"text": "page oncall"}})
+		cut <- err
+	}()
+	up.waitHolding(1)
+	cancel()
+	if err := <-cut; err == nil {
+		t.Fatal("the cut call returned an answer")
+	}
+	first.Close()
+
+	again := make(chan *mcp.CallToolResult, 1)
+	second := agent(t, info)
+	go func() {
+		res, err := second.CallTool(context.Background(), &mcp.CallToolParams{Name: "counter.add_note", Arguments: map[string]any{"text": "page oncall"}})
+		if err != nil {
+			t.Error(err)
+		}
+		again <- res
+	}()
+	up.release()
+	res := <-again
+	if res == nil {
+		t.FailNow()
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(sc), `"disposition":"attached"`) || !strings.Contains(string(sc), `"state":"completed"`) {
+		t.Errorf("re-issued call's answer = %s, want attached to the first execution, completed", sc)
+	}
+	if n := len(up.effects()); n != 1 {
+		t.Errorf("upstream effects = %d, want exactly 1", n)
 	}
 }
