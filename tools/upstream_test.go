@@ -139,3 +139,9 @@ func FuzzBindUpstreamSchema(f *testing.F) {
 		b.PrepareArguments(args) //nolint:errcheck // must not panic
 	})
 }
+
+func TestChannelMCPIsKnown(t *testing.T) {
+	if !ChannelMCP.Known() {
+		t.Errorf("ChannelMCP.Known() = false: upstream calls would lose their channel label")
+	}
+}
