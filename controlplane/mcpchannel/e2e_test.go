@@ -599,3 +599,31 @@ func TestUpstreamReachedAfterStartIsExposed(t *testing.T) {
 	r := submit(t, c, "counter.add_note", `{"text":"after start"}`)
 	waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
 }
+
+// TestSecretArgumentRedactedFromResult: a secret argument the upstream
+// echoes is [REDACTED] in the stored result.
+func TestSecretArgumentRedactedFromResult(t *testing.T) {
+	up := newCounter(t)
+	catalog := writeCatalog(t, fmt.Sprintf("upstreams:\n  counter:\n    transport: stdio\n    command: [%q, --state, %q]\n", countupBin, up.dir)+`
+tools:
+  counter.add_note:
+    upstream: counter
+    tool: add_note
+    replay: review
+    fingerprint: {secret: [text]}
+`)
+	data := t.TempDir()
+	startLatch(t, data, catalog)
+	c := client(t, data)
+	r := submit(t, c, "counter.add_note", `{"text":"hunter2-secret-value"}`)
+	got := waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+	if b := string(got.GetResult().GetBody()); strings.Contains(b, "hunter2-secret-value") || !strings.Contains(b, "[REDACTED]") {
+		t.Errorf("stored result = %s, want the secret argument redacted", b)
+	}
+	if s := got.GetResult().GetSummary(); strings.Contains(s, "hunter2") {
+		t.Errorf("summary = %q carries the secret", s)
+	}
+	if n := len(up.effects()); n != 1 {
+		t.Errorf("upstream effects = %d, want 1 (the upstream got the value in clear)", n)
+	}
+}
