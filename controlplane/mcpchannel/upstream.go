@@ -51,9 +51,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	sess    *mcp.ClientSession
-	proc    *os.Process
 	listed  map[string]*mcp.Tool // the last tools/list, by the upstream's name
-	tried   bool                 // a first connection attempt has ended
 	ended   int                  // connection attempts ended (success or failure)
 	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
 	missed  bool                 // the last Bind held tools because it was not reached
@@ -146,14 +144,14 @@ func (u *upstream) serveOnce() error {
 	}
 	if err != nil {
 		u.mu.Lock()
-		u.tried, u.lastErr = true, err
+		u.lastErr = err
 		u.ended++
 		u.notifyLocked()
 		u.mu.Unlock()
 		return err
 	}
 	u.mu.Lock()
-	u.sess, u.proc, u.tried, u.lastErr = sess, proc, true, nil
+	u.sess, u.lastErr = sess, nil
 	u.ended++
 	u.notifyLocked()
 	u.mu.Unlock()
@@ -198,7 +196,7 @@ func (u *upstream) serveOnce() error {
 		u.reap(proc)
 	}
 	u.mu.Lock()
-	u.sess, u.proc, u.lastErr = nil, nil, fmt.Errorf("upstream %s disconnected: %w", u.spec.Name, err)
+	u.sess, u.lastErr = nil, fmt.Errorf("upstream %s disconnected: %w", u.spec.Name, err)
 	u.notifyLocked()
 	u.mu.Unlock()
 	return err
