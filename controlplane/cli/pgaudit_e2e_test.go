@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/store/pgtest"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// readOnlyRole creates a login role that may only SELECT the database's
+// tables and returns the database's URL for it.
+func readOnlyRole(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var db string
+	if err := c.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	role := "ro_" + db
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT CONNECT ON DATABASE " + db + " TO " + role,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA public TO " + role,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	ro := strings.Replace(url, "://latch@", "://"+role+"@", 1)
+	// The role is really read-only.
+	rc, err := pgx.Connect(ctx, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close(ctx)
+	if _, err := rc.Exec(ctx, "DELETE FROM latch_kv WHERE false"); err == nil {
+		t.Fatal("the read-only role may DELETE")
+	}
+	return ro
+}
+
+// TestAuditOnPostgres: `latch audit verify|export|prove --store` read a
+// live PostgreSQL store under a role that may only SELECT, while a
+// replica (started from an empty data dir with only the vault's key
+// file) keeps committing: verify passes, the export verifies with the
+// store's verifier key, prove's inclusion proof verifies offline against
+// the export's record; a journal row forged in the database is caught.
+func TestAuditOnPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	_, target := newTarget(t)
+	catalog := writeCatalog(t, target)
+	dataA := t.TempDir()
+	a := startServe(t, dataA, catalog, "--store", url, "--replica", "a")
+	c := client(t, dataA)
+	var ids []string
+	for i := range 3 {
+		r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "create_ticket", Arguments: fmt.Appendf(nil, `{"title":"audit %d"}`, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.GetExecution().GetId())
+		waitFor(t, c, ids[i], recordv1.State_STATE_COMPLETED)
+	}
+	a.cmd.Process.Signal(syscall.SIGTERM) // a clean stop signs a final checkpoint
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("latch serve exited with %v after SIGTERM", err)
+	}
+
+	// A replica with an empty data dir and the vault key file only.
+	dataB := t.TempDir()
+	copyKeys(t, dataA, dataB)
+	startServe(t, dataB, catalog, "--store", url, "--replica", "b")
+	cb := client(t, dataB)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { // the live writer: bounded in count, stopped with the test
+		for i := 0; i < 500 && ctx.Err() == nil; i++ {
+			cb.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "create_ticket", Arguments: fmt.Appendf(nil, `{"title":"live %d"}`, i)}) //nolint:errcheck // load only
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+
+	ro := readOnlyRole(t, url)
+	out, code := runCLI(t, "audit", "verify", "--store", ro)
+	if code != ExitOK || !strings.Contains(out, "journal ok") {
+		t.Fatalf("audit verify --store on a live store = %d:\n%s", code, out)
+	}
+
+	export := filepath.Join(t.TempDir(), "journal.jsonl")
+	if out, code := runCLI(t, "audit", "export", "--store", ro, "-o", export); code != ExitOK {
+		t.Fatalf("audit export --store = %d:\n%s", code, out)
+	}
+	rc, err := pgx.Connect(context.Background(), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close(context.Background())
+	var verifier string
+	if err := rc.QueryRow(context.Background(), "SELECT public FROM latch_keys WHERE name = 'journal'").Scan(&verifier); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "journal.pub")
+	if err := os.WriteFile(keyFile, []byte(verifier+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", keyFile); code != ExitOK {
+		t.Fatalf("audit verify --export of the store's export = %d:\n%s", code, out)
+	}
+
+	out, code = runCLI(t, "audit", "prove", "--store", ro, ids[1])
+	if code != ExitOK {
+		t.Fatalf("audit prove --store = %d:\n%s", code, out)
+	}
+	checkProofOffline(t, out, verifier, export)
+
+	// A forged journal row (by someone who can write the database).
+	su, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(context.Background())
+	tag, err := su.Exec(context.Background(), `UPDATE latch_kv SET v = overlay(v PLACING '\xff'::bytea FROM length(v) FOR 1)
+		WHERE k = (SELECT k FROM latch_kv WHERE k >= 'j/'::bytea AND k < 'j0'::bytea ORDER BY k LIMIT 1 OFFSET 2)`)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("forge a journal row: %v, %v", tag, err)
+	}
+	out, code = runCLI(t, "audit", "verify", "--store", ro)
+	if code != 1 || strings.Contains(out, "journal ok") || !strings.Contains(out, "modified at 2") {
+		t.Errorf("audit verify --store after a forged row = %d, want 1 reporting record 2 modified:\n%s", code, out)
+	}
+}
+
+// checkProofOffline checks `latch audit prove`'s output with nothing but
+// the verifier key and the export: the checkpoint's signature, each
+// record's leaf hash against the exported record, and each inclusion proof
+// against the checkpoint's root.
+func checkProofOffline(t *testing.T, out, verifier, export string) {
+	t.Helper()
+	body, ok := strings.CutPrefix(out, "checkpoint:\n")
+	end := strings.Index(body, "\nrecord ")
+	if !ok || end < 0 {
+		t.Fatalf("prove output has no checkpoint and records:\n%s", out)
+	}
+	cp, err := journal.OpenCheckpoint([]byte(body[:end]), verifier)
+	if err != nil {
+		t.Fatalf("the proof's checkpoint does not verify with the store's verifier: %v\n%s", err, out)
+	}
+	f, err := os.Open(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	src, err := journal.ReadExport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proved := 0
+	var idx int64 = -1
+	var leaf tlog.Hash
+	var proof tlog.RecordProof
+	check := func() {
+		if idx < 0 {
+			return
+		}
+		data, err := src.Entry(idx)
+		if err != nil {
+			t.Fatalf("record %d not in the export: %v", idx, err)
+		}
+		if journal.LeafHash(data) != leaf {
+			t.Errorf("record %d: the proof's leaf hash is not the exported record's", idx)
+		}
+		if err := tlog.CheckRecord(proof, cp.Size, cp.Root, idx, leaf); err != nil {
+			t.Errorf("record %d: inclusion proof does not verify offline: %v", idx, err)
+		}
+		proved++
+	}
+	for _, line := range strings.Split(body[end+1:], "\n") {
+		switch {
+		case strings.HasPrefix(line, "record "):
+			check()
+			f := strings.Fields(line) // record N leaf HASH
+			if len(f) != 4 {
+				t.Fatalf("bad record line %q", line)
+			}
+			idx, err = strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leaf, err = tlog.ParseHash(f[3]); err != nil {
+				t.Fatal(err)
+			}
+			proof = nil
+		case strings.HasPrefix(line, "  "):
+			h, err := tlog.ParseHash(strings.TrimSpace(line))
+			if err != nil {
+				t.Fatal(err)
+			}
+			proof = append(proof, h)
+		}
+	}
+	check()
+	if proved == 0 {
+		t.Fatalf("no record proved:\n%s", out)
+	}
+}
