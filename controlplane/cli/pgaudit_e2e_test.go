@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -99,6 +102,7 @@ func TestAuditOnPostgres(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 
 	ro := readOnlyRole(t, url)
+	checkStoreStatus(t, ro)
 	out, code := runCLI(t, "audit", "verify", "--store", ro)
 	if code != ExitOK || !strings.Contains(out, "journal ok") {
 		t.Fatalf("audit verify --store on a live store = %d:\n%s", code, out)
@@ -219,5 +223,72 @@ func checkProofOffline(t *testing.T, out, verifier, export string) {
 	check()
 	if proved == 0 {
 		t.Fatalf("no record proved:\n%s", out)
+	}
+}
+
+// checkStoreStatus: `latch store status --json` (under the read-only
+// role) names the schema, replica b active with the lease, both replicas
+// seen, the two sealed keys with the journal's verifier, and the vault.
+func checkStoreStatus(t *testing.T, url string) {
+	t.Helper()
+	var st struct {
+		SchemaVersion int   `json:"schema_version"`
+		JournalSize   int64 `json:"journal_size"`
+		Lease         struct {
+			Holder string  `json:"holder"`
+			Epoch  int64   `json:"epoch"`
+			Held   bool    `json:"held"`
+			Age    float64 `json:"age_seconds"`
+		} `json:"lease"`
+		Replicas []struct {
+			Name, Role string
+		} `json:"replicas"`
+		StoreKeys []struct {
+			Name, Public string
+		} `json:"store_keys"`
+		Vault *struct {
+			Generation int64 `json:"generation"`
+		} `json:"vault"`
+	}
+	testbin.Eventually(t, "store status to show replica b active", func() bool {
+		out, code := runCLI(t, "store", "status", "--store", url, "--json")
+		if code != ExitOK {
+			t.Fatalf("latch store status --json = %d:\n%s", code, out)
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("latch store status --json: %v\n%s", err, out)
+		}
+		for _, r := range st.Replicas {
+			if r.Name == "b" && r.Role == "active" {
+				return true
+			}
+		}
+		return false
+	})
+	if st.SchemaVersion != store.SchemaVersion || st.JournalSize < 3 || !strings.HasPrefix(st.Lease.Holder, "b/") || st.Lease.Epoch != 2 || !st.Lease.Held || st.Lease.Age < 0 {
+		t.Errorf("store status = %+v; want schema %d, a journal, b holding epoch 2", st, store.SchemaVersion)
+	}
+	names := map[string]string{}
+	for _, r := range st.Replicas {
+		names[r.Name] = r.Role
+	}
+	if len(names) != 2 || names["a"] != "stopped" || names["b"] != "active" {
+		t.Errorf("replicas seen = %v; want a stopped and b active", names)
+	}
+	keys := map[string]string{}
+	for _, k := range st.StoreKeys {
+		keys[k.Name] = k.Public
+	}
+	if _, ok := keys["fingerprint"]; !ok || keys["fingerprint"] != "" || !strings.HasPrefix(keys["journal"], "latch/activity+") {
+		t.Errorf("store keys = %v; want fingerprint (no public part) and journal with its verifier", keys)
+	}
+	if st.Vault == nil || st.Vault.Generation < 1 {
+		t.Errorf("store status shows no vault: %+v", st.Vault)
+	}
+	out, code := runCLI(t, "store", "status", "--store", url)
+	for _, want := range []string{"replicas seen:      2", "key journal:", "verifier:         latch/activity+", "vault:              in the store"} {
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("latch store status lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -15,12 +15,13 @@ import (
 )
 
 // replicaBeat records this replica in a PostgreSQL store's latch_replicas
-// (for `latch store status`): at start, then every third of the lease ttl,
-// standby or active, until stopped. A failed beat is logged at debug level
+// (for `latch store status`): at start, when it becomes active, then every
+// third of the lease ttl, until stopped (then it marks the row stopped). A failed beat is logged at debug level
 // only: the table is informational and the lease reports real trouble.
 type replicaBeat struct {
 	// holder is the name the lease is taken under, once known.
 	holder atomic.Pointer[string]
+	kick   chan struct{} // beat now (the holder is known)
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
@@ -46,9 +47,16 @@ func startBeat(log hclog.Logger, cfg Config, kv store.KV) *replicaBeat {
 	}
 	log = log.Named("replicas")
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &replicaBeat{cancel: cancel, done: make(chan struct{})}
+	b := &replicaBeat{cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	go func() {
 		defer close(b.done)
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := pg.StoppedReplica(sctx, name, instance); err != nil {
+				log.Debug("could not mark this replica stopped in latch_replicas", "error", err)
+			}
+			scancel()
+		}()
 		for {
 			bctx, bcancel := context.WithTimeout(ctx, every)
 			var holder string
@@ -63,6 +71,7 @@ func startBeat(log hclog.Logger, cfg Config, kv store.KV) *replicaBeat {
 			select {
 			case <-ctx.Done():
 				return
+			case <-b.kick:
 			case <-time.After(every):
 			}
 		}
@@ -75,6 +84,18 @@ func startBeat(log hclog.Logger, cfg Config, kv store.KV) *replicaBeat {
 func (b *replicaBeat) setHolder(h string) {
 	if b != nil {
 		b.holder.Store(&h)
+		b.now()
+	}
+}
+
+// now beats at once (the role changed).
+func (b *replicaBeat) now() {
+	if b == nil {
+		return
+	}
+	select {
+	case b.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -265,10 +265,13 @@ func New(cfg Config) (*Server, error) {
 			}
 		}()
 	}
-	if pg != nil && cfg.OnActive != nil {
-		if err := cfg.OnActive(cfg.Context); err != nil {
-			kv.Close()
-			return nil, err
+	if pg != nil {
+		beat.now() // active now
+		if cfg.OnActive != nil {
+			if err := cfg.OnActive(cfg.Context); err != nil {
+				kv.Close()
+				return nil, err
+			}
 		}
 	}
 	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, kv)})

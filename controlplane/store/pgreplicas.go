@@ -18,8 +18,8 @@ type ReplicaSeen struct {
 	Name, Instance, Holder string
 	// Addr is the address it serves the API on ("" when only its socket).
 	Addr string
-	// Role is "active" when it held the lease at its last beat, else
-	// "standby".
+	// Role is "active" while its holder holds the lease (read live from
+	// the lease), "stopped" after a clean stop, else "standby".
 	Role string
 	// StartedAt and LastSeen are the database's times of the process's
 	// first beat and its last.
@@ -48,7 +48,12 @@ func (k *PostgresKV) SeenReplica(ctx context.Context, r ReplicaSeen) error {
 
 // Replicas lists the replicas seen, most recently seen first.
 func (k *PostgresKV) Replicas(ctx context.Context) ([]ReplicaSeen, error) {
-	rows, err := k.pool.Query(ctx, "SELECT name, instance, holder, addr, role, started_at, last_seen FROM latch_replicas ORDER BY last_seen DESC, name LIMIT 1000")
+	rows, err := k.pool.Query(ctx, `SELECT r.name, r.instance, r.holder, r.addr,
+		CASE WHEN r.holder <> '' AND r.holder = l.holder AND l.expires_at > now() THEN 'active'
+			WHEN r.role = 'stopped' THEN 'stopped' ELSE 'standby' END,
+		r.started_at, r.last_seen
+		FROM latch_replicas r CROSS JOIN latch_lease l WHERE l.id = 1
+		ORDER BY r.last_seen DESC, r.name LIMIT 1000`)
 	if err != nil {
 		return nil, fmt.Errorf("store: read latch_replicas: %w", err)
 	}
@@ -65,4 +70,14 @@ func (k *PostgresKV) Replicas(ctx context.Context) ([]ReplicaSeen, error) {
 		return nil, fmt.Errorf("store: read latch_replicas: %w", err)
 	}
 	return out, nil
+}
+
+// StoppedReplica marks the replica's row stopped (its process ended
+// cleanly); a later process of that name beats it back.
+func (k *PostgresKV) StoppedReplica(ctx context.Context, name, instance string) error {
+	_, err := k.pool.Exec(ctx, "UPDATE latch_replicas SET role = 'stopped', last_seen = now() WHERE name = $1 AND instance = $2", name, instance)
+	if err != nil {
+		return fmt.Errorf("store: mark this replica stopped in latch_replicas: %w", err)
+	}
+	return nil
 }

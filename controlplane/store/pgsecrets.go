@@ -183,3 +183,43 @@ func (p *PostgresVault) write(fn func(context.Context, pgx.Tx) error) error {
 }
 
 func (p *PostgresVault) String() string { return "the PostgreSQL store (table latch_vault)" }
+
+// VaultInfo is what may be told about the vault's row without opening it.
+type VaultInfo struct {
+	Generation int64
+	Updated    time.Time
+	Bytes      int
+}
+
+// keyInfo lists the stored keys without their sealed bytes.
+func (k *PostgresKV) keyInfo(ctx context.Context) ([]StoredKey, error) {
+	rows, err := k.pool.Query(ctx, "SELECT name, public, created_by, created_at FROM latch_keys ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("store: read latch_keys: %w", err)
+	}
+	defer rows.Close()
+	var out []StoredKey
+	for rows.Next() {
+		var key StoredKey
+		if err := rows.Scan(&key.Name, &key.Public, &key.CreatedBy, &key.CreatedAt); err != nil {
+			return nil, fmt.Errorf("store: read latch_keys: %w", err)
+		}
+		out = append(out, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: read latch_keys: %w", err)
+	}
+	return out, nil
+}
+
+func (k *PostgresKV) vaultInfo(ctx context.Context) (*VaultInfo, error) {
+	v := &VaultInfo{}
+	err := k.pool.QueryRow(ctx, "SELECT generation, updated_at, length(doc) FROM latch_vault WHERE id = 1").Scan(&v.Generation, &v.Updated, &v.Bytes)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("store: read latch_vault: %w", err)
+	}
+	return v, nil
+}

@@ -626,6 +626,12 @@ type PostgresStatus struct {
 	// the database's clock it is measured against.
 	Lease *Lease
 	Now   time.Time
+	// Replicas are the replicas seen (latch_replicas), most recent first.
+	Replicas []ReplicaSeen
+	// StoreKeys are the keys kept sealed in the store (Sealed left out).
+	StoreKeys []StoredKey
+	// Vault is the vault's row: nil when no vault was created here.
+	Vault *VaultInfo
 }
 
 // Status reads the database's schema version, durability setting, journal
@@ -652,6 +658,15 @@ func (k *PostgresKV) Status(ctx context.Context) (*PostgresStatus, error) {
 	}
 	if err := k.pool.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'latch_kv'::regclass").Scan(&st.Keys); err != nil {
 		return nil, fmt.Errorf("store: estimate the key count: %w", err)
+	}
+	if st.Replicas, err = k.Replicas(ctx); err != nil {
+		return nil, err
+	}
+	if st.StoreKeys, err = k.keyInfo(ctx); err != nil {
+		return nil, err
+	}
+	if st.Vault, err = k.vaultInfo(ctx); err != nil {
+		return nil, err
 	}
 	return st, nil
 }
