@@ -49,8 +49,8 @@ type stackConfig struct {
 	// VaultPassphraseFile unlocks a passphrase vault at start with the
 	// file's first line; when no vault exists yet, it is created with it.
 	VaultPassphraseFile string
-	DevVault     bool
-	Recovery     engine.RecoveryConfig
+	DevVault            bool
+	Recovery            engine.RecoveryConfig
 	// Actors are known without a token (stdio actors, the dev actor).
 	Actors []string
 	// Trusted actors' sessions need no authorization.

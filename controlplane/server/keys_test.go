@@ -65,7 +65,7 @@ func openReplica(t *testing.T, url, keyFile string) replica {
 
 func (r replica) config(t *testing.T, name string) Config {
 	return Config{
-		Logger: hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn}),
+		Logger:  hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn}),
 		DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)),
 		KV: r.kv, KeySealer: r.vault.KeySealer(), OnActive: func(context.Context) error { return r.vault.Reload() },
 		Replica: name, LeaseTTL: 3 * time.Second,

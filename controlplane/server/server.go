@@ -161,10 +161,6 @@ type Server struct {
 	Catalog *catalog.Manager
 	api     *api.Service
 	signer  *journal.Signer
-	// verifier is the journal's verifier key (the signer's public half).
-	verifier string
-	// beat records this replica in a PostgreSQL store's latch_replicas.
-	beat *replicaBeat
 	grpc    *grpc.Server
 	tcp     *grpc.Server
 	lis     net.Listener
@@ -185,6 +181,12 @@ type Server struct {
 	backgroundCheck bool
 
 	ops opsState // ops.go
+
+	// verifier is the journal's verifier key (the signer's public half);
+	// beat records this replica in a PostgreSQL store's latch_replicas
+	// (keys.go, replicas.go).
+	verifier string
+	beat     *replicaBeat
 }
 
 // Paths of a data directory.
