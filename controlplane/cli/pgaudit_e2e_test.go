@@ -3,14 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/mod/sumdb/tlog"
@@ -18,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -290,5 +294,49 @@ func checkStoreStatus(t *testing.T, url string) {
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("latch store status lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestReplicaRefusedWithoutTheVaultKey: on a PostgreSQL store whose keys
+// and vault a first replica created, a replica started without a vault
+// key (the vault would stay locked) exits at once naming
+// --vault-key-file, and one with another key file exits saying the key
+// does not open the vault; neither takes the lease.
+func TestReplicaRefusedWithoutTheVaultKey(t *testing.T) {
+	url := pgtest.URL(t)
+	_, target := newTarget(t)
+	catalog := writeCatalog(t, target)
+	first := t.TempDir()
+	a := startServe(t, first, catalog, "--store", url, "--replica", "a")
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("latch serve exited with %v after SIGTERM", err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong.key")
+	if err := vault.GenerateKeyFile(wrong); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no vault key", nil, "start latch serve with --vault-key-file"},
+		{"another key file", []string{"--vault-key-file", wrong}, "does not open the vault in the PostgreSQL store"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			args := append([]string{"serve", "--data", t.TempDir(), "--catalog", catalog, "--store", url, "--replica", "x"}, tt.args...)
+			out, err := exec.CommandContext(ctx, latchBin, args...).CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), tt.want) {
+				t.Errorf("latch serve %v = %v, want exit 1 saying %q:\n%s", tt.args, err, tt.want, out)
+			}
+			if strings.Contains(string(out), "holding the store lease") {
+				t.Errorf("the refused replica took the lease:\n%s", out)
+			}
+		})
 	}
 }

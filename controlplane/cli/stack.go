@@ -279,7 +279,12 @@ func unlockAtStart(v *vault.Vault, keyFile, passFile string) error {
 	} else {
 		err = unlockFn()
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, vault.ErrWrongPassphrase) && keyFile != "":
+		return fmt.Errorf("--vault-key-file %s does not open the vault in %s (%w): give every replica the key file the vault was created with", keyFile, v.Status().Path, err)
+	case errors.Is(err, vault.ErrWrongPassphrase):
+		return fmt.Errorf("--vault-passphrase-file %s does not open the vault in %s (%w)", passFile, v.Status().Path, err)
+	case err != nil:
 		return fmt.Errorf("vault: %w", err)
 	}
 	return nil
