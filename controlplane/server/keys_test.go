@@ -345,3 +345,41 @@ func testKeySealer(t *testing.T) KeySealer {
 	}
 	return v.KeySealer()
 }
+
+// TestTakeoverReadsTheVaultAgain: a standby read the vault when it
+// started; the active stores a credential afterwards. When the standby
+// takes over it reads the vault from the store again (OnActive), so the
+// credential is there for its dispatches.
+func TestTakeoverReadsTheVaultAgain(t *testing.T) {
+	url := pgtest.URL(t)
+	keyFile := filepath.Join(t.TempDir(), "vault.key")
+	ra, rb := openReplica(t, url, keyFile), openReplica(t, url, keyFile)
+	a, err := New(ra.config(t, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	if err := ra.vault.Put("deploy", vault.Credential{Kind: vault.KindBearer, Token: "tok-after-b-started"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.vault.Get("deploy"); !errors.Is(err, vault.ErrNotFound) {
+		t.Fatalf("the standby's vault before takeover: %v, want ErrNotFound", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(rb.config(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithCancel(context.Background())
+	bdone := make(chan error, 1)
+	go func() { bdone <- b.Run(bctx) }()
+	defer func() { bcancel(); <-bdone }()
+	if c, err := rb.vault.Get("deploy"); err != nil || c.Token != "tok-after-b-started" {
+		t.Errorf("the new active's vault: %v, %v; want the credential the old active stored", c, err)
+	}
+}
