@@ -82,6 +82,26 @@ func openKV(kv store.KV, verifier, name string, progress func(journal.Progress))
 // storeName is how a PostgreSQL store is named in messages.
 const storeName = "the PostgreSQL store"
 
+// StoreVerifier reads the journal's verifier key from a PostgreSQL store
+// (latch_keys keeps it in clear), to verify an export of that store.
+func StoreVerifier(ctx context.Context, url string) (string, error) {
+	if !store.IsPostgresURL(url) {
+		return "", fmt.Errorf("audit: --store takes a PostgreSQL connection string")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
+	if err != nil {
+		return "", fmt.Errorf("audit: %w", err)
+	}
+	defer kv.Close()
+	v, err := kv.PublicKey(ctx, server.JournalKeyName)
+	if err != nil {
+		return "", fmt.Errorf("audit: the journal verifier key: %w", err)
+	}
+	return strings.TrimSpace(v), nil
+}
+
 // openStore opens a PostgreSQL store read-only: the journal's verifier key
 // from latch_keys (in clear: it is public), then one REPEATABLE READ
 // snapshot for everything else.

@@ -40,7 +40,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	switch sub {
 	case "verify":
 		export := fs.String("export", "", "verify an export file instead of a data dir")
-		keyFile := fs.String("key", "", "verifier key file (default DATA_DIR/keys/journal.pub); required with --export unless a DATA_DIR is given")
+		keyFile := fs.String("key", "", "verifier key file (default DATA_DIR/keys/journal.pub, or the verifier in the --store); required with --export unless a DATA_DIR or --store is given")
 		vf := addVerifyFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
@@ -56,16 +56,25 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		var rep *journal.Report
 		switch {
 		case *export != "":
-			key := *keyFile
-			if key == "" && len(pos) == 1 {
-				key = server.VerifierPath(pos[0])
-			}
-			if key == "" {
-				return usagef("--export needs the verifier key: --key FILE (a data dir's keys/journal.pub) or a DATA_DIR argument")
-			}
-			vkey, err := os.ReadFile(key)
-			if err != nil {
-				return fmt.Errorf("read verifier key: %w", err)
+			var vkey []byte
+			if *storeURL != "" && *keyFile == "" {
+				// The verifier is public: the store keeps it in clear.
+				v, err := audit.StoreVerifier(ctx, *storeURL)
+				if err != nil {
+					return err
+				}
+				vkey = []byte(v)
+			} else {
+				key := *keyFile
+				if key == "" && len(pos) == 1 {
+					key = server.VerifierPath(pos[0])
+				}
+				if key == "" {
+					return usagef("--export needs the verifier key: --key FILE (a data dir's keys/journal.pub), a DATA_DIR argument or --store URL")
+				}
+				if vkey, err = os.ReadFile(key); err != nil {
+					return fmt.Errorf("read verifier key: %w", err)
+				}
 			}
 			f, err := os.Open(*export)
 			if err != nil {

@@ -132,6 +132,9 @@ func TestAuditOnPostgres(t *testing.T) {
 	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", keyFile); code != ExitOK {
 		t.Fatalf("audit verify --export of the store's export = %d:\n%s", code, out)
 	}
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--store", ro); code != ExitOK {
+		t.Fatalf("audit verify --export with the store's verifier = %d:\n%s", code, out)
+	}
 
 	out, code = runCLI(t, "audit", "prove", "--store", ro, ids[1])
 	if code != ExitOK {
