@@ -253,6 +253,25 @@ func TestStoreKeysRefuseAnotherOrLockedVault(t *testing.T) {
 	if _, err := New(cfg); !errors.Is(err, ErrKeysLocked) {
 		t.Errorf("New with the vault a wrong key file left locked = %v, want ErrKeysLocked", err)
 	}
+
+	// The clear verifier replaced by another key's: auditors would check
+	// checkpoints against a key that did not sign them.
+	_, otherPub, err := journal.GenerateKey("latch/activity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(), "UPDATE latch_keys SET public = $1 WHERE name = 'journal'", otherPub); err != nil {
+		t.Fatal(err)
+	}
+	r2 := openReplica(t, url, keyFile)
+	if _, err := loadKeys(context.Background(), hclog.NewNullLogger(), r2.config(t, "d"), r2.kv); !errors.Is(err, ErrKeysUnsealable) || !strings.Contains(err.Error(), "verifier") {
+		t.Errorf("keys with a replaced verifier = %v, want ErrKeysUnsealable naming the verifier", err)
+	}
 }
 
 // assertNoClearKeys scans every row of every table of the database for the
