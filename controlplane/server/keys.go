@@ -131,6 +131,9 @@ func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg *store.
 	if !cfg.KeySealer.Ready() {
 		return nil, fmt.Errorf("%w: a replica on PostgreSQL opens the fingerprint and journal keys in the store with the vault's key, so it needs the vault unlocked when it starts: start latch serve with --vault-key-file FILE (the vault's 32-byte key file, the same on every replica) or --vault-passphrase-file FILE", ErrKeysLocked)
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil { // for the socket
+		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
 	for _, name := range []string{"fingerprint.key", "journal.key"} {
 		if _, err := os.Stat(keyPath(cfg.DataDir, name)); err == nil {
 			log.Warn("ignoring a local key file: on a PostgreSQL store every replica uses the keys sealed in the store", "file", keyPath(cfg.DataDir, name))
