@@ -1,8 +1,6 @@
 package server
 
 import (
-	"strings"
-
 	"github.com/latchhq/latch/controlplane/api"
 )
 
@@ -16,9 +14,9 @@ func (s *Server) API() *api.Service { return s.api }
 // DataDir is the control plane's data directory.
 func (s *Server) DataDir() string { return s.cfg.DataDir }
 
-// VerifierKey is the journal's checkpoint verifier key (note form), ""
-// when it cannot be read.
-func (s *Server) VerifierKey() string { return strings.TrimSpace(readOr(VerifierPath(s.cfg.DataDir))) }
+// VerifierKey is the journal's checkpoint verifier key (note form): the
+// signer's public half, wherever the keys are kept (files or the store).
+func (s *Server) VerifierKey() string { return s.verifier }
 
 // OnPostgres reports whether the store is PostgreSQL (the audit commands
 // then take --store instead of a data dir).
