@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
@@ -60,12 +61,21 @@ type Store struct {
 	// executions that commit changed (for watchers).
 	onCommit func([]*recordv1.Execution)
 	onGroup  func(Group) // metrics (observe.go)
+
+	// lazyDelay is lazyDelay; tests lengthen it before the first update.
+	lazyDelay time.Duration
 }
 
 type request struct {
 	fn   func(*Tx) error
 	done chan error
+	// lazy: the update starts no commit of its own (UpdateLazy).
+	lazy bool
 }
+
+// lazyDelay bounds how long an UpdateLazy waits for another update to share
+// a commit with before it is committed on its own.
+const lazyDelay = 20 * time.Millisecond
 
 // New opens a Store over cfg.KV and starts its writer.
 func New(cfg Config) (*Store, error) {
@@ -80,6 +90,8 @@ func New(cfg Config) (*Store, error) {
 		kv:   newCachedKV(cfg.KV),
 		reqs: make(chan *request, maxGroup),
 		done: make(chan struct{}),
+
+		lazyDelay: lazyDelay,
 	}
 	v, err := cfg.KV.Get(journalSizeKey)
 	switch {
@@ -124,23 +136,44 @@ func (s *Store) Close() error {
 // fn's writes is durable. fn must not block; it may be retried never. When fn
 // returns an error none of its writes are kept and Update returns that error.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
-	r := &request{fn: fn, done: make(chan error, 1)}
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return ErrClosed
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1)})
+}
+
+// UpdateLazy is Update for a write nothing waits on: it starts no commit
+// (no sync) of its own but joins the next group another Update starts, or,
+// when none comes, commits on its own after at most lazyDelay. It returns,
+// like Update, only once fn's writes are durable, so a caller that answers
+// after it never reports a write that could be lost; what is lazy is when
+// the sync happens, not whether it happens before the answer. For records
+// whose absence after a crash is the safe side and that nothing is ordered
+// after (delivered: without it, an attach returns the stored result again).
+func (s *Store) UpdateLazy(ctx context.Context, fn func(*Tx) error) error {
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), lazy: true})
+}
+
+func (s *Store) update(ctx context.Context, r *request) error {
+	if err := s.enqueue(ctx, r); err != nil {
+		return err
 	}
-	select {
-	case s.reqs <- r:
-	case <-ctx.Done():
-		s.closeMu.RUnlock()
-		return ctx.Err()
-	}
-	s.closeMu.RUnlock()
 	// Once enqueued the update will be applied or fail as a whole; wait for
 	// the answer even if ctx ends, so the caller never mistakes a committed
 	// write for a lost one.
 	return <-r.done
+}
+
+// enqueue hands r to the writer.
+func (s *Store) enqueue(ctx context.Context, r *request) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // writer builds groups and hands them to the committer, one in flight at a
@@ -160,19 +193,49 @@ func (s *Store) writer() {
 	}()
 	var prev *batch
 	size := s.JournalSize()
-	for first := range s.reqs {
-		group := []*request{first}
+	// held are lazy updates waiting for a group to join (UpdateLazy).
+	var held []*request
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	closed := false
+	for !closed || len(held) > 0 {
+		var group []*request
+		select {
+		case r, ok := <-s.reqs:
+			switch {
+			case !ok:
+				closed = true
+			case r.lazy && len(held) < maxGroup:
+				held = append(held, r)
+				if len(held) == 1 {
+					timer.Reset(s.lazyDelay)
+				}
+				continue
+			default:
+				group = append(group, r)
+			}
+		case <-timer.C:
+		}
+		// Held updates go first: they were asked for before this one.
+		group = append(held, group...)
+		held = nil
+		timer.Stop()
 	fill:
-		for len(group) < maxGroup {
+		for !closed && len(group) < maxGroup {
 			select {
 			case r, ok := <-s.reqs:
 				if !ok {
+					closed = true
 					break fill
 				}
 				group = append(group, r)
 			default:
 				break fill
 			}
+		}
+		if len(group) == 0 {
+			continue
 		}
 		if prev != nil {
 			select {

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// countingKV counts commits.
+type countingKV struct {
+	*MemKV
+	mu      sync.Mutex
+	commits int
+	keys    map[string]bool // every key committed
+}
+
+func (c *countingKV) Commit(w []Write) error {
+	c.mu.Lock()
+	c.commits++
+	if c.keys == nil {
+		c.keys = map[string]bool{}
+	}
+	for _, x := range w {
+		c.keys[string(x.Key)] = true
+	}
+	c.mu.Unlock()
+	return c.MemKV.Commit(w)
+}
+
+func (c *countingKV) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commits
+}
+
+func putExec(id string) func(*Tx) error {
+	return func(tx *Tx) error {
+		return tx.PutExecution(exec(id, "fp-"+id, "a", recordv1.State_STATE_ACCEPTED), true)
+	}
+}
+
+// TestLazyUpdateJoinsTheNextGroup: a lazy update starts no commit: it is
+// committed with the next update's group (one commit for both), and its
+// caller is answered after that commit, like the other's.
+func TestLazyUpdateJoinsTheNextGroup(t *testing.T) {
+	kv := &countingKV{MemKV: NewMemKV()}
+	s := newStore(t, kv)
+	s.lazyDelay = time.Hour // only another update (or Close) commits it
+	lazy := &request{fn: putExec("act_lazy"), done: make(chan error, 1), lazy: true}
+	if err := s.enqueue(context.Background(), lazy); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), putExec("act_next")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lazy.done; err != nil {
+		t.Fatalf("lazy update = %v", err)
+	}
+	if got := kv.count(); got != 1 {
+		t.Errorf("commits = %d, want 1 (the lazy update shares the next update's commit)", got)
+	}
+	for _, id := range []string{"act_lazy", "act_next"} {
+		if _, err := s.Execution(id); err != nil {
+			t.Errorf("Execution(%q) = %v, want it committed", id, err)
+		}
+	}
+}
+
+// TestLazyUpdateCommitsAlone: with no other update, a lazy update is
+// committed on its own after its delay, and only then answered.
+func TestLazyUpdateCommitsAlone(t *testing.T) {
+	kv := &countingKV{MemKV: NewMemKV()}
+	s := newStore(t, kv)
+	if err := s.UpdateLazy(context.Background(), putExec("act_alone")); err != nil {
+		t.Fatal(err)
+	}
+	if got := kv.count(); got != 1 {
+		t.Errorf("commits = %d, want 1", got)
+	}
+	if _, err := s.Execution("act_alone"); err != nil {
+		t.Errorf("Execution after UpdateLazy returned = %v, want it committed", err)
+	}
+}
+
+// TestCloseCommitsHeldLazyUpdates: Close commits what lazy updates are
+// held before it stops the writer; none is dropped.
+func TestCloseCommitsHeldLazyUpdates(t *testing.T) {
+	kv := &countingKV{MemKV: NewMemKV()}
+	s, err := New(Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.lazyDelay = time.Hour
+	lazy := &request{fn: putExec("act_held"), done: make(chan error, 1), lazy: true}
+	if err := s.enqueue(context.Background(), lazy); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lazy.done; err != nil {
+		t.Fatalf("held lazy update at Close = %v, want committed", err)
+	}
+	if got := kv.count(); got != 1 {
+		t.Errorf("commits = %d, want 1", got)
+	}
+	if !kv.keys[string(execKey("act_held"))] {
+		t.Errorf("act_held was not in the commit Close made")
+	}
+}
