@@ -178,7 +178,8 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 
 // writer builds groups and hands them to the committer, one in flight at a
 // time: while group N is being synced, group N+1 is built on top of N's
-// writes (reads see them through the batch chain). If N fails, N+1 was
+// writes (reads see them through the batch chain), taking every update that
+// arrives until N is durable. If N fails, N+1 was
 // built on writes that never happened, so it is failed whole and the writer
 // starts again from the committed state.
 func (s *Store) writer() {
@@ -249,13 +250,36 @@ func (s *Store) writer() {
 		}
 		b := s.build(group, prev, size)
 		if prev != nil {
-			if err := <-prev.committed; err != nil {
+			// While prev is being synced, updates that arrive join b: they
+			// are sent with it the moment prev is durable, instead of
+			// waiting in the queue for the group after it (a whole commit
+			// more). b is still bounded by maxGroup.
+			var err error
+		absorb:
+			for {
+				if closed || len(b.group) >= maxGroup {
+					err = <-prev.committed
+					break
+				}
+				select {
+				case err = <-prev.committed:
+					break absorb
+				case r, ok := <-s.reqs:
+					if !ok {
+						closed = true
+						continue
+					}
+					s.add(b, r)
+				}
+			}
+			if err != nil {
 				b.fail(fmt.Errorf("store: not committed: the group before it failed: %w", err))
 				prev, size = nil, s.JournalSize()
 				continue
 			}
 			prev.writes = nil // committed: reads go to the KV again
 		}
+		s.seal(b)
 		commits <- b
 		prev, size = b, b.size
 	}
@@ -264,30 +288,44 @@ func (s *Store) writer() {
 }
 
 // build runs a group's update functions against a new batch layered over
-// prev (the group being committed, if any).
+// prev (the group being committed, if any). More may join it (add) until it
+// is sealed.
 func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 	b := &batch{kv: s.kv, prev: prev, observed: s.onGroup != nil, writes: map[string]*Write{}, size: size, base: size,
-		group: group, results: make([]error, len(group)), committed: make(chan error, 1)}
-	for i, r := range group {
-		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
-		err := safeRun(r.fn, tx)
-		if err == nil {
-			err = tx.err
-		}
-		b.results[i] = err
-		if err != nil {
-			continue
-		}
-		for k, w := range tx.own {
-			if _, seen := b.writes[k]; !seen {
-				b.order = append(b.order, k)
-			}
-			b.writes[k] = w
-		}
-		b.size = tx.size
-		b.changed = append(b.changed, tx.changed...)
-		b.transitions = append(b.transitions, tx.transitions...)
+		committed: make(chan error, 1)}
+	for _, r := range group {
+		s.add(b, r)
 	}
+	return b
+}
+
+// add runs one update function against b and keeps its writes when it
+// succeeds.
+func (s *Store) add(b *batch, r *request) {
+	b.group = append(b.group, r)
+	tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
+	err := safeRun(r.fn, tx)
+	if err == nil {
+		err = tx.err
+	}
+	b.results = append(b.results, err)
+	if err != nil {
+		return
+	}
+	for k, w := range tx.own {
+		if _, seen := b.writes[k]; !seen {
+			b.order = append(b.order, k)
+		}
+		b.writes[k] = w
+	}
+	b.size = tx.size
+	b.changed = append(b.changed, tx.changed...)
+	b.transitions = append(b.transitions, tx.transitions...)
+}
+
+// seal adds the journal size (and, for the first entries, the layout) to a
+// batch whose group is complete.
+func (s *Store) seal(b *batch) {
 	if b.size != b.base {
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], uint64(b.size))
@@ -298,7 +336,6 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 			b.writes[string(formatKey)] = &Write{Key: formatKey, Value: []byte(format)}
 		}
 	}
-	return b
 }
 
 // commit makes a batch durable, then answers its callers. Even a batch

@@ -111,3 +111,64 @@ func TestCloseCommitsHeldLazyUpdates(t *testing.T) {
 		t.Errorf("act_held was not in the commit Close made")
 	}
 }
+
+// heldKV holds its first commit until release is closed, then commits
+// everything; it counts commits.
+type heldKV struct {
+	countingKV
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *heldKV) Commit(w []Write) error {
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+	return h.countingKV.Commit(w)
+}
+
+// TestUpdatesJoinTheGroupBeingBuilt: while one group is being synced, the
+// next is open: an update that arrives after it was started still joins
+// it, so it is committed right after the group in flight instead of a
+// whole commit later.
+func TestUpdatesJoinTheGroupBeingBuilt(t *testing.T) {
+	kv := &heldKV{countingKV: countingKV{MemKV: NewMemKV()}, entered: make(chan struct{}), release: make(chan struct{})}
+	s := newStore(t, kv)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(kv.release) }) }
+	t.Cleanup(release) // before the store's Close (cleanups run last first)
+	errs := make(chan error, 3)
+	go func() { errs <- s.Update(context.Background(), putExec("act_1")) }()
+	<-kv.entered // group 1 is committing
+	built := make(chan struct{})
+	go func() {
+		errs <- s.Update(context.Background(), func(tx *Tx) error {
+			close(built) // group 2 is being built
+			return putExec("act_2")(tx)
+		})
+	}()
+	<-built
+	third := &request{fn: putExec("act_3"), done: make(chan error, 1)}
+	if err := s.enqueue(context.Background(), third); err != nil {
+		t.Fatal(err)
+	}
+	// Release group 1 once the writer has taken act_3 off the queue.
+	for deadline := time.Now().Add(10 * time.Second); len(s.reqs) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not take act_3 while group 1 was committing")
+		}
+	}
+	release()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-third.done; err != nil {
+		t.Fatal(err)
+	}
+	if got := kv.count(); got != 2 {
+		t.Errorf("commits = %d, want 2 (act_2 and act_3 in the group built while act_1 was committing)", got)
+	}
+}
