@@ -176,8 +176,12 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 func runBenchPath(ctx context.Context, p benchPath, conc, count int, maxDur time.Duration, dir string, round, rounds int) (loadgen.Result, error) {
 	pctx, cancel := context.WithTimeout(ctx, maxDur)
 	defer cancel()
+	// Each round's calls are numbered after the last round's, so they are
+	// new intents too (the same numbers would attach).
+	offset := int64(round-1) * int64(count)
+	op := func(ctx context.Context, i int64) error { return p.op(ctx, offset+i) }
 	if dir == "" {
-		return loadgen.Run(pctx, conc, int64(count), p.op)
+		return loadgen.Run(pctx, conc, int64(count), op)
 	}
 	name := p.name
 	if rounds > 1 {
@@ -202,7 +206,7 @@ func runBenchPath(ctx context.Context, p benchPath, conc, count int, maxDur time
 		return loadgen.Result{}, fmt.Errorf("bench: trace: %w", err)
 	}
 	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
-	res, err := loadgen.Run(pctx, conc, int64(count), p.op)
+	res, err := loadgen.Run(pctx, conc, int64(count), op)
 	trace.Stop()
 	pprof.StopCPUProfile()
 	block, ferr := os.Create(filepath.Join(dir, "block-"+name+".pprof"))
@@ -369,6 +373,9 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		if err != nil {
 			return err
 		}
+		if d := resp.GetDisposition(); d != recordv1.Disposition_DISPOSITION_NEW {
+			return fmt.Errorf("call %d was not a new execution (%s of %s): every bench call must be a new intent", i, d, resp.GetExecution().GetId())
+		}
 		if s := resp.GetExecution().GetState(); s != recordv1.State_STATE_COMPLETED {
 			return fmt.Errorf("execution %s ended %s, not completed", resp.GetExecution().GetId(), s)
 		}
@@ -394,7 +401,7 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		}
 		sessions <- s
 	}
-	viaMCP := callTools(sessions, "m", version)
+	viaMCP := callTools(sessions, "m", version, true)
 
 	// The bare MCP server: the same tool, whose handler makes the direct
 	// call (one POST, a key of its own) and answers the target's body.
@@ -428,7 +435,7 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		}
 		bareSessions <- s
 	}
-	viaBare := callTools(bareSessions, "b", version)
+	viaBare := callTools(bareSessions, "b", version, false)
 	return []benchPath{
 		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", func(ctx context.Context, i int64) error { return direct(ctx, i, "") }},
 		{"bare", "tools/call to a bare go-sdk MCP server in this process whose tool makes the direct POST (MCP, no durability, no dedupe)", viaBare},
@@ -439,7 +446,9 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 
 // callTools makes call i of a path through one of the sessions (one per
 // worker, as concurrent agents would have).
-func callTools(sessions chan *mcp.ClientSession, path string, version func(string, int64) string) func(context.Context, int64) error {
+// With wantNew, the answer must say it made a new execution (the front's
+// structuredContent disposition).
+func callTools(sessions chan *mcp.ClientSession, path string, version func(string, int64) string, wantNew bool) func(context.Context, int64) error {
 	return func(ctx context.Context, i int64) error {
 		s := <-sessions
 		defer func() { sessions <- s }()
@@ -450,6 +459,9 @@ func callTools(sessions chan *mcp.ClientSession, path string, version func(strin
 		if res.IsError {
 			b, _ := json.Marshal(res.Content)
 			return fmt.Errorf("tool error: %s", b)
+		}
+		if sc, _ := res.StructuredContent.(map[string]any); wantNew && sc["disposition"] != "new" {
+			return fmt.Errorf("call %d was not a new execution (disposition %v of %v): every bench call must be a new intent", i, sc["disposition"], sc["execution_id"])
 		}
 		return nil
 	}
