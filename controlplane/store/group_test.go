@@ -172,3 +172,24 @@ func TestUpdatesJoinTheGroupBeingBuilt(t *testing.T) {
 		t.Errorf("commits = %d, want 2 (act_2 and act_3 in the group built while act_1 was committing)", got)
 	}
 }
+
+// TestFlushCommitsHeldLazyUpdates: Flush returns once the lazy updates held
+// before it are committed.
+func TestFlushCommitsHeldLazyUpdates(t *testing.T) {
+	kv := &countingKV{MemKV: NewMemKV()}
+	s := newStore(t, kv)
+	s.lazyDelay = time.Hour
+	lazy := &request{fn: putExec("act_flushed"), done: make(chan error, 1), lazy: true}
+	if err := s.enqueue(context.Background(), lazy); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Execution("act_flushed"); err != nil {
+		t.Errorf("Execution after Flush = %v, want the held lazy update committed", err)
+	}
+	if err := <-lazy.done; err != nil {
+		t.Errorf("lazy update = %v", err)
+	}
+}

@@ -151,6 +151,15 @@ func (s *Store) UpdateLazy(ctx context.Context, fn func(*Tx) error) error {
 	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), lazy: true})
 }
 
+// Flush commits the lazy updates held now and returns once they are
+// durable: a reader about to judge from committed state (an MCP session's
+// end, which lists the results its session never received) calls it first so
+// a delivered record still waiting for a group is not mistaken for missing.
+// With nothing held it costs no sync (an update without writes).
+func (s *Store) Flush(ctx context.Context) error {
+	return s.Update(ctx, func(*Tx) error { return nil })
+}
+
 func (s *Store) update(ctx context.Context, r *request) error {
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
