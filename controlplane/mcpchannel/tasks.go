@@ -299,13 +299,13 @@ func (c *Channel) taskOutcome(ctx context.Context, u *upstream, tp *tap, caps ta
 // task ID.
 func (c *Channel) queryTask(ctx context.Context, call engine.Call) engine.Attempt {
 	taskID := call.Execution.GetTargetTaskId()
+	name := call.Target.Name + "." + call.Tool.UpstreamTool
+	if taskID == "" {
+		return engine.Attempt{Class: engine.Unsupported, Reason: fmt.Sprintf("upstream %s: no task ID was recorded for this execution (the call was made without a task, or the control plane stopped between the upstream's CreateTaskResult and its own record of it), so it cannot be asked what became of the call", name)}
+	}
 	u, err := c.upstream(call.Target.Name)
 	if err != nil {
 		return engine.Attempt{Class: engine.Unknown, Reason: err.Error()}
-	}
-	name := u.spec.Name + "." + call.Tool.UpstreamTool
-	if taskID == "" {
-		return engine.Attempt{Class: engine.Unsupported, Reason: fmt.Sprintf("upstream %s: no task ID was recorded for this execution (the call was made without a task, or the control plane stopped between the upstream's CreateTaskResult and its own record of it), so it cannot be asked what became of the call", name)}
 	}
 	tp, err := u.tapNow()
 	if err != nil {
