@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,9 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.tap.mu.Lock()
 	t.tap.conn = conn
+	t.tap.mu.Unlock()
 	return &tapConn{Connection: conn, tap: t.tap}, nil
 }
 
@@ -179,6 +182,9 @@ func (t *tap) observe(method string, result json.RawMessage) {
 		}
 		if json.Unmarshal(result, &r) == nil {
 			t.caps.protocolVersion = r.ProtocolVersion
+			// An initialize means the 2025-11-25 era (or older), even after
+			// a server/discover that found no common version.
+			t.caps.modern = false
 			tc := r.Capabilities.Tasks
 			t.caps.legacy = tc != nil && tc.Requests != nil && tc.Requests.Tools != nil && isObject(tc.Requests.Tools.Call)
 		}
@@ -191,9 +197,11 @@ func (t *tap) observe(method string, result json.RawMessage) {
 		}
 		if json.Unmarshal(result, &r) == nil {
 			t.caps.modern = isObject(r.Capabilities.Extensions[extensionTasks])
-			for _, v := range r.SupportedVersions {
-				if v > t.caps.protocolVersion {
+			// The version the SDK negotiates: the newest both support.
+			for _, v := range mcp.SupportedProtocolVersions() {
+				if slices.Contains(r.SupportedVersions, v) {
 					t.caps.protocolVersion = v
+					break
 				}
 			}
 		}
@@ -247,13 +255,14 @@ func (t *tap) call(ctx context.Context, method string, params any, written func(
 		return nil, ErrRawClosed
 	}
 	t.waiting[key] = ch
+	conn := t.conn
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
 		delete(t.waiting, key)
 		t.mu.Unlock()
 	}()
-	if err := t.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: body}); err != nil {
+	if err := conn.Write(ctx, &jsonrpc.Request{ID: id, Method: method, Params: body}); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", method, err)
 	}
 	if written != nil {
