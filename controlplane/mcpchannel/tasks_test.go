@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/latchhq/latch/internal/testbin"
@@ -111,39 +113,80 @@ func TestUpstreamTaskCompletes(t *testing.T) {
 // TestLatchKilledWhileUpstreamTaskRuns: the control plane is SIGKILLed
 // while the upstream runs the task (its ID recorded); the task completes at
 // the upstream meanwhile. After the restart recovery asks tasks/get, takes
-// the result with tasks/result: completed, exactly one effect.
+// the result with tasks/result: completed, exactly one effect. If the
+// upstream no longer knows the task when asked (its store lost it), that is
+// no proof nothing ran: needs_review, the effect there to see.
 func TestLatchKilledWhileUpstreamTaskRuns(t *testing.T) {
-	dir := t.TempDir()
-	data := t.TempDir()
-	catalog := taskCatalog(t, dir, false)
-	l := startLatch(t, data, catalog)
-	c := client(t, data)
-	touch(t, filepath.Join(dir, "hold"))
-	r := submit(t, c, "tasker.charge", `{"text":"ship it"}`)
-	id := r.GetExecution().GetId()
-	testbin.Eventually(t, "the upstream to hold the task", func() bool {
-		_, err := os.Stat(filepath.Join(dir, "holding.1"))
-		return err == nil
-	})
-	var taskID string
-	testbin.Eventually(t, "the task ID on the execution", func() bool {
-		g, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
-		taskID = g.GetExecution().GetTargetTaskId()
-		return err == nil && taskID != ""
-	})
-	l.kill()
-	os.Remove(filepath.Join(dir, "hold"))
-	testbin.Eventually(t, "the task to complete at the upstream", func() bool { return len(taskEffects(t, dir)) == 1 })
+	for _, tc := range []struct {
+		name     string
+		lostTask bool
+		want     recordv1.State
+	}{
+		{"task kept", false, recordv1.State_STATE_COMPLETED},
+		{"task lost at the upstream", true, recordv1.State_STATE_NEEDS_REVIEW},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := t.TempDir()
+			catalog := taskCatalog(t, dir, false)
+			l := startLatch(t, data, catalog)
+			c := client(t, data)
+			touch(t, filepath.Join(dir, "hold"))
+			r := submit(t, c, "tasker.charge", `{"text":"ship it"}`)
+			id := r.GetExecution().GetId()
+			testbin.Eventually(t, "the upstream to hold the task", func() bool {
+				_, err := os.Stat(filepath.Join(dir, "holding.1"))
+				return err == nil
+			})
+			var taskID string
+			testbin.Eventually(t, "the task ID on the execution", func() bool {
+				g, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
+				taskID = g.GetExecution().GetTargetTaskId()
+				return err == nil && taskID != ""
+			})
+			l.kill()
+			os.Remove(filepath.Join(dir, "hold"))
+			testbin.Eventually(t, "the task to complete at the upstream", func() bool { return len(taskEffects(t, dir)) == 1 })
+			if tc.lostTask {
+				testbin.Eventually(t, "the old upstream process to exit", func() bool {
+					return syscall.Kill(readPid(t, dir), 0) != nil
+				})
+				if err := os.Remove(filepath.Join(dir, "tasks", taskID+".json")); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-	startLatch(t, data, catalog)
-	c = client(t, data)
-	got := waitState(t, c, id, recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NEEDS_REVIEW)
-	if got.GetExecution().GetState() != recordv1.State_STATE_COMPLETED || !strings.Contains(string(got.GetResult().GetBody()), "charged: ship it") {
-		t.Errorf("after restart: %v (%s) result %s, want completed with the task's result", got.GetExecution().GetState(), got.GetExecution().GetReason(), got.GetResult().GetBody())
+			startLatch(t, data, catalog)
+			c = client(t, data)
+			got := waitState(t, c, id, recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NEEDS_REVIEW)
+			x := got.GetExecution()
+			if x.GetState() != tc.want {
+				t.Fatalf("after restart: %v (%s), want %v", x.GetState(), x.GetReason(), tc.want)
+			}
+			if tc.want == recordv1.State_STATE_COMPLETED && !strings.Contains(string(got.GetResult().GetBody()), "charged: ship it") {
+				t.Errorf("result %s, want the task's result", got.GetResult().GetBody())
+			}
+			if tc.lostTask && !strings.Contains(x.GetReason(), "no longer knows task "+taskID) {
+				t.Errorf("needs_review reason = %q, want it to say the upstream no longer knows the task", x.GetReason())
+			}
+			if eff := taskEffects(t, dir); len(eff) != 1 || !strings.HasPrefix(eff[0], taskID+" ") {
+				t.Errorf("effects = %q, want exactly one, of task %s", eff, taskID)
+			}
+		})
 	}
-	if eff := taskEffects(t, dir); len(eff) != 1 || !strings.HasPrefix(eff[0], taskID+" ") {
-		t.Errorf("effects = %q, want exactly one, of task %s", eff, taskID)
+}
+
+func readPid(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestUpstreamCutAfterCreateTask: the upstream's stream ends right after

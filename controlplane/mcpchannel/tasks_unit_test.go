@@ -113,3 +113,17 @@ func TestQueryWithoutTaskID(t *testing.T) {
 		t.Errorf("Query = %v (%s), want Unsupported saying no task ID was recorded", a.Class, a.Reason)
 	}
 }
+
+// TestStatusQueryHeldOnHTTP: this version calls tasks on stdio upstreams
+// only, so an http upstream's status_query tool is held, and a tool of
+// another replay class never is on this account.
+func TestStatusQueryHeldOnHTTP(t *testing.T) {
+	c := newTestChannel(t, Config{})
+	u := &upstream{c: c, spec: tools.Upstream{Name: "pay", Transport: tools.TransportHTTP}}
+	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayStatusQuery}); !strings.Contains(h, "stdio upstreams only") {
+		t.Errorf("statusQueryHold(http, status_query) = %q, want held: tasks are stdio only", h)
+	}
+	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayReview}); h != "" {
+		t.Errorf("statusQueryHold(http, review) = %q, want not held", h)
+	}
+}
