@@ -119,7 +119,9 @@ type rpcErr struct {
 	HTTP    int             `json:"-"`
 }
 
-func (e *rpcErr) Error() string { return fmt.Sprintf("JSON-RPC error %d (HTTP %d): %s", e.Code, e.HTTP, e.Message) }
+func (e *rpcErr) Error() string {
+	return fmt.Sprintf("JSON-RPC error %d (HTTP %d): %s", e.Code, e.HTTP, e.Message)
+}
 
 func (c *rpcClient) post(body map[string]any, method, name string) (*http.Response, error) {
 	b, _ := json.Marshal(body)
