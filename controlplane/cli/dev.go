@@ -125,7 +125,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer st.close()
 	opsURL, err := ob.serve(opsF, st)
 	if err != nil {
-		st.srv.Store.Close()
+		st.srv.Close()
 		return err
 	}
 	if err := st.srv.Listen(); err != nil {

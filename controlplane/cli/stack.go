@@ -33,6 +33,8 @@ type stackConfig struct {
 	Store    string
 	Replica  string
 	LeaseTTL time.Duration
+	// Advertise is the address the replica's API is reached at (server.Config.Advertise).
+	Advertise string
 	// Context bounds start-up waits (a standby waiting for the lease).
 	Context        context.Context
 	Catalog        catalog.Source
@@ -175,17 +177,20 @@ func newStack(cfg stackConfig) (*stack, error) {
 		}
 	}
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
-		Register: func(g *grpc.Server, s *server.Server) {
+		// Called once the state is loaded (at takeover on PostgreSQL).
+		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
 			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
 			adm.Register(g)
+			eng.Store(s.Engine)
+			actors.tokens = s.Tokens
 		},
 		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 		Sealer:    v.ArgumentSealer(),
@@ -196,7 +201,5 @@ func newStack(cfg stackConfig) (*stack, error) {
 		closeHost()
 		return nil, err
 	}
-	eng.Store(srv.Engine)
-	actors.tokens = srv.Tokens
 	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost}, nil
 }

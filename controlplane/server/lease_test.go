@@ -32,6 +32,7 @@ func TestLeaseLostStopsTheActive(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
+	waitActive(t, srv, done)
 	put := func() error {
 		return srv.Store.Update(ctx, func(tx *store.Tx) error {
 			_, err := tx.PutResult("probe", &recordv1.Result{Status: 200})
@@ -55,7 +56,7 @@ func TestLeaseLostStopsTheActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.AcquireLease(ctx, "b", time.Minute); err != nil {
+	if _, err := other.AcquireLease(ctx, "b", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(); !errors.Is(err, store.ErrFenced) {
@@ -99,5 +100,22 @@ func TestNothingIsSentPastTheLeaseDeadline(t *testing.T) {
 	k.deadline.Store(&past)
 	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.NotSent || a.Final || inner.sent != 1 {
 		t.Errorf("past the deadline: %+v, sent %d; want NotSent without a send", a, inner.sent)
+	}
+}
+
+// waitActive waits until srv (running, its Run's result on done) serves
+// as the active replica.
+func waitActive(t *testing.T, srv *Server, done <-chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !srv.Active(); {
+		select {
+		case err := <-done:
+			t.Fatalf("Run = %v before the replica became active", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not active after 30s: role %+v", srv.Role())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
