@@ -3,15 +3,25 @@ package server
 import (
 	"context"
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/replicas"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -48,15 +58,9 @@ func TestLeaseLostStopsTheActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "UPDATE latch_lease SET expires_at = now() - interval '1 second'"); err != nil {
-		t.Fatal(err)
-	}
-	other, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	if _, err := other.AcquireLease(ctx, "b", "", time.Minute); err != nil {
+	// Another replica takes the lease, in one statement: the active
+	// renews every ttl/8 and would extend a lease merely expired here.
+	if _, err := c.Exec(ctx, "UPDATE latch_lease SET holder = 'b/test', epoch = epoch + 1, expires_at = now() + interval '1 minute'"); err != nil {
 		t.Fatal(err)
 	}
 	if err := put(); !errors.Is(err, store.ErrFenced) {
@@ -117,5 +121,118 @@ func waitActive(t *testing.T, srv *Server, done <-chan error) {
 			t.Fatalf("not active after 30s: role %+v", srv.Role())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStandbyAnswersNotActiveAndTakesOver: two replicas on one database
+// (one data dir for the keys, a socket each). The second serves as a
+// standby at once: health answers, every API call is Unavailable naming
+// the active's address, /readyz's role check fails saying who is active.
+// When the active stops cleanly (releasing the lease) the standby takes
+// over: it loads the state, serves, and reports itself active with the
+// next epoch.
+func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
+	url := pgtest.URL(t)
+	data := t.TempDir()
+	newReplica := func(name string) *Server {
+		srv, err := New(Config{DataDir: data, Socket: filepath.Join(t.TempDir(), name+".sock"), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)),
+			Store: url, Replica: name, LeaseTTL: time.Second, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: &countingChannel{}},
+			Logger: hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug, Name: name})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv
+	}
+	run := func(srv *Server) (context.CancelFunc, <-chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done, stopped := make(chan error, 1), make(chan struct{})
+		go func() { done <- srv.Run(ctx); close(stopped) }()
+		t.Cleanup(func() { cancel(); <-stopped })
+		return cancel, done
+	}
+	a := newReplica("a")
+	stopA, doneA := run(a)
+	waitActive(t, a, doneA)
+	b := newReplica("b")
+	_, doneB := run(b)
+	aAddr := "unix://" + a.cfg.Socket
+	for deadline := time.Now().Add(10 * time.Second); b.Role().Active != aAddr; {
+		if time.Now().After(deadline) {
+			t.Fatalf("standby role = %+v, want it to name the active at %s", b.Role(), aAddr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b.Active() {
+		t.Fatal("the second replica is active while the first holds the lease")
+	}
+
+	conn, err := grpc.NewClient("unix://"+b.cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := t.Context()
+	hc := healthpb.NewHealthClient(conn)
+	healthOf := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("health check %q on the standby: %v", service, err)
+		}
+		return r.GetStatus()
+	}
+	if got := healthOf(""); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("standby health \"\" = %v, want SERVING (the process serves)", got)
+	}
+	if got := healthOf(HealthService); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("standby health %q = %v, want NOT_SERVING", HealthService, got)
+	}
+	cp := controlplanev1.NewControlPlaneClient(conn)
+	_, err = cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "look"})
+	if active, ok := replicas.ActiveOf(err); !ok || active != aAddr {
+		t.Errorf("Submit on the standby = %v; want Unavailable naming %s", err, aAddr)
+	}
+	_, err = controlplanev1.NewAdminClient(conn).VaultStatus(ctx, &controlplanev1.VaultStatusRequest{})
+	if _, ok := replicas.ActiveOf(err); !ok {
+		t.Errorf("an Admin RPC on the standby = %v; want NotActive", err)
+	}
+	readiness := map[string]error{}
+	for _, c := range b.ReadyChecks() {
+		readiness[c.Name] = c.Ready(ctx)
+	}
+	if err := readiness["role"]; err == nil || !strings.Contains(err.Error(), "standby: a/") || !strings.Contains(err.Error(), aAddr) {
+		t.Errorf("standby role readiness = %v, want it to name the active and its address", err)
+	}
+	if readiness["store"] != nil || readiness["journal"] != nil {
+		t.Errorf("standby store/journal readiness = %v / %v, want both to pass (the database answers)", readiness["store"], readiness["journal"])
+	}
+	if diff := cmp.Diff(map[string]string{"role": RoleStandby, "replica": b.holder, "address": "unix://" + b.cfg.Socket, "holder": a.holder, "epoch": "1", "active_address": aAddr}, b.Status()); diff != "" {
+		t.Errorf("standby Status (-want +got):\n%s", diff)
+	}
+
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("the active's clean stop: %v", err)
+	}
+	waitActive(t, b, doneB)
+	if got := healthOf(HealthService); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("new active health %q = %v, want SERVING", HealthService, got)
+	}
+	if r := b.Role(); r.Role != RoleActive || r.Epoch != 2 || r.Holder != b.holder || r.Active != "unix://"+b.cfg.Socket {
+		t.Errorf("new active role = %+v, want active with epoch 2", r)
+	}
+	if _, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "look"}); err != nil {
+		t.Errorf("Submit on the new active: %v", err)
+	}
+}
+
+func TestLateServicesRefuseUnknownServices(t *testing.T) {
+	l := &lateServices{}
+	l.RegisterService(&healthpb.Health_ServiceDesc, health.NewServer())
+	l.RegisterService(&controlplanev1.ControlPlane_ServiceDesc, struct{}{})
+	err := l.err()
+	for _, want := range []string{"grpc.health.v1.Health is not one of the API's services", "does not implement service latch.controlplane.v1.ControlPlane"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err() = %v, want it to say %q", err, want)
+		}
 	}
 }
