@@ -236,3 +236,60 @@ func TestLateServicesRefuseUnknownServices(t *testing.T) {
 		}
 	}
 }
+
+// TestStandbyRole: a standby names the active's address only while the
+// lease it read runs (by the database's clock, counted from the read), so
+// callers are not sent to a killed active; the readiness message says so.
+func TestStandbyRole(t *testing.T) {
+	now := time.Now()
+	db := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		seen       *store.Lease
+		readAgo    time.Duration
+		wantActive string
+		wantReady  string
+	}{
+		{"nobody holds it", &store.Lease{Now: db, Expires: db.Add(-time.Hour)}, 0, "", "no replica holds the store lease"},
+		{"lease runs", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 100 * time.Millisecond, "cp1:7400", "a/1 is the active replica (epoch 3) at cp1:7400"},
+		{"lease ran out since the read", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 3 * time.Second, "", "a/1 is the active replica (epoch 3) at an address it does not advertise, or its lease is expiring"},
+		{"no address advertised", &store.Lease{Holder: "a/1", Epoch: 3, Now: db, Expires: db.Add(2 * time.Second)}, 0, "", "at an address it does not advertise"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Server{holder: "b/2"}
+			s.role.set(RoleStandby, 0)
+			s.role.observe(tt.seen, now.Add(-tt.readAgo))
+			r := s.Role()
+			if r.Active != tt.wantActive {
+				t.Errorf("Role().Active = %q, want %q", r.Active, tt.wantActive)
+			}
+			if err := roleReady(r); err == nil || !strings.Contains(err.Error(), tt.wantReady) {
+				t.Errorf("roleReady = %v, want it to say %q", err, tt.wantReady)
+			}
+			if active, ok := replicas.ActiveOf(s.notActive()); !ok || active != tt.wantActive {
+				t.Errorf("notActive names %q (%v), want %q", active, ok, tt.wantActive)
+			}
+		})
+	}
+}
+
+func TestStandbyWait(t *testing.T) {
+	db := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ttl := 2 * time.Second
+	tests := []struct {
+		name string
+		l    *store.Lease
+		want time.Duration
+	}{
+		{"no lease read", nil, 5 * time.Millisecond},
+		{"expired", &store.Lease{Now: db, Expires: db.Add(-time.Second)}, 5 * time.Millisecond},
+		{"expires soon: just after it", &store.Lease{Now: db, Expires: db.Add(120 * time.Millisecond)}, 125 * time.Millisecond},
+		{"expires late: a quarter ttl", &store.Lease{Now: db, Expires: db.Add(time.Hour)}, ttl / 4},
+	}
+	for _, tt := range tests {
+		if got := standbyWait(tt.l, ttl); got != tt.want {
+			t.Errorf("%s: standbyWait = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
