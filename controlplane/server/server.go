@@ -587,17 +587,49 @@ func (s *Server) Run(ctx context.Context) error {
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}
+	lost := errors.Is(err, ErrLeaseLost)
+	if !lost {
+		if cerr := s.shutdown(err); cerr != nil && err == nil {
+			err = cerr
+		}
+		return err
+	}
+	// The lease was lost, often because the database stopped answering:
+	// closing the store may wait on a connection stuck in a query, so the
+	// process is not kept for it. Nothing is sent any more (the deadline
+	// passed); what is left in flight a standby recovers.
+	done := make(chan struct{})
+	go func() { s.shutdown(err); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(leaseLostShutdown):
+		os.Remove(s.cfg.Socket)
+		s.log.Warn("stopped without waiting for the store to close: the database does not answer", "waited", leaseLostShutdown)
+	}
+	return err
+}
+
+// leaseLostShutdown bounds the clean-up of a replica that lost its lease.
+const leaseLostShutdown = 5 * time.Second
+
+// shutdown stops the engine, signs a final checkpoint (not after the lease
+// was lost: it could not commit), hands the lease over and closes the
+// store; runErr is why Run ended.
+func (s *Server) shutdown(runErr error) error {
+	lost := errors.Is(runErr, ErrLeaseLost)
 	loaded := s.Engine != nil // g.Wait orders takeOver's writes before this read
 	if loaded {
 		s.authz.Flush(context.Background())
 		s.Engine.Close()
-		if cerr := s.Checkpoint(context.Background()); cerr != nil {
-			s.log.Error("final checkpoint failed", "error", cerr)
+		if !lost {
+			if cerr := s.Checkpoint(context.Background()); cerr != nil {
+				s.log.Error("final checkpoint failed", "error", cerr)
+			}
 		}
 	}
 	held := s.lease.started()
 	s.stopLease()
-	if held && !errors.Is(err, ErrLeaseLost) {
+	if held && !lost {
 		// Hand over at once instead of making a standby wait out the ttl.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if rerr := s.pg.ReleaseLease(rctx, s.holder); rerr != nil {
@@ -609,9 +641,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.Store != nil {
 		size = s.Store.JournalSize()
 	}
-	if cerr := s.closeStore(); cerr != nil && err == nil {
-		err = cerr
-	}
+	err := s.closeStore()
 	os.Remove(s.cfg.Socket)
 	s.log.Info("control plane stopped", "journal_size", size)
 	return err
