@@ -102,12 +102,15 @@ type stack struct {
 	http  *httpdispatch.Dispatcher
 	// closeHost closes the host-agent connections and the SSH pool.
 	closeHost func()
+	// closeUpstreams stops the upstream MCP servers (mcpchannel).
+	closeUpstreams func()
 }
 
 // close releases the channels' connections (after the server stopped).
 func (s *stack) close() {
 	s.http.Close()
 	s.closeHost()
+	s.closeUpstreams()
 }
 
 func newStack(cfg stackConfig) (*stack, error) {
@@ -168,6 +171,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	upstreams, err := addUpstreamChannel(channels, &cfg, log, v)
+	if err != nil {
+		closeHost()
+		return nil, err
+	}
 	trusted := setOf(cfg.Trusted)
 	actors := &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted)}
 	for _, as := range cfg.FrontActors {
@@ -184,7 +192,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		// Called once the state is loaded (at takeover on PostgreSQL).
 		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
-			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
@@ -199,7 +207,19 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		hd.Close()
 		closeHost()
+		upstreams.Close()
 		return nil, err
 	}
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost}, nil
+	upstreams.SetReload(func() {
+		// A standby has no catalog loaded yet: it reads the catalog, and
+		// reaches its upstreams, when it takes over.
+		m := srv.CatalogManager()
+		if m == nil {
+			return
+		}
+		if _, err := m.Reload(context.Background(), "upstream_reached"); err != nil {
+			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
+		}
+	})
+	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }
