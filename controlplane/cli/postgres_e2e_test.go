@@ -151,6 +151,11 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	id := r.GetExecution().GetId()
 	waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
 	testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
+	// The CLI given both replicas, the standby first, reaches the active.
+	both := "unix://" + server.SocketPath(dataB) + ",unix://" + server.SocketPath(dataA)
+	if out, code := runCLI(t, "exec", "show", id, "--addr", both); code != ExitOK || !strings.Contains(out, id) {
+		t.Errorf("latch exec show --addr standby,active = %d:\n%s", code, out)
+	}
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
 	demo.SetDelay(0)
