@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // with ErrLeaseLost at its next renewal instead of serving on.
 func TestLeaseLostStopsTheActive(t *testing.T) {
 	url := pgtest.URL(t)
-	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond})
+	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond, KeySealer: testKeySealer(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func waitActive(t *testing.T, srv *Server, done <-chan error) {
 }
 
 // TestStandbyAnswersNotActiveAndTakesOver: two replicas on one database
-// (one data dir for the keys, a socket each). The second serves as a
+// (keys sealed in the store, one vault key file). The second serves as a
 // standby at once: health answers, every API call is Unavailable naming
 // the active's address, /readyz's role check fails saying who is active.
 // When the active stops cleanly (releasing the lease) the standby takes
@@ -133,11 +133,12 @@ func waitActive(t *testing.T, srv *Server, done <-chan error) {
 // next epoch.
 func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	url := pgtest.URL(t)
-	data := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "vault.key")
 	newReplica := func(name string) *Server {
-		srv, err := New(Config{DataDir: data, Socket: filepath.Join(t.TempDir(), name+".sock"), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)),
-			Store: url, Replica: name, LeaseTTL: time.Second, Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: &countingChannel{}},
-			Logger: hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug, Name: name})})
+		cfg := openReplica(t, url, keyFile).config(t, name)
+		cfg.Socket, cfg.LeaseTTL = filepath.Join(t.TempDir(), name+".sock"), time.Second
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug, Name: name})
+		srv, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,11 @@
 //	DATA/tokens.json       tokens of earlier versions: imported into the store
 //	                       once at start, then renamed tokens.json.migrated
 //
+// On a PostgreSQL store (--store) the data dir holds only the socket (and
+// the vault's key file, wherever --vault-key-file puts it): the keys and the
+// vault are in the store, sealed by the vault (keys.go), so any number of
+// replicas start from their config and the vault's key alone.
+//
 // # Who may call what
 //
 // Every RPC on every listener goes through the authz interceptors: the
@@ -26,7 +31,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -56,7 +60,6 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/telemetry"
@@ -71,9 +74,22 @@ type Config struct {
 	Logger  hclog.Logger
 	DataDir string
 	// Store selects the backend (store.OpenKV): empty for Badger in
-	// DATA/db, or a PostgreSQL connection string. Keys, the vault and the
-	// API socket stay in DataDir either way.
+	// DATA/db, or a PostgreSQL connection string. On Badger the keys and
+	// the vault are files in DataDir; on PostgreSQL they are in the store,
+	// sealed (keys.go). The API socket is in DataDir either way.
 	Store string
+	// KV, when set, is the backend already opened (by the caller that
+	// needed it first, e.g. for the vault on a PostgreSQL store); Store is
+	// then ignored and the server closes KV.
+	KV store.KV
+	// KeySealer seals the fingerprint and journal keys kept in a
+	// PostgreSQL store (keys.go); required there, unused on Badger, whose
+	// keys are files in DATA/keys.
+	KeySealer KeySealer
+	// OnActive, when set, is called on a PostgreSQL store once this
+	// replica holds the lease, before it loads any state (the vault
+	// re-reads its document from the store there).
+	OnActive func(context.Context) error
 	// Replica names this process in the PostgreSQL store's lease (default
 	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
 	Replica  string
@@ -168,7 +184,12 @@ type Server struct {
 	// kv is the backend Store runs on (Store is nil until the state is
 	// loaded: a standby has only kv).
 	kv store.KV
-	fp *fingerprint.Fingerprinter
+	// keys are the fingerprint and journal keys (keys.go); verifier is the
+	// journal's verifier key (the signer's public half); beat records this
+	// replica in a PostgreSQL store's latch_replicas (replicas.go).
+	keys     *keySet
+	verifier string
+	beat     *replicaBeat
 	// pg is the PostgreSQL backend (nil on Badger); holder and lease
 	// describe the lease this replica takes on it.
 	pg     *store.PostgresKV
@@ -212,52 +233,35 @@ func New(cfg Config) (*Server, error) {
 		cfg.CheckpointInterval = 30 * time.Second
 	}
 	log := cfg.Logger
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "keys"), 0o700); err != nil {
-		return nil, fmt.Errorf("server: create data dir: %w", err)
-	}
-	fpKey, err := loadOrCreate(keyPath(cfg.DataDir, "fingerprint.key"), func() ([]byte, error) { return fingerprint.GenerateKey() })
-	if err != nil {
-		return nil, err
-	}
-	fp, err := fingerprint.New(fpKey)
-	if err != nil {
-		return nil, fmt.Errorf("server: fingerprint key: %w", err)
-	}
-	var vkey string
-	skey, err := loadOrCreate(keyPath(cfg.DataDir, "journal.key"), func() ([]byte, error) {
-		s, v, err := journal.GenerateKey("latch/activity")
-		vkey = v
-		return []byte(s), err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if vkey != "" {
-		if err := writeFile(VerifierPath(cfg.DataDir), []byte(vkey+"\n"), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	signer, err := journal.NewSigner(strings.TrimSpace(string(skey)))
-	if err != nil {
-		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(cfg.DataDir, "journal.key"), err)
-	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
-	kv, err := store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log)
+	kv := cfg.KV
+	if kv == nil {
+		var err error
+		if kv, err = store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
+			return nil, err
+		}
+	}
+	// Keys come before the lease: a standby with a vault that cannot open
+	// them fails now, not at takeover (keys.go).
+	keys, err := loadKeys(cfg.Context, log, cfg, kv)
 	if err != nil {
+		kv.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), kv: kv, fp: fp, signer: signer, services: &lateServices{}}
+	s := &Server{cfg: cfg, log: log.Named("server"), kv: kv, keys: keys, signer: keys.signer, verifier: keys.verifier, services: &lateServices{}}
+	s.beat = startBeat(log, cfg, kv)
 	// On PostgreSQL the replica loads state only once it is active (Run):
 	// it holds the lease, and every commit from then on is fenced by its
 	// epoch. Until then it serves as a standby.
 	s.pg, _ = kv.(*store.PostgresKV)
 	if s.pg != nil {
 		s.holder = holderName(cfg.Replica)
+		s.beat.setHolder(s.holder)
 		s.lease = newLeaseKeeper()
 		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
 		for kind, ch := range cfg.Channels {
@@ -269,16 +273,16 @@ func New(cfg Config) (*Server, error) {
 		s.role.set(RoleSingle, 0)
 	}
 	if err := s.buildListeners(); err != nil {
-		kv.Close()
+		s.Close()
 		return nil, err
 	}
 	if err := s.observe(); err != nil {
-		kv.Close()
+		s.Close()
 		return nil, err
 	}
 	if s.pg == nil {
 		if err := s.load(cfg.Context); err != nil {
-			s.closeStore()
+			s.Close()
 			return nil, err
 		}
 	}
@@ -292,6 +296,14 @@ func New(cfg Config) (*Server, error) {
 // On failure the caller closes the store (closeStore).
 func (s *Server) load(ctx context.Context) error {
 	cfg, log := s.cfg, s.cfg.Logger
+	if s.pg != nil {
+		s.beat.now() // active now
+		if cfg.OnActive != nil {
+			if err := cfg.OnActive(ctx); err != nil {
+				return err
+			}
+		}
+	}
 	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, s.kv)})
 	if err != nil {
 		return err
@@ -302,6 +314,9 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	s.backgroundCheck = scope == store.CheckUnsettled
+	if err := journalCreated(ctx, st, s.keys, cfg.Replica); err != nil {
+		return fmt.Errorf("server: journal the keys created: %w", err)
+	}
 	if err := observeStore(cfg.Telemetry, st); err != nil {
 		return err
 	}
@@ -327,7 +342,7 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	cur := cm.Current()
 	eng, err = engine.New(engine.Config{
-		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: s.fp,
+		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: s.keys.fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
@@ -352,7 +367,7 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
-		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
+		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], s.verifier); err == nil {
 			s.ckptSize = c.Size
 			s.ops.checkpointed(c.Time)
 		}
@@ -435,6 +450,7 @@ const HealthService = "latch.controlplane.v1.ControlPlane"
 // Close releases what New opened, for a server whose Run was not called.
 func (s *Server) Close() error {
 	s.stopLease()
+	s.beat.stop()
 	return s.closeStore()
 }
 
@@ -629,6 +645,7 @@ func (s *Server) shutdown(runErr error) error {
 	}
 	held := s.lease.started()
 	s.stopLease()
+	s.beat.stop()
 	if held && !lost {
 		// Hand over at once instead of making a standby wait out the ttl.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -772,59 +789,6 @@ func appendCopy(path string, note []byte) error {
 		return fmt.Errorf("server: checkpoint copy: %w", err)
 	}
 	return f.Close()
-}
-
-func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("server: read %s: %w", path, err)
-	}
-	b, err = gen()
-	if err != nil {
-		return nil, fmt.Errorf("server: generate %s: %w", path, err)
-	}
-	if err := writeFile(path, b, 0o600); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFile writes atomically: temp file, fsync, rename.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randSuffix())
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	return nil
-}
-
-func randSuffix() []byte {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return b
-}
-
-func readOr(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
 }
 
 func recoverUnary(log hclog.Logger) grpc.UnaryServerInterceptor {

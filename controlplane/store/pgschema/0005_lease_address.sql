@@ -1,4 +1,4 @@
--- Schema 3: the address the lease holder serves its API at.
+-- Schema 5: the address the lease holder serves its API at.
 --
 -- Set by every acquisition (a replica's advertised host:port or
 -- unix:///path, '' when it advertises none). Standbys read it and name it
