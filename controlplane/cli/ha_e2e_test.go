@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"slices"
 	"strconv"
 	"sync"
@@ -181,7 +183,22 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	url := pgtest.URL(t)
 	demo, tgt := newTarget(t)
 	catalog := writeCatalog(t, tgt)
-	a, b := startPair(t, url, catalog)
+	a, b := startPair(t, url, catalog, "--http-listen", "127.0.0.1:0")
+	// The standby's ops listener: not ready, says who is active; no console.
+	var opsB string
+	testbin.Eventually(t, "the standby's ops listener", func() bool {
+		m := regexp.MustCompile(`ops listener ready: url=(\S+)`).FindStringSubmatch(b.log.String())
+		if m != nil {
+			opsB = m[1]
+		}
+		return m != nil
+	})
+	if code, body := getStatus(t, opsB+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"role":"standby"`) || !strings.Contains(body, "is the active replica") {
+		t.Errorf("standby GET /readyz = %d %s, want 503 naming the active", code, body)
+	}
+	if code, body := getStatus(t, opsB+"/ui/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+		t.Errorf("standby GET /ui/ = %d %s, want 503 saying it is a standby", code, body)
+	}
 	cps := "unix://" + server.SocketPath(b.data) + ",unix://" + server.SocketPath(a.data)
 	_, mcpURL := startProc(t, "latch-mcp", regexp.MustCompile(`serving MCP: url=(\S+)`), mcpBin,
 		"--control-plane", cps, "--listen", "127.0.0.1:0", "--actor", "alice", "--log-level", "debug")
@@ -239,6 +256,12 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	}
 	if sc := call("12.2.0"); sc["state"] != "completed" && sc["state"] != "delivered" {
 		t.Errorf("call after the takeover: state %v (%v), want completed", sc["state"], sc)
+	}
+	if code, body := getStatus(t, opsB+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"active"`) {
+		t.Errorf("new active GET /readyz = %d %s, want 200 with role active", code, body)
+	}
+	if code, _ := getStatus(t, opsB+"/ui/"); code == http.StatusServiceUnavailable {
+		t.Errorf("new active GET /ui/ = %d, want the console", code)
 	}
 	if got := demo.Effects("release"); got != 3 {
 		t.Errorf("target effects = %d, want exactly 3 (one per call)", got)

@@ -198,6 +198,7 @@ type Server struct {
 	// active is set once the state is loaded and the engine started: the
 	// gate interceptors answer NotActive before. role says more (lease.go).
 	active   atomic.Bool
+	activeCh chan struct{} // closed when active is set
 	role     roleState
 	services *lateServices
 	health   *health.Server
@@ -253,7 +254,7 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), kv: kv, keys: keys, signer: keys.signer, verifier: keys.verifier, services: &lateServices{}}
+	s := &Server{cfg: cfg, log: log.Named("server"), kv: kv, keys: keys, signer: keys.signer, verifier: keys.verifier, services: &lateServices{}, activeCh: make(chan struct{})}
 	s.beat = startBeat(log, cfg, kv)
 	// On PostgreSQL the replica loads state only once it is active (Run):
 	// it holds the lease, and every commit from then on is fenced by its
@@ -466,6 +467,13 @@ func (s *Server) closeStore() error {
 // loaded and its engine started. Store, Engine, Tokens and Catalog may
 // be read once it is true.
 func (s *Server) Active() bool { return s.active.Load() }
+
+// Loaded reports whether Store, Engine, Tokens and Catalog are set: after
+// New on Badger, once active on PostgreSQL.
+func (s *Server) Loaded() bool { return s.pg == nil || s.Active() }
+
+// ActiveC is closed once the replica serves the API (Active).
+func (s *Server) ActiveC() <-chan struct{} { return s.activeCh }
 
 // CatalogManager is the catalog in force, nil before the state is loaded.
 func (s *Server) CatalogManager() *catalog.Manager {
@@ -707,6 +715,7 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 		s.role.set(RoleActive, s.pg.Epoch())
 	}
 	s.active.Store(true)
+	close(s.activeCh)
 	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
 	g.Go(func() error { return s.checkpointLoop(ctx) })
