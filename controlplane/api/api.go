@@ -89,7 +89,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
+func (s *Service) Register(g grpc.ServiceRegistrar) { controlplanev1.RegisterControlPlaneServer(g, s) }
 
 func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
 	actor, ev, err := s.submitActor(ctx, req)

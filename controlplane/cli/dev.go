@@ -133,7 +133,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer st.close()
 	opsURL, err := ob.serve(opsF, st)
 	if err != nil {
-		st.srv.Store.Close()
+		st.srv.Close()
 		return err
 	}
 	var signIn, signInAs string
