@@ -100,10 +100,7 @@ func (s *Server) ReadyChecks() []opshttp.Check {
 	return []opshttp.Check{
 		{Name: "role", Ready: func(context.Context) error { return roleReady(s.Role()) }},
 		{Name: "store", Ready: func(ctx context.Context) error {
-			if !s.Active() {
-				if s.pg == nil {
-					return nil
-				}
+			if !s.Loaded() {
 				if _, err := s.pg.ReadLease(ctx); err != nil {
 					return fmt.Errorf("the database does not answer: %w (this standby could not take over; check --store and the database)", err)
 				}
@@ -115,7 +112,7 @@ func (s *Server) ReadyChecks() []opshttp.Check {
 			return nil
 		}},
 		{Name: "journal", Ready: func(ctx context.Context) error {
-			if !s.Active() {
+			if !s.Loaded() {
 				return nil
 			}
 			return s.journalWritable(ctx)
