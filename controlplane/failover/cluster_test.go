@@ -415,6 +415,26 @@ func (c *cluster) restartDead() {
 	}
 }
 
+// supervise restarts exited replica processes every 200ms until the
+// returned function is called.
+func (c *cluster) supervise() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+				c.restartDead()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
 // epochRec is one lease epoch as the watcher saw it.
 type epochRec struct {
 	Holder   string
@@ -553,6 +573,22 @@ func (c *cluster) checkFencing(t *testing.T) (violations, unattributed int) {
 	return violations, unattributed
 }
 
+// journalOf renders an execution's journal entries on one line.
+func journalOf(op controlplanev1.ControlPlaneClient, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h, err := op.History(ctx, &controlplanev1.HistoryRequest{ExecutionId: id})
+	if err != nil {
+		return id + ": no history: " + err.Error()
+	}
+	var b strings.Builder
+	b.WriteString(id + ":")
+	for _, e := range h.GetEntries() {
+		fmt.Fprintf(&b, " %s→%s (%s);", e.GetKind(), e.GetTo(), e.GetReason())
+	}
+	return b.String()
+}
+
 // ack is an answer an agent saw: an execution the control plane
 // acknowledged, in the state it was reported in.
 type ack struct {
@@ -613,15 +649,15 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 	}
 	deadline := time.Now().Add(dispatchTimeout + settle + 30*time.Second)
 	for {
-		left := 0
+		var left []string
 		for id := range ids {
 			if x, err := get(id); err == nil && unsettled(x.GetState()) {
-				left++
+				left = append(left, id)
 			}
 		}
-		if left == 0 || time.Now().After(deadline) {
-			if left > 0 {
-				t.Logf("%d executions still unsettled after the bound (they must be visible as such)", left)
+		if len(left) == 0 || time.Now().After(deadline) {
+			for _, id := range left {
+				t.Logf("still unsettled after the bound (visible as such): %s", journalOf(op, id))
 			}
 			break
 		}
