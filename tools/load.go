@@ -57,6 +57,11 @@ var (
 	}
 )
 
+// Known reports whether c is a channel the catalog accepts; code that
+// needs a bounded set of channel names (metric labels) asks here rather
+// than spelling them again.
+func (c Channel) Known() bool { return slices.Contains(channels, string(c)) }
+
 // Load reads and validates the catalog at path. A bad catalog is refused
 // whole: the error is a *LoadError listing every problem.
 func Load(path string) (*Catalog, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/internal/tracing"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -31,60 +32,126 @@ const defaultDataDir = ".latch-dev"
 
 // target is how an admin command finds a running control plane: its unix
 // socket (the default, from --data), or TCP with mutual TLS for an operator
-// on another host.
+// on another host. With several replicas (--addr repeated or a comma list)
+// every call goes to the active one (internal/replicas).
 type target struct {
 	data    string
-	addr    string
+	addrs   addrList
 	tlsCA   string
 	tlsCert string
 	tlsKey  string
 }
 
+// addrList is --addr: repeatable, each value a comma list; LATCH_ADDR is
+// its default until the flag is given.
+type addrList struct {
+	values []string
+	set    bool
+}
+
+func (l *addrList) String() string { return strings.Join(l.values, ",") }
+func (l *addrList) Set(v string) error {
+	if !l.set {
+		l.values, l.set = nil, true
+	}
+	l.values = append(l.values, v)
+	return nil
+}
+
 func (t *target) flags(fs *flag.FlagSet, env *Env) {
 	fs.StringVar(&t.data, "data", defaultDataDir, "data dir of the running control plane (its socket is DATA/control.sock)")
-	fs.StringVar(&t.addr, "addr", env.Getenv("LATCH_ADDR"), "address of the control plane API: unix:///path.sock or tcp://host:port (default: the socket in --data; env LATCH_ADDR)")
+	if v := env.Getenv("LATCH_ADDR"); v != "" {
+		t.addrs.values = []string{v}
+	}
+	fs.Var(&t.addrs, "addr", "address of the control plane API: unix:///path.sock or tcp://host:port; several replicas as a comma list or by repeating the flag, calls go to the active one (default: the socket in --data; env LATCH_ADDR)")
 	fs.StringVar(&t.tlsCA, "tls-ca", env.Getenv("LATCH_TLS_CA"), "with --addr tcp://: the CA bundle that signed the control plane's certificate (env LATCH_TLS_CA)")
 	fs.StringVar(&t.tlsCert, "tls-cert", env.Getenv("LATCH_TLS_CERT"), "with --addr tcp://: your operator client certificate (env LATCH_TLS_CERT)")
 	fs.StringVar(&t.tlsKey, "tls-key", env.Getenv("LATCH_TLS_KEY"), "with --addr tcp://: the key of --tls-cert (env LATCH_TLS_KEY)")
 }
 
-func (t *target) socket() string {
-	if strings.HasPrefix(t.addr, "unix://") {
-		return strings.TrimPrefix(t.addr, "unix://")
+// list is the addresses to call: --addr's, or the socket in --data.
+func (t *target) list() []string {
+	if l := replicas.Split(t.addrs.values); len(l) > 0 {
+		return l
 	}
-	return server.SocketPath(t.data)
+	return []string{"unix://" + server.SocketPath(t.data)}
+}
+
+func (t *target) remote() bool {
+	for _, a := range t.list() {
+		if !strings.HasPrefix(a, "unix://") {
+			return true
+		}
+	}
+	return false
 }
 
 // where names the control plane for messages.
 func (t *target) where() string {
-	if strings.HasPrefix(t.addr, "tcp://") {
-		return t.addr
+	l := t.list()
+	for i, a := range l {
+		l[i] = strings.TrimPrefix(a, "unix://")
 	}
-	return t.socket()
+	return strings.Join(l, ", ")
 }
 
-// open makes a client connection (lazy: nothing is dialed yet).
-func (t *target) open() (*grpc.ClientConn, error) {
-	switch {
-	case t.addr == "" || strings.HasPrefix(t.addr, "unix://"):
-		sock := t.socket()
-		if _, err := os.Stat(sock); err != nil {
-			return nil, fmt.Errorf("no control plane runs at %s (no socket): start `latch dev` or `latch serve`, or pass --data DIR / --addr unix:///path of a running one", sock)
-		}
-		return dialSocket(sock)
-	case strings.HasPrefix(t.addr, "tcp://"):
-		hostport := strings.TrimPrefix(t.addr, "tcp://")
-		if _, _, err := net.SplitHostPort(hostport); err != nil {
-			return nil, usagef("--addr %q: want tcp://host:port", t.addr)
-		}
-		creds, err := t.tlsCreds(hostport)
-		if err != nil {
+// open makes a client connection over every address (lazy: nothing is
+// dialed yet). A single socket must exist.
+func (t *target) open() (*replicas.Conn, error) {
+	list := t.list()
+	for _, a := range list {
+		if err := t.check(a); err != nil {
 			return nil, err
 		}
-		return grpc.NewClient("dns:///"+hostport, grpc.WithTransportCredentials(creds),
-			grpc.WithChainUnaryInterceptor(explainUnary), grpc.WithChainStreamInterceptor(explainStream))
 	}
-	return nil, usagef("--addr %q: want unix:///path.sock or tcp://host:port", t.addr)
+	if len(list) == 1 && strings.HasPrefix(list[0], "unix://") {
+		if sock := strings.TrimPrefix(list[0], "unix://"); !exists(sock) {
+			return nil, fmt.Errorf("no control plane runs at %s (no socket): start `latch dev` or `latch serve`, or pass --data DIR / --addr unix:///path of a running one", sock)
+		}
+	}
+	conn, err := replicas.New(replicas.Config{Addrs: list, Dial: t.dialOne})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// check validates one --addr value.
+func (t *target) check(a string) error {
+	switch {
+	case strings.HasPrefix(a, "unix://"):
+		return nil
+	case strings.HasPrefix(a, "tcp://"):
+		if _, _, err := net.SplitHostPort(strings.TrimPrefix(a, "tcp://")); err != nil {
+			return usagef("--addr %q: want tcp://host:port", a)
+		}
+		_, err := t.tlsCreds(strings.TrimPrefix(a, "tcp://"))
+		return err
+	}
+	return usagef("--addr %q: want unix:///path.sock or tcp://host:port", a)
+}
+
+// dialOne connects to one address: unix:///path, tcp://host:port, or the
+// host:port an active replica advertises (a standby names it).
+func (t *target) dialOne(a string) (*grpc.ClientConn, error) {
+	if sock, ok := strings.CutPrefix(a, "unix://"); ok {
+		return dialSocket(sock)
+	}
+	hostport := strings.TrimPrefix(a, "tcp://")
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		return nil, fmt.Errorf("%q is not host:port", a)
+	}
+	creds, err := t.tlsCreds(hostport)
+	if err != nil {
+		return nil, err
+	}
+	return grpc.NewClient("dns:///"+hostport, append(replicas.DialOptions(), grpc.WithTransportCredentials(creds),
+		grpc.WithChainUnaryInterceptor(explainUnary), grpc.WithChainStreamInterceptor(explainStream))...)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // tlsCreds are the client credentials for a TCP control plane: TLS 1.3
@@ -96,7 +163,7 @@ func (t *target) tlsCreds(hostport string) (credentials.TransportCredentials, er
 	}
 	if t.tlsCA == "" {
 		if t.tlsCert != "" || !loopback.HostPort(hostport) {
-			return nil, usagef("--addr %s needs --tls-ca (the CA of the control plane's certificate), and --tls-cert/--tls-key for operator commands", t.addr)
+			return nil, usagef("--addr tcp://%s needs --tls-ca (the CA of the control plane's certificate), and --tls-cert/--tls-key for operator commands", hostport)
 		}
 		return insecure.NewCredentials(), nil
 	}
@@ -108,7 +175,7 @@ func (t *target) tlsCreds(hostport string) (credentials.TransportCredentials, er
 }
 
 // connect opens a connection and checks that the control plane answers.
-func (t *target) connect(ctx context.Context) (*grpc.ClientConn, error) {
+func (t *target) connect(ctx context.Context) (*replicas.Conn, error) {
 	conn, err := t.open()
 	if err != nil {
 		return nil, err
@@ -117,10 +184,10 @@ func (t *target) connect(ctx context.Context) (*grpc.ClientConn, error) {
 	defer cancel()
 	if _, err := healthpb.NewHealthClient(conn).Check(pctx, &healthpb.HealthCheckRequest{}); err != nil && isUnavailable(err) {
 		conn.Close()
-		if strings.HasPrefix(t.addr, "tcp://") {
-			return nil, fmt.Errorf("no control plane answers at %s, or it refused the TLS handshake (check --tls-ca, and that --tls-cert/--tls-key are a client certificate signed by its --tls-client-ca; its log says why): %v", t.addr, status.Convert(err).Message())
+		if t.remote() {
+			return nil, fmt.Errorf("no control plane answers at %s, or it refused the TLS handshake (check --tls-ca, and that --tls-cert/--tls-key are a client certificate signed by its --tls-client-ca; its log says why): %v", t.where(), status.Convert(err).Message())
 		}
-		return nil, fmt.Errorf("no control plane answers at %s (a stale socket?): start `latch dev` or `latch serve`", t.socket())
+		return nil, fmt.Errorf("no control plane answers at %s (a stale socket?): start `latch dev` or `latch serve`", t.where())
 	}
 	return conn, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 var _ engine.Observer = (*Telemetry)(nil)
@@ -53,8 +54,7 @@ func (t *Telemetry) Attempt(ctx context.Context, kind engine.AttemptKind, c engi
 }
 
 func channelLabel(ch string) string {
-	switch ch {
-	case "http", "ssh", "local":
+	if tools.Channel(ch).Known() {
 		return ch
 	}
 	return "other"

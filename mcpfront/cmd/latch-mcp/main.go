@@ -8,12 +8,20 @@
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock --stdio --actor alice
 //	latch-mcp --control-plane unix:///var/lib/latch/control.sock \
 //	    --listen 10.0.0.5:7411 --oauth-issuer https://idp.example.com --oauth-resource https://mcp.example.com/mcp
+//	latch-mcp --control-plane cp1.internal:7400,cp2.internal:7400,cp3.internal:7400 \
+//	    --tls-ca ca.pem --tls-cert front.pem --tls-key front-key.pem
+//
+// With several control-plane replicas (a comma list, or the flag
+// repeated) every call goes to the active one: a standby's answer names
+// it, and a replica that cannot be reached is skipped (internal/replicas
+// says what may be sent again after a cut).
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 bad arguments.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +35,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/tlsfiles"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,7 +58,7 @@ func main() {
 }
 
 type options struct {
-	controlPlane string
+	controlPlane []string
 	tlsCA        string
 	tlsCert      string
 	tlsKey       string
@@ -78,7 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("latch-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.controlPlane, "control-plane", "", "control plane gRPC address: unix:///DATA/control.sock in the control plane's data dir DATA, or host:port (required)")
+	var cps stringList
+	fs.Var(&cps, "control-plane", "control plane gRPC address: unix:///DATA/control.sock in the control plane's data dir DATA, or host:port (required); several replicas as a comma list or by repeating the flag: calls go to the active one")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle to verify a TCP control plane (required for a non-loopback host:port)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate for a TCP control plane (with --tls-key)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "client key for --tls-cert")
@@ -100,8 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
+	o.controlPlane = replicas.Split(cps)
 	switch {
-	case o.controlPlane == "":
+	case len(o.controlPlane) == 0:
 		return nil, fmt.Errorf("%w: --control-plane is required (unix:///DATA/control.sock in the control plane's data dir DATA, or host:port)", errUsage)
 	case o.catalog != "":
 		return nil, fmt.Errorf("%w: --catalog was removed: the control plane serves the catalog to the front (give it to latch serve --catalog FILE; change it with latch catalog reload)", errUsage)
@@ -160,7 +171,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	if err := probeControlPlane(ctx, conn, o.controlPlane, logger); err != nil {
+	if err := probeControlPlane(ctx, conn, strings.Join(o.controlPlane, ","), logger); err != nil {
 		return err
 	}
 
@@ -216,7 +227,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 	err = front.Sync(sctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w (is the control plane running at %s?)", err, o.controlPlane)
+		return fmt.Errorf("%w (is the control plane running at %s?)", err, strings.Join(o.controlPlane, ","))
 	}
 	// Follow ends with the serving: stdio ends when the client closes stdin.
 	fctx, stopFollow := context.WithCancel(ctx)
@@ -253,31 +264,38 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 	return g.Wait()
 }
 
-// dialControlPlane connects to unix:///path (no TLS: the socket's file
-// permissions guard it) or host:port (TLS with --tls-ca; plaintext only to a
-// loopback host).
-func dialControlPlane(o *options, logger hclog.Logger) (*grpc.ClientConn, error) {
-	target := o.controlPlane
-	var creds credentials.TransportCredentials
-	switch {
-	case strings.HasPrefix(target, "unix://"), strings.HasPrefix(target, "unix:"):
-		creds = insecure.NewCredentials()
-	case o.tlsCA != "":
+// dialControlPlane makes the connection to the control plane's replicas:
+// each unix:///path (no TLS: the socket's file permissions guard it) or
+// host:port (TLS with --tls-ca; plaintext only to a loopback host). The
+// same rule holds for an active's address a standby names.
+func dialControlPlane(o *options, logger hclog.Logger) (*replicas.Conn, error) {
+	var tc *tls.Config
+	if o.tlsCA != "" {
 		// The client certificate is re-read when its files change.
-		tc, err := tlsfiles.Client(o.tlsCA, o.tlsCert, o.tlsKey, logger.Named("tls"))
-		if err != nil {
+		var err error
+		if tc, err = tlsfiles.Client(o.tlsCA, o.tlsCert, o.tlsKey, logger.Named("tls")); err != nil {
 			return nil, fmt.Errorf("%w: --tls-ca/--tls-cert/--tls-key: %v", errUsage, err)
 		}
-		creds = credentials.NewTLS(tc)
-	case loopback.HostPort(target):
-		creds = insecure.NewCredentials()
-	default:
-		return nil, fmt.Errorf("%w: --control-plane %s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", errUsage, target)
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
-		grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), grpc.WithChainStreamInterceptor(tracing.StreamClient()))
+	dial := func(target string) (*grpc.ClientConn, error) {
+		var creds credentials.TransportCredentials
+		switch {
+		case strings.HasPrefix(target, "unix://"), strings.HasPrefix(target, "unix:"):
+			creds = insecure.NewCredentials()
+		case tc != nil:
+			creds = credentials.NewTLS(tc)
+		case loopback.HostPort(target):
+			creds = insecure.NewCredentials()
+		default:
+			return nil, fmt.Errorf("%s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", target)
+		}
+		opts := append(replicas.DialOptions(), grpc.WithTransportCredentials(creds),
+			grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), grpc.WithChainStreamInterceptor(tracing.StreamClient()))
+		return grpc.NewClient(target, opts...)
+	}
+	conn, err := replicas.New(replicas.Config{Addrs: o.controlPlane, Dial: dial, Logger: logger})
 	if err != nil {
-		return nil, fmt.Errorf("%w: --control-plane %s: %v", errUsage, target, err)
+		return nil, fmt.Errorf("%w: --control-plane: %v", errUsage, err)
 	}
 	return conn, nil
 }

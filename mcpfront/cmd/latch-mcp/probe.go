@@ -16,7 +16,7 @@ import (
 // A refusal (this front's certificate or uid is not listed by `latch
 // serve`) is fatal: every call would fail. A control plane that does not
 // answer yet is only logged: calls wait for it.
-func probeControlPlane(ctx context.Context, conn *grpc.ClientConn, target string, log hclog.Logger) error {
+func probeControlPlane(ctx context.Context, conn grpc.ClientConnInterface, target string, log hclog.Logger) error {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := healthpb.NewHealthClient(conn).Check(pctx, &healthpb.HealthCheckRequest{})
