@@ -432,7 +432,8 @@ func (c *cluster) supervise() (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // epochRec is one lease epoch as the watcher saw it.
