@@ -146,9 +146,7 @@ type replica struct {
 
 func newCluster(t *testing.T, opts clusterOpts) *cluster {
 	t.Helper()
-	if latchBin == "" {
-		t.Skip("the failover tests run real binaries; not in -short mode")
-	}
+	needBinaries(t)
 	dir, err := os.MkdirTemp("", "fo-") // short: unix socket paths
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +166,6 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	c.srv = &http.Server{Handler: c.tgt, ConnContext: c.tgt.connContext, ReadHeaderTimeout: 10 * time.Second}
-	go c.srv.Serve(c.ln) //nolint:errcheck // ends with Close
 	text := fmt.Sprintf(catalogTemplate, c.ln.Addr(), dispatchTimeout, settle)
 	if _, err := tools.Parse(c.catalog, []byte(text)); err != nil {
 		t.Fatalf("catalog refused: %v", err)
@@ -193,6 +190,8 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		}
 		c.replicas = append(c.replicas, r)
 	}
+	// c.replicas is fixed from here on: the target reads it.
+	go c.srv.Serve(c.ln) //nolint:errcheck // ends with Close
 	watch := opts.watch
 	if watch == "" {
 		watch = opts.store
@@ -214,6 +213,14 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		}
 	}
 	return c
+}
+
+// needBinaries skips t in -short mode, where TestMain builds nothing.
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if latchBin == "" {
+		t.Skip("the failover tests run real binaries; not in -short mode")
+	}
 }
 
 // copyKeys gives replica dir b replica dir a's keys and vault.
@@ -541,37 +548,42 @@ func (c *cluster) senders() map[int]epochRec {
 func (c *cluster) checkFencing(t *testing.T) (violations, unattributed int) {
 	t.Helper()
 	epochs := c.lease.all()
-	began := map[int64]time.Time{}
-	for _, e := range epochs {
-		began[e.Epoch] = e.Acquired
+	bad, unattributed := fencingViolations(epochs, c.senders(), c.tgt.arrivalsSoFar())
+	for _, b := range bad {
+		t.Error(b)
 	}
+	if len(epochs) > 0 {
+		t.Logf("lease epochs seen: %d (first %d, last %d)", len(epochs), epochs[0].Epoch, epochs[len(epochs)-1].Epoch)
+	}
+	return len(bad), unattributed
+}
+
+// fencingViolations returns one line per arrival sent by a process that
+// never held the lease, or sent after an epoch later than its own began,
+// and the number of arrivals whose sender is unknown (PID 0).
+func fencingViolations(epochs []epochRec, senders map[int]epochRec, arrivals []arrival) (bad []string, unattributed int) {
 	sorted := append([]epochRec(nil), epochs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Epoch < sorted[j].Epoch })
-	senders := c.senders()
-	for _, a := range c.tgt.arrivalsSoFar() {
+	for _, a := range arrivals {
 		s, ok := senders[a.PID]
 		switch {
 		case a.PID == 0:
 			unattributed++
 			continue
 		case !ok:
-			violations++
-			t.Errorf("execution %s (intent %s) reached the target at %s from PID %d, a replica that never held the lease", a.Key, a.Intent, a.At.Format(time.StampMicro), a.PID)
+			bad = append(bad, fmt.Sprintf("execution %s (intent %s) reached the target at %s from PID %d, a replica that never held the lease",
+				a.Key, a.Intent, a.At.Format(time.StampMicro), a.PID))
 			continue
 		}
 		for _, e := range sorted {
 			if e.Epoch > s.Epoch && a.At.After(e.Acquired) {
-				violations++
-				t.Errorf("execution %s (intent %s) reached the target at %s from %s (epoch %d), after epoch %d (%s) began at %s: two replicas dispatching",
-					a.Key, a.Intent, a.At.Format(time.StampMicro), s.Holder, s.Epoch, e.Epoch, e.Holder, e.Acquired.Format(time.StampMicro))
+				bad = append(bad, fmt.Sprintf("execution %s (intent %s) reached the target at %s from %s (epoch %d), after epoch %d (%s) began at %s: two replicas dispatching",
+					a.Key, a.Intent, a.At.Format(time.StampMicro), s.Holder, s.Epoch, e.Epoch, e.Holder, e.Acquired.Format(time.StampMicro)))
 				break
 			}
 		}
 	}
-	if len(epochs) > 0 {
-		t.Logf("lease epochs seen: %d (first %d, last %d)", len(epochs), epochs[0].Epoch, epochs[len(epochs)-1].Epoch)
-	}
-	return violations, unattributed
+	return bad, unattributed
 }
 
 // journalOf renders an execution's journal entries on one line.
@@ -658,7 +670,7 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			for _, id := range left {
-				t.Logf("still unsettled after the bound (visible as such): %s", journalOf(op, id))
+				t.Logf("still unsettled after the bound (visible as such): %s target: %s", journalOf(op, id), c.tgt.describe(id))
 			}
 			break
 		}

@@ -20,7 +20,7 @@
 //     journal. TestDatabaseFailoverAsync does the same with asynchronous
 //     replication and logs what was lost (it asserts nothing about loss:
 //     losing the last acknowledged commits is what asynchronous
-//     replication permits).
+//     replication permits). It is off unless -failover.async.
 //   - TestFailoverUnderLoad: three replicas, eight agents, SIGKILL of the
 //     active at random moments, while the target holds a request and just
 //     after it answered, and one freeze of the active's database
@@ -32,8 +32,8 @@
 //     may have happened. It logs the failover times (active killed → first
 //     Submit accepted by the new active), p50 and max.
 //
-// By default TestFailoverUnderLoad runs a bounded slice (-failover.kills=4);
-// the full run is
+// By default TestFailoverUnderLoad runs a bounded slice (-failover.kills=3,
+// plus the freeze); the full run is
 //
 //	go test -run TestFailoverUnderLoad ./controlplane/failover -failover.kills=24 -timeout 30m
 //

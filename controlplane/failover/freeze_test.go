@@ -18,6 +18,7 @@ import (
 // request from the old active after the new epoch began, no intent twice,
 // and every acknowledged execution must survive.
 func TestFreezeStopsDispatch(t *testing.T) {
+	needBinaries(t)
 	url := pgtest.URL(t)
 	pgAddr := "127.0.0.1:" + strconv.Itoa(pgtest.Shared(t).Port())
 	c := newCluster(t, clusterOpts{replicas: 2, store: url, proxied: true, pgAddr: pgAddr})

@@ -44,6 +44,7 @@ type failure struct {
 // connections. See the package comment for what it asserts; it logs the
 // failover times.
 func TestFailoverUnderLoad(t *testing.T) {
+	needBinaries(t)
 	kills := *flagKills
 	if kills < 1 {
 		t.Skip("-failover.kills=0")
@@ -62,15 +63,14 @@ func TestFailoverUnderLoad(t *testing.T) {
 	// One freeze, in the middle of the run; the kills cycle through the
 	// modes from a random start so that each appears in a short run.
 	freezeAt := kills / 2
-	first := killMode(rng.IntN(3))
+	first := rng.IntN(3)
 	var fails []failure
 	start := time.Now()
-	for k := 0; k <= kills; k++ {
-		mode := killMode((int(first) + k) % 3)
-		if k == freezeAt {
-			mode = freezeDB
-		} else if k == kills {
-			break
+	for k, killed := 0, 0; k <= kills; k++ {
+		mode := freezeDB
+		if k != freezeAt {
+			mode = killMode((first + killed) % 3)
+			killed++
 		}
 		r, p := c.waitAnyActive(60*time.Second, nil)
 		if r == nil {

@@ -9,8 +9,9 @@ import (
 )
 
 var (
-	flagKills = flag.Int("failover.kills", 4, "SIGKILLs of the active replica in TestFailoverUnderLoad (the issue's full run: 24)")
+	flagKills = flag.Int("failover.kills", 3, "SIGKILLs of the active replica in TestFailoverUnderLoad, besides one database freeze (full run: 24)")
 	flagSeed  = flag.Int64("failover.seed", 0, "seed of the random choices (0: from the clock)")
+	flagAsync = flag.Bool("failover.async", false, "also run TestDatabaseFailoverAsync (asynchronous replication: logs what a database failover loses)")
 )
 
 // The real binaries, built once.

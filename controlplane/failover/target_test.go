@@ -114,6 +114,24 @@ func (t *target) committedKeys() map[string]string {
 	return out
 }
 
+// describe says what the target saw of one execution ID.
+func (t *target) describe(key string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for _, a := range t.arrivals {
+		if a.Key == key {
+			fmt.Fprintf(&b, "arrived %s from PID %d (%s); ", a.At.Format(time.StampMilli), a.PID, a.Class)
+		}
+	}
+	if k := t.keys[key]; k != nil {
+		fmt.Fprintf(&b, "committed %v", k.committed)
+	} else {
+		b.WriteString("never arrived")
+	}
+	return b.String()
+}
+
 func (t *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
