@@ -660,7 +660,8 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		r, err := op.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id})
 		return r.GetExecution(), err
 	}
-	deadline := time.Now().Add(dispatchTimeout + settle + 30*time.Second)
+	waitStart := time.Now()
+	deadline := waitStart.Add(dispatchTimeout + settle + 30*time.Second)
 	for {
 		var left []string
 		for id := range ids {
@@ -670,6 +671,12 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		}
 		if len(left) == 0 || time.Now().After(deadline) {
 			for _, id := range left {
+				// Dispatched with nothing sending it is stuck: only
+				// recovery moves it, and recovery must have by now.
+				if x, err := get(id); err == nil && x.GetState() == recordv1.State_STATE_DISPATCHED {
+					t.Errorf("still dispatched after waiting %s for recovery: nothing is recovering it: %s target: %s", time.Since(waitStart).Round(time.Second), journalOf(op, id), c.tgt.describe(id))
+					continue
+				}
 				t.Logf("still unsettled after the bound (visible as such): %s target: %s", journalOf(op, id), c.tgt.describe(id))
 			}
 			break
