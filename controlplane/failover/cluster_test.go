@@ -684,8 +684,14 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	lost := 0
+	final := map[string]int{}
+	counted := map[string]bool{}
 	for _, a := range acks {
 		x, err := get(a.ID)
+		if err == nil && !counted[a.ID] {
+			counted[a.ID] = true
+			final[strings.ToLower(strings.TrimPrefix(x.GetState().String(), "STATE_"))]++
+		}
 		if err != nil {
 			lost++
 			t.Errorf("acknowledged execution %s (intent %s, seen %s at %s) is gone after failover: %v", a.ID, a.Intent, a.State, a.At.Format(time.StampMilli), err)
@@ -716,5 +722,6 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 			t.Errorf("execution %s (intent %s) had its effect at the target but shows %v (%v)", id, intent, x.GetState(), err)
 		}
 	}
-	t.Logf("verified %d acknowledged executions (%d lost), %d effects at the target (%d duplicate), %d invisible", len(acks), lost, len(c.tgt.committedKeys()), dups, invisible)
+	t.Logf("final states of the acknowledged executions: %v", final)
+	t.Logf("verified %d acknowledgements of %d executions (%d lost), %d effects at the target (%d duplicate), %d invisible", len(acks), len(counted), lost, len(c.tgt.committedKeys()), dups, invisible)
 }
