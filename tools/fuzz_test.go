@@ -17,7 +17,7 @@ import (
 
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*/*.yaml")
-	files = append(files, "testdata/good.yaml")
+	files = append(files, "testdata/good.yaml", "testdata/good_upstreams.yaml")
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {

@@ -39,7 +39,7 @@ var (
 )
 
 var (
-	topKeys         = []string{"targets", "tools"}
+	topKeys         = []string{"targets", "upstreams", "tools"}
 	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle", "address", "user", "host_key", "hostagent_socket"}
 	statusKeys      = []string{"method", "path", "absent", "in_progress"}
 	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", positionalKey, "timeout", "replay", "attach_window", "approval", "fingerprint"}
@@ -60,7 +60,9 @@ var (
 // Known reports whether c is a channel the catalog accepts; code that
 // needs a bounded set of channel names (metric labels) asks here rather
 // than spelling them again.
-func (c Channel) Known() bool { return slices.Contains(channels, string(c)) }
+func (c Channel) Known() bool {
+	return c == ChannelMCP || slices.Contains(channels, string(c)) // mcp: upstreams, not a target channel
+}
 
 // Load reads and validates the catalog at path. A bad catalog is refused
 // whole: the error is a *LoadError listing every problem.
@@ -137,11 +139,20 @@ func (p *parser) parse(data []byte) *Catalog {
 			}
 		}
 	}
+	if e, ok := top["upstreams"]; ok && !isNull(e.val) && p.isMapping(e.val, "upstreams") {
+		p.upstreams(e, cat)
+	}
 	var toolsNode *yaml.Node
 	if e, ok := top["tools"]; ok && !isNull(e.val) && p.isMapping(e.val, "tools") {
 		toolsNode = e.val
 		entries := p.pairs(e.val, "tools")
 		for _, te := range entries {
+			if isUpstreamTool(te) {
+				if t := p.upstreamTool(te, cat); t != nil {
+					cat.Tools[t.Name] = t
+				}
+				continue
+			}
 			if t := p.tool(te, cat.Targets); t != nil {
 				cat.Tools[t.Name] = t
 			}
@@ -495,6 +506,8 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 	// Request or command, by channel.
 	if tg != nil {
 		switch tg.Channel {
+		case ChannelMCP:
+			p.addf(f["target"].keyNode, "%s: %s is an upstream MCP server: its tools are entries named %s.<tool> with upstream: and tool:", what, tg.Name, tg.Name)
 		case ChannelHTTP:
 			for _, k := range []string{"command", "cwd", "env", positionalKey} {
 				if ke, has := f[k]; has {

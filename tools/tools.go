@@ -51,6 +51,9 @@ type Catalog struct {
 	Source  string
 	Targets map[string]*Target
 	Tools   map[string]*Tool
+	// Upstreams are the upstream MCP servers (upstream.go); each is also a
+	// target of channel mcp.
+	Upstreams map[string]*Upstream
 }
 
 // Target is a place actions are sent to.
@@ -147,6 +150,12 @@ type Tool struct {
 	Env                       map[string]string
 	// Timeout bounds the command or request (0: the target's default).
 	Timeout time.Duration
+
+	// Upstream tools (upstream.go): the upstream, its name for the tool,
+	// and the argument it treats as an idempotency key ("" for none).
+	Upstream            string
+	UpstreamTool        string
+	IdempotencyArgument string
 
 	Replay Replay
 	// AttachWindow bounds matching; ignored when UntilResolved. Load sets

@@ -44,6 +44,8 @@ type Config struct {
 	Vault   *vault.Vault
 	Tokens  Tokens
 	Catalog Catalog
+	// Upstreams lists upstream MCP servers' tools (nil: none configured).
+	Upstreams Upstreams
 }
 
 // Service implements controlplanev1.AdminServer.
@@ -53,6 +55,7 @@ type Service struct {
 	vault   *vault.Vault
 	tokens  Tokens
 	catalog Catalog
+	ups     Upstreams
 }
 
 var _ controlplanev1.AdminServer = (*Service)(nil)
@@ -65,7 +68,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog}, nil
+	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog, ups: cfg.Upstreams}, nil
 }
 
 // Register adds the service to a gRPC server.

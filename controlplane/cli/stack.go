@@ -100,12 +100,15 @@ type stack struct {
 	http  *httpdispatch.Dispatcher
 	// closeHost closes the host-agent connections and the SSH pool.
 	closeHost func()
+	// closeUpstreams stops the upstream MCP servers (mcpchannel).
+	closeUpstreams func()
 }
 
 // close releases the channels' connections (after the server stopped).
 func (s *stack) close() {
 	s.http.Close()
 	s.closeHost()
+	s.closeUpstreams()
 }
 
 func newStack(cfg stackConfig) (*stack, error) {
@@ -166,6 +169,11 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	upstreams, err := addUpstreamChannel(channels, &cfg, log, v)
+	if err != nil {
+		closeHost()
+		return nil, err
+	}
 	trusted := setOf(cfg.Trusted)
 	actors := &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted)}
 	for _, as := range cfg.FrontActors {
@@ -181,7 +189,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		Register: func(g *grpc.Server, s *server.Server) {
-			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
@@ -194,9 +202,15 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err != nil {
 		hd.Close()
 		closeHost()
+		upstreams.Close()
 		return nil, err
 	}
 	eng.Store(srv.Engine)
+	upstreams.SetReload(func() {
+		if _, err := srv.Catalog.Reload(context.Background(), "upstream_reached"); err != nil {
+			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
+		}
+	})
 	actors.tokens = srv.Tokens
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost}, nil
+	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }

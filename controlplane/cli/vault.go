@@ -223,16 +223,20 @@ func or(s, def string) string {
 
 // runCatalog asks the running control plane to reload its catalog.
 func runCatalog(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "catalog", "reload", args)
+	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME", args)
 	if err != nil {
 		return err
 	}
+	asJSON := fs.Bool("json", false, "upstream-tools: print the listing as JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	if sub == "upstream-tools" {
+		return runUpstreamTools(ctx, env, t, pos, *asJSON)
+	}
 	if sub != "reload" || len(pos) != 0 {
-		return usagef("unknown catalog subcommand %q (want: catalog reload)", strings.Join(append([]string{sub}, pos...), " "))
+		return usagef("unknown catalog subcommand %q (want: catalog reload, or catalog upstream-tools NAME)", strings.Join(append([]string{sub}, pos...), " "))
 	}
 	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {

@@ -1137,6 +1137,205 @@ func (x *ReloadCatalogResponse) GetTools() int32 {
 	return 0
 }
 
+type ListUpstreamToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The upstream's name under upstreams: in the catalog.
+	Upstream      string `protobuf:"bytes,1,opt,name=upstream,proto3" json:"upstream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUpstreamToolsRequest) Reset() {
+	*x = ListUpstreamToolsRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUpstreamToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUpstreamToolsRequest) ProtoMessage() {}
+
+func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUpstreamToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListUpstreamToolsRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListUpstreamToolsRequest) GetUpstream() string {
+	if x != nil {
+		return x.Upstream
+	}
+	return ""
+}
+
+type ListUpstreamToolsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Upstream string                 `protobuf:"bytes,1,opt,name=upstream,proto3" json:"upstream,omitempty"`
+	// How it is reached, for people: "stdio /path/to/server --flag" or
+	// "http https://mcp.example.com/mcp".
+	Transport     string          `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	Tools         []*UpstreamTool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUpstreamToolsResponse) Reset() {
+	*x = ListUpstreamToolsResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUpstreamToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUpstreamToolsResponse) ProtoMessage() {}
+
+func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUpstreamToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListUpstreamToolsResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListUpstreamToolsResponse) GetUpstream() string {
+	if x != nil {
+		return x.Upstream
+	}
+	return ""
+}
+
+func (x *ListUpstreamToolsResponse) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ListUpstreamToolsResponse) GetTools() []*UpstreamTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// UpstreamTool is one tool an upstream offers.
+type UpstreamTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The upstream's name for it.
+	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The upstream's input schema (JSON).
+	InputSchema []byte `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// The upstream's annotations (JSON): hints for the operator, never
+	// trusted by Latch.
+	Annotations []byte `protobuf:"bytes,4,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	// The catalog tool that gives it a contract ("<upstream>.<tool>"), or ""
+	// when it has none (it is not exposed).
+	Contract string `protobuf:"bytes,5,opt,name=contract,proto3" json:"contract,omitempty"`
+	// Why the contracted tool is not exposed now ("" when it is).
+	Held          string `protobuf:"bytes,6,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpstreamTool) Reset() {
+	*x = UpstreamTool{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamTool) ProtoMessage() {}
+
+func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
+func (*UpstreamTool) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *UpstreamTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetInputSchema() []byte {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *UpstreamTool) GetAnnotations() []byte {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *UpstreamTool) GetContract() string {
+	if x != nil {
+		return x.Contract
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
 var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
@@ -1222,7 +1421,20 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\bprevious\x18\x02 \x01(\tR\bprevious\x12\x18\n" +
 	"\achanged\x18\x03 \x01(\bR\achanged\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
-	"\x05tools\x18\x05 \x01(\x05R\x05tools2\x8b\a\n" +
+	"\x05tools\x18\x05 \x01(\x05R\x05tools\"6\n" +
+	"\x18ListUpstreamToolsRequest\x12\x1a\n" +
+	"\bupstream\x18\x01 \x01(\tR\bupstream\"\x90\x01\n" +
+	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
+	"\bupstream\x18\x01 \x01(\tR\bupstream\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x129\n" +
+	"\x05tools\x18\x03 \x03(\v2#.latch.controlplane.v1.UpstreamToolR\x05tools\"\xb9\x01\n" +
+	"\fUpstreamTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
+	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12 \n" +
+	"\vannotations\x18\x04 \x01(\fR\vannotations\x12\x1a\n" +
+	"\bcontract\x18\x05 \x01(\tR\bcontract\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\tR\x04held2\x83\b\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -1233,7 +1445,8 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListTokens\x12(.latch.controlplane.v1.ListTokensRequest\x1a).latch.controlplane.v1.ListTokensResponse\x12d\n" +
 	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponse\x12j\n" +
-	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponse\x12v\n" +
+	"\x11ListUpstreamTools\x12/.latch.controlplane.v1.ListUpstreamToolsRequest\x1a0.latch.controlplane.v1.ListUpstreamToolsResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -1247,55 +1460,61 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
-	(*VaultStatusRequest)(nil),    // 0: latch.controlplane.v1.VaultStatusRequest
-	(*VaultStatusResponse)(nil),   // 1: latch.controlplane.v1.VaultStatusResponse
-	(*VaultUnlockRequest)(nil),    // 2: latch.controlplane.v1.VaultUnlockRequest
-	(*VaultUnlockResponse)(nil),   // 3: latch.controlplane.v1.VaultUnlockResponse
-	(*VaultLockRequest)(nil),      // 4: latch.controlplane.v1.VaultLockRequest
-	(*VaultLockResponse)(nil),     // 5: latch.controlplane.v1.VaultLockResponse
-	(*VaultPutRequest)(nil),       // 6: latch.controlplane.v1.VaultPutRequest
-	(*VaultPutResponse)(nil),      // 7: latch.controlplane.v1.VaultPutResponse
-	(*VaultListRequest)(nil),      // 8: latch.controlplane.v1.VaultListRequest
-	(*VaultListResponse)(nil),     // 9: latch.controlplane.v1.VaultListResponse
-	(*CreateTokenRequest)(nil),    // 10: latch.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),   // 11: latch.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),     // 12: latch.controlplane.v1.ListTokensRequest
-	(*TokenInfo)(nil),             // 13: latch.controlplane.v1.TokenInfo
-	(*ListTokensResponse)(nil),    // 14: latch.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),    // 15: latch.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),   // 16: latch.controlplane.v1.RevokeTokenResponse
-	(*ReloadCatalogRequest)(nil),  // 17: latch.controlplane.v1.ReloadCatalogRequest
-	(*ReloadCatalogResponse)(nil), // 18: latch.controlplane.v1.ReloadCatalogResponse
+	(*VaultStatusRequest)(nil),        // 0: latch.controlplane.v1.VaultStatusRequest
+	(*VaultStatusResponse)(nil),       // 1: latch.controlplane.v1.VaultStatusResponse
+	(*VaultUnlockRequest)(nil),        // 2: latch.controlplane.v1.VaultUnlockRequest
+	(*VaultUnlockResponse)(nil),       // 3: latch.controlplane.v1.VaultUnlockResponse
+	(*VaultLockRequest)(nil),          // 4: latch.controlplane.v1.VaultLockRequest
+	(*VaultLockResponse)(nil),         // 5: latch.controlplane.v1.VaultLockResponse
+	(*VaultPutRequest)(nil),           // 6: latch.controlplane.v1.VaultPutRequest
+	(*VaultPutResponse)(nil),          // 7: latch.controlplane.v1.VaultPutResponse
+	(*VaultListRequest)(nil),          // 8: latch.controlplane.v1.VaultListRequest
+	(*VaultListResponse)(nil),         // 9: latch.controlplane.v1.VaultListResponse
+	(*CreateTokenRequest)(nil),        // 10: latch.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),       // 11: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),         // 12: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),                 // 13: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),        // 14: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),        // 15: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 16: latch.controlplane.v1.RevokeTokenResponse
+	(*ReloadCatalogRequest)(nil),      // 17: latch.controlplane.v1.ReloadCatalogRequest
+	(*ReloadCatalogResponse)(nil),     // 18: latch.controlplane.v1.ReloadCatalogResponse
+	(*ListUpstreamToolsRequest)(nil),  // 19: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil), // 20: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*UpstreamTool)(nil),              // 21: latch.controlplane.v1.UpstreamTool
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	13, // 2: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	0,  // 3: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 4: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 5: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 6: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 7: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 8: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	12, // 9: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	15, // 10: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	17, // 11: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	1,  // 12: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 13: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 14: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 15: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 16: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 17: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 18: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 19: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 20: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	12, // [12:21] is the sub-list for method output_type
-	3,  // [3:12] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	21, // 3: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	0,  // 4: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	2,  // 5: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	4,  // 6: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	6,  // 7: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	8,  // 8: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	10, // 9: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	12, // 10: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	15, // 11: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	17, // 12: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	19, // 13: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	1,  // 14: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 15: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 16: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 17: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 18: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 19: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 20: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 21: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 22: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	20, // 23: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	14, // [14:24] is the sub-list for method output_type
+	4,  // [4:14] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -1309,7 +1528,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,15 +19,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_VaultStatus_FullMethodName   = "/latch.controlplane.v1.Admin/VaultStatus"
-	Admin_VaultUnlock_FullMethodName   = "/latch.controlplane.v1.Admin/VaultUnlock"
-	Admin_VaultLock_FullMethodName     = "/latch.controlplane.v1.Admin/VaultLock"
-	Admin_VaultPut_FullMethodName      = "/latch.controlplane.v1.Admin/VaultPut"
-	Admin_VaultList_FullMethodName     = "/latch.controlplane.v1.Admin/VaultList"
-	Admin_CreateToken_FullMethodName   = "/latch.controlplane.v1.Admin/CreateToken"
-	Admin_ListTokens_FullMethodName    = "/latch.controlplane.v1.Admin/ListTokens"
-	Admin_RevokeToken_FullMethodName   = "/latch.controlplane.v1.Admin/RevokeToken"
-	Admin_ReloadCatalog_FullMethodName = "/latch.controlplane.v1.Admin/ReloadCatalog"
+	Admin_VaultStatus_FullMethodName       = "/latch.controlplane.v1.Admin/VaultStatus"
+	Admin_VaultUnlock_FullMethodName       = "/latch.controlplane.v1.Admin/VaultUnlock"
+	Admin_VaultLock_FullMethodName         = "/latch.controlplane.v1.Admin/VaultLock"
+	Admin_VaultPut_FullMethodName          = "/latch.controlplane.v1.Admin/VaultPut"
+	Admin_VaultList_FullMethodName         = "/latch.controlplane.v1.Admin/VaultList"
+	Admin_CreateToken_FullMethodName       = "/latch.controlplane.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName        = "/latch.controlplane.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName       = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_ReloadCatalog_FullMethodName     = "/latch.controlplane.v1.Admin/ReloadCatalog"
+	Admin_ListUpstreamTools_FullMethodName = "/latch.controlplane.v1.Admin/ListUpstreamTools"
 )
 
 // AdminClient is the client API for Admin service.
@@ -56,6 +57,11 @@ type AdminClient interface {
 	// ReloadCatalog re-reads the catalog file and validates it; a catalog
 	// with any problem changes nothing and the problems come back.
 	ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error)
+	// ListUpstreamTools lists what an upstream MCP server of the catalog
+	// offers (name, description, input schema, annotations as hints), with
+	// the catalog tool that gives each a contract and why a contracted tool
+	// is held (latch catalog upstream-tools).
+	ListUpstreamTools(ctx context.Context, in *ListUpstreamToolsRequest, opts ...grpc.CallOption) (*ListUpstreamToolsResponse, error)
 }
 
 type adminClient struct {
@@ -156,6 +162,16 @@ func (c *adminClient) ReloadCatalog(ctx context.Context, in *ReloadCatalogReques
 	return out, nil
 }
 
+func (c *adminClient) ListUpstreamTools(ctx context.Context, in *ListUpstreamToolsRequest, opts ...grpc.CallOption) (*ListUpstreamToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUpstreamToolsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListUpstreamTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -182,6 +198,11 @@ type AdminServer interface {
 	// ReloadCatalog re-reads the catalog file and validates it; a catalog
 	// with any problem changes nothing and the problems come back.
 	ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error)
+	// ListUpstreamTools lists what an upstream MCP server of the catalog
+	// offers (name, description, input schema, annotations as hints), with
+	// the catalog tool that gives each a contract and why a contracted tool
+	// is held (latch catalog upstream-tools).
+	ListUpstreamTools(context.Context, *ListUpstreamToolsRequest) (*ListUpstreamToolsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -218,6 +239,9 @@ func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest
 }
 func (UnimplementedAdminServer) ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReloadCatalog not implemented")
+}
+func (UnimplementedAdminServer) ListUpstreamTools(context.Context, *ListUpstreamToolsRequest) (*ListUpstreamToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUpstreamTools not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -402,6 +426,24 @@ func _Admin_ReloadCatalog_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListUpstreamTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUpstreamToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListUpstreamTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListUpstreamTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListUpstreamTools(ctx, req.(*ListUpstreamToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -444,6 +486,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReloadCatalog",
 			Handler:    _Admin_ReloadCatalog_Handler,
+		},
+		{
+			MethodName: "ListUpstreamTools",
+			Handler:    _Admin_ListUpstreamTools_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,35 @@
+package admin
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/latchhq/latch/controlplane/mcpchannel"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+)
+
+// Upstreams lists what an upstream MCP server offers. Implemented by
+// *mcpchannel.Channel.
+type Upstreams interface {
+	ListUpstreamTools(ctx context.Context, name string) (*controlplanev1.ListUpstreamToolsResponse, error)
+}
+
+func (s *Service) ListUpstreamTools(ctx context.Context, req *controlplanev1.ListUpstreamToolsRequest) (*controlplanev1.ListUpstreamToolsResponse, error) {
+	if req.GetUpstream() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name the upstream (an entry under upstreams: in the catalog)")
+	}
+	if s.ups == nil {
+		return nil, status.Error(codes.FailedPrecondition, "this control plane has no upstream MCP channel")
+	}
+	resp, err := s.ups.ListUpstreamTools(ctx, req.GetUpstream())
+	switch {
+	case errors.Is(err, mcpchannel.ErrUnknownUpstream):
+		return nil, status.Error(codes.NotFound, err.Error())
+	case err != nil:
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return resp, nil
+}

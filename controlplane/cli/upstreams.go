@@ -1,0 +1,23 @@
+package cli
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/mcpchannel"
+	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/tools"
+)
+
+// addUpstreamChannel adds the channel of upstream MCP servers and wraps the
+// catalog source so that every load binds the upstreams' schemas
+// (mcpchannel.Source). Close stops the upstreams.
+func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackConfig, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
+	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version})
+	if err != nil {
+		return nil, err
+	}
+	channels[tools.ChannelMCP] = mc
+	cfg.Catalog = mc.Source(cfg.Catalog)
+	return mc, nil
+}

@@ -1,0 +1,364 @@
+package mcpchannel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/vault"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+// MetaExecutionID is the _meta key that carries the execution ID on every
+// call Latch makes to an upstream.
+const MetaExecutionID = "io.latch/execution_id"
+
+// Defaults.
+const (
+	// DefaultMaxResult caps the stored result (content blocks and
+	// structured content, as JSON).
+	DefaultMaxResult = 1 << 20
+	// DefaultConnectWait bounds how long a catalog load waits for an
+	// upstream's first connection.
+	DefaultConnectWait = 15 * time.Second
+	// DefaultRestartMin and DefaultRestartMax bound the restart backoff of
+	// an upstream that exits or cannot be reached.
+	DefaultRestartMin = 250 * time.Millisecond
+	DefaultRestartMax = 30 * time.Second
+)
+
+var (
+	// ErrUnknownUpstream is returned for an upstream the catalog does not define.
+	ErrUnknownUpstream = errors.New("mcpchannel: unknown upstream")
+	// ErrNotConnected is returned when an upstream has no live session.
+	ErrNotConnected = errors.New("mcpchannel: upstream not connected")
+)
+
+// Credentials looks up a credential_ref. Implemented by *vault.Vault.
+type Credentials interface {
+	Get(name string) (vault.Credential, error)
+}
+
+// Config names the channel's dependencies.
+type Config struct {
+	Logger hclog.Logger
+	// Credentials may be nil when no upstream uses a credential.
+	Credentials Credentials
+	// MaxResult caps a stored result (default DefaultMaxResult).
+	MaxResult int
+	// ConnectWait bounds a catalog load's wait for upstreams (default
+	// DefaultConnectWait).
+	ConnectWait time.Duration
+	// RestartMin and RestartMax bound the restart backoff.
+	RestartMin, RestartMax time.Duration
+	// BaseEnv is the environment every stdio upstream starts with, before
+	// its env: (default: PATH, HOME, LANG and TMPDIR of this process; the
+	// control plane's other variables are never passed on).
+	BaseEnv []string
+	// Version is the client version Latch announces to upstreams.
+	Version string
+}
+
+// Channel implements engine.Channel for upstream MCP servers.
+type Channel struct {
+	cfg Config
+	log hclog.Logger
+
+	mu        sync.Mutex
+	upstreams map[string]*upstream
+	catalog   *tools.Catalog // the last one Source bound
+	parsed    *tools.Catalog // the same before binding (held tools included)
+	reload    func()         // SetReload
+	closed    bool
+}
+
+var _ engine.Channel = (*Channel)(nil)
+
+// New builds the channel. It starts nothing: Configure (or Source's Load)
+// starts the upstreams a catalog defines.
+func New(cfg Config) (*Channel, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.MaxResult <= 0 {
+		cfg.MaxResult = DefaultMaxResult
+	}
+	if cfg.ConnectWait <= 0 {
+		cfg.ConnectWait = DefaultConnectWait
+	}
+	if cfg.RestartMin <= 0 {
+		cfg.RestartMin = DefaultRestartMin
+	}
+	if cfg.RestartMax < cfg.RestartMin {
+		cfg.RestartMax = max(DefaultRestartMax, cfg.RestartMin)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.BaseEnv == nil {
+		cfg.BaseEnv = baseEnv()
+	}
+	return &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}}, nil
+}
+
+// Configure starts the upstreams cat defines and stops those it no longer
+// does; an upstream whose definition is unchanged keeps running (and its
+// session). It does not wait for connections.
+func (c *Channel) Configure(cat *tools.Catalog) {
+	var stopped []*upstream
+	defer func() {
+		// Outside the lock: a stopping upstream may be reporting held tools.
+		for _, u := range stopped {
+			u.stop()
+		}
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	for name, u := range c.upstreams {
+		spec := cat.Upstreams[name]
+		if spec == nil || !sameSpec(spec, &u.spec) {
+			stopped = append(stopped, u)
+			delete(c.upstreams, name)
+		}
+	}
+	for name, spec := range cat.Upstreams {
+		if _, ok := c.upstreams[name]; !ok {
+			c.upstreams[name] = c.startUpstream(*spec)
+		}
+	}
+}
+
+// SetReload names what reloads the catalog (the control plane's catalog
+// manager). It is called, once per upstream, when an upstream that could not
+// be reached when the catalog was loaded connects: its tools were held only
+// for want of a schema, and come into force with a catalog_loaded record
+// (trigger upstream_reached). A schema change is never reloaded this way.
+func (c *Channel) SetReload(fn func()) {
+	c.mu.Lock()
+	c.reload = fn
+	c.mu.Unlock()
+}
+
+// Close stops every upstream (stdio processes get their stdin closed, then
+// SIGTERM, then SIGKILL).
+func (c *Channel) Close() {
+	c.mu.Lock()
+	c.closed = true
+	ups := maps.Clone(c.upstreams)
+	c.upstreams = map[string]*upstream{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, u := range ups {
+		wg.Go(u.stop)
+	}
+	wg.Wait()
+}
+
+func (c *Channel) upstream(name string) (*upstream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.upstreams[name]
+	if u == nil {
+		return nil, fmt.Errorf("%w %q: it is not in the catalog this control plane loaded (latch catalog reload)", ErrUnknownUpstream, name)
+	}
+	return u, nil
+}
+
+// Identity is the upstream and its tool in the canonical intent record: for
+// http the endpoint URL and the upstream's tool name; for stdio the
+// upstream's name and tool name with the command and cwd that run it.
+func (c *Channel) Identity(tool *tools.Tool, target *tools.Target) engine.Identity {
+	c.mu.Lock()
+	var spec *tools.Upstream
+	if c.catalog != nil {
+		spec = c.catalog.Upstreams[target.Name]
+	}
+	if spec == nil {
+		if u := c.upstreams[target.Name]; u != nil {
+			spec = &u.spec
+		}
+	}
+	c.mu.Unlock()
+	if spec == nil {
+		return engine.Identity{Method: "tools/call", Target: "mcp:" + target.Name + "#" + tool.UpstreamTool}
+	}
+	if spec.Transport == tools.TransportHTTP {
+		return engine.Identity{Method: "tools/call", Target: spec.URL + "#" + tool.UpstreamTool}
+	}
+	return engine.Identity{Method: "tools/call", Target: "stdio:" + spec.Name + "#" + tool.UpstreamTool, Command: spec.Command, Cwd: spec.Cwd}
+}
+
+// Dispatch calls the upstream tool once under the execution ID.
+func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
+	id := call.Execution.GetId()
+	u, err := c.upstream(call.Target.Name)
+	if err != nil {
+		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+	}
+	if held := u.heldReason(call.Tool); held != "" {
+		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: held}
+	}
+	sess, err := u.session()
+	if err != nil {
+		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
+	}
+	args := maps.Clone(call.Arguments)
+	if args == nil {
+		args = map[string]any{}
+	}
+	if a := call.Tool.IdempotencyArgument; a != "" {
+		args[a] = id
+	}
+	tr := u.track(id)
+	defer u.untrack(id, tr)
+	timeout := call.Tool.DispatchTimeout(call.Target)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	// The call runs on a context that is never cancelled: cancelling it
+	// would make the SDK send notifications/cancelled, and a call Latch has
+	// written runs to its observed outcome. Only the waiting stops.
+	callCtx := context.WithoutCancel(ctx)
+	go func() {
+		res, err := sess.CallTool(callCtx, &mcp.CallToolParams{
+			Name: call.Tool.UpstreamTool, Arguments: args,
+			Meta: mcp.Meta{MetaExecutionID: id},
+		})
+		done <- answer{res, err}
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case a := <-done:
+		return c.classify(u, call, tr, a.res, a.err)
+	case <-timer.C:
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: no answer to tools/call %s within %s after the request was handed to the transport", u.spec.Name, call.Tool.UpstreamTool, timeout)}
+	case <-ctx.Done():
+		if !tr.isWritten() {
+			// The write may still go out: it is not provably unsent.
+			return engine.Attempt{Class: engine.Unknown, Reason: "the control plane stopped while the call was being sent to upstream " + u.spec.Name}
+		}
+		return engine.Attempt{Class: engine.Unknown, Reason: "the control plane stopped while upstream " + u.spec.Name + " held the call"}
+	}
+}
+
+func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res *mcp.CallToolResult, err error) engine.Attempt {
+	name := u.spec.Name + "." + call.Tool.UpstreamTool
+	if err == nil {
+		outcome := recordv1.Outcome_OUTCOME_SUCCEEDED
+		reason := "upstream " + name + " answered"
+		if res.IsError {
+			outcome = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
+			reason += " with isError"
+		}
+		return engine.Attempt{Class: engine.Observed, Outcome: outcome, Result: c.result(u, res), Reason: reason}
+	}
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		switch werr.Code {
+		case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+			return engine.Attempt{Class: engine.NotSent, Final: true, Reason: fmt.Sprintf("upstream %s refused the call before running it (JSON-RPC %d: %s)", name, werr.Code, clip(werr.Message, 300))}
+		}
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": werr.Code, "message": werr.Message, "data": json.RawMessage(orNull(werr.Data))}})
+		body, cut := c.capBody(u, body)
+		return engine.Attempt{
+			Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET,
+			Result: &recordv1.Result{Body: body, BodyTruncated: cut, Summary: fmt.Sprintf("JSON-RPC error %d: %s", werr.Code, clip(c.scrub(u, []byte(werr.Message)), 200))},
+			Reason: fmt.Sprintf("upstream %s answered with JSON-RPC error %d", name, werr.Code),
+		}
+	}
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server answered 404 for the session: it refuses every request
+		// of a session it does not know, before running anything (the
+		// Streamable HTTP transport's rule).
+		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("upstream %s no longer knows Latch's session (it restarted) and refused the call before running it; sending again on a new session", name)}
+	}
+	if tr.isWritten() {
+		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: the request was written and no answer came: %v", name, err)}
+	}
+	return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("upstream %s: nothing was sent: %v", name, err)}
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// storedResult is the JSON body of an upstream tool's stored result.
+type storedResult struct {
+	Content           []mcp.Content `json:"content"`
+	StructuredContent any           `json:"structuredContent,omitempty"`
+	IsError           bool          `json:"isError,omitempty"`
+}
+
+func (c *Channel) result(u *upstream, res *mcp.CallToolResult) *recordv1.Result {
+	content := res.Content
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	body, err := json.Marshal(storedResult{Content: content, StructuredContent: res.StructuredContent, IsError: res.IsError})
+	if err != nil {
+		body, _ = json.Marshal(map[string]string{"error": "the upstream's result does not encode as JSON: " + err.Error()})
+	}
+	body, cut := c.capBody(u, body)
+	var summary string
+	for _, b := range res.Content {
+		if t, ok := b.(*mcp.TextContent); ok {
+			summary = clip(c.scrub(u, []byte(t.Text)), 200)
+			break
+		}
+	}
+	return &recordv1.Result{Body: body, BodyTruncated: cut, Summary: summary}
+}
+
+// capBody redacts the upstream's credential from body and cuts it at
+// MaxResult.
+func (c *Channel) capBody(u *upstream, body []byte) ([]byte, bool) {
+	body = []byte(c.scrub(u, body))
+	if len(body) <= c.cfg.MaxResult {
+		return body, false
+	}
+	return body[:c.cfg.MaxResult], true
+}
+
+// scrub replaces the upstream credential's secrets (an upstream may echo the
+// token it was given) with [REDACTED].
+func (c *Channel) scrub(u *upstream, b []byte) string {
+	for _, s := range u.secrets() {
+		if len(s) >= 4 {
+			b = bytes.ReplaceAll(b, s, []byte("[REDACTED]"))
+		}
+	}
+	return string(b)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Query answers Unsupported: without tasks an upstream cannot be asked what
+// became of a call (see the package doc).
+func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.Unsupported, Reason: "upstream " + call.Target.Name + " cannot be asked what became of a call (no tasks support in this version)"}
+}

@@ -1,0 +1,673 @@
+package mcpchannel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/tools"
+)
+
+// refreshInterval is how often a connected upstream's tool list is asked
+// again (an HTTP upstream may be redeployed behind the same URL without
+// telling its clients).
+const refreshInterval = 30 * time.Second
+
+// terminateWait is how long a stopping stdio upstream gets after its stdin
+// is closed, and again after SIGTERM.
+const terminateWait = 3 * time.Second
+
+// upstream supervises one upstream server: it connects (starting the process
+// for stdio), lists the tools, waits for the session to end, and connects
+// again with backoff.
+type upstream struct {
+	c    *Channel
+	spec tools.Upstream
+	log  hclog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	sess    *mcp.ClientSession
+	listed  map[string]*mcp.Tool // the last tools/list, by the upstream's name
+	ended   int                  // connection attempts ended (success or failure)
+	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
+	missed  bool                 // the last Bind held tools because it was not reached
+	lastErr error
+	changed chan struct{} // closed and replaced whenever the state above changes
+	secret  [][]byte      // the credential's secrets, for redaction
+	handles []*procHandle // started stdio processes not yet reaped
+
+	tracksMu sync.Mutex
+	tracks   map[string][]*attemptTrack
+}
+
+// attemptTrack records whether one attempt's request left Latch.
+type attemptTrack struct{ written atomic.Bool }
+
+func (t *attemptTrack) isWritten() bool { return t.written.Load() }
+
+func (c *Channel) startUpstream(spec tools.Upstream) *upstream {
+	ctx, cancel := context.WithCancel(context.Background())
+	u := &upstream{
+		c: c, spec: spec, log: c.log.With("upstream", spec.Name, "transport", spec.Transport),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{}), kick: make(chan struct{}, 1),
+		tracks: map[string][]*attemptTrack{},
+	}
+	go u.run()
+	return u
+}
+
+func sameSpec(a, b *tools.Upstream) bool {
+	return a.Name == b.Name && a.Transport == b.Transport && slices.Equal(a.Command, b.Command) &&
+		mapsEqual(a.Env, b.Env) && a.Cwd == b.Cwd && a.CredentialEnv == b.CredentialEnv && a.URL == b.URL &&
+		a.AllowPrivate == b.AllowPrivate && a.Credential == b.Credential && a.Timeout == b.Timeout
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (u *upstream) stop() {
+	u.cancel()
+	<-u.done
+}
+
+// notify wakes the waiters on the upstream's state; u.mu must be held.
+func (u *upstream) notifyLocked() {
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+func (u *upstream) run() {
+	defer close(u.done)
+	backoff := u.c.cfg.RestartMin
+	for u.ctx.Err() == nil {
+		started := time.Now()
+		err := u.serveOnce()
+		if u.ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > 2*u.c.cfg.RestartMax {
+			backoff = u.c.cfg.RestartMin // it ran well for a while: restart promptly
+		}
+		u.log.Warn("upstream session ended; connecting again", "error", err, "backoff", backoff)
+		select {
+		case <-u.ctx.Done():
+			return
+		case <-time.After(backoff):
+		case <-u.kick:
+		}
+		backoff = min(backoff*2, u.c.cfg.RestartMax)
+	}
+}
+
+// serveOnce runs one session: connect, list, wait for its end.
+func (u *upstream) serveOnce() error {
+	sess, proc, err := u.connect()
+	if err == nil {
+		err = u.refreshWith(u.ctx, sess)
+		if err != nil {
+			sess.Close()
+			u.reap(proc)
+		}
+	}
+	if err != nil {
+		u.mu.Lock()
+		u.lastErr = err
+		u.ended++
+		u.notifyLocked()
+		u.mu.Unlock()
+		return err
+	}
+	u.mu.Lock()
+	u.sess, u.lastErr = sess, nil
+	u.ended++
+	u.notifyLocked()
+	u.mu.Unlock()
+	u.log.Info("upstream connected", "tools", len(u.listedTools()), "pid", pid(proc))
+	u.mu.Lock()
+	missed := u.missed
+	u.missed = false
+	u.mu.Unlock()
+	if missed {
+		u.c.mu.Lock()
+		reload := u.c.reload
+		u.c.mu.Unlock()
+		if reload != nil {
+			u.log.Info("upstream reached after the catalog was loaded without it; reloading the catalog to expose its tools")
+			go reload()
+		}
+	}
+
+	ended := make(chan error, 1)
+	go func() { ended <- sess.Wait() }()
+	tick := time.NewTicker(refreshInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case err = <-ended:
+		case <-u.ctx.Done():
+			sess.Close()
+			u.reap(proc)
+			err = u.ctx.Err()
+		case <-tick.C:
+			if rerr := u.refreshWith(u.ctx, sess); rerr != nil {
+				u.log.Debug("upstream tool list refresh failed", "error", rerr)
+			}
+			continue
+		}
+		break
+	}
+	if err == nil {
+		err = errors.New("the session closed")
+	}
+	if proc != nil {
+		u.reap(proc)
+	}
+	u.mu.Lock()
+	u.sess, u.lastErr = nil, fmt.Errorf("upstream %s disconnected: %w", u.spec.Name, err)
+	u.notifyLocked()
+	u.mu.Unlock()
+	return err
+}
+
+func pid(p *os.Process) int {
+	if p == nil {
+		return 0
+	}
+	return p.Pid
+}
+
+func (u *upstream) client() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "latch", Version: u.c.cfg.Version}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
+			go func() {
+				u.mu.Lock()
+				sess := u.sess
+				u.mu.Unlock()
+				if sess != nil {
+					if err := u.refreshWith(u.ctx, sess); err != nil {
+						u.log.Warn("upstream tool list refresh after list_changed failed", "error", err)
+					}
+				}
+			}()
+		},
+	})
+}
+
+func (u *upstream) connect() (*mcp.ClientSession, *os.Process, error) {
+	ctx, cancel := context.WithTimeout(u.ctx, u.c.cfg.ConnectWait)
+	defer cancel()
+	switch u.spec.Transport {
+	case tools.TransportStdio:
+		return u.connectStdio(ctx)
+	case tools.TransportHTTP:
+		sess, err := u.client().Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint:   u.spec.URL,
+			HTTPClient: &http.Client{Transport: &roundTripper{u: u, base: u.httpTransport()}},
+			MaxRetries: -1,
+		}, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("upstream %s: connecting to %s: %w", u.spec.Name, u.spec.URL, err)
+		}
+		return sess, nil, nil
+	}
+	return nil, nil, fmt.Errorf("upstream %s: unknown transport %q", u.spec.Name, u.spec.Transport)
+}
+
+func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Process, error) {
+	env := slices.Clone(u.c.cfg.BaseEnv)
+	for _, k := range sortedKeys(u.spec.Env) {
+		env = append(env, k+"="+u.spec.Env[k])
+	}
+	if u.spec.CredentialEnv != "" {
+		v, err := u.credentialValue()
+		if err != nil {
+			return nil, nil, err
+		}
+		env = append(env, u.spec.CredentialEnv+"="+v)
+	}
+	cmd := exec.Command(u.spec.Command[0], u.spec.Command[1:]...)
+	cmd.Env, cmd.Dir = env, u.spec.Cwd
+	// Its own process group: stopping it reaches what it started (npx
+	// runs node under it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
+	}
+	go u.logStderr(stderr, cmd.Process.Pid)
+	// Wait reaps the process; its result ends the session through stdout's EOF.
+	waited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		u.log.Info("upstream process exited", "pid", cmd.Process.Pid, "status", exitStatus(err))
+		close(waited)
+	}()
+	proc := &procHandle{p: cmd.Process, waited: waited}
+	u.mu.Lock()
+	u.handles = append(u.handles, proc)
+	u.mu.Unlock()
+	sess, err := u.client().Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: &stdinWriter{w: stdin, u: u}}, nil)
+	if err != nil {
+		u.reap(cmd.Process)
+		return nil, nil, fmt.Errorf("upstream %s: the process (pid %d) did not complete the MCP handshake: %w", u.spec.Name, cmd.Process.Pid, err)
+	}
+	return sess, cmd.Process, nil
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
+
+// procHandle is a started stdio process and the channel closed once it has
+// been reaped.
+type procHandle struct {
+	p      *os.Process
+	waited chan struct{}
+}
+
+// reap stops a stdio upstream's process group: it closes nothing itself (the
+// session's Close closed stdin), waits, then SIGTERM, then SIGKILL.
+func (u *upstream) reap(p *os.Process) {
+	if p == nil {
+		return
+	}
+	u.mu.Lock()
+	var h *procHandle
+	for i, x := range u.handles {
+		if x.p == p {
+			h = x
+			u.handles = slices.Delete(u.handles, i, i+1)
+			break
+		}
+	}
+	u.mu.Unlock()
+	if h == nil {
+		return
+	}
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+		if sig != 0 {
+			syscall.Kill(-p.Pid, sig) //nolint:errcheck // the group may be gone already
+		}
+		select {
+		case <-h.waited:
+			syscall.Kill(-p.Pid, syscall.SIGKILL) //nolint:errcheck // what it left behind
+			return
+		case <-time.After(terminateWait):
+		}
+	}
+	<-h.waited
+}
+
+func (u *upstream) logStderr(r io.Reader, pid int) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		u.log.Debug("upstream stderr", "pid", pid, "line", clip(u.c.scrub(u, sc.Bytes()), 500))
+	}
+}
+
+// stdinWriter marks an attempt written once the line carrying its execution
+// ID is in the process's stdin.
+type stdinWriter struct {
+	w io.WriteCloser
+	u *upstream
+}
+
+func (s *stdinWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err == nil {
+		s.u.markWritten(p)
+	}
+	return n, err
+}
+
+func (s *stdinWriter) Close() error { return s.w.Close() }
+
+// httpTransport dials only addresses the HTTP dispatcher would (cloud
+// metadata, link-local and the like never; loopback and private ones with
+// allow_private), checked on the resolved address of every connection, and
+// never through a proxy from the environment.
+func (u *upstream) httpTransport() *http.Transport {
+	allow := u.spec.AllowPrivate
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: dial address %q is not an IP and port", httpdispatch.ErrRefused, address)
+		}
+		if err := httpdispatch.CheckAddr(ap.Addr(), allow); err != nil {
+			return fmt.Errorf("upstream %s: %w (allow_private on the upstream permits loopback and private addresses)", u.spec.Name, err)
+		}
+		return nil
+	}}
+	return &http.Transport{
+		DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second,
+	}
+}
+
+// roundTripper presents the upstream's credential and marks an attempt
+// written when httptrace reports the request written.
+type roundTripper struct {
+	u    *upstream
+	base http.RoundTripper
+}
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	if err := rt.u.applyCredential(req); err != nil {
+		return nil, err
+	}
+	var body []byte
+	if req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			body, _ = io.ReadAll(io.LimitReader(rc, 1<<20))
+			rc.Close()
+		}
+	}
+	if id := executionIDIn(body); id != "" {
+		trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				rt.u.markID(id)
+			}
+		}}
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	}
+	return rt.base.RoundTrip(req)
+}
+
+func (u *upstream) applyCredential(req *http.Request) error {
+	ref := u.spec.Credential
+	if ref == "" {
+		return nil
+	}
+	v, err := u.getCredential()
+	if err != nil {
+		return err
+	}
+	if v.Kind == vault.KindSSHKey {
+		return fmt.Errorf("upstream %s: credential %s is an SSH key; an http upstream needs bearer, basic, header, aws_sigv4 or oauth2_client_credentials", u.spec.Name, ref)
+	}
+	h, err := v.HTTP()
+	if err != nil {
+		return fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, ref, err)
+	}
+	u.mu.Lock()
+	u.secret = h.Secrets()
+	u.mu.Unlock()
+	return h.Apply(req)
+}
+
+func (u *upstream) getCredential() (vault.Credential, error) {
+	ref := u.spec.Credential
+	if u.c.cfg.Credentials == nil {
+		return vault.Credential{}, fmt.Errorf("upstream %s: no vault is configured for credential %s", u.spec.Name, ref)
+	}
+	v, err := u.c.cfg.Credentials.Get(ref)
+	if errors.Is(err, vault.ErrLocked) {
+		return vault.Credential{}, fmt.Errorf("upstream %s: vault_locked: the vault is locked (latch vault unlock): %w", u.spec.Name, err)
+	}
+	if err != nil {
+		return vault.Credential{}, fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, ref, err)
+	}
+	return v, nil
+}
+
+// credentialValue is the secret a stdio upstream gets in CredentialEnv.
+func (u *upstream) credentialValue() (string, error) {
+	v, err := u.getCredential()
+	if err != nil {
+		return "", err
+	}
+	var s string
+	switch v.Kind {
+	case vault.KindBearer:
+		s = v.Token
+	case vault.KindHeader:
+		s = v.Value
+	default:
+		return "", fmt.Errorf("upstream %s: credential %s is %s; a stdio upstream's credential_env takes a bearer or header credential", u.spec.Name, u.spec.Credential, v.Kind)
+	}
+	u.mu.Lock()
+	u.secret = [][]byte{[]byte(s)}
+	u.mu.Unlock()
+	return s, nil
+}
+
+func (u *upstream) secrets() [][]byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.secret
+}
+
+var metaNeedle = []byte(`"` + MetaExecutionID + `":"`)
+
+// executionIDIn finds the execution ID a tools/call request carries in _meta.
+func executionIDIn(p []byte) string {
+	i := bytes.Index(p, metaNeedle)
+	if i < 0 {
+		return ""
+	}
+	rest := p[i+len(metaNeedle):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 || j > 64 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+func (u *upstream) markWritten(p []byte) {
+	if id := executionIDIn(p); id != "" {
+		u.markID(id)
+	}
+}
+
+func (u *upstream) markID(id string) {
+	u.tracksMu.Lock()
+	for _, t := range u.tracks[id] {
+		t.written.Store(true)
+	}
+	u.tracksMu.Unlock()
+}
+
+func (u *upstream) track(id string) *attemptTrack {
+	t := &attemptTrack{}
+	u.tracksMu.Lock()
+	u.tracks[id] = append(u.tracks[id], t)
+	u.tracksMu.Unlock()
+	return t
+}
+
+func (u *upstream) untrack(id string, t *attemptTrack) {
+	u.tracksMu.Lock()
+	u.tracks[id] = slices.DeleteFunc(u.tracks[id], func(x *attemptTrack) bool { return x == t })
+	if len(u.tracks[id]) == 0 {
+		delete(u.tracks, id)
+	}
+	u.tracksMu.Unlock()
+}
+
+// session returns the live session, or why there is none.
+func (u *upstream) session() (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		return u.sess, nil
+	}
+	if u.lastErr != nil {
+		return nil, fmt.Errorf("%w: upstream %s: %v", ErrNotConnected, u.spec.Name, u.lastErr)
+	}
+	return nil, fmt.Errorf("%w: upstream %s is still starting", ErrNotConnected, u.spec.Name)
+}
+
+// refreshWith lists the upstream's tools and reports schema changes of the
+// tools in the catalog in force.
+func (u *upstream) refreshWith(ctx context.Context, sess *mcp.ClientSession) error {
+	ctx, cancel := context.WithTimeout(ctx, u.c.cfg.ConnectWait)
+	defer cancel()
+	listed := map[string]*mcp.Tool{}
+	for t, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("upstream %s: tools/list: %w", u.spec.Name, err)
+		}
+		listed[t.Name] = t
+	}
+	u.mu.Lock()
+	u.listed = listed
+	u.notifyLocked()
+	u.mu.Unlock()
+	u.reportHeld()
+	return nil
+}
+
+func (u *upstream) listedTools() map[string]*mcp.Tool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.listed
+}
+
+// waitConnected waits until the upstream has a session, or a connection
+// attempt that ends after the call has failed (or ctx ends). A supervisor
+// backing off after a failure is woken to try at once: a catalog reload
+// after the operator fixed the cause (a credential, the server) need not
+// wait out the backoff.
+func (u *upstream) waitConnected(ctx context.Context) {
+	u.mu.Lock()
+	start, connected := u.ended, u.sess != nil
+	u.mu.Unlock()
+	if connected {
+		return
+	}
+	if start > 0 {
+		select {
+		case u.kick <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		u.mu.Lock()
+		done, ch := u.sess != nil || u.ended > start, u.changed
+		u.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// heldReason says why tool t (as the catalog in force defines it) may not be
+// called now: its schema at the upstream is no longer the one in force.
+func (u *upstream) heldReason(t *tools.Tool) string {
+	listed := u.listedTools()
+	if listed == nil {
+		return "" // never listed: nothing to compare yet; the call says the rest
+	}
+	lt, ok := listed[t.UpstreamTool]
+	if !ok {
+		return fmt.Sprintf("held: upstream %s no longer offers tool %s; nothing was sent (latch catalog upstream-tools %s, then latch catalog reload)", u.spec.Name, t.UpstreamTool, u.spec.Name)
+	}
+	bound, err := t.BindUpstreamSchema(schemaJSON(lt))
+	if err != nil {
+		return fmt.Sprintf("held: the input schema of %s changed at the upstream and no longer fits its contract (%v); nothing was sent (review it with latch catalog upstream-tools %s, then latch catalog reload)", t.Name, err, u.spec.Name)
+	}
+	if !bytes.Equal(bound.InputSchema, t.InputSchema) {
+		return fmt.Sprintf("held: the input schema of %s changed at the upstream since the catalog was loaded; nothing was sent (review it with latch catalog upstream-tools %s, then latch catalog reload)", t.Name, u.spec.Name)
+	}
+	return ""
+}
+
+// reportHeld logs the tools of the catalog in force that a new tool list holds.
+func (u *upstream) reportHeld() {
+	u.c.mu.Lock()
+	cat := u.c.catalog
+	u.c.mu.Unlock()
+	if cat == nil {
+		return
+	}
+	for _, name := range cat.ToolNames() {
+		t := cat.Tools[name]
+		if t.Upstream != u.spec.Name {
+			continue
+		}
+		if reason := u.heldReason(t); reason != "" {
+			u.log.Warn("upstream tool held until the catalog is reloaded", "tool", name, "reason", reason)
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func baseEnv() []string {
+	var out []string
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// describe is the upstream as an operator reads it.
+func (u *upstream) describe() string {
+	if u.spec.Transport == tools.TransportHTTP {
+		return "http " + u.spec.URL
+	}
+	return "stdio " + strings.Join(u.spec.Command, " ")
+}
