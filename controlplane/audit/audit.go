@@ -1,13 +1,17 @@
-// Package audit reads a stopped control plane's data directory offline and
-// presents its activity journal to the journal package for verification and
-// export. It never writes the journal.
+// Package audit reads a stopped control plane's data directory offline, or
+// a PostgreSQL store live (through one read-only snapshot, so a running
+// active replica may go on committing), and presents its activity journal
+// to the journal package for verification and export. It never writes:
+// on PostgreSQL a role with only SELECT suffices.
 package audit
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -16,22 +20,30 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 )
 
-// Dir is an opened data directory.
+// Dir is an opened data directory or PostgreSQL store.
 type Dir struct {
-	kv       *store.BadgerKV
 	st       *store.Store
 	journal  *journalCopy
 	Verifier string
+	// name says where the journal was read, for messages (never a
+	// connection string: it may hold a password).
+	name string
 }
 
 var _ journal.Source = (*Dir)(nil)
 
-// Open opens a data dir for reading. It fails while a control plane runs on
-// it (Badger holds a lock): stop it first, or verify an export instead.
+// Open opens a data dir, or a PostgreSQL store given its connection string
+// (store.IsPostgresURL), for reading. A data dir fails while a control
+// plane runs on it (Badger holds a lock): stop it first, or verify an
+// export instead. A PostgreSQL store is read live, from one consistent
+// snapshot.
 func Open(dataDir string) (*Dir, error) { return open(dataDir, nil) }
 
 // open is Open reporting its reading of the journal to progress (when set).
 func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
+	if store.IsPostgresURL(dataDir) {
+		return openStore(dataDir, progress)
+	}
 	if _, err := os.Stat(server.DBDir(dataDir)); err != nil {
 		return nil, fmt.Errorf("audit: %s holds no control plane data (no %s): pass the --data dir of a control plane", dataDir, server.DBDir(dataDir))
 	}
@@ -49,17 +61,68 @@ func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
 			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 		}
 	}
+	return openKV(kv, strings.TrimSpace(string(vkey)), dataDir, progress)
+}
+
+// openKV reads the journal of kv (which the Dir then owns).
+func openKV(kv store.KV, verifier, name string, progress func(journal.Progress)) (*Dir, error) {
 	st, err := store.New(store.Config{KV: kv})
 	if err != nil {
 		kv.Close()
 		return nil, err
 	}
-	d := &Dir{kv: kv, st: st, Verifier: strings.TrimSpace(string(vkey))}
+	d := &Dir{st: st, Verifier: verifier, name: name}
 	if d.journal, err = readJournal(st, progress); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// storeName is how a PostgreSQL store is named in messages.
+const storeName = "the PostgreSQL store"
+
+// StoreVerifier reads the journal's verifier key from a PostgreSQL store
+// (latch_keys keeps it in clear), to verify an export of that store.
+func StoreVerifier(ctx context.Context, url string) (string, error) {
+	if !store.IsPostgresURL(url) {
+		return "", fmt.Errorf("audit: --store takes a PostgreSQL connection string")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
+	if err != nil {
+		return "", fmt.Errorf("audit: %w", err)
+	}
+	defer kv.Close()
+	v, err := kv.PublicKey(ctx, server.JournalKeyName)
+	if err != nil {
+		return "", fmt.Errorf("audit: the journal verifier key: %w", err)
+	}
+	return strings.TrimSpace(v), nil
+}
+
+// openStore opens a PostgreSQL store read-only: the journal's verifier key
+// from latch_keys (in clear: it is public), then one REPEATABLE READ
+// snapshot for everything else.
+func openStore(url string, progress func(journal.Progress)) (*Dir, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	vkey, err := kv.PublicKey(ctx, server.JournalKeyName)
+	if err != nil {
+		kv.Close()
+		return nil, fmt.Errorf("audit: the journal verifier key: %w", err)
+	}
+	snap, err := kv.Snapshot(ctx)
+	if err != nil {
+		kv.Close()
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return openKV(snap, strings.TrimSpace(vkey), storeName, progress)
 }
 
 // Close releases the directory.
@@ -124,7 +187,7 @@ func Prove(dataDir, executionID string) (checkpoint []byte, proofs []Proof, err 
 	defer d.Close()
 	cps, err := d.Checkpoints()
 	if err != nil || len(cps) == 0 {
-		return nil, nil, fmt.Errorf("audit: no signed checkpoint in %s yet (one is written every 30 s and at shutdown)", dataDir)
+		return nil, nil, fmt.Errorf("audit: no signed checkpoint in %s yet (one is written every 30 s and at shutdown)", d.name)
 	}
 	checkpoint = cps[len(cps)-1]
 	c, err := journal.OpenCheckpoint(checkpoint, d.Verifier)
@@ -136,7 +199,7 @@ func Prove(dataDir, executionID string) (checkpoint []byte, proofs []Proof, err 
 		return nil, nil, err
 	}
 	if len(hist) == 0 {
-		return nil, nil, fmt.Errorf("audit: no journal record of %s in %s", executionID, dataDir)
+		return nil, nil, fmt.Errorf("audit: no journal record of %s in %s", executionID, d.name)
 	}
 	reader := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(idx))

@@ -16,16 +16,31 @@ import (
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
-	const usage = "verify DATA_DIR|--export FILE --key FILE | export DATA_DIR [-o FILE] | prove DATA_DIR ACT_ID"
+	const usage = "verify DATA_DIR|--store URL|--export FILE --key FILE | export DATA_DIR|--store URL [-o FILE] | prove DATA_DIR|--store URL ACT_ID"
 	sub, args, err := splitSubcommand(env, "audit", usage, args)
 	if err != nil {
 		return err
 	}
 	fs := newFlagSet(env, "audit "+sub, subcommandSynopsis("audit", sub, usage))
+	storeURL := fs.String("store", "", "read a PostgreSQL store (postgres://… or key=value) instead of a data dir: live, from one consistent snapshot; a role with only SELECT suffices")
+	// source is the data dir or store the positional arguments and
+	// --store name; rest are the positional arguments after it.
+	source := func(pos []string, what string) (string, []string, error) {
+		if *storeURL != "" {
+			if !store.IsPostgresURL(*storeURL) {
+				return "", nil, usagef("--store takes a PostgreSQL connection string (postgres://user@host/db or \"host=… dbname=…\")")
+			}
+			return *storeURL, pos, nil
+		}
+		if len(pos) == 0 {
+			return "", nil, usagef("audit %s needs a DATA_DIR or --store URL", what)
+		}
+		return pos[0], pos[1:], nil
+	}
 	switch sub {
 	case "verify":
 		export := fs.String("export", "", "verify an export file instead of a data dir")
-		keyFile := fs.String("key", "", "verifier key file (default DATA_DIR/keys/journal.pub); required with --export unless a DATA_DIR is given")
+		keyFile := fs.String("key", "", "verifier key file (default DATA_DIR/keys/journal.pub, or the verifier in the --store); required with --export unless a DATA_DIR or --store is given")
 		vf := addVerifyFlags(fs)
 		pos, err := parse(fs, args)
 		if err != nil {
@@ -41,16 +56,25 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		var rep *journal.Report
 		switch {
 		case *export != "":
-			key := *keyFile
-			if key == "" && len(pos) == 1 {
-				key = server.VerifierPath(pos[0])
-			}
-			if key == "" {
-				return usagef("--export needs the verifier key: --key FILE (a data dir's keys/journal.pub) or a DATA_DIR argument")
-			}
-			vkey, err := os.ReadFile(key)
-			if err != nil {
-				return fmt.Errorf("read verifier key: %w", err)
+			var vkey []byte
+			if *storeURL != "" && *keyFile == "" {
+				// The verifier is public: the store keeps it in clear.
+				v, err := audit.StoreVerifier(ctx, *storeURL)
+				if err != nil {
+					return err
+				}
+				vkey = []byte(v)
+			} else {
+				key := *keyFile
+				if key == "" && len(pos) == 1 {
+					key = server.VerifierPath(pos[0])
+				}
+				if key == "" {
+					return usagef("--export needs the verifier key: --key FILE (a data dir's keys/journal.pub), a DATA_DIR argument or --store URL")
+				}
+				if vkey, err = os.ReadFile(key); err != nil {
+					return fmt.Errorf("read verifier key: %w", err)
+				}
 			}
 			f, err := os.Open(*export)
 			if err != nil {
@@ -65,9 +89,16 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			if err != nil {
 				return err
 			}
-		case len(pos) == 1:
+		case len(pos) == 1 || *storeURL != "":
+			src, rest, err := source(pos, "verify")
+			if err != nil {
+				return err
+			}
+			if len(rest) > 0 {
+				return usagef("unexpected arguments %q after the data dir or --store", rest)
+			}
 			var state *store.StateReport
-			rep, state, err = audit.VerifyAll(ctx, pos[0], opts)
+			rep, state, err = audit.VerifyAll(ctx, src, opts)
 			if err != nil {
 				return err
 			}
@@ -79,7 +110,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 				return errSilent
 			}
 		default:
-			return usagef("audit verify needs a DATA_DIR or --export FILE")
+			return usagef("audit verify needs a DATA_DIR, --store URL or --export FILE")
 		}
 		progress.done()
 		fmt.Fprintln(env.Stdout, rep.String())
@@ -90,8 +121,12 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if len(pos) != 1 {
-			return usagef("audit export needs a DATA_DIR")
+		src, rest, err := source(pos, "export")
+		if err != nil {
+			return err
+		}
+		if len(rest) > 0 {
+			return usagef("unexpected arguments %q after the data dir or --store", rest)
 		}
 		w := env.Stdout
 		if *out != "" {
@@ -104,16 +139,20 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			defer bw.Flush()
 			w = bw
 		}
-		return audit.Export(pos[0], w)
+		return audit.Export(src, w)
 	case "prove":
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
 		}
-		if len(pos) != 2 {
-			return usagef("audit prove needs DATA_DIR and an execution ID")
+		src, rest, err := source(pos, "prove")
+		if err != nil {
+			return err
 		}
-		cp, proofs, err := audit.Prove(pos[0], pos[1])
+		if len(rest) != 1 {
+			return usagef("audit prove needs DATA_DIR (or --store URL) and an execution ID")
+		}
+		cp, proofs, err := audit.Prove(src, rest[0])
 		if err != nil {
 			return err
 		}
@@ -124,7 +163,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 				fmt.Fprintf(env.Stdout, "  %s\n", h)
 			}
 		}
-		fmt.Fprintf(env.Stdout, "%d record(s) of %s proved against the checkpoint (RFC 6962 inclusion proofs, checked)\n", len(proofs), pos[1])
+		fmt.Fprintf(env.Stdout, "%d record(s) of %s proved against the checkpoint (RFC 6962 inclusion proofs, checked)\n", len(proofs), rest[0])
 		return nil
 	}
 	return usagef("unknown audit subcommand %q (want verify, export or prove)", sub)

@@ -28,8 +28,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every third; a standby takes over after it)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
-	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json)")
-	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until latch vault unlock)")
+	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json); on a PostgreSQL --store the vault is in the store, and this file is imported into it once when the store has none")
+	vaultKey := fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until latch vault unlock; on a PostgreSQL --store a replica needs the vault unlocked at start: give this or --vault-passphrase-file)")
+	vaultPass := fs.String("vault-passphrase-file", "", "unlock a passphrase vault at start with the first line of this file (e.g. a systemd credential), creating the vault when absent")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	var actors, trusted listFlag
 	fs.Var(&actors, "actor", "an actor known without a token, e.g. a stdio front's actor (repeatable)")
@@ -90,7 +91,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	defer ob.close()
 	st, err := newStack(stackConfig{
 		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
-		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
+		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,

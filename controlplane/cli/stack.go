@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
@@ -42,8 +46,11 @@ type stackConfig struct {
 	// VaultKeyFile unlocks the vault at start; when no vault exists yet, it
 	// is created keyed by this file (and the file too when absent).
 	VaultKeyFile string
-	DevVault     bool
-	Recovery     engine.RecoveryConfig
+	// VaultPassphraseFile unlocks a passphrase vault at start with the
+	// file's first line; when no vault exists yet, it is created with it.
+	VaultPassphraseFile string
+	DevVault            bool
+	Recovery            engine.RecoveryConfig
 	// Actors are known without a token (stdio actors, the dev actor).
 	Actors []string
 	// Trusted actors' sessions need no authorization.
@@ -139,34 +146,59 @@ func newStack(cfg stackConfig) (*stack, error) {
 			}
 		}
 	}
-	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Logger: log, OnChange: onChange})
+	// On PostgreSQL the vault lives in the store, next to the keys it
+	// seals, so every replica opens the same one (the backend is opened
+	// here for it and handed to the server).
+	var kv store.KV
+	var storage vault.Storage
+	if store.IsPostgresURL(cfg.Store) {
+		ctx := cfg.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		pg, err := store.OpenPostgres(ctx, cfg.Store, store.PostgresOptions{Logger: log.Named("postgres"), Migrate: true})
+		if err != nil {
+			return nil, err
+		}
+		kv, storage = pg, pg.VaultStorage()
+		if err := importVaultFile(log, cfg.VaultPath, pg.VaultStorage()); err != nil {
+			pg.Close()
+			return nil, err
+		}
+	}
+	closeKV := func() {
+		if kv != nil {
+			kv.Close()
+		}
+	}
+	v, err := vault.New(vault.Config{Path: cfg.VaultPath, Storage: storage, Logger: log, OnChange: onChange})
 	if err != nil {
+		closeKV()
 		return nil, err
 	}
 	if cfg.DevVault && cfg.VaultKeyFile == "" {
 		cfg.VaultKeyFile = filepath.Join(cfg.DataDir, "keys", "vault.key")
 	}
-	if cfg.VaultKeyFile != "" {
-		if !v.Status().Initialized {
-			err = v.InitWithKeyFile(cfg.VaultKeyFile)
-		} else {
-			err = v.UnlockWithKeyFile(cfg.VaultKeyFile)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("vault: %w", err)
-		}
+	if err := unlockAtStart(v, cfg.VaultKeyFile, cfg.VaultPassphraseFile); err != nil {
+		closeKV()
+		return nil, err
 	}
 	hd, err := httpdispatch.New(httpdispatch.Config{Logger: log})
 	if err != nil {
+		closeKV()
 		return nil, err
 	}
 	hc, err := httpchannel.New(httpchannel.Config{Logger: log, Dispatcher: hd, Credentials: v})
 	if err != nil {
+		hd.Close()
+		closeKV()
 		return nil, err
 	}
 	channels := map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc}
 	closeHost, err := addHostChannels(channels, cfg, log, v)
 	if err != nil {
+		hd.Close()
+		closeKV()
 		return nil, err
 	}
 	upstreams, err := addUpstreamChannel(channels, &cfg, log, v)
@@ -183,7 +215,12 @@ func newStack(cfg stackConfig) (*stack, error) {
 		}
 	}
 	srv, err := server.New(server.Config{
-		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Logger: log, DataDir: cfg.DataDir, Store: cfg.Store, KV: kv, KeySealer: v.KeySealer(), OnActive: func(context.Context) error {
+			// The replica active before this one may have changed the
+			// credentials since this one read the vault.
+			return v.Reload()
+		},
+		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		Channels: channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
@@ -213,4 +250,83 @@ func newStack(cfg stackConfig) (*stack, error) {
 	})
 	actors.tokens = srv.Tokens
 	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
+}
+
+// unlockAtStart unlocks the vault with a key file or a passphrase file,
+// creating the vault (and an absent key file) when there is none yet. A
+// replica that loses the race to create it in a shared store reads the
+// winner's and unlocks that.
+func unlockAtStart(v *vault.Vault, keyFile, passFile string) error {
+	if keyFile != "" && passFile != "" {
+		return usagef("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
+	}
+	var initFn, unlockFn func() error
+	switch {
+	case keyFile != "":
+		initFn = func() error { return v.InitWithKeyFile(keyFile) }
+		unlockFn = func() error { return v.UnlockWithKeyFile(keyFile) }
+	case passFile != "":
+		b, err := os.ReadFile(passFile)
+		if err != nil {
+			return fmt.Errorf("vault: --vault-passphrase-file: %w", err)
+		}
+		pass := []byte(strings.TrimRight(strings.SplitN(string(b), "\n", 2)[0], "\r"))
+		clear(b)
+		defer clear(pass)
+		if len(pass) == 0 {
+			return fmt.Errorf("vault: --vault-passphrase-file %s: the first line is empty", passFile)
+		}
+		initFn = func() error { return v.Init(pass) }
+		unlockFn = func() error { return v.Unlock(pass) }
+	default:
+		return nil
+	}
+	var err error
+	if !v.Status().Initialized {
+		err = initFn()
+		if errors.Is(err, vault.ErrExists) {
+			// Another replica created it first: open that one.
+			if err = v.Reload(); err == nil {
+				err = unlockFn()
+			}
+		}
+	} else {
+		err = unlockFn()
+	}
+	switch {
+	case errors.Is(err, vault.ErrWrongPassphrase) && keyFile != "":
+		return fmt.Errorf("--vault-key-file %s does not open the vault in %s (%w): give every replica the key file the vault was created with", keyFile, v.Status().Path, err)
+	case errors.Is(err, vault.ErrWrongPassphrase):
+		return fmt.Errorf("--vault-passphrase-file %s does not open the vault in %s (%w)", passFile, v.Status().Path, err)
+	case err != nil:
+		return fmt.Errorf("vault: %w", err)
+	}
+	return nil
+}
+
+// importVaultFile copies a vault file into a PostgreSQL store that has no
+// vault yet (a single node moving to PostgreSQL keeps its credentials);
+// once the store has one, the file is not read.
+func importVaultFile(log hclog.Logger, path string, dst vault.Storage) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("vault: read %s to import it into the store: %w", path, err)
+	}
+	if _, err := dst.Load(); err == nil {
+		log.Warn("ignoring the vault file: on a PostgreSQL store the vault is the one in the store", "file", path)
+		return nil
+	}
+	err = dst.Create(data)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		log.Warn("ignoring the vault file: another replica put a vault in the store first", "file", path)
+		return nil
+	case err != nil:
+		return fmt.Errorf("vault: import %s into the store: %w", path, err)
+	}
+	log.Info("imported the vault file into the PostgreSQL store; every replica now opens that one and the file is no longer read", "file", path)
+	return nil
 }

@@ -2,7 +2,6 @@ package failover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -197,8 +196,8 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		watch = opts.store
 	}
 	c.lease = watchLease(t, watch)
-	// The first replica makes the keys; the others get copies (every
-	// replica must fingerprint and sign with the same keys).
+	// The first replica creates the vault and the keys in the store; the
+	// others get its unlock key.
 	first := c.replicas[0]
 	if err := first.start(); err != nil {
 		t.Fatal(err)
@@ -223,23 +222,17 @@ func needBinaries(t *testing.T) {
 	}
 }
 
-// copyKeys gives replica dir b replica dir a's keys and vault.
+// copyKeys gives replica dir b replica dir a's vault unlock key: the
+// fingerprint and journal keys and the vault itself are in the store,
+// sealed under it.
 func copyKeys(t *testing.T, a, b string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(b, "keys"), 0o700); err != nil {
+	data, err := os.ReadFile(filepath.Join(a, "vault.key"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"keys/fingerprint.key", "keys/journal.key", "keys/journal.pub", "vault.key", "vault.json"} {
-		data, err := os.ReadFile(filepath.Join(a, f))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // kept in the store by this build
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(b, f), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(b, "vault.key"), data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

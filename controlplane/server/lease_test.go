@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // with ErrLeaseLost at its next renewal instead of serving on.
 func TestLeaseLostStopsTheActive(t *testing.T) {
 	url := pgtest.URL(t)
-	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond})
+	srv, err := New(Config{DataDir: t.TempDir(), CatalogSource: catalog.Bytes("c.yaml", []byte(catalogYAML)), Store: url, Replica: "a", LeaseTTL: 1500 * time.Millisecond, KeySealer: testKeySealer(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

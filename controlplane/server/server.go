@@ -14,6 +14,11 @@
 //	DATA/tokens.json       tokens of earlier versions: imported into the store
 //	                       once at start, then renamed tokens.json.migrated
 //
+// On a PostgreSQL store (--store) the data dir holds only the socket (and
+// the vault's key file, wherever --vault-key-file puts it): the keys and the
+// vault are in the store, sealed by the vault (keys.go), so any number of
+// replicas start from their config and the vault's key alone.
+//
 // # Who may call what
 //
 // Every RPC on every listener goes through the authz interceptors: the
@@ -26,7 +31,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -34,7 +38,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -55,7 +58,6 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/telemetry"
@@ -70,9 +72,22 @@ type Config struct {
 	Logger  hclog.Logger
 	DataDir string
 	// Store selects the backend (store.OpenKV): empty for Badger in
-	// DATA/db, or a PostgreSQL connection string. Keys, the vault and the
-	// API socket stay in DataDir either way.
+	// DATA/db, or a PostgreSQL connection string. On Badger the keys and
+	// the vault are files in DataDir; on PostgreSQL they are in the store,
+	// sealed (keys.go). The API socket is in DataDir either way.
 	Store string
+	// KV, when set, is the backend already opened (by the caller that
+	// needed it first, e.g. for the vault on a PostgreSQL store); Store is
+	// then ignored and the server closes KV.
+	KV store.KV
+	// KeySealer seals the fingerprint and journal keys kept in a
+	// PostgreSQL store (keys.go); required there, unused on Badger, whose
+	// keys are files in DATA/keys.
+	KeySealer KeySealer
+	// OnActive, when set, is called on a PostgreSQL store once this
+	// replica holds the lease, before it loads any state (the vault
+	// re-reads its document from the store there).
+	OnActive func(context.Context) error
 	// Replica names this process in the PostgreSQL store's lease (default
 	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
 	Replica  string
@@ -166,6 +181,12 @@ type Server struct {
 	backgroundCheck bool
 
 	ops opsState // ops.go
+
+	// verifier is the journal's verifier key (the signer's public half);
+	// beat records this replica in a PostgreSQL store's latch_replicas
+	// (keys.go, replicas.go).
+	verifier string
+	beat     *replicaBeat
 }
 
 // Paths of a data directory.
@@ -192,45 +213,32 @@ func New(cfg Config) (*Server, error) {
 		cfg.CheckpointInterval = 30 * time.Second
 	}
 	log := cfg.Logger
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "keys"), 0o700); err != nil {
-		return nil, fmt.Errorf("server: create data dir: %w", err)
-	}
-	fpKey, err := loadOrCreate(keyPath(cfg.DataDir, "fingerprint.key"), func() ([]byte, error) { return fingerprint.GenerateKey() })
-	if err != nil {
-		return nil, err
-	}
-	fp, err := fingerprint.New(fpKey)
-	if err != nil {
-		return nil, fmt.Errorf("server: fingerprint key: %w", err)
-	}
-	var vkey string
-	skey, err := loadOrCreate(keyPath(cfg.DataDir, "journal.key"), func() ([]byte, error) {
-		s, v, err := journal.GenerateKey("latch/activity")
-		vkey = v
-		return []byte(s), err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if vkey != "" {
-		if err := writeFile(VerifierPath(cfg.DataDir), []byte(vkey+"\n"), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	signer, err := journal.NewSigner(strings.TrimSpace(string(skey)))
-	if err != nil {
-		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(cfg.DataDir, "journal.key"), err)
-	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
-	kv, err := store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log)
+	kv := cfg.KV
+	if kv == nil {
+		var err error
+		if kv, err = store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
+			return nil, err
+		}
+	}
+	// Keys come before the lease: a standby with a vault that cannot open
+	// them fails now, not at takeover (keys.go).
+	keys, err := loadKeys(cfg.Context, log, cfg, kv)
 	if err != nil {
+		kv.Close()
 		return nil, err
 	}
+	beat := startBeat(log, cfg, kv)
+	defer func() {
+		if beat != nil { // New failed
+			beat.stop()
+		}
+	}()
 	// On PostgreSQL the replica loads state only once it is active: it
 	// holds the lease, and every commit from here on is fenced by its epoch.
 	pg, _ := kv.(*store.PostgresKV)
@@ -238,6 +246,7 @@ func New(cfg Config) (*Server, error) {
 	var lease *leaseKeeper
 	if pg != nil {
 		holder = holderName(cfg.Replica)
+		beat.setHolder(holder)
 		acquired, err := acquireLease(cfg.Context, log.Named("lease"), pg, holder, cfg.LeaseTTL)
 		if err != nil {
 			kv.Close()
@@ -258,6 +267,15 @@ func New(cfg Config) (*Server, error) {
 			}
 		}()
 	}
+	if pg != nil {
+		beat.now() // active now
+		if cfg.OnActive != nil {
+			if err := cfg.OnActive(cfg.Context); err != nil {
+				kv.Close()
+				return nil, err
+			}
+		}
+	}
 	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, kv)})
 	if err != nil {
 		kv.Close()
@@ -267,6 +285,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		st.Close()
 		return nil, err
+	}
+	if err := journalCreated(cfg.Context, st, keys, cfg.Replica); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("server: journal the keys created: %w", err)
 	}
 	if err := observeStore(cfg.Telemetry, st); err != nil {
 		st.Close()
@@ -297,7 +319,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cur := cm.Current()
 	eng, err = engine.New(engine.Config{
-		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: fp,
+		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: keys.fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
@@ -314,7 +336,7 @@ func New(cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: signer, pg: pg, holder: holder, lease: lease,
+	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: keys.signer, verifier: keys.verifier, pg: pg, holder: holder, lease: lease,
 		backgroundCheck: scope == store.CheckUnsettled}
 	access := cfg.Access
 	access.Logger, access.Journal = log, s
@@ -381,7 +403,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
-		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], strings.TrimSpace(readOr(VerifierPath(cfg.DataDir)))); err == nil {
+		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], keys.verifier); err == nil {
 			s.ckptSize = c.Size
 			s.ops.checkpointed(c.Time)
 		}
@@ -391,6 +413,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	lease = nil // s owns it now
+	s.beat, beat = beat, nil
 	return s, nil
 }
 
@@ -527,6 +550,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.lease != nil {
 		s.lease.stop()
 	}
+	s.beat.stop()
 	if s.pg != nil && !errors.Is(err, ErrLeaseLost) {
 		// Hand over at once instead of making a standby wait out the ttl.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -601,59 +625,6 @@ func appendCopy(path string, note []byte) error {
 		return fmt.Errorf("server: checkpoint copy: %w", err)
 	}
 	return f.Close()
-}
-
-func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("server: read %s: %w", path, err)
-	}
-	b, err = gen()
-	if err != nil {
-		return nil, fmt.Errorf("server: generate %s: %w", path, err)
-	}
-	if err := writeFile(path, b, 0o600); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFile writes atomically: temp file, fsync, rename.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randSuffix())
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	return nil
-}
-
-func randSuffix() []byte {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return b
-}
-
-func readOr(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
 }
 
 func recoverUnary(log hclog.Logger) grpc.UnaryServerInterceptor {

@@ -14,6 +14,14 @@
 // makes one replica active; its commits call latch_fence(epoch) first, so
 // after a takeover they fail with ErrFenced.
 //
+// Beside the records, the tables every replica shares (pgsecrets.go,
+// pgreplicas.go): latch_keys (the fingerprint and journal keys, sealed by
+// the caller with the vault; only the journal's verifier in clear),
+// latch_vault (the vault document, one row, versioned and fenced) and
+// latch_replicas (replicas seen, informational). The store never sees a
+// key in clear. Snapshot gives a read-only KV over one REPEATABLE READ
+// transaction, for auditing a live database with a SELECT-only role.
+//
 // # Group commit
 //
 // Every mutation is a function run by Update. One goroutine (the writer)

@@ -397,6 +397,22 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 	if k.closed.Load() {
 		return ErrClosed
 	}
+	return scanPages(prefix, start, reverse, k.opts.PageSize, fn, func(lo, hi []byte, n int) ([][]byte, [][]byte, bool, error) {
+		ctx, cancel := k.ctx()
+		defer cancel()
+		keys, vals, more, err := readPage(ctx, k.pool, lo, hi, reverse, n, k.opts.PageBytes)
+		if err != nil {
+			return nil, nil, false, k.readErr("scan", err)
+		}
+		return keys, vals, more, nil
+	})
+}
+
+// scanPages runs a ScanFrom through page, which reads up to n rows of
+// [lo, hi) (hi nil: unbounded) in the scan's direction and releases its
+// connection before the callback runs (which may read again).
+func scanPages(prefix, start []byte, reverse bool, n int, fn func(key, value []byte) bool,
+	page func(lo, hi []byte, n int) (keys, vals [][]byte, more bool, err error)) error {
 	end := prefixEnd(prefix)
 	lo, hi := append([]byte{}, prefix...), end // never nil: NULL compares to nothing
 	if start != nil {
@@ -412,12 +428,11 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 			}
 		}
 	}
-	n := k.opts.PageSize
 	for {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return nil
 		}
-		keys, vals, more, err := k.page(lo, hi, reverse, n)
+		keys, vals, more, err := page(lo, hi, n)
 		if err != nil {
 			return err
 		}
@@ -438,25 +453,27 @@ func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, v
 	}
 }
 
-// page reads up to n rows of [lo, hi) (fewer past pageBytes) and releases
-// the connection before the caller's callback runs (which may read again).
-// more reports that rows may follow.
-func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) (keys, vals [][]byte, more bool, err error) {
-	ctx, cancel := k.ctx()
-	defer cancel()
+// querier is what a page read needs: the pool, or one transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// readPage reads up to n rows of [lo, hi) (fewer past pageBytes). more
+// reports that rows may follow.
+func readPage(ctx context.Context, q querier, lo, hi []byte, reverse bool, n, pageBytes int) (keys, vals [][]byte, more bool, err error) {
 	var rows pgx.Rows
 	switch {
 	case !reverse && hi != nil:
-		rows, err = k.pool.Query(ctx, qAscBounded, lo, hi, n)
+		rows, err = q.Query(ctx, qAscBounded, lo, hi, n)
 	case !reverse:
-		rows, err = k.pool.Query(ctx, qAscOpen, lo, n)
+		rows, err = q.Query(ctx, qAscOpen, lo, n)
 	case hi != nil:
-		rows, err = k.pool.Query(ctx, qDescBounded, lo, hi, n)
+		rows, err = q.Query(ctx, qDescBounded, lo, hi, n)
 	default:
-		rows, err = k.pool.Query(ctx, qDescOpen, lo, n)
+		rows, err = q.Query(ctx, qDescOpen, lo, n)
 	}
 	if err != nil {
-		return nil, nil, false, k.readErr("scan", err)
+		return nil, nil, false, err
 	}
 	defer rows.Close()
 	keys = make([][]byte, 0, min(n, 64))
@@ -465,15 +482,15 @@ func (k *PostgresKV) page(lo, hi []byte, reverse bool, n int) (keys, vals [][]by
 	for rows.Next() {
 		var kk, vv []byte
 		if err := rows.Scan(&kk, &vv); err != nil {
-			return nil, nil, false, k.readErr("scan", err)
+			return nil, nil, false, err
 		}
 		keys, vals = append(keys, kk), append(vals, vv)
-		if size += len(kk) + len(vv); size > k.opts.PageBytes && len(keys) < n {
+		if size += len(kk) + len(vv); size > pageBytes && len(keys) < n {
 			return keys, vals, true, nil // Close discards the rest
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, false, k.readErr("scan", err)
+		return nil, nil, false, err
 	}
 	return keys, vals, len(keys) == n, nil
 }
@@ -609,6 +626,12 @@ type PostgresStatus struct {
 	// the database's clock it is measured against.
 	Lease *Lease
 	Now   time.Time
+	// Replicas are the replicas seen (latch_replicas), most recent first.
+	Replicas []ReplicaSeen
+	// StoreKeys are the keys kept sealed in the store (Sealed left out).
+	StoreKeys []StoredKey
+	// Vault is the vault's row: nil when no vault was created here.
+	Vault *VaultInfo
 }
 
 // Status reads the database's schema version, durability setting, journal
@@ -635,6 +658,15 @@ func (k *PostgresKV) Status(ctx context.Context) (*PostgresStatus, error) {
 	}
 	if err := k.pool.QueryRow(ctx, "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'latch_kv'::regclass").Scan(&st.Keys); err != nil {
 		return nil, fmt.Errorf("store: estimate the key count: %w", err)
+	}
+	if st.Replicas, err = k.Replicas(ctx); err != nil {
+		return nil, err
+	}
+	if st.StoreKeys, err = k.keyInfo(ctx); err != nil {
+		return nil, err
+	}
+	if st.Vault, err = k.vaultInfo(ctx); err != nil {
+		return nil, err
 	}
 	return st, nil
 }

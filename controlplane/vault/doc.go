@@ -17,8 +17,9 @@
 // The sealed DEK is the check value: Unlock opens it with the KEK, and a
 // wrong passphrase fails Poly1305 verification (constant time), giving
 // ErrWrongPassphrase. A DEK independent of the passphrase means the keys
-// derived from it (DeriveKey, used for the intent-fingerprint HMAC key) do
-// not depend on how the vault is unlocked.
+// derived from it (DeriveKey: the sealers of secret arguments and of the
+// control plane's keys in a shared store) do not depend on how the vault
+// is unlocked.
 //
 // While locked no key is in memory; Lock zeroes the DEK. Plaintext buffers
 // the vault owns are zeroed after use; Go strings in a Credential cannot be
@@ -59,6 +60,20 @@
 //
 // One process owns the file: New reads it once; afterwards the vault only
 // writes it. Admin tools go through the control plane's API.
+//
+// # Storage
+//
+// The document lives where Config.Storage says: a file (FileStorage, the
+// default: Config.Path), or a shared store, so that every replica of a
+// control plane on one PostgreSQL database opens the same vault
+// (store.PostgresKV.VaultStorage: one row, written only by the active
+// replica, fenced, each write naming the version it replaces). Storage sees
+// the same bytes a file holds: sealed entries and a sealed data key, never
+// a secret in clear. Create is insert-if-absent, so replicas racing to
+// create the vault agree on one (the losers get ErrExists and Reload the
+// winner's). Reload reads the document again (a standby taking over reads
+// what the previous active stored), refusing another vault's document or
+// one whose MAC does not verify.
 //
 // # Lock epoch
 //

@@ -194,24 +194,6 @@ func (f *fileV1) macInput() []byte {
 	return b
 }
 
-// readFile reads and parses the vault file at path.
-func readFile(path string) (*fileV1, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, maxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("vault: read %s: %w", path, err)
-	}
-	f, err := parseFile(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
-
 // writeAtomic writes data to path with mode 0600: a temporary file in the
 // same directory, fsync, rename (or hard link when noClobber, which fails if
 // path exists), fsync of the directory. A crash leaves the old file or the

@@ -17,10 +17,18 @@ import (
 // Its key follows the vault's data key: the same vault opens its boxes
 // across restarts and lock cycles; a vault created anew (another data key)
 // does not. While the vault is locked, Seal and Open fail with ErrLocked.
-type ArgumentSealer struct{ v *Vault }
+type ArgumentSealer struct {
+	v       *Vault
+	purpose string
+}
 
-// sealerPurpose is the DeriveKey purpose of the sealing key.
-const sealerPurpose = "secret-arguments/v1"
+// sealerPurpose is the DeriveKey purpose of the sealing key of secret
+// arguments; keySealerPurpose that of the control plane's own keys kept in
+// a shared store (KeySealer).
+const (
+	sealerPurpose    = "secret-arguments/v1"
+	keySealerPurpose = "store-keys/v1"
+)
 
 // sealedVersion is the first byte of every box.
 const sealedVersion = 1
@@ -30,7 +38,18 @@ const sealedVersion = 1
 var ErrUnsealable = errors.New("vault: sealed data does not open (modified, moved, or sealed by another vault)")
 
 // ArgumentSealer returns the vault's sealer.
-func (v *Vault) ArgumentSealer() *ArgumentSealer { return &ArgumentSealer{v: v} }
+func (v *Vault) ArgumentSealer() *ArgumentSealer {
+	return &ArgumentSealer{v: v, purpose: sealerPurpose}
+}
+
+// KeySealer returns the sealer of the control plane's own keys (the
+// fingerprint HMAC key, the journal signing key) when they are kept in a
+// shared store: the same construction as ArgumentSealer under an
+// independent key (another DeriveKey purpose), the key's name as the
+// associated data. Every replica that opens the same vault opens them.
+func (v *Vault) KeySealer() *ArgumentSealer {
+	return &ArgumentSealer{v: v, purpose: keySealerPurpose}
+}
 
 // Ready reports whether the vault is unlocked, so Seal and Open can work.
 func (s *ArgumentSealer) Ready() bool { return !s.v.Status().Locked }
@@ -40,7 +59,7 @@ func (s *ArgumentSealer) aead() (interface {
 	Open(dst, nonce, ciphertext, ad []byte) ([]byte, error)
 	NonceSize() int
 }, error) {
-	key, err := s.v.DeriveKey(sealerPurpose, chacha20poly1305.KeySize)
+	key, err := s.v.DeriveKey(s.purpose, chacha20poly1305.KeySize)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,13 @@
 package vault
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -41,9 +41,13 @@ var (
 
 // Config holds what a Vault needs.
 type Config struct {
-	// Path is the vault file. Required. Its directory must be private to the
+	// Path is the vault file. Its directory must be private to the
 	// control plane; the file itself is always written with mode 0600.
+	// Required unless Storage is set.
 	Path string
+	// Storage, when set, keeps the vault document instead of the file at
+	// Path (a shared store, so that every replica opens the same vault).
+	Storage Storage
 	// Logger receives the vault's events (never a secret). Nil discards.
 	Logger hclog.Logger
 	// KDF are the argon2id parameters Init uses for a passphrase vault.
@@ -73,7 +77,7 @@ type Status struct {
 	Epoch uint64
 	// Names is the number of credentials stored.
 	Names int
-	// Path is the vault file.
+	// Path is where the vault is kept: its file, or the store that holds it.
 	Path string
 }
 
@@ -82,6 +86,7 @@ type Status struct {
 // and afterwards only writes it.
 type Vault struct {
 	path     string
+	storage  Storage
 	log      hclog.Logger
 	kdf      Params
 	onChange func(Status)
@@ -101,8 +106,11 @@ type Vault struct {
 // structure; a damaged file is an error wrapping ErrCorrupt) or prepares to
 // create it with Init. The vault starts locked.
 func New(cfg Config) (*Vault, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("vault: Config.Path is empty; set the vault file path")
+	if cfg.Storage == nil {
+		if cfg.Path == "" {
+			return nil, errors.New("vault: Config.Path is empty; set the vault file path")
+		}
+		cfg.Storage = FileStorage(cfg.Path)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -114,25 +122,76 @@ func New(cfg Config) (*Vault, error) {
 		return nil, fmt.Errorf("vault: Config.KDF: %w", err)
 	}
 	v := &Vault{
-		path:     cfg.Path,
+		path:     cfg.Storage.String(),
+		storage:  cfg.Storage,
 		log:      cfg.Logger.Named("vault"),
 		kdf:      cfg.KDF,
 		onChange: cfg.OnChange,
 	}
-	f, err := readFile(cfg.Path)
+	f, err := load(cfg.Storage)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		v.log.Info("vault not initialized", "path", cfg.Path)
+		v.log.Info("vault not initialized", "path", v.path)
 		return v, nil
 	case err != nil:
 		return nil, err
 	}
-	if st, err := os.Stat(cfg.Path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		v.log.Warn("vault file is readable by group or others; the next write resets it to 0600", "path", cfg.Path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	if p, ok := cfg.Storage.(FileStorage); ok {
+		if st, err := os.Stat(string(p)); err == nil && st.Mode().Perm()&0o077 != 0 {
+			v.log.Warn("vault file is readable by group or others; the next write resets it to 0600", "path", v.path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+		}
 	}
 	v.file = f
-	v.log.Info("vault opened locked", "path", cfg.Path, "method", f.KDF.Algorithm, "names", len(f.Entries))
+	v.log.Info("vault opened locked", "path", v.path, "method", f.KDF.Algorithm, "names", len(f.Entries))
 	return v, nil
+}
+
+// load reads and parses the document s holds.
+func load(s Storage) (*fileV1, error) {
+	data, err := s.Load()
+	if err != nil {
+		return nil, err
+	}
+	f, err := parseFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s, err)
+	}
+	return f, nil
+}
+
+// Reload reads the document again from the Storage: another process (the
+// replica that was active before this one) may have changed the
+// credentials since New. The header (id, unlock method, check value) must
+// be the one this vault opened; while unlocked the document's MAC must
+// verify, else nothing changes and the error wraps ErrCorrupt. A vault
+// initialized elsewhere since New is picked up (still locked).
+func (v *Vault) Reload() error {
+	f, err := load(v.storage)
+	if errors.Is(err, fs.ErrNotExist) {
+		v.mu.RLock()
+		had := v.file != nil
+		v.mu.RUnlock()
+		if had {
+			return fmt.Errorf("%w: the vault at %s disappeared", ErrCorrupt, v.path)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.file != nil && (!bytes.Equal(v.file.ID, f.ID) || v.file.KDF.Algorithm != f.KDF.Algorithm || !bytes.Equal(v.file.Check, f.Check)) {
+		return fmt.Errorf("%w: the vault at %s was replaced by another vault since it was opened; restart latch", ErrCorrupt, v.path)
+	}
+	if v.dek != nil {
+		if err := verifyMAC(f, v.dek); err != nil {
+			return err
+		}
+	}
+	v.file = f
+	v.log.Debug("vault reloaded", "path", v.path, "names", len(f.Entries))
+	return nil
 }
 
 // Init creates a new passphrase vault with the configured argon2id
@@ -179,12 +238,16 @@ func (v *Vault) InitWithKeyFile(keyPath string) error {
 // exists. create checks again, atomically, when it links the file.
 func (v *Vault) checkAbsent() error {
 	v.mu.RLock()
-	exists := v.file != nil
+	opened := v.file != nil
 	v.mu.RUnlock()
-	if exists {
+	if opened {
 		return fmt.Errorf("%w: %s", ErrExists, v.path)
 	}
-	if _, err := os.Lstat(v.path); err == nil {
+	there, err := exists(v.storage)
+	if err != nil {
+		return err
+	}
+	if there {
 		return fmt.Errorf("%w: %s", ErrExists, v.path)
 	}
 	return nil
@@ -224,14 +287,12 @@ func (v *Vault) create(k kdfV1, makeKEK func(id []byte) (*[keySize]byte, error))
 		clear(dek[:])
 		return fmt.Errorf("%w: %s", ErrExists, v.path)
 	}
-	if err := os.MkdirAll(filepath.Dir(v.path), 0o700); err != nil {
+	if err := v.storage.Create(data); err != nil {
 		v.mu.Unlock()
 		clear(dek[:])
-		return fmt.Errorf("vault: create vault directory: %w", err)
-	}
-	if err := writeAtomic(v.path, data, true); err != nil {
-		v.mu.Unlock()
-		clear(dek[:])
+		if errors.Is(err, fs.ErrExist) && !errors.Is(err, ErrExists) {
+			err = fmt.Errorf("%w: %w", ErrExists, err)
+		}
 		return err
 	}
 	v.file = f
@@ -429,7 +490,7 @@ func (v *Vault) commit(f *fileV1) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(v.path, data, false); err != nil {
+	if err := v.storage.Replace(data); err != nil {
 		return err
 	}
 	v.file = f
