@@ -25,12 +25,15 @@ import (
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// Tokens creates, lists and revokes agents' bearer tokens. Implemented by
-// *tokens.Service.
+// Tokens creates, lists and revokes agents' bearer tokens and operators'
+// console tokens. Implemented by *tokens.Service.
 type Tokens interface {
 	Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error)
 	List(all bool) ([]*recordv1.AgentToken, error)
 	Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1.AgentToken, error)
+	CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error)
+	ListOperators(all bool) ([]*recordv1.AgentToken, error)
+	RevokeOperator(ctx context.Context, idOrName, by string) ([]*recordv1.AgentToken, error)
 }
 
 // Catalog reloads the tool catalog. Implemented by *catalog.Manager.
@@ -144,7 +147,11 @@ func (s *Service) CreateToken(ctx context.Context, req *controlplanev1.CreateTok
 	if req.GetTtlSeconds() < 0 || req.GetTtlSeconds() > int64(tokens.MaxTTL/time.Second) {
 		return nil, status.Errorf(codes.InvalidArgument, "ttl must be positive and at most %s (or none: until revoked)", tokens.MaxTTL)
 	}
-	secret, t, err := s.tokens.Create(ctx, req.GetActor(), ttl)
+	create := s.tokens.Create
+	if req.GetOperator() {
+		create = s.tokens.CreateOperator
+	}
+	secret, t, err := create(ctx, req.GetActor(), ttl)
 	if err != nil {
 		return nil, tokenStatus(s, err)
 	}
@@ -152,7 +159,11 @@ func (s *Service) CreateToken(ctx context.Context, req *controlplanev1.CreateTok
 }
 
 func (s *Service) ListTokens(_ context.Context, req *controlplanev1.ListTokensRequest) (*controlplanev1.ListTokensResponse, error) {
-	ts, err := s.tokens.List(req.GetAll())
+	list := s.tokens.List
+	if req.GetOperator() {
+		list = s.tokens.ListOperators
+	}
+	ts, err := list(req.GetAll())
 	if err != nil {
 		return nil, tokenStatus(s, err)
 	}
@@ -160,7 +171,7 @@ func (s *Service) ListTokens(_ context.Context, req *controlplanev1.ListTokensRe
 	for _, t := range ts {
 		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{
 			Id: t.GetId(), Actor: t.GetActor(), CreatedAt: rfc3339(t.GetCreatedAt()), ExpiresAt: rfc3339(t.GetExpiresAt()),
-			LastUsedAt: rfc3339(t.GetLastUsedAt()), RevokedAt: rfc3339(t.GetRevokedAt()), Origin: t.GetOrigin(),
+			LastUsedAt: rfc3339(t.GetLastUsedAt()), RevokedAt: rfc3339(t.GetRevokedAt()), Origin: t.GetOrigin(), Operator: t.GetOperator(),
 		})
 	}
 	return out, nil
@@ -170,7 +181,11 @@ func (s *Service) RevokeToken(ctx context.Context, req *controlplanev1.RevokeTok
 	if req.GetIdOrActor() == "" {
 		return nil, status.Error(codes.InvalidArgument, "id_or_actor is required")
 	}
-	ts, err := s.tokens.Revoke(ctx, req.GetIdOrActor(), "operator")
+	revoke := s.tokens.Revoke
+	if req.GetOperator() {
+		revoke = s.tokens.RevokeOperator
+	}
+	ts, err := revoke(ctx, req.GetIdOrActor(), "operator")
 	if err != nil {
 		return nil, tokenStatus(s, err)
 	}

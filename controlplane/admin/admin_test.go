@@ -28,6 +28,13 @@ func (fakeTokens) List(bool) ([]*recordv1.AgentToken, error) { return nil, nil }
 func (f fakeTokens) Revoke(context.Context, string, string) ([]*recordv1.AgentToken, error) {
 	return nil, f.revokeErr
 }
+func (f fakeTokens) CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
+	return "latch_op_x", &recordv1.AgentToken{Id: "tok_2", Actor: name, Operator: true}, nil
+}
+func (fakeTokens) ListOperators(bool) ([]*recordv1.AgentToken, error) { return nil, nil }
+func (f fakeTokens) RevokeOperator(context.Context, string, string) ([]*recordv1.AgentToken, error) {
+	return nil, f.revokeErr
+}
 
 type fakeCatalog struct{ err error }
 

@@ -34,6 +34,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
+	ckptEvery := fs.Duration("checkpoint-interval", 30*time.Second, "how often the journal is checkpointed (signed) while it grows")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
 	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
 	var oauth auth.Flags
@@ -48,6 +49,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
 			return usagef("--allow-origin: %v", err)
 		}
+	}
+	if *ckptEvery < 100*time.Millisecond {
+		return usagef("--checkpoint-interval %s is too short (at least 100ms)", *ckptEvery)
 	}
 	if err := opsF.validate(*level); err != nil {
 		return err
@@ -110,7 +114,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
@@ -128,6 +132,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		st.srv.Store.Close()
 		return err
 	}
+	var signIn, signInAs string
+	if ob.console != nil {
+		if signIn, signInAs, err = devSignInLink(env, ob.console, opsURL); err != nil {
+			return err
+		}
+	}
 	if err := st.srv.Listen(); err != nil {
 		return err
 	}
@@ -142,7 +152,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
-		OpsURL: opsURL, Registry: ob.reg, Tracer: ob.tracer,
+		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
 	})
 }
 

@@ -6,11 +6,11 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	explainpkg "github.com/latchhq/latch/controlplane/explain"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -292,34 +292,11 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	tw.Flush()
 }
 
-func evidenceText(ev *recordv1.Evidence) string {
-	var parts []string
-	add := func(k, v string) {
-		if v != "" {
-			parts = append(parts, k+"="+v)
-		}
-	}
-	add("transport", ev.GetTransport())
-	add("mcp_session", ev.GetMcpSessionId())
-	add("jsonrpc_id", ev.GetJsonrpcId())
-	add("client", ev.GetClientName())
-	add("peer", ev.GetPeerAddress())
-	return strings.Join(parts, " ")
-}
+func evidenceText(ev *recordv1.Evidence) string { return explainpkg.EvidenceText(ev) }
 
-func outcomeName(o recordv1.Outcome) string {
-	if o == recordv1.Outcome_OUTCOME_UNSPECIFIED {
-		return ""
-	}
-	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
-}
+func outcomeName(o recordv1.Outcome) string { return explainpkg.OutcomeName(o) }
 
-func ts(t *timestamppb.Timestamp) string {
-	if t == nil {
-		return ""
-	}
-	return t.AsTime().UTC().Format(time.RFC3339Nano)
-}
+func ts(t *timestamppb.Timestamp) string { return explainpkg.TS(t) }
 
 // printJSONLines prints one jsonView line per item.
 func printJSONLines[T proto.Message](w io.Writer, items []T) error {

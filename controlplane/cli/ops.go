@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latchhq/latch/controlplane/console"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/loopback"
@@ -31,9 +32,9 @@ type opsFlags struct {
 
 func addOpsFlags(fs *flag.FlagSet, defaultListen string) *opsFlags {
 	o := &opsFlags{}
-	what := "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:7410); TLS required unless loopback"
+	what := "serve /metrics, /healthz, /readyz and the console (/ui/) on this address (e.g. 127.0.0.1:7410); TLS required unless loopback"
 	if defaultListen != "" {
-		what = "address of /metrics, /healthz and /readyz (TLS required unless loopback)"
+		what = "address of /metrics, /healthz, /readyz and the console /ui/ (TLS required unless loopback)"
 	}
 	fs.StringVar(&o.listen, "http-listen", defaultListen, what)
 	fs.StringVar(&o.cert, "http-tls-cert", "", "with --http-listen: serve HTTPS with this certificate (PEM)")
@@ -71,6 +72,8 @@ type observability struct {
 	tracer    *tracing.Provider
 	telemetry *telemetry.Telemetry
 	ops       *opshttp.Server
+	// console is the operator console on the ops listener (nil when off).
+	console *console.Console
 }
 
 func newObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog) (*observability, error) {
@@ -112,6 +115,9 @@ func (ob *observability) serve(o *opsFlags, st *stack) (string, error) {
 		return "", fmt.Errorf("%w (pass --http-listen to use another address)", err)
 	}
 	ob.ops = ops
+	if ob.console, err = mountConsole(ob, ops, st, o.cert != ""); err != nil {
+		return "", err
+	}
 	st.srv.Go(ops.Serve)
 	ob.log.Info("ops listener ready", "url", ops.URL())
 	return ops.URL(), nil

@@ -41,6 +41,8 @@ type stackConfig struct {
 	Context        context.Context
 	Catalog        catalog.Source
 	CheckpointCopy string
+	// CheckpointInterval between signed checkpoints (0: the server's 30s).
+	CheckpointInterval time.Duration
 	// VaultPath defaults to DATA/vault.json.
 	VaultPath string
 	// VaultKeyFile unlocks the vault at start; when no vault exists yet, it
@@ -221,7 +223,8 @@ func newStack(cfg stackConfig) (*stack, error) {
 			return v.Reload()
 		},
 		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
-		Channels: channels, Recovery: cfg.Recovery,
+		CheckpointInterval: cfg.CheckpointInterval,
+		Channels:           channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,

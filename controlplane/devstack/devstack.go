@@ -209,6 +209,9 @@ type Config struct {
 	// OpsURL is the control plane's ops listener (metrics, health), shown in
 	// the banner; optional.
 	OpsURL string
+	// ConsoleSignIn is a one-time sign-in link of the operator console
+	// (on the ops listener), signing in as ConsoleOperator; optional.
+	ConsoleSignIn, ConsoleOperator string
 	// Registry, when set, receives the front's and the host agent's
 	// metrics (the control plane's registry: one /metrics for the stack).
 	Registry prometheus.Registerer
@@ -267,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
-	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog, ops: cfg.OpsURL})
+	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog, ops: cfg.OpsURL, signIn: cfg.ConsoleSignIn, signInAs: cfg.ConsoleOperator})
 	if cfg.OAuth != nil {
 		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
 		fmt.Fprintf(cfg.Out, "JWT access tokens for %s from %s are accepted too (metadata: %s).\n", cfg.OAuth.Resource(), strings.Join(cfg.OAuth.Issuers(), ", "), meta)
@@ -329,8 +332,9 @@ func StaticToken(token string) tokens.Static {
 type banner struct {
 	url, token, source, data, demo, catalog string
 	strict                                  bool
-	// ops is the ops listener's URL ("" when off).
-	ops string
+	// ops is the ops listener's URL ("" when off); signIn the console's
+	// one-time sign-in link, as operator signInAs.
+	ops, signIn, signInAs string
 }
 
 func printBanner(w io.Writer, b banner) {
@@ -356,6 +360,9 @@ func printBanner(w io.Writer, b banner) {
 	opsLine := ""
 	if b.ops != "" {
 		opsLine = fmt.Sprintf("  metrics        %s/metrics   (health: %s/healthz, %s/readyz)\n", b.ops, b.ops, b.ops)
+	}
+	if b.signIn != "" {
+		opsLine += fmt.Sprintf("  console        %s/ui/\n                 sign in once as %s: %s\n                 (one-time link, valid 24h; later: latch operator token create NAME)\n", b.ops, b.signInAs, b.signIn)
 	}
 	dataArg := ""
 	if b.data != ".latch-dev" {

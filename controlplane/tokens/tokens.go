@@ -11,7 +11,14 @@
 // then t/<id>); last_used_at moves at most once per LastUsedEvery, so a
 // busy agent does not cost a write per call.
 //
-// Imported by controlplane/api, controlplane/admin and the latch command.
+// Operator tokens (CreateOperator, AuthenticateOperator) are the same
+// records with operator set: they sign an operator into the console under
+// the token's actor as the operator's name. The two kinds never stand in
+// for each other: Authenticate refuses an operator token, AuthenticateOperator
+// an agent token, and List/Revoke act on one kind at a time.
+//
+// Imported by controlplane/api, controlplane/admin, controlplane/console
+// and the latch command.
 package tokens
 
 import (
@@ -37,6 +44,10 @@ import (
 
 // Prefix starts every token, so that leaked tokens are easy to recognise.
 const Prefix = "latch_"
+
+// OperatorPrefix starts every operator token (after Prefix, so the scanners
+// that know Latch tokens find these too).
+const OperatorPrefix = Prefix + "op_"
 
 // Journal kinds of token records.
 const (
@@ -141,6 +152,24 @@ func idOf(sum string) string { return "tok_" + sum[:12] }
 // Create makes a token for actor, valid for ttl (0: until revoked), stores
 // its hash, journals token_created and returns the token, once.
 func (s *Service) Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
+	return s.create(ctx, actor, ttl, false)
+}
+
+// CreateOperator makes an operator token for the operator named name (the
+// console signs in with it), as Create does for agents: stored hashed,
+// journaled token_created with operator set, returned once.
+func (s *Service) CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
+	return s.create(ctx, name, ttl, true)
+}
+
+func kindName(operator bool) string {
+	if operator {
+		return "operator token"
+	}
+	return "token"
+}
+
+func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, operator bool) (string, *recordv1.AgentToken, error) {
 	if !ValidActor(actor) {
 		return "", nil, fmt.Errorf("%w: %q (use 1-128 letters, digits, _ . @ -, starting with a letter or digit)", ErrBadActor, actor)
 	}
@@ -151,10 +180,14 @@ func (s *Service) Create(ctx context.Context, actor string, ttl time.Duration) (
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", nil, fmt.Errorf("tokens: reading random bytes: %w", err)
 	}
-	secret := Prefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	prefix := Prefix
+	if operator {
+		prefix = OperatorPrefix
+	}
+	secret := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	sum := Hash(secret)
 	now := s.clock().UTC().Truncate(time.Second)
-	t := &recordv1.AgentToken{Id: idOf(sum), Actor: actor, Sha256: sum, CreatedAt: timestamppb.New(now), Origin: OriginAPI}
+	t := &recordv1.AgentToken{Id: idOf(sum), Actor: actor, Sha256: sum, CreatedAt: timestamppb.New(now), Origin: OriginAPI, Operator: operator}
 	if ttl > 0 {
 		t.ExpiresAt = timestamppb.New(now.Add(ttl))
 	}
@@ -162,13 +195,13 @@ func (s *Service) Create(ctx context.Context, actor string, ttl time.Duration) (
 		if err := tx.PutToken(t); err != nil {
 			return err
 		}
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: "token " + t.GetId() + " created", Token: journaled(t)})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: kindName(operator) + " " + t.GetId() + " created", Token: journaled(t)})
 		return err
 	})
 	if err != nil {
 		return "", nil, err
 	}
-	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "expires_at", expiry(t))
+	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "operator", operator, "expires_at", expiry(t))
 	return secret, t, nil
 }
 
@@ -191,29 +224,41 @@ func Live(t *recordv1.AgentToken, now time.Time) bool {
 	return t.GetRevokedAt() == nil && (t.GetExpiresAt() == nil || now.Before(t.GetExpiresAt().AsTime()))
 }
 
-// List returns the live tokens (all: revoked and expired ones too), in id
-// order, with their hashes.
-func (s *Service) List(all bool) ([]*recordv1.AgentToken, error) {
+// List returns the live agent tokens (all: revoked and expired ones too),
+// in id order, with their hashes.
+func (s *Service) List(all bool) ([]*recordv1.AgentToken, error) { return s.list(all, false) }
+
+// ListOperators is List for operator tokens.
+func (s *Service) ListOperators(all bool) ([]*recordv1.AgentToken, error) { return s.list(all, true) }
+
+func (s *Service) list(all, operator bool) ([]*recordv1.AgentToken, error) {
 	ts, err := s.st.Tokens()
 	if err != nil {
 		return nil, err
 	}
-	if all {
-		return ts, nil
-	}
 	now := s.clock()
 	out := ts[:0]
 	for _, t := range ts {
-		if Live(t, now) {
+		if t.GetOperator() == operator && (all || Live(t, now)) {
 			out = append(out, t)
 		}
 	}
 	return out, nil
 }
 
-// Revoke revokes the live token with the given id, or every live token of
-// the given actor, journals token_revoked for each and returns them.
+// Revoke revokes the live agent token with the given id, or every live
+// agent token of the given actor, journals token_revoked for each and
+// returns them.
 func (s *Service) Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1.AgentToken, error) {
+	return s.revoke(ctx, idOrActor, by, false)
+}
+
+// RevokeOperator is Revoke for operator tokens (by id or operator name).
+func (s *Service) RevokeOperator(ctx context.Context, idOrName, by string) ([]*recordv1.AgentToken, error) {
+	return s.revoke(ctx, idOrName, by, true)
+}
+
+func (s *Service) revoke(ctx context.Context, idOrActor, by string, operator bool) ([]*recordv1.AgentToken, error) {
 	if idOrActor == "" {
 		return nil, fmt.Errorf("%w: give a token id or an actor", ErrNotFound)
 	}
@@ -227,11 +272,14 @@ func (s *Service) Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1
 	now := s.clock().UTC().Truncate(time.Second)
 	var ids []string
 	for _, t := range ts {
-		if (t.GetId() == idOrActor || t.GetActor() == idOrActor) && t.GetRevokedAt() == nil {
+		if (t.GetId() == idOrActor || t.GetActor() == idOrActor) && t.GetRevokedAt() == nil && t.GetOperator() == operator {
 			ids = append(ids, t.GetId())
 		}
 	}
 	if len(ids) == 0 {
+		if operator {
+			return nil, fmt.Errorf("%w: no live operator token has id or name %q (see `latch operator token list --all`)", ErrNotFound, idOrActor)
+		}
 		return nil, fmt.Errorf("%w: no live token has id or actor %q (see `latch token list --all`)", ErrNotFound, idOrActor)
 	}
 	var out []*recordv1.AgentToken
@@ -249,7 +297,7 @@ func (s *Service) Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1
 			if err := tx.PutToken(t); err != nil {
 				return err
 			}
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: "token " + id + " revoked by " + by, Token: journaled(t)}); err != nil {
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: kindName(operator) + " " + id + " revoked by " + by, Token: journaled(t)}); err != nil {
 				return err
 			}
 			out = append(out, t)
@@ -265,20 +313,32 @@ func (s *Service) Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1
 	return out, nil
 }
 
-// Authenticate returns the live token a credential is, or ErrInvalid,
-// ErrRevoked or ErrExpired. It never logs the credential.
+// Authenticate returns the live agent token a credential is, or
+// ErrInvalid (an operator token is invalid here), ErrRevoked or ErrExpired.
+// It never logs the credential.
 func (s *Service) Authenticate(ctx context.Context, credential string) (*recordv1.AgentToken, error) {
 	for _, st := range s.static {
 		if subtle.ConstantTimeCompare([]byte(credential), []byte(st.Credential)) == 1 {
 			return &recordv1.AgentToken{Id: st.ID, Actor: st.Actor, Origin: "static"}, nil
 		}
 	}
+	return s.authenticate(ctx, credential, false)
+}
+
+// AuthenticateOperator returns the live operator token a credential is
+// (its actor is the operator's name), or ErrInvalid (an agent token is
+// invalid here), ErrRevoked or ErrExpired. It never logs the credential.
+func (s *Service) AuthenticateOperator(ctx context.Context, credential string) (*recordv1.AgentToken, error) {
+	return s.authenticate(ctx, credential, true)
+}
+
+func (s *Service) authenticate(ctx context.Context, credential string, operator bool) (*recordv1.AgentToken, error) {
 	if !strings.HasPrefix(credential, Prefix) || len(credential) > 256 {
 		return nil, ErrInvalid
 	}
 	sum := Hash(credential)
 	t, err := s.st.TokenByHash(sum)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.GetOperator() != operator) {
 		return nil, ErrInvalid
 	}
 	if err != nil {
@@ -330,7 +390,7 @@ func (s *Service) HasActor(actor string) bool {
 	}
 	now := s.clock()
 	for _, t := range ts {
-		if t.GetActor() == actor && Live(t, now) {
+		if t.GetActor() == actor && !t.GetOperator() && Live(t, now) {
 			return true
 		}
 	}

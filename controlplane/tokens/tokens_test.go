@@ -268,3 +268,63 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorTokensAreTheirOwnKind: an operator token signs an operator in
+// and never authenticates an agent, an agent token never signs an operator
+// in, and listing, revoking and HasActor keep the kinds apart even when an
+// agent and an operator share a name.
+func TestOperatorTokensAreTheirOwnKind(t *testing.T) {
+	s, st, _ := newService(t)
+	ctx := t.Context()
+	agentTok, _, err := s.Create(ctx, "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opTok, op, err := s.CreateOperator(ctx, "alice", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(opTok, OperatorPrefix) || !op.GetOperator() {
+		t.Fatalf("CreateOperator = %q, %v; want a %s token marked operator", opTok, op, OperatorPrefix)
+	}
+	if _, err := s.Authenticate(ctx, opTok); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Authenticate(operator token) = %v, want ErrInvalid", err)
+	}
+	if _, err := s.AuthenticateOperator(ctx, agentTok); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AuthenticateOperator(agent token) = %v, want ErrInvalid", err)
+	}
+	got, err := s.AuthenticateOperator(ctx, opTok)
+	if err != nil || got.GetActor() != "alice" || !got.GetOperator() {
+		t.Fatalf("AuthenticateOperator = %v, %v; want operator alice", got, err)
+	}
+	agents, _ := s.List(false)
+	ops, _ := s.ListOperators(false)
+	if len(agents) != 1 || agents[0].GetOperator() || len(ops) != 1 || ops[0].GetId() != op.GetId() {
+		t.Errorf("List = %v, ListOperators = %v; want one of each kind", agents, ops)
+	}
+	if revoked, err := s.RevokeOperator(ctx, "alice", "test"); err != nil || len(revoked) != 1 || revoked[0].GetId() != op.GetId() {
+		t.Fatalf("RevokeOperator(alice) = %v, %v; want only the operator token", revoked, err)
+	}
+	if _, err := s.Authenticate(ctx, agentTok); err != nil {
+		t.Errorf("the agent token stopped working after its namesake operator's was revoked: %v", err)
+	}
+	if _, err := s.AuthenticateOperator(ctx, opTok); !errors.Is(err, ErrRevoked) {
+		t.Errorf("AuthenticateOperator(revoked) = %v, want ErrRevoked", err)
+	}
+	s2, _ := New(Config{Store: st})
+	if _, _, err := s2.CreateOperator(ctx, "bob", 0); err != nil {
+		t.Fatal(err)
+	}
+	if s2.HasActor("bob") {
+		t.Error("HasActor(bob) = true for an operator token, want false: operators are not agents")
+	}
+	var kinds []string
+	for _, e := range journal(t, st, agentTok, opTok) {
+		if e.GetToken().GetOperator() {
+			kinds = append(kinds, e.GetKind()+" "+e.GetToken().GetActor())
+		}
+	}
+	if diff := cmp.Diff([]string{"token_created alice", "token_revoked alice", "token_created bob"}, kinds); diff != "" {
+		t.Errorf("operator token journal records (-want +got):\n%s", diff)
+	}
+}

@@ -634,7 +634,10 @@ type CreateTokenRequest struct {
 	// The actor the token authenticates as.
 	Actor string `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
 	// When > 0, the token expires this many seconds after creation.
-	TtlSeconds    int64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	TtlSeconds int64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// An operator token (console sign-in) for the operator named actor,
+	// instead of an agent token.
+	Operator      bool `protobuf:"varint,3,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -681,6 +684,13 @@ func (x *CreateTokenRequest) GetTtlSeconds() int64 {
 		return x.TtlSeconds
 	}
 	return 0
+}
+
+func (x *CreateTokenRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
 }
 
 type CreateTokenResponse struct {
@@ -755,7 +765,9 @@ func (x *CreateTokenResponse) GetExpiresAt() string {
 type ListTokensRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include revoked and expired tokens.
-	All           bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	All bool `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	// List operator tokens instead of agent tokens.
+	Operator      bool `protobuf:"varint,2,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -797,6 +809,13 @@ func (x *ListTokensRequest) GetAll() bool {
 	return false
 }
 
+func (x *ListTokensRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
 type TokenInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -807,6 +826,7 @@ type TokenInfo struct {
 	LastUsedAt    string `protobuf:"bytes,5,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
 	RevokedAt     string `protobuf:"bytes,6,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	Origin        string `protobuf:"bytes,7,opt,name=origin,proto3" json:"origin,omitempty"`
+	Operator      bool   `protobuf:"varint,8,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -890,6 +910,13 @@ func (x *TokenInfo) GetOrigin() string {
 	return ""
 }
 
+func (x *TokenInfo) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
 type ListTokensResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
@@ -937,7 +964,9 @@ func (x *ListTokensResponse) GetTokens() []*TokenInfo {
 type RevokeTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A token id or an actor name.
-	IdOrActor     string `protobuf:"bytes,1,opt,name=id_or_actor,json=idOrActor,proto3" json:"id_or_actor,omitempty"`
+	IdOrActor string `protobuf:"bytes,1,opt,name=id_or_actor,json=idOrActor,proto3" json:"id_or_actor,omitempty"`
+	// Revoke operator tokens (by id or operator name) instead of agent tokens.
+	Operator      bool `protobuf:"varint,2,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +1006,13 @@ func (x *RevokeTokenRequest) GetIdOrActor() string {
 		return x.IdOrActor
 	}
 	return ""
+}
+
+func (x *RevokeTokenRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
 }
 
 type RevokeTokenResponse struct {
@@ -1384,19 +1420,21 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x10VaultPutResponse\"\x12\n" +
 	"\x10VaultListRequest\")\n" +
 	"\x11VaultListResponse\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"K\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"g\n" +
 	"\x12CreateTokenRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x03R\n" +
-	"ttlSeconds\"p\n" +
+	"ttlSeconds\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\bR\boperator\"p\n" +
 	"\x13CreateTokenResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x04 \x01(\tR\texpiresAt\"%\n" +
+	"expires_at\x18\x04 \x01(\tR\texpiresAt\"A\n" +
 	"\x11ListTokensRequest\x12\x10\n" +
-	"\x03all\x18\x01 \x01(\bR\x03all\"\xc8\x01\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\bR\boperator\"\xe4\x01\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1d\n" +
@@ -1408,11 +1446,13 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"lastUsedAt\x12\x1d\n" +
 	"\n" +
 	"revoked_at\x18\x06 \x01(\tR\trevokedAt\x12\x16\n" +
-	"\x06origin\x18\a \x01(\tR\x06origin\"N\n" +
+	"\x06origin\x18\a \x01(\tR\x06origin\x12\x1a\n" +
+	"\boperator\x18\b \x01(\bR\boperator\"N\n" +
 	"\x12ListTokensResponse\x128\n" +
-	"\x06tokens\x18\x01 \x03(\v2 .latch.controlplane.v1.TokenInfoR\x06tokens\"4\n" +
+	"\x06tokens\x18\x01 \x03(\v2 .latch.controlplane.v1.TokenInfoR\x06tokens\"P\n" +
 	"\x12RevokeTokenRequest\x12\x1e\n" +
-	"\vid_or_actor\x18\x01 \x01(\tR\tidOrActor\"/\n" +
+	"\vid_or_actor\x18\x01 \x01(\tR\tidOrActor\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\bR\boperator\"/\n" +
 	"\x13RevokeTokenResponse\x12\x18\n" +
 	"\arevoked\x18\x01 \x01(\x05R\arevoked\"\x16\n" +
 	"\x14ReloadCatalogRequest\"\x95\x01\n" +

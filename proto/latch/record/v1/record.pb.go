@@ -961,7 +961,11 @@ type AgentToken struct {
 	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	RevokedBy string                 `protobuf:"bytes,8,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
 	// "api" (latch token create) or "tokens.json" (migrated at start).
-	Origin        string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin string `protobuf:"bytes,9,opt,name=origin,proto3" json:"origin,omitempty"`
+	// An operator token (latch operator token create): it signs an operator
+	// into the console under actor as the operator's name, and never
+	// authenticates an agent. Agent tokens leave it unset.
+	Operator      bool `protobuf:"varint,10,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1057,6 +1061,13 @@ func (x *AgentToken) GetOrigin() string {
 		return x.Origin
 	}
 	return ""
+}
+
+func (x *AgentToken) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
 }
 
 // CatalogVersion is the tool catalog the control plane enforces.
@@ -1445,7 +1456,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x122\n" +
 	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\x121\n" +
 	"\x05token\x18\f \x01(\v2\x1b.latch.record.v1.AgentTokenR\x05token\x129\n" +
-	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\"\xf0\x02\n" +
+	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\"\x8c\x03\n" +
 	"\n" +
 	"AgentToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1461,7 +1472,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12\x1d\n" +
 	"\n" +
 	"revoked_by\x18\b \x01(\tR\trevokedBy\x12\x16\n" +
-	"\x06origin\x18\t \x01(\tR\x06origin\"\x8e\x01\n" +
+	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1a\n" +
+	"\boperator\x18\n" +
+	" \x01(\bR\boperator\"\x8e\x01\n" +
 	"\x0eCatalogVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +

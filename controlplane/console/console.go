@@ -1,0 +1,569 @@
+// Package console is the operator's web console, served by the control
+// plane at /ui/ on its ops listener: the executions (filtered, the
+// uncertain ones pinned, live over server-sent events), one execution's
+// whole story (timeline, dispatch attempts, recovery queries, approvals and
+// sessions, correlation evidence, the five investigation questions, its
+// journal records with inclusion proofs checked in the browser), the
+// decisions an operator makes (approve, deny, authorize or revoke a session,
+// resolve an uncertain outcome, cancel before dispatch) and the audit
+// checkpoints.
+//
+// Pages are rendered on the server with html/template (everything escaped)
+// from files embedded with embed.FS; a few hundred lines of plain
+// JavaScript add live updates and the WebCrypto proof checks, and every page
+// reads without it. There is no build step.
+//
+// # Sign-in and sessions
+//
+// Operators sign in with an operator token (`latch operator token create
+// NAME`, stored hashed by controlplane/tokens) or a one-time link (SignInLink,
+// which `latch dev` prints). A sign-in is journaled (kind
+// operator_signed_in) and opens a session held in memory: a random cookie
+// (HttpOnly, SameSite=Strict, Path=/ui/, Secure when served over TLS) whose
+// SHA-256 keys the session, with its own CSRF token that every form carries
+// and every POST must echo. A session ends after Config.SessionTTL, at
+// sign-out, when its token is revoked (checked on every request) or when the
+// control plane restarts.
+//
+// # Decisions
+//
+// Every decision goes through the same API operations the CLI calls
+// (Decisions, implemented by *api.Service), with the signed-in operator's
+// name as the operator: the journal records a console decision exactly as it
+// records `latch approvals approve`. The name comes from the session, never
+// from the form. Each decision asks for confirmation on a page that repeats
+// the evidence.
+//
+// Imported by controlplane/cli only.
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/store"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+//go:embed templates/*.html static/*
+var assets embed.FS
+
+// Prefix is where the console is mounted.
+const Prefix = "/ui/"
+
+// Journal kinds of the console's own records.
+const (
+	KindSignedIn  = "operator_signed_in"
+	KindSignedOut = "operator_signed_out"
+)
+
+// Sentinel errors.
+var (
+	ErrIncomplete = errors.New("console: Config is incomplete")
+	ErrBadName    = errors.New("console: bad operator name")
+)
+
+// Reads are the verified reads of executions. Implemented by *engine.Engine.
+type Reads interface {
+	Get(id, actor string) (*recordv1.Execution, *recordv1.Result, error)
+	History(id, actor string) ([]*recordv1.JournalEntry, error)
+	List(f store.Filter) ([]*recordv1.Execution, error)
+}
+
+// Decisions are the operator's API operations, the ones the CLI calls over
+// gRPC. Implemented by *api.Service. (Six methods, not three: each is one
+// decision of the issue's list, and one interface keeps them on one path.)
+type Decisions interface {
+	Approve(context.Context, *controlplanev1.ApproveRequest) (*controlplanev1.ApproveResponse, error)
+	Deny(context.Context, *controlplanev1.DenyRequest) (*controlplanev1.DenyResponse, error)
+	Resolve(context.Context, *controlplanev1.ResolveRequest) (*controlplanev1.ResolveResponse, error)
+	Cancel(context.Context, *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error)
+	AuthorizeSession(context.Context, *controlplanev1.AuthorizeSessionRequest) (*controlplanev1.AuthorizeSessionResponse, error)
+	RevokeSession(context.Context, *controlplanev1.RevokeSessionRequest) (*controlplanev1.RevokeSessionResponse, error)
+}
+
+// Operators authenticates operator tokens. Implemented by *tokens.Service.
+type Operators interface {
+	AuthenticateOperator(ctx context.Context, credential string) (*recordv1.AgentToken, error)
+}
+
+// Config names the console's dependencies.
+type Config struct {
+	Logger    hclog.Logger
+	Store     *store.Store
+	Reads     Reads
+	Decisions Decisions
+	Operators Operators
+	// Catalog is the tool catalog in force (for where the execution ID
+	// travels: idempotency header, request fields, host agent marker).
+	Catalog func() *tools.Catalog
+	// VerifierKey is the journal's checkpoint verifier key (note form).
+	VerifierKey string
+	// VerifyCommand is the offline check of this control plane's journal,
+	// shown on the audit page (e.g. "latch audit verify .latch-dev").
+	VerifyCommand string
+	// Secure marks the session cookie Secure (the ops listener serves TLS).
+	Secure bool
+	// SessionTTL bounds a console session (default 12h).
+	SessionTTL time.Duration
+	// Clock defaults to time.Now.
+	Clock func() time.Time
+	// Poll is how often the live-update stream looks for new journal
+	// records (default 300ms).
+	Poll time.Duration
+	// Counts, when set, is the number of executions in a state, kept in
+	// memory (*telemetry.Telemetry's Executions); without it the counts
+	// walk the store's state index (once per journal size).
+	Counts func(recordv1.State) int64
+}
+
+// Console serves /ui/.
+type Console struct {
+	cfg  Config
+	log  hclog.Logger
+	tmpl map[string]*template.Template
+	mux  *http.ServeMux
+
+	mu       sync.Mutex
+	sessions map[string]*session // by SHA-256 of the cookie
+	codes    map[string]oneTime  // by SHA-256 of the code
+	// refusedAt and refusedSince rate the "sign-in refused" log line.
+	refusedAt    time.Time
+	refusedSince int
+
+	countsMu sync.Mutex
+	counts   countCache
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+type session struct {
+	operator string
+	tokenID  string // "" for a one-time link
+	csrf     string
+	expires  time.Time
+}
+
+type oneTime struct {
+	operator string
+	expires  time.Time
+}
+
+// Bounds of the in-memory state.
+const (
+	maxSessions = 1000
+	maxCodes    = 100
+	cookieName  = "latch_console"
+	maxForm     = 64 << 10
+)
+
+// New builds the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Store == nil || cfg.Reads == nil || cfg.Decisions == nil || cfg.Operators == nil || cfg.Catalog == nil {
+		return nil, fmt.Errorf("%w: Store, Reads, Decisions, Operators and Catalog are required", ErrIncomplete)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 300 * time.Millisecond
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger.Named("console"), sessions: map[string]*session{}, codes: map[string]oneTime{}, stopped: make(chan struct{})}
+	if err := c.parseTemplates(); err != nil {
+		return nil, err
+	}
+	c.routes()
+	return c, nil
+}
+
+func (c *Console) parseTemplates() error {
+	c.tmpl = map[string]*template.Template{}
+	pages, err := fs.Glob(assets, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	for _, p := range pages {
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", p)
+		if err != nil {
+			return fmt.Errorf("console: template %s: %w", p, err)
+		}
+		c.tmpl[name] = t
+	}
+	return nil
+}
+
+// Stop ends the live-update streams (EventSource reconnects to the next
+// control plane), so the ops listener's graceful stop is not held up by
+// open browser tabs. Pages keep being served.
+func (c *Console) Stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
+
+// Handler serves everything under Prefix.
+func (c *Console) Handler() http.Handler { return c }
+
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(assets, "static")
+	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /ui/signin", c.signinPage)
+	m.HandleFunc("POST /ui/signin", c.signin)
+	m.HandleFunc("POST /ui/signout", c.authed(c.signout))
+	m.HandleFunc("GET /ui/{$}", c.authed(c.listPage))
+	m.HandleFunc("GET /ui/events", c.authed(c.events))
+	m.HandleFunc("GET /ui/executions/{id}", c.authed(c.detailPage))
+	m.HandleFunc("GET /ui/executions/{id}/proof", c.authed(c.proofJSON))
+	m.HandleFunc("POST /ui/executions/{id}/{action}", c.authed(c.decideExecution))
+	m.HandleFunc("GET /ui/sessions", c.authed(c.sessionsPage))
+	m.HandleFunc("POST /ui/sessions/{id}/{action}", c.authed(c.decideSession))
+	m.HandleFunc("GET /ui/audit", c.authed(c.auditPage))
+	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, nil, http.StatusNotFound, "No such page in the console.")
+	})
+	c.mux = m
+}
+
+// ServeHTTP sets the security headers of every answer and serves.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// same-origin, not no-referrer: with no-referrer Chromium sends
+	// "Origin: null" on form posts, which the origin check refuses.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm) // a form is a few reasons long
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// SignInLink registers a one-time sign-in code for the operator named
+// operator, valid for ttl and once, and returns the path and query to open
+// on the ops listener (/ui/signin?code=...). `latch dev` prints it.
+func (c *Console) SignInLink(operator string, ttl time.Duration) (string, error) {
+	if !validName(operator) {
+		return "", fmt.Errorf("%w: %q (1-128 letters, digits, _ . @ -)", ErrBadName, operator)
+	}
+	code := randomToken()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock()
+	for k, o := range c.codes {
+		if now.After(o.expires) {
+			delete(c.codes, k)
+		}
+	}
+	if len(c.codes) >= maxCodes {
+		return "", errors.New("console: too many unused sign-in links; use one or wait for them to expire")
+	}
+	c.codes[hashOf(code)] = oneTime{operator: operator, expires: now.Add(ttl)}
+	return Prefix + "signin?code=" + url.QueryEscape(code), nil
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && strings.ContainsRune("_.@-", r))
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func randomToken() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// view is what every page template gets.
+type view struct {
+	Title    string
+	Operator string
+	CSRF     string
+	Nav      string
+	Flash    string
+	Page     any
+}
+
+// authed wraps a handler that needs a signed-in operator: no session sends
+// a page read to the sign-in page and refuses anything else (401); a POST
+// must carry the session's CSRF token (403 otherwise).
+func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.session(r)
+		if s == nil {
+			if r.Method == http.MethodGet && r.URL.Path != Prefix+"events" && !strings.HasSuffix(r.URL.Path, "/proof") {
+				http.Redirect(w, r, Prefix+"signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.fail(w, r, nil, http.StatusUnauthorized, "You are not signed in (no console session cookie, or it expired). Sign in again; nothing was done.")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) {
+				c.fail(w, r, s, http.StatusForbidden, "The request came from another site (its Origin header is not this console's); nothing was done.")
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
+				c.log.Warn("console request refused: bad CSRF token", "operator", s.operator, "path", r.URL.Path)
+				c.fail(w, r, s, http.StatusForbidden, "The form's CSRF token does not match your session (a stale page, or a request made by another site); nothing was done. Reload the page and try again.")
+				return
+			}
+		}
+		h(w, r, s)
+	}
+}
+
+// sameOrigin is true when the request has no Origin header (old browsers,
+// curl) or one naming this host.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+// session returns the live session of the request's cookie, or nil. A
+// session whose operator token was revoked or expired ends here.
+func (c *Console) session(r *http.Request) *session {
+	ck, err := r.Cookie(cookieName)
+	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
+		return nil
+	}
+	key := hashOf(ck.Value)
+	c.mu.Lock()
+	s := c.sessions[key]
+	now := c.cfg.Clock()
+	if s != nil && now.After(s.expires) {
+		delete(c.sessions, key)
+		s = nil
+	}
+	c.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	if s.tokenID != "" {
+		t, err := c.cfg.Store.Token(s.tokenID)
+		if err != nil || t.GetRevokedAt() != nil || (t.GetExpiresAt() != nil && !now.Before(t.GetExpiresAt().AsTime())) {
+			c.mu.Lock()
+			delete(c.sessions, key)
+			c.mu.Unlock()
+			return nil
+		}
+	}
+	return s
+}
+
+// open starts a session for operator and sets its cookie.
+func (c *Console) open(w http.ResponseWriter, operator, tokenID, how string, r *http.Request) error {
+	now := c.cfg.Clock()
+	if err := c.journal(r.Context(), operator, KindSignedIn, "signed in to the console "+how); err != nil {
+		return err
+	}
+	val := randomToken()
+	s := &session{operator: operator, tokenID: tokenID, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
+	c.mu.Lock()
+	for k, o := range c.sessions {
+		if now.After(o.expires) {
+			delete(c.sessions, k)
+		}
+	}
+	if len(c.sessions) >= maxSessions {
+		// Drop the one closest to its end rather than refuse a sign-in.
+		var oldest string
+		for k, o := range c.sessions {
+			if oldest == "" || o.expires.Before(c.sessions[oldest].expires) {
+				oldest = k
+			}
+		}
+		delete(c.sessions, oldest)
+	}
+	c.sessions[hashOf(val)] = s
+	c.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: val, Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure,
+		SameSite: http.SameSiteStrictMode, Expires: s.expires})
+	c.log.Info("operator signed in to the console", "operator", operator, "how", how)
+	return nil
+}
+
+// journal appends one console record (sign-in, sign-out) to the journal.
+func (c *Console) journal(ctx context.Context, operator, kind, reason string) error {
+	return c.cfg.Store.Update(ctx, func(tx *store.Tx) error {
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: kind, Actor: operator, Reason: reason})
+		return err
+	})
+}
+
+type signinView struct {
+	Code, Next, Operator, Error string
+}
+
+func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
+	v := signinView{Code: r.URL.Query().Get("code"), Next: safeNext(r.URL.Query().Get("next"))}
+	if v.Code != "" {
+		c.mu.Lock()
+		o, ok := c.codes[hashOf(v.Code)]
+		c.mu.Unlock()
+		if !ok || c.cfg.Clock().After(o.expires) {
+			v.Code, v.Error = "", "This sign-in link was used already or has expired. Sign in with an operator token (latch operator token create NAME), or restart latch dev for a new link."
+		} else {
+			v.Operator = o.operator
+		}
+	}
+	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in", Page: v})
+}
+
+// signin takes an operator token or a one-time code. The sign-in form has
+// no session yet, so it has no CSRF token: SameSite=Strict cookies and the
+// Origin check keep another site from signing a browser in.
+func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		c.fail(w, r, nil, http.StatusForbidden, "The sign-in came from another site; refused.")
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	if code := r.PostFormValue("code"); code != "" {
+		key := hashOf(code)
+		c.mu.Lock()
+		o, ok := c.codes[key]
+		delete(c.codes, key)
+		c.mu.Unlock()
+		if !ok || c.cfg.Clock().After(o.expires) {
+			c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Page: signinView{Next: next, Error: "This sign-in link was used already or has expired; nothing was signed in."}})
+			return
+		}
+		if err := c.open(w, o.operator, "", "with a one-time sign-in link", r); err != nil {
+			c.fail(w, r, nil, http.StatusServiceUnavailable, "Signing in could not be journaled: "+err.Error())
+			return
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	t, err := c.cfg.Operators.AuthenticateOperator(r.Context(), tok)
+	if err != nil {
+		c.refusedSignIn(r, err)
+		c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Page: signinView{Next: next,
+			Error: "That is not a live operator token. Create one with `latch operator token create NAME` (agent tokens do not sign in here)."}})
+		return
+	}
+	if err := c.open(w, t.GetActor(), t.GetId(), "with operator token "+t.GetId(), r); err != nil {
+		c.fail(w, r, nil, http.StatusServiceUnavailable, "Signing in could not be journaled: "+err.Error())
+		return
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// refusedSignInEvery bounds the log lines of refused sign-ins: whoever can
+// reach the listener must not be able to flood the log.
+const refusedSignInEvery = 10 * time.Second
+
+func (c *Console) refusedSignIn(r *http.Request, err error) {
+	c.mu.Lock()
+	now := c.cfg.Clock()
+	if now.Sub(c.refusedAt) < refusedSignInEvery {
+		c.refusedSince++
+		c.mu.Unlock()
+		return
+	}
+	since := c.refusedSince
+	c.refusedAt, c.refusedSince = now, 0
+	c.mu.Unlock()
+	c.log.Warn("console sign-in refused", "remote", r.RemoteAddr, "error", err, "refused_since_last_line", since)
+}
+
+// safeNext keeps a post-sign-in redirect inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return Prefix
+	}
+	return next
+}
+
+func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		c.mu.Lock()
+		delete(c.sessions, hashOf(ck.Value))
+		c.mu.Unlock()
+	}
+	if err := c.journal(r.Context(), s.operator, KindSignedOut, "signed out of the console"); err != nil {
+		c.log.Warn("sign-out not journaled", "operator", s.operator, "error", err)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
+}
+
+// render writes a page; "listpart" and "detailpart" are the live regions
+// of the list and detail pages alone (what the live updates fetch).
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	entry := "layout.html"
+	if base, ok := strings.CutSuffix(name, "part"); ok {
+		name, entry = base, "live"
+	}
+	t := c.tmpl[name]
+	if t == nil {
+		http.Error(w, "console: no template "+name, http.StatusInternalServerError)
+		return
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, entry, v); err != nil {
+		c.log.Error("console page failed to render", "page", name, "error", err)
+		http.Error(w, "console: the page failed to render; see the control plane's log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write([]byte(b.String())) //nolint:errcheck // the browser went away
+}
+
+type failView struct{ Message string }
+
+// fail renders an error page that says what was wrong and what to do.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
+	v := view{Title: http.StatusText(status), Page: failView{Message: msg}}
+	if s != nil {
+		v.Operator, v.CSRF = s.operator, s.csrf
+	}
+	c.render(w, r, status, "error", v)
+}

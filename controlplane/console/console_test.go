@@ -1,0 +1,487 @@
+package console
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/tokens"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+const unitCatalog = `
+targets:
+  api: {channel: http, base_url: "http://127.0.0.1:9", allow_private: true, idempotency_header: Idempotency-Key}
+tools:
+  rotate:
+    description: Rotate.
+    input_schema: {type: object, required: [service], properties: {service: {type: string}}}
+    target: api
+    request: {method: POST, path: /rotate, body: {service: "{{service}}"}}
+    replay: review
+    approval: every_call
+  note:
+    description: Note.
+    input_schema: {type: object, required: [text], properties: {text: {type: string}}}
+    target: api
+    request: {method: POST, path: /notes, body: {text: "{{text}}"}}
+    replay: idempotency_key
+`
+
+// stack is a real control plane in this process (Badger in a temp dir, no
+// channels: nothing is dispatched) with its console on a test server.
+type stack struct {
+	srv     *server.Server
+	console *Console
+	web     *httptest.Server
+	now     time.Time
+}
+
+func newStack(t testing.TB, secure bool) *stack {
+	t.Helper()
+	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
+	log := hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn})
+	srv, err := server.New(server.Config{Logger: log, DataDir: t.TempDir(), CatalogSource: src, Sessions: engine.SessionConfig{Required: true},
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	st := &stack{srv: srv, now: time.Now()}
+	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Decisions: srv.API(), Operators: srv.Tokens,
+		Catalog: func() *tools.Catalog { return srv.Catalog.Current().Catalog }, VerifierKey: srv.VerifierKey(),
+		VerifyCommand: "latch audit verify DIR", Secure: secure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.web = httptest.NewServer(st.console.Handler())
+	t.Cleanup(st.web.Close)
+	return st
+}
+
+// refusingChannel sends nothing: every dispatch is refused before a byte
+// leaves (these tests decide before dispatch).
+type refusingChannel struct{}
+
+func (refusingChannel) Dispatch(context.Context, engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.NotSent, Final: true, Reason: "the unit test's channel sends nothing"}
+}
+func (refusingChannel) Query(context.Context, engine.Call) engine.Attempt {
+	return engine.Attempt{Class: engine.NotSent, Reason: "the unit test's channel sends nothing"}
+}
+func (refusingChannel) Identity(_ *tools.Tool, tg *tools.Target) engine.Identity {
+	return engine.Identity{Target: tg.Name, Method: "POST"}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// submit makes an execution as an operator caller would (the CLI on the
+// socket), for actor alice.
+func (st *stack) submit(t testing.TB, tool, args string) *recordv1.Execution {
+	t.Helper()
+	return st.submitAs(t, "alice", tool, args)
+}
+
+func (st *stack) submitAs(t testing.TB, actor, tool, args string) *recordv1.Execution {
+	t.Helper()
+	ctx := authz.WithCaller(t.Context(), authz.Caller{Role: authz.RoleLocal, Identity: "uid:0"})
+	r, err := st.srv.API().Submit(ctx, &controlplanev1.SubmitRequest{Actor: actor, Tool: tool, Arguments: []byte(args)})
+	if err != nil {
+		t.Fatalf("Submit %s: %v", tool, err)
+	}
+	return r.GetExecution()
+}
+
+// browserless is an HTTP client with a cookie jar and no redirects.
+func browserless(t testing.TB) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// signIn signs a client in with a new operator token and returns the
+// session's CSRF token.
+func (st *stack) signIn(t testing.TB, c *http.Client, name string) (token, csrf string) {
+	t.Helper()
+	token, _, err := st.srv.Tokens.CreateOperator(t.Context(), name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.PostForm(st.web.URL+"/ui/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in with an operator token = %d, want 303", resp.StatusCode)
+	}
+	return token, st.csrfOf(t, c)
+}
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func (st *stack) csrfOf(t testing.TB, c *http.Client) string {
+	t.Helper()
+	_, body := get(t, c, st.web.URL+"/ui/")
+	m := csrfInput.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no CSRF token on the list page:\n%s", body)
+	}
+	return m[1]
+}
+
+func get(t testing.TB, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func post(t testing.TB, c *http.Client, u string, form url.Values, origin string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestEveryActionNeedsSessionCSRFAndOrigin walks every POST route of the
+// console: without the session cookie it is 401, with the cookie but a
+// missing or forged CSRF token, or from another site's origin, 403; none of
+// them changes anything.
+func TestEveryActionNeedsSessionCSRFAndOrigin(t *testing.T) {
+	st := newStack(t, false)
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	if x.GetState() != recordv1.State_STATE_AWAITING_APPROVAL && x.GetState() != recordv1.State_STATE_ACCEPTED {
+		t.Fatalf("submitted rotate is %v, want waiting", x.GetState())
+	}
+	sessions, _ := st.srv.Store.Sessions(10)
+	if len(sessions) == 0 {
+		t.Fatal("no agent session was recorded")
+	}
+	ses := sessions[0].GetId()
+	signedIn := browserless(t)
+	_, csrf := st.signIn(t, signedIn, "ops-bob")
+	size := st.srv.Store.JournalSize()
+	routes := []string{
+		"/ui/signout",
+		"/ui/executions/" + x.GetId() + "/approve", "/ui/executions/" + x.GetId() + "/deny",
+		"/ui/executions/" + x.GetId() + "/resolve", "/ui/executions/" + x.GetId() + "/cancel",
+		"/ui/sessions/" + ses + "/authorize", "/ui/sessions/" + ses + "/revoke",
+	}
+	full := url.Values{"confirm": {"yes"}, "reason": {"r"}, "as": {"not_executed"}}
+	with := func(csrf string) url.Values {
+		v := url.Values{"csrf": {csrf}}
+		for k, vs := range full {
+			v[k] = vs
+		}
+		return v
+	}
+	tests := []struct {
+		name   string
+		client *http.Client
+		form   url.Values
+		origin string
+		want   int
+	}{
+		{"no cookie", browserless(t), with(csrf), "", http.StatusUnauthorized},
+		{"no csrf token", signedIn, full, "", http.StatusForbidden},
+		{"forged csrf token", signedIn, with("forged"), "", http.StatusForbidden},
+		{"another site", signedIn, with(csrf), "https://evil.example", http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		for _, r := range routes {
+			if got := post(t, tt.client, st.web.URL+r, tt.form, tt.origin); got != tt.want {
+				t.Errorf("%s: POST %s = %d, want %d", tt.name, r, got, tt.want)
+			}
+		}
+	}
+	if got := st.srv.Store.JournalSize(); got != size {
+		t.Errorf("refused requests appended %d journal records, want none", got-size)
+	}
+	if cur, _ := st.srv.Store.Execution(x.GetId()); cur.GetState() != x.GetState() {
+		t.Errorf("after refused requests %s is %v, want %v", x.GetId(), cur.GetState(), x.GetState())
+	}
+	// The signed-in client still works: the refusals ended nothing.
+	if resp, _ := get(t, signedIn, st.web.URL+"/ui/"); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /ui/ after the refusals = %d, want 200", resp.StatusCode)
+	}
+}
+
+var inlineScript = regexp.MustCompile(`<script(?:\s[^>]*)?>[^<]`)
+
+// TestPagesAreLockedDown: every page is sent with the CSP and the other
+// security headers, carries no inline script, and a page read without a
+// session goes to the sign-in page.
+func TestPagesAreLockedDown(t *testing.T) {
+	st := newStack(t, false)
+	x := st.submit(t, "note", `{"text":"<script>alert(1)</script>"}`)
+	c := browserless(t)
+	anon := browserless(t)
+	st.signIn(t, c, "ops-bob")
+	for _, p := range []string{"/ui/", "/ui/?state=accepted&q=act_", "/ui/executions/" + x.GetId(), "/ui/sessions", "/ui/audit", "/ui/signin", "/ui/nope"} {
+		resp, body := get(t, c, st.web.URL+p)
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("GET %s: Content-Security-Policy %q, want script-src 'self', frame-ancestors 'none', nothing unsafe", p, csp)
+		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: headers %v, want nosniff and no-store", p, resp.Header)
+		}
+		if m := inlineScript.FindString(body); m != "" {
+			t.Errorf("GET %s has an inline script %q", p, m)
+		}
+		if strings.Contains(body, "<script>alert(1)") {
+			t.Errorf("GET %s carries the argument's <script> unescaped", p)
+		}
+		if p == "/ui/signin" || p == "/ui/nope" {
+			continue
+		}
+		if resp, _ := get(t, anon, st.web.URL+p); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/signin") {
+			t.Errorf("GET %s without a session = %d %s, want 303 to the sign-in page", p, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if resp, _ := get(t, anon, st.web.URL+"/ui/events"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /ui/events without a session = %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestSignIn: an agent token does not sign in, an operator token does
+// (journaled with its id, never the token), the cookie is HttpOnly,
+// SameSite=Strict and Secure when served over TLS, revoking the token ends
+// the session, and a one-time link works once.
+func TestSignIn(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		st := newStack(t, secure)
+		agentTok, _, err := st.srv.Tokens.Create(t.Context(), "alice", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := browserless(t)
+		if got := post(t, c, st.web.URL+"/ui/signin", url.Values{"token": {agentTok}}, ""); got != http.StatusUnauthorized {
+			t.Errorf("sign in with an agent token = %d, want 401", got)
+		}
+		opTok, op, err := st.srv.Tokens.CreateOperator(t.Context(), "ops-carol", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.PostForm(st.web.URL+"/ui/signin", url.Values{"token": {opTok}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ck := resp.Header.Get("Set-Cookie")
+		if resp.StatusCode != http.StatusSeeOther || !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") ||
+			!strings.Contains(ck, "Path=/ui/") || strings.Contains(ck, "Secure") != secure {
+			t.Errorf("sign in (secure %v) = %d, Set-Cookie %q; want 303 and an HttpOnly SameSite=Strict cookie on /ui/, Secure only over TLS", secure, resp.StatusCode, ck)
+		}
+		if r, body := get(t, c, st.web.URL+"/ui/"); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-carol") {
+			t.Errorf("the list after sign-in = %d, want 200 naming ops-carol", r.StatusCode)
+		}
+		var found bool
+		for i := range st.srv.Store.JournalSize() {
+			b, _ := st.srv.Store.JournalEntry(i)
+			if strings.Contains(string(b), opTok) {
+				t.Fatalf("journal record %d holds the operator token", i)
+			}
+			if strings.Contains(string(b), KindSignedIn) && strings.Contains(string(b), "ops-carol") && strings.Contains(string(b), op.GetId()) {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("no operator_signed_in record for ops-carol with the token id")
+		}
+		if _, err := st.srv.Tokens.RevokeOperator(t.Context(), "ops-carol", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := get(t, c, st.web.URL+"/ui/"); r.StatusCode != http.StatusSeeOther {
+			t.Errorf("the list after the token was revoked = %d, want 303 to sign in again", r.StatusCode)
+		}
+
+		link, err := st.console.SignInLink("ops-dave", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := strings.TrimPrefix(link, "/ui/signin?code=")
+		if r, body := get(t, browserless(t), st.web.URL+link); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-dave") {
+			t.Errorf("GET the one-time link = %d, want 200 naming ops-dave", r.StatusCode)
+		}
+		if got := post(t, browserless(t), st.web.URL+"/ui/signin", url.Values{"code": {code}}, ""); got != http.StatusSeeOther {
+			t.Errorf("first use of the one-time link = %d, want 303", got)
+		}
+		if got := post(t, browserless(t), st.web.URL+"/ui/signin", url.Values{"code": {code}}, ""); got != http.StatusUnauthorized {
+			t.Errorf("second use of the one-time link = %d, want 401", got)
+		}
+	}
+}
+
+// TestDecisionsGoThroughTheAPI: cancel, session authorize and revoke made
+// in the console are journaled as the CLI's are, under the signed-in
+// operator's name (never a name from the form), after a confirmation page.
+func TestDecisionsGoThroughTheAPI(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	_, csrf := st.signIn(t, c, "ops-erin")
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	cancel := st.web.URL + "/ui/executions/" + x.GetId() + "/cancel"
+	if got := post(t, c, cancel, url.Values{"csrf": {csrf}, "reason": {"wrong service"}, "operator": {"mallory"}}, ""); got != http.StatusOK {
+		t.Fatalf("cancel without confirm = %d, want 200 (the confirmation page)", got)
+	}
+	if cur, _ := st.srv.Store.Execution(x.GetId()); cur.GetState() == recordv1.State_STATE_CANCELLED {
+		t.Fatal("cancel went through without its confirmation")
+	}
+	if got := post(t, c, cancel, url.Values{"csrf": {csrf}, "reason": {"wrong service"}, "operator": {"mallory"}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("confirmed cancel = %d, want 303", got)
+	}
+	hist, _ := st.srv.Store.History(x.GetId())
+	last := hist[len(hist)-1]
+	if last.GetTo() != recordv1.State_STATE_CANCELLED || last.GetReason() != "cancelled by operator ops-erin in the console: wrong service" {
+		t.Errorf("last record %v %q, want cancelled by operator ops-erin", last.GetTo(), last.GetReason())
+	}
+	if got := post(t, c, cancel, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther && got != http.StatusConflict {
+		t.Errorf("cancelling again = %d, want it answered (already cancelled) or 409", got)
+	}
+
+	z := st.submit(t, "note", `{"text":"waits for its session"}`)
+	if _, body := get(t, c, st.web.URL+"/ui/executions/"+z.GetId()); !strings.Contains(body, `id="waits-for-session"`) || !strings.Contains(body, "Authorize its agent session") {
+		t.Errorf("the page of %s (%s) does not say it waits for its session or offer to authorize it", z.GetId(), z.GetReason())
+	}
+	sessions, _ := st.srv.Store.Sessions(10)
+	ses := sessions[0].GetId()
+	if sessions[0].GetState() != recordv1.SessionState_SESSION_STATE_PENDING {
+		t.Fatalf("session %s is %v, want pending", ses, sessions[0].GetState())
+	}
+	if got := post(t, c, st.web.URL+"/ui/sessions/"+ses+"/authorize", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "operator": {"mallory"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("authorize session = %d, want 303", got)
+	}
+	s, _ := st.srv.Store.Session(ses)
+	if s.GetState() != recordv1.SessionState_SESSION_STATE_AUTHORIZED || s.GetAuthorizedBy() != "ops-erin" {
+		t.Errorf("session after authorize: %v by %q, want authorized by ops-erin", s.GetState(), s.GetAuthorizedBy())
+	}
+	revoke := st.web.URL + "/ui/sessions/" + ses + "/revoke"
+	if got := post(t, c, revoke, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusBadRequest {
+		t.Errorf("revoke without a reason = %d, want 400", got)
+	}
+	if got := post(t, c, revoke, url.Values{"csrf": {csrf}, "confirm": {"yes"}, "reason": {"agent misbehaved"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("revoke session = %d, want 303", got)
+	}
+	if s, _ := st.srv.Store.Session(ses); s.GetState() != recordv1.SessionState_SESSION_STATE_REVOKED {
+		t.Errorf("session after revoke: %v, want revoked", s.GetState())
+	}
+	y := st.submit(t, "note", `{"text":"hi"}`)
+	if got := post(t, c, st.web.URL+"/ui/executions/"+y.GetId()+"/resolve", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "as": {"completed"}, "outcome": {"succeeded"}, "reason": {"x"}}, ""); got != http.StatusConflict {
+		t.Errorf("resolving an execution that is not uncertain = %d, want 409 (the control plane refuses)", got)
+	}
+	if got := post(t, c, st.web.URL+"/ui/executions/"+y.GetId()+"/resolve", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "as": {"completed"}, "outcome": {"succeeded"}}, ""); got != http.StatusBadRequest {
+		t.Errorf("resolving without a reason = %d, want 400", got)
+	}
+}
+
+var rowID = regexp.MustCompile(`<tr data-id="(act_[0-9A-Z]+)">`)
+
+// TestListFilters: the list filters by state, tool, actor, acceptance time
+// and any part of the execution ID, and counts executions by state.
+func TestListFilters(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	st.signIn(t, c, "ops-bob")
+	a := st.submitAs(t, "alice", "note", `{"text":"a"}`)
+	b := st.submitAs(t, "bob", "note", `{"text":"b"}`)
+	r := st.submitAs(t, "alice", "rotate", `{"service":"db"}`)
+	octx := authz.WithCaller(t.Context(), authz.Caller{Role: authz.RoleLocal, Identity: "uid:0"})
+	if _, err := st.srv.API().Cancel(octx, &controlplanev1.CancelRequest{ExecutionId: b.GetId(), Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().UTC().Add(time.Hour).Format(timeForm)
+	past := time.Now().UTC().Add(-time.Hour).Format(timeForm)
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{r.GetId(), b.GetId(), a.GetId()}},
+		{"tool=note", []string{b.GetId(), a.GetId()}},
+		{"actor=bob", []string{b.GetId()}},
+		{"actor=alice&tool=rotate", []string{r.GetId()}},
+		{"q=" + strings.ToLower(a.GetId()[len(a.GetId())-8:]), []string{a.GetId()}},
+		{"q=" + b.GetId(), []string{b.GetId()}},
+		{"since=" + future, nil},
+		{"until=" + past, nil},
+		{"since=" + past + "&until=" + future + "&tool=rotate", []string{r.GetId()}},
+		{"state=cancelled", []string{b.GetId()}},
+		{"state=cancelled&actor=alice", nil},
+		{"state=delivered", nil},
+	}
+	for _, tt := range tests {
+		resp, body := get(t, c, st.web.URL+"/ui/?"+tt.query)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET /ui/?%s = %d, want 200", tt.query, resp.StatusCode)
+			continue
+		}
+		var got []string
+		for _, m := range rowID.FindAllStringSubmatch(body, -1) {
+			got = append(got, m[1])
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("GET /ui/?%s rows (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	_, body := get(t, c, st.web.URL+"/ui/?state=bogus&since=yesterday")
+	if !strings.Contains(body, `role="alert"`) || !strings.Contains(body, "unknown state") || !strings.Contains(body, "not a time") {
+		t.Error("GET /ui/?state=bogus&since=yesterday does not say what is wrong with the filter")
+	}
+	if !strings.Contains(body, ">all 3<") {
+		t.Errorf("the counts do not say all 3:\n%s", body)
+	}
+}
+
+// FuzzRequestInputs: the console's parsers of request input never panic, a
+// post-sign-in redirect never leaves the console, and a name it accepts
+// is one the token store accepts too.
+func FuzzRequestInputs(f *testing.F) {
+	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if n := safeNext(s); !strings.HasPrefix(n, Prefix) || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
+			t.Errorf("safeNext(%q) = %q, leaves the console", s, n)
+		}
+		parseFilter(url.Values{"state": {s}, "since": {s}, "until": {s}, "q": {s}, "actor": {s}, "tool": {s}})
+		if validName(s) && !tokens.ValidActor(s) {
+			t.Errorf("validName(%q) but tokens.ValidActor refuses it", s)
+		}
+	})
+}

@@ -1,0 +1,565 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/testbin"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// latchBin is the real latch binary, built once for the process tests.
+var latchBin string
+
+func TestMain(m *testing.M) {
+	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch"}, []*string{&latchBin})
+}
+
+const e2eCatalog = `
+targets:
+  notes:
+    channel: http
+    base_url: %[1]s
+    allow_private: true
+    idempotency_header: Idempotency-Key
+  keys:
+    channel: http
+    base_url: %[1]s
+    allow_private: true
+    idempotency_header: Idempotency-Key
+    timeout: 1s
+tools:
+  write_note:
+    description: Write a note.
+    input_schema: {type: object, required: [text], properties: {text: {type: string}}}
+    target: notes
+    request: {method: POST, path: /v1/notes, body: {text: "{{text}}"}}
+    replay: idempotency_key
+    attach_window: 1h
+  rotate_key:
+    description: Rotate a key; every call needs an operator's approval.
+    input_schema: {type: object, required: [service], properties: {service: {type: string}}}
+    target: keys
+    request: {method: POST, path: /v1/rotate, body: {service: "{{service}}"}}
+    replay: review
+    approval: every_call
+  purge_cache:
+    description: Purge a zone (the test target acts, then never answers).
+    input_schema: {type: object, required: [zone], properties: {zone: {type: string}}}
+    target: keys
+    request: {method: POST, path: /v1/purge, body: {zone: "{{zone}}"}}
+    replay: review
+`
+
+// target is the test's HTTP target: it counts effects per path, echoes
+// notes, and acts on a purge but never answers it (an unknown outcome).
+type target struct {
+	mu      sync.Mutex
+	effects map[string]int
+	hang    chan struct{}
+}
+
+func (tg *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	tg.mu.Lock()
+	tg.effects[r.URL.Path]++
+	tg.mu.Unlock()
+	switch r.URL.Path {
+	case "/v1/purge":
+		select { // acted; the answer never comes in time
+		case <-tg.hang:
+		case <-r.Context().Done():
+		}
+		return
+	case "/v1/notes":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(body)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"rotated"}`)
+	}
+}
+
+func (tg *target) count(path string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.effects[path]
+}
+
+// dev is a running `latch dev` process.
+type dev struct {
+	data, mcpURL, signIn, operator, base string
+	cp                                   controlplanev1.ControlPlaneClient
+}
+
+var bannerSignIn = regexp.MustCompile(`sign in once as (\S+): (http://\S+)`)
+var bannerMCP = regexp.MustCompile(`MCP endpoint\s+(\S+)`)
+
+const devToken = "latch_dev_console_test_token"
+
+// startDev runs `latch dev` on ephemeral ports with the test catalog and
+// waits for its banner.
+func startDev(t *testing.T, targetURL string) *dev {
+	t.Helper()
+	dir := t.TempDir()
+	cat := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(cat, fmt.Appendf(nil, e2eCatalog, targetURL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &dev{data: filepath.Join(dir, "data")}
+	cmd := exec.Command(latchBin, "dev", "--data", d.data, "--catalog", cat, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0",
+		"--http-listen", "127.0.0.1:0", "--checkpoint-interval", "200ms")
+	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN="+devToken, "USER=ops-alice")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testbin.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	banner := &testbin.Buffer{}
+	found := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			banner.Write([]byte(sc.Text() + "\n"))
+			if strings.Contains(sc.Text(), "Ctrl-C stops cleanly") {
+				once.Do(func() { close(found) })
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev banner:\n%s\nlatch dev log:\n%s", banner.String(), logs.String())
+		}
+	})
+	select {
+	case <-found:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("latch dev printed no banner in 30s:\n%s\n%s", banner.String(), logs.String())
+	}
+	m := bannerSignIn.FindStringSubmatch(banner.String())
+	mm := bannerMCP.FindStringSubmatch(banner.String())
+	if m == nil || mm == nil {
+		t.Fatalf("the banner has no console sign-in link or MCP endpoint:\n%s", banner.String())
+	}
+	d.operator, d.signIn, d.mcpURL = m[1], m[2], mm[1]
+	u, _ := url.Parse(d.signIn)
+	d.base = u.Scheme + "://" + u.Host
+	conn, err := grpc.NewClient("passthrough:///latch", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", server.SocketPath(d.data))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	d.cp = controlplanev1.NewControlPlaneClient(conn)
+	return d
+}
+
+type bearerRT struct{ token string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// agent is an MCP client of the dev front (the go-sdk client).
+func (d *dev) agent(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "console-e2e", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: d.mcpURL, HTTPClient: &http.Client{Transport: bearerRT{devToken}}, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("MCP connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// executionID reads the execution ID from a tool result.
+func executionID(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	b, _ := json.Marshal(res.StructuredContent)
+	var sc struct {
+		ExecutionID string `json:"execution_id"`
+	}
+	if json.Unmarshal(b, &sc) != nil || sc.ExecutionID == "" {
+		t.Fatalf("tool result without execution_id: %s", b)
+	}
+	return sc.ExecutionID
+}
+
+func (d *dev) get(t *testing.T, id string) *recordv1.Execution {
+	t.Helper()
+	r, err := d.cp.Get(t.Context(), &controlplanev1.GetRequest{ExecutionId: id})
+	if err != nil {
+		t.Fatalf("Get %s: %v", id, err)
+	}
+	return r.GetExecution()
+}
+
+func (d *dev) waitState(t *testing.T, id string, want ...recordv1.State) *recordv1.Execution {
+	t.Helper()
+	var x *recordv1.Execution
+	testbin.Eventually(t, fmt.Sprintf("%s to be %v", id, want), func() bool {
+		x = d.get(t, id)
+		for _, w := range want {
+			if x.GetState() == w {
+				return true
+			}
+		}
+		return false
+	})
+	return x
+}
+
+// execShow runs `latch exec show ID` and returns its field lines.
+func (d *dev) execShow(t *testing.T, id string) map[string]string {
+	t.Helper()
+	out, err := exec.Command(latchBin, "exec", "show", id, "--data", d.data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("latch exec show: %v\n%s", err, out)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "journal:" {
+			break
+		}
+		if k, v, ok := strings.Cut(line, " "); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	return fields
+}
+
+// TestConsoleInABrowser drives the console in Debian's chromium against a
+// real `latch dev`: sign in with the banner's one-time link; an MCP call
+// appears in the list live; its page shows the timeline `latch exec show`
+// prints, an XSS payload in its argument inert, and every journal record
+// proven in the browser, in under 200 KB; a pending approval is approved in
+// the browser and the waiting agent's call completes with one effect;
+// forged CSRF tokens and missing cookies are refused; an open execution
+// page follows a CLI approval live; an outcome_unknown is resolved with a
+// reason that the journal records under the operator's name; the audit
+// page checks the signature in the browser; a CLI-made operator token signs
+// in; every page fits a phone's width and the first Tab reaches the skip
+// link. Screenshots of the list and the last detail page are written as
+// test artifacts on failure.
+func TestConsoleInABrowser(t *testing.T) {
+	tg := &target{effects: map[string]int{}, hang: make(chan struct{})}
+	ts := httptest.NewServer(tg)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(tg.hang) })
+	d := startDev(t, ts.URL)
+	ctx := browser(t)
+	lastDetail := ""
+	t.Cleanup(func() {
+		// On failure; always when LATCH_TEST_ARTIFACTS names a directory.
+		if !t.Failed() && os.Getenv("LATCH_TEST_ARTIFACTS") == "" {
+			return
+		}
+		for name, u := range map[string]string{"list": d.base + "/ui/", "detail": lastDetail} {
+			if u == "" {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			png, err := chromedp.Run(sctx, func(ctx context.Context, tgt *chromedp.Target) ([]byte, error) {
+				if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+					return nil, err
+				}
+				return chromedp.FullScreenshot(100)(ctx, tgt)
+			})
+			cancel()
+			if err != nil {
+				t.Logf("no screenshot of %s: %v", name, err)
+				continue
+			}
+			for _, dir := range []string{t.ArtifactDir(), os.Getenv("LATCH_TEST_ARTIFACTS")} {
+				if dir != "" {
+					p := filepath.Join(dir, "console-"+name+".png")
+					if os.WriteFile(p, png, 0o644) == nil {
+						t.Logf("screenshot of the %s page: %s", name, p)
+					}
+				}
+			}
+		}
+	})
+
+	// Sign in with the banner's one-time link.
+	if d.operator != "ops-alice" {
+		t.Fatalf("the banner signs in as %q, want the USER of latch dev (ops-alice)", d.operator)
+	}
+	run(t, ctx, "open the one-time link", chromedp.Navigate(d.signIn), chromedp.WaitVisible("#signin"))
+	run(t, ctx, "sign in with the one-time link", chromedp.Click("#signin"))
+	run(t, ctx, "see the list", chromedp.WaitVisible("#executions"))
+	if got := eval[string](t, ctx, `document.getElementById('operator').textContent`); got != "ops-alice" {
+		t.Errorf("signed in as %q, want ops-alice", got)
+	}
+	if c := eval[string](t, ctx, `document.cookie`); strings.Contains(c, cookieName) {
+		t.Errorf("document.cookie = %q: the session cookie is readable by scripts, want HttpOnly", c)
+	}
+	// The link was one-time.
+	run(t, ctx, "open the used link", chromedp.Navigate(d.signIn), chromedp.WaitVisible(".error"))
+
+	// An MCP call appears in the list live, with an XSS payload.
+	run(t, ctx, "open the list", chromedp.Navigate(d.base+"/ui/"), chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	eval[bool](t, ctx, `window.__sameDocument = true`)
+	agent := d.agent(t)
+	payload := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
+	res, err := agent.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"text": payload}})
+	if err != nil || res.IsError {
+		t.Fatalf("write_note: %v %+v", err, res)
+	}
+	noteID := executionID(t, res)
+	run(t, ctx, "the call appears in the list", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#executions tr[data-id=%q]')`, noteID), chromedp.WithPollingTimeout(10*time.Second)))
+	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
+		t.Error("the row appeared only after a reload, want it pushed to the open page")
+	}
+
+	// Its page: the timeline `latch exec show` prints, the payload inert,
+	// every record proven in the browser, under 200 KB.
+	d.waitState(t, noteID, recordv1.State_STATE_DELIVERED)
+	lastDetail = d.base + "/ui/executions/" + noteID
+	var proven bool
+	for range 50 { // until a checkpoint (every 200ms) covers every record
+		run(t, ctx, "open the detail page", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#timeline"),
+			chromedp.Poll[chromedp.Void](`document.body.dataset.proofs === 'done'`, chromedp.WithPollingTimeout(10*time.Second)))
+		if eval[bool](t, ctx, `[...document.querySelectorAll('[data-proof-index]')].every(e => e.classList.contains('ok'))`) {
+			proven = true
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !proven {
+		t.Errorf("journal records not all verified in the browser: %v", eval[[]string](t, ctx, `[...document.querySelectorAll('[data-proof-index]')].map(e => e.textContent)`))
+	}
+	if sig := eval[string](t, ctx, `document.getElementById('sig-browser').className + ': ' + document.getElementById('sig-browser').textContent`); !strings.HasPrefix(sig, "ok") {
+		t.Errorf("checkpoint signature in the browser: %s, want verified", sig)
+	}
+	page := eval[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll('#timeline [data-field]')].map(e => [e.dataset.field, e.textContent]))`)
+	show := d.execShow(t, noteID)
+	for _, f := range []string{"accepted_at", "authorized_at", "dispatched_at", "last_sent_at", "completed_at", "delivered_at", "next_recovery_at"} {
+		if show[f] != page[f] {
+			t.Errorf("timeline %s: page %q, latch exec show %q", f, page[f], show[f])
+		}
+	}
+	if page["accepted_at"] == "" || page["delivered_at"] == "" {
+		t.Errorf("timeline lacks accepted_at or delivered_at: %v", page)
+	}
+	if x := eval[string](t, ctx, `String(window.__xss)`); x != "undefined" {
+		t.Errorf("window.__xss = %s: the argument's payload ran", x)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#arguments *, #result-body *').length`); n != 0 {
+		t.Errorf("the argument's payload made %d elements, want none (shown as text)", n)
+	}
+	if txt := eval[string](t, ctx, `document.getElementById('arguments').textContent`); !strings.Contains(txt, "<script>window.__xss=2</script>") {
+		t.Errorf("the arguments do not show the payload as text: %q", txt)
+	}
+	weight := eval[int](t, ctx, `(() => { const es = [...performance.getEntriesByType('navigation'), ...performance.getEntriesByType('resource')];
+		return es.reduce((n, e) => n + (e.decodedBodySize || 0), 0); })()`)
+	t.Logf("detail page weight: %d bytes (HTML, CSS, script, proofs)", weight)
+	if weight <= 0 || weight >= 200*1024 {
+		t.Errorf("detail page weight %d bytes, want under 200 KB", weight)
+	}
+
+	// A pending approval: forged CSRF and missing cookies are refused, then
+	// it is approved in the browser and the waiting call completes.
+	type callResult struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	waiting := make(chan callResult, 1)
+	go func() {
+		r, err := d.agent(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "billing"}})
+		waiting <- callResult{r, err}
+	}()
+	var pending string
+	testbin.Eventually(t, "a rotate_key execution awaiting approval", func() bool {
+		l, err := d.cp.List(t.Context(), &controlplanev1.ListRequest{State: recordv1.State_STATE_AWAITING_APPROVAL, Limit: 10})
+		if err == nil && len(l.GetExecutions()) == 1 {
+			pending = l.GetExecutions()[0].GetId()
+		}
+		return pending != ""
+	})
+	lastDetail = d.base + "/ui/executions/" + pending
+	run(t, ctx, "open the pending approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"))
+	forged := eval[int](t, ctx, fmt.Sprintf(`fetch('/ui/executions/%s/approve', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&confirm=yes&reason=x'}).then(r => r.status)`, pending))
+	if forged != http.StatusForbidden {
+		t.Errorf("approve with a forged CSRF token = %d, want 403", forged)
+	}
+	csrf := eval[string](t, ctx, `document.querySelector('input[name=csrf]').value`)
+	resp, err := http.PostForm(d.base+"/ui/executions/"+pending+"/approve", url.Values{"csrf": {csrf}, "confirm": {"yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("approve without the session cookie = %d, want 401", resp.StatusCode)
+	}
+	if st := d.get(t, pending).GetState(); st != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("after the refused requests %s is %s, want still awaiting_approval", pending, lifecycle.Name(st))
+	}
+	run(t, ctx, "approve in the browser",
+		chromedp.SetValue("#approve-reason", "rotation ticket OPS-12"),
+		chromedp.Click("#approve"), chromedp.WaitVisible("#confirm"),
+		chromedp.Click("#confirm"), chromedp.WaitVisible("#done"))
+	select {
+	case cr := <-waiting:
+		if cr.err != nil || cr.res.IsError {
+			t.Errorf("the waiting rotate_key call = %v %+v, want its result", cr.err, cr.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting rotate_key call did not complete within 30s of the approval")
+	}
+	if n := tg.count("/v1/rotate"); n != 1 {
+		t.Errorf("the target saw %d rotations, want exactly 1", n)
+	}
+	if !d.journalHas(t, pending, "approval", "approved by ops-alice: rotation ticket OPS-12") {
+		t.Error("the journal has no approval record under ops-alice's name")
+	}
+
+	// The open page of an execution follows it live: approved with the CLI
+	// meanwhile, it shows the new state without a reload.
+	go func() {
+		r, err := d.agent(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "search"}})
+		waiting <- callResult{r, err}
+	}()
+	var second string
+	testbin.Eventually(t, "a second rotate_key awaiting approval", func() bool {
+		l, err := d.cp.List(t.Context(), &controlplanev1.ListRequest{State: recordv1.State_STATE_AWAITING_APPROVAL, Limit: 10})
+		if err == nil && len(l.GetExecutions()) == 1 {
+			second = l.GetExecutions()[0].GetId()
+		}
+		return second != ""
+	})
+	lastDetail = d.base + "/ui/executions/" + second
+	run(t, ctx, "open the second approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	eval[bool](t, ctx, `window.__sameDocument = true`)
+	if out, err := exec.Command(latchBin, "approvals", "approve", second, "--data", d.data, "--operator", "cli-op").CombinedOutput(); err != nil {
+		t.Fatalf("latch approvals approve: %v\n%s", err, out)
+	}
+	run(t, ctx, "the page follows the approval", chromedp.Poll[chromedp.Void](`['completed', 'delivered'].includes(document.getElementById('state').textContent)`, chromedp.WithPollingTimeout(15*time.Second)))
+	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
+		t.Error("the detail page reloaded, want the new state pushed to it")
+	}
+	select {
+	case cr := <-waiting:
+		if cr.err != nil || cr.res.IsError {
+			t.Errorf("the second rotate_key call = %v %+v", cr.err, cr.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second rotate_key call did not complete within 30s of the approval")
+	}
+
+	// An unknown outcome, resolved in the browser with a reason.
+	res, err = agent.CallTool(t.Context(), &mcp.CallToolParams{Name: "purge_cache", Arguments: map[string]any{"zone": "eu"}})
+	if err != nil {
+		t.Fatalf("purge_cache: %v", err)
+	}
+	unknown := executionID(t, res)
+	d.waitState(t, unknown, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW)
+	run(t, ctx, "the list pins it", chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(fmt.Sprintf(`#pinned tr[data-id=%q]`, unknown)))
+	lastDetail = d.base + "/ui/executions/" + unknown
+	reason := "CDN purge log shows zone eu purged at the dispatch time"
+	run(t, ctx, "resolve in the browser", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#resolve"),
+		chromedp.Click("#as-completed"), chromedp.SetValue("#resolve-reason", reason),
+		chromedp.Click("#resolve"), chromedp.WaitVisible("#confirm"), chromedp.Click("#confirm"), chromedp.WaitVisible("#done"))
+	x := d.get(t, unknown)
+	if x.GetState() != recordv1.State_STATE_COMPLETED || x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+		t.Errorf("after resolving, %s is %s/%s, want completed/succeeded", unknown, lifecycle.Name(x.GetState()), x.GetOutcome())
+	}
+	if !d.journalHas(t, unknown, "resolve", "resolved by ops-alice: "+reason) {
+		t.Error("the journal has no resolve record under ops-alice's name with the reason")
+	}
+	if n := tg.count("/v1/purge"); n != 1 {
+		t.Errorf("the target saw %d purges, want 1 (resolving sends nothing)", n)
+	}
+
+	// The audit page checks the newest checkpoint's signature in the
+	// browser too.
+	run(t, ctx, "open the audit page", chromedp.Navigate(d.base+"/ui/audit"), chromedp.WaitVisible("#checkpoints"),
+		chromedp.Poll[chromedp.Void](`document.getElementById('sig-browser').classList.contains('ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	if cmd := eval[string](t, ctx, `document.getElementById('verify-command').textContent`); cmd != "latch audit verify "+d.data {
+		t.Errorf("the audit page's verify command = %q, want latch audit verify %s", cmd, d.data)
+	}
+
+	// An operator token made with the CLI signs in through the form; the
+	// decisions are then journaled under its name.
+	out, err := exec.Command(latchBin, "operator", "token", "create", "ops-bob", "--data", d.data).Output()
+	if err != nil {
+		t.Fatalf("latch operator token create: %v", err)
+	}
+	token := strings.TrimSpace(string(out))
+	run(t, ctx, "sign out, then in with the token", chromedp.Navigate(d.base+"/ui/"), chromedp.Click(".signout button"), chromedp.WaitVisible("#token"),
+		chromedp.SetValue("#token", token), chromedp.Submit("#token"), chromedp.WaitVisible("#executions"))
+	if got := eval[string](t, ctx, `document.getElementById('operator').textContent`); got != "ops-bob" {
+		t.Errorf("signed in with the CLI's token as %q, want ops-bob", got)
+	}
+
+	// Readable on a phone: nothing wider than the screen but the tables'
+	// own scrolling boxes; and keyboard-usable: the first Tab reaches the
+	// skip link.
+	for _, u := range []string{d.base + "/ui/", lastDetail, d.base + "/ui/audit", d.base + "/ui/sessions"} {
+		run(t, ctx, "open "+u+" at 390px", chromedp.EmulateViewport(390, 844), chromedp.Navigate(u), chromedp.WaitVisible("main"))
+		if w := eval[int](t, ctx, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("%s at 390px is %dpx wide: the page scrolls sideways on a phone", u, w)
+		}
+	}
+	run(t, ctx, "back to 1280px", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible("main"),
+		chromedp.KeyEvent("\t"))
+	if f := eval[string](t, ctx, `document.activeElement.className + ' ' + document.activeElement.textContent`); f != "skip Skip to content" {
+		t.Errorf("the first Tab focuses %q, want the skip link", f)
+	}
+}
+
+func (d *dev) journalHas(t *testing.T, id, kind, reason string) bool {
+	t.Helper()
+	h, err := d.cp.History(t.Context(), &controlplanev1.HistoryRequest{ExecutionId: id})
+	if err != nil {
+		t.Fatalf("History %s: %v", id, err)
+	}
+	for _, e := range h.GetEntries() {
+		if e.GetKind() == kind && e.GetReason() == reason {
+			return true
+		}
+	}
+	var got []string
+	for _, e := range h.GetEntries() {
+		got = append(got, e.GetKind()+": "+e.GetReason())
+	}
+	t.Logf("journal of %s:\n%s", id, strings.Join(got, "\n"))
+	return false
+}

@@ -1,0 +1,227 @@
+// Package explain answers DESIGN §10's five investigation questions about
+// one execution from its journal records: one agent process or two, did the
+// first call reach dispatch, was a target answer observed, did delivery
+// fail after completion, did the second call attach or create a new
+// execution. `latch exec explain` prints the answers; the console shows
+// them on an execution's page. It reads records only; imported by
+// controlplane/cli and controlplane/console.
+package explain
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// Answer is one question and the sentences that answer it.
+type Answer struct {
+	Question string
+	Lines    []string
+}
+
+// Report is an execution's headline and its five answers, in order.
+type Report struct {
+	Headline string
+	Answers  []Answer
+}
+
+// Questions are the five investigation questions, in order.
+var Questions = []string{
+	"One agent process or two?",
+	"Did the first call reach dispatch?",
+	"Was a target answer observed?",
+	"Did delivery fail after completion?",
+	"Did the second call attach or create a new execution?",
+}
+
+// Explain answers the five questions about x from its journal records
+// (hist, oldest first).
+func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
+	var attaches []*recordv1.JournalEntry
+	var completed, delivered, unknown, notExecuted *recordv1.JournalEntry
+	var queries []*recordv1.JournalEntry
+	var first *recordv1.Evidence
+	for _, e := range hist {
+		switch {
+		case e.GetKind() == "attach":
+			attaches = append(attaches, e)
+		case e.GetTo() == recordv1.State_STATE_ACCEPTED:
+			first = e.GetExecution().GetEvidence()
+		case e.GetTo() == recordv1.State_STATE_COMPLETED && completed == nil:
+			completed = e
+		case e.GetTo() == recordv1.State_STATE_DELIVERED:
+			delivered = e
+		case e.GetKind() == "recovery_query" || e.GetKind() == "recovery_attempt":
+			queries = append(queries, e)
+		case e.GetTo() == recordv1.State_STATE_OUTCOME_UNKNOWN && unknown == nil:
+			unknown = e
+		case e.GetTo() == recordv1.State_STATE_NOT_EXECUTED:
+			notExecuted = e
+		}
+	}
+	if first == nil {
+		first = x.GetEvidence()
+	}
+	r := Report{Headline: fmt.Sprintf("%s: %s by %s, now %s", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))}
+	say := func(q int, format string, a ...any) {
+		for len(r.Answers) <= q {
+			r.Answers = append(r.Answers, Answer{Question: Questions[len(r.Answers)]})
+		}
+		r.Answers[q].Lines = append(r.Answers[q].Lines, fmt.Sprintf(format, a...))
+	}
+
+	// 1. One agent process or two? A reconnecting agent gets a new TCP port
+	// and often a new MCP session; its client name, host and token stay.
+	agents := map[string]bool{}
+	sessions := map[string]bool{}
+	for _, ev := range append([]*recordv1.Evidence{first}, evidences(attaches)...) {
+		if ev == nil {
+			continue
+		}
+		host := ev.GetPeerAddress()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		agents[ev.GetClientName()+"@"+host+"/"+ev.GetTokenId()] = true
+		if ev.GetMcpSessionId() != "" {
+			sessions[ev.GetMcpSessionId()] = true
+		}
+	}
+	switch {
+	case len(attaches) == 0:
+		say(0, "One call reached Latch for this intent (%s).", EvidenceOr(first))
+	case len(agents) > 1:
+		say(0, "Two or more: %d calls came from %d different clients or hosts, all as actor %s (%d MCP sessions).", len(attaches)+1, len(agents), x.GetActor(), len(sessions))
+	default:
+		say(0, "One, most likely: %d calls from the same client and host (%s) over %d connection(s) and %d MCP session(s).", len(attaches)+1, EvidenceOr(first), len(attaches)+1, len(sessions))
+	}
+
+	// 2. Did the first call reach dispatch?
+	if x.GetDispatchedAt() != nil {
+		say(1, "Yes: dispatched at %s (%d dispatch attempt(s) under the one execution ID).", TS(x.GetDispatchedAt()), x.GetAttempts())
+	} else {
+		say(1, "No: it is %s (%s).", lifecycle.Name(x.GetState()), x.GetReason())
+	}
+
+	// 3. Was a target answer observed?
+	switch {
+	case completed != nil && completed.GetKind() == "resolve":
+		say(2, "No answer was observed; an operator resolved it at %s: %s", TS(completed.GetTime()), completed.GetReason())
+	case completed != nil:
+		how := "on the first exchange"
+		if unknown != nil {
+			how = "after the outcome was unknown (" + unknown.GetReason() + "), recovered from the target"
+		}
+		say(2, "Yes: %s, target status %d, at %s, %s.", OutcomeName(x.GetOutcome()), x.GetTargetStatus(), TS(x.GetCompletedAt()), how)
+	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetState() == recordv1.State_STATE_NEEDS_REVIEW:
+		say(2, "Not yet: %s (%s). It was not re-sent blindly.", lifecycle.Name(x.GetState()), x.GetReason())
+	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED && notExecuted != nil:
+		// Say what the conclusion rests on: never "nothing happened"
+		// without the proof.
+		switch notExecuted.GetKind() {
+		case "recovery":
+			say(2, "No answer to the request itself; recovery established from the target that it never acted on it: %s", notExecuted.GetReason())
+		case "resolve":
+			say(2, "No answer was observed; an operator decided at %s that it was not executed: %s", TS(notExecuted.GetTime()), notExecuted.GetReason())
+		default:
+			say(2, "No: the request was never written to the target (seen before its first byte left Latch): %s", notExecuted.GetReason())
+		}
+	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED:
+		say(2, "No answer was observed; it is not_executed: %s", x.GetReason())
+	default:
+		say(2, "No.")
+	}
+	if n := len(queries); n > 0 {
+		say(2, "%d recovery quer%s settled nothing; the last, at %s: %s", n, map[bool]string{true: "y", false: "ies"}[n == 1], TS(queries[n-1].GetTime()), queries[n-1].GetReason())
+	}
+
+	// 4. Did delivery fail after completion?
+	switch {
+	case completed == nil:
+		say(3, "Not applicable: it has not completed.")
+	case delivered != nil:
+		early := 0
+		for _, a := range attaches {
+			if a.GetTime().AsTime().Before(completed.GetTime().AsTime()) {
+				early++
+			}
+		}
+		if early > 0 {
+			say(3, "The first caller was gone before the answer came: %d retry(ies) attached while it was in flight, and the stored result was delivered at %s to a retry. Nothing was re-sent.", early, TS(delivered.GetTime()))
+		} else {
+			say(3, "No: the result was delivered at %s.", TS(delivered.GetTime()))
+		}
+	default:
+		say(3, "Yes: completed at %s but no response was recorded as delivered (completed_result_not_delivered).", TS(completed.GetTime()))
+	}
+
+	// 5. Did the second call attach or create a new execution?
+	if len(attaches) == 0 {
+		say(4, "No second call with this intent reached Latch within the attach window.")
+	}
+	for i, a := range attaches {
+		say(4, "Call %d at %s attached to %s while it was %s (%s): %s", i+2, TS(a.GetTime()), x.GetId(), lifecycle.Name(a.GetFrom()), EvidenceOr(a.GetEvidence()), a.GetReason())
+	}
+	if x.GetRepeatOf() != "" {
+		say(4, "This execution is a deliberate repeat of %s (repeat_of).", x.GetRepeatOf())
+	}
+	return r
+}
+
+func evidences(es []*recordv1.JournalEntry) []*recordv1.Evidence {
+	out := make([]*recordv1.Evidence, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.GetEvidence())
+	}
+	return out
+}
+
+// EvidenceOr is EvidenceText, or a sentence saying there is none.
+func EvidenceOr(ev *recordv1.Evidence) string {
+	if t := EvidenceText(ev); t != "" {
+		return t
+	}
+	return "no transport evidence recorded"
+}
+
+// EvidenceText is protocol correlation evidence as key=value pairs
+// (transport, mcp_session, jsonrpc_id, client, peer), "" for none.
+func EvidenceText(ev *recordv1.Evidence) string {
+	if ev == nil {
+		return ""
+	}
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("transport", ev.GetTransport())
+	add("mcp_session", ev.GetMcpSessionId())
+	add("jsonrpc_id", ev.GetJsonrpcId())
+	add("client", ev.GetClientName())
+	add("peer", ev.GetPeerAddress())
+	return strings.Join(parts, " ")
+}
+
+// OutcomeName is "succeeded", "failed_at_target" or "" (none yet).
+func OutcomeName(o recordv1.Outcome) string {
+	if o == recordv1.Outcome_OUTCOME_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(o.String(), "OUTCOME_"))
+}
+
+// TS is a timestamp in RFC 3339 with nanoseconds, UTC; "" when unset.
+func TS(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return ""
+	}
+	return t.AsTime().UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,58 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// TestExplainAnswersTheFiveQuestionsInOrder: every report answers the five
+// questions, in order, each with at least one sentence, for a fresh
+// execution, a completed and delivered one with a retry that attached, and
+// an uncertain one.
+func TestExplainAnswersTheFiveQuestionsInOrder(t *testing.T) {
+	now := timestamppb.Now()
+	ev := &recordv1.Evidence{Transport: "streamable-http", ClientName: "agent", PeerAddress: "10.0.0.1:5000", JsonrpcId: "1"}
+	accepted := &recordv1.Execution{Id: "act_1", Tool: "deploy", Actor: "a", State: recordv1.State_STATE_ACCEPTED, Evidence: ev}
+	tests := []struct {
+		name  string
+		x     *recordv1.Execution
+		hist  []*recordv1.JournalEntry
+		wants []string // one substring per answer
+	}{
+		{"accepted", accepted, []*recordv1.JournalEntry{{Time: now, To: recordv1.State_STATE_ACCEPTED, Kind: "transition", Execution: accepted}},
+			[]string{"One call", "No: it is accepted", "No.", "Not applicable", "No second call"}},
+		{"delivered after a retry attached",
+			&recordv1.Execution{Id: "act_2", State: recordv1.State_STATE_DELIVERED, DispatchedAt: now, CompletedAt: now, Attempts: 1, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 201},
+			[]*recordv1.JournalEntry{
+				{Time: now, To: recordv1.State_STATE_ACCEPTED, Kind: "transition", Execution: &recordv1.Execution{Evidence: ev}},
+				{Time: timestamppb.New(now.AsTime().Add(-1)), Kind: "attach", From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_DISPATCHED, Evidence: ev, Reason: "in flight"},
+				{Time: now, To: recordv1.State_STATE_COMPLETED, Kind: "transition"},
+				{Time: now, To: recordv1.State_STATE_DELIVERED, Kind: "transition"},
+			},
+			[]string{"One, most likely: 2 calls", "Yes: dispatched", "Yes: succeeded, target status 201", "delivered at", "Call 2 at"}},
+		{"outcome unknown",
+			&recordv1.Execution{Id: "act_3", State: recordv1.State_STATE_OUTCOME_UNKNOWN, DispatchedAt: now, Attempts: 1, Reason: "timeout"},
+			[]*recordv1.JournalEntry{{Time: now, Kind: "recovery_query", To: recordv1.State_STATE_OUTCOME_UNKNOWN, Reason: "absent, not evidence"}},
+			[]string{"One call", "Yes: dispatched", "Not yet: outcome_unknown (timeout). It was not re-sent blindly.", "Not applicable", "No second call"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Explain(tt.x, tt.hist)
+			var qs []string
+			for i, a := range r.Answers {
+				qs = append(qs, a.Question)
+				if len(a.Lines) == 0 || !strings.Contains(a.Lines[0], tt.wants[i]) {
+					t.Errorf("Explain(%s) answer %d = %q, want it to start with %q", tt.name, i+1, a.Lines, tt.wants[i])
+				}
+			}
+			if diff := cmp.Diff(Questions, qs); diff != "" {
+				t.Errorf("Explain(%s) questions (-want +got):\n%s", tt.name, diff)
+			}
+		})
+	}
+}
