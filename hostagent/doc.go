@@ -15,7 +15,9 @@
 //	DIR/markers/                Badger v4 marker store (see package markers)
 //	DIR/markers.corrupt-<unix>  a store that would not open, moved aside
 //	DIR/exec/<execution_id>/    one directory per Run (see package execdir)
-//	DIR/scripts/<id>.json       mirror of each script marker (for rebuilds)
+//	DIR/scripts.log             append-only mirror log of script markers (for rebuilds; see package markers)
+//	DIR/scripts.log.rebuilding  the log a rebuild reads from, until it is done
+//	DIR/scripts/<id>.json       per-marker mirrors of older agents (read by a rebuild only)
 //
 // # Marker lifecycle
 //

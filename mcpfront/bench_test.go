@@ -58,6 +58,15 @@ import (
 //     checkCommitted, which also waits on Badger's read watermark) ~5%;
 //     argument schema validation (tools.PrepareArguments) ~4%; Badger
 //     commit work ~5%.
+//
+// The second pass (latch bench --profile and per-stage timers, README "Where
+// the time of an MCP call goes") found what the watermark wait cost: every
+// store read that missed the cache waited for the commit in flight, and at
+// c=1 the commit in flight was the previous call's delivered write. Fixed
+// since: reads use a snapshot (store.BadgerKV), delivered rides in the next
+// group (store.UpdateLazy), the Submit wait no longer re-reads and re-checks
+// the execution (engine.AwaitResting), and the group being built stays open
+// while the one before it syncs.
 func BenchmarkToolCall(b *testing.B) {
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("front/era=2025-11-25/c=%d", conc), func(b *testing.B) {

@@ -231,7 +231,7 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), nil
+		return personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec), nil
 	}
 }
 
@@ -347,13 +347,18 @@ func (f *Front) wait(ctx context.Context, req *mcp.CallToolRequest, cc callConte
 	progress(exec)
 	tick := time.NewTicker(f.cfg.ProgressInterval)
 	defer tick.Stop()
+	person := f.newPersonTimer(exec) // tasks_person.go
+	defer person.stop()
 	for {
 		select {
+		case <-person.C():
+			return exec, nil, nil // waits for a person: answer now
 		case m := <-updates:
 			e := m.GetExecution()
 			if e == nil {
 				continue
 			}
+			person.update(e)
 			if e.GetState() != exec.GetState() {
 				exec = e
 				progress(exec)

@@ -100,6 +100,10 @@ type Config struct {
 	Metrics *Metrics
 	// Tracer makes the tools/call spans (nil: none).
 	Tracer trace.TracerProvider
+	// PersonWait bounds a call without a task whose execution waits for a
+	// person (approval, session authorization): it answers then with the
+	// operator command (default 5s; tasks_person.go).
+	PersonWait time.Duration
 }
 
 // Front is the MCP front. Build it with New.
@@ -159,6 +163,9 @@ func New(cfg Config) (*Front, error) {
 	if cfg.ProgressInterval > MaxProgressInterval {
 		return nil, fmt.Errorf("%w: ProgressInterval %s is above %s; clients time out at 60s without progress", ErrBadConfig, cfg.ProgressInterval, MaxProgressInterval)
 	}
+	if cfg.PersonWait <= 0 {
+		cfg.PersonWait = DefaultPersonWait
+	}
 	if cfg.LoopbackActor == "" {
 		cfg.LoopbackActor = DefaultLoopbackActor
 	}
@@ -214,13 +221,21 @@ func New(cfg Config) (*Front, error) {
 // the front serves now, and keeps it current until dropServer.
 // fixedActor is the actor of every call (stdio); "" means "from the token".
 func (f *Front) newServer(fixedActor string) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "latch", Version: f.cfg.Version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Instructions: "Latch gives every side-effecting call an execution identity. " +
 			"Never retry a call whose outcome is unknown: check latch_execution_status. " +
 			"To repeat an action on purpose, pass repeat_of with the execution id you are repeating.",
-	})
+	}
+	if fixedActor == "" { // tasks are served on HTTP only (tasks.go)
+		opts.Capabilities = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
+		opts.Capabilities.AddExtension(ExtensionTasks, nil)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "latch", Version: f.cfg.Version}, opts)
 	if f.cfg.Metrics != nil {
 		srv.AddReceivingMiddleware(f.cfg.Metrics.countRequests)
+	}
+	if fixedActor == "" {
+		srv.AddReceivingMiddleware(f.taskMiddleware)
 	}
 	f.addBuiltins(srv, fixedActor)
 	f.toolsMu.Lock()
@@ -262,6 +277,9 @@ func (f *Front) HTTPHandler() http.Handler {
 }
 
 func (f *Front) route(w http.ResponseWriter, r *http.Request) {
+	if f.interceptTasks(w, r) { // tasks/* never reach the SDK (tasks.go)
+		return
+	}
 	if isModernEra(r.Header.Get("Mcp-Protocol-Version")) {
 		f.stateless.ServeHTTP(w, r)
 		return

@@ -146,6 +146,7 @@ func testCatalog() *tools.Catalog {
 
 type stackOptions struct {
 	WaitBound        time.Duration
+	PersonWait       time.Duration
 	ProgressInterval time.Duration
 	AllowedOrigins   []string
 	Actors           []string // token holders (default alice, bob)
@@ -245,6 +246,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		Tokens:           verifier,
 		OAuth:            oauth,
 		WaitBound:        opts.WaitBound,
+		PersonWait:       opts.PersonWait,
 		ProgressInterval: opts.ProgressInterval,
 		AllowedOrigins:   opts.AllowedOrigins,
 	})
@@ -331,6 +333,8 @@ type clientOptions struct {
 	Progress   func(*mcp.ProgressNotificationParams)
 	RoundTrip  http.RoundTripper // wraps the bearer transport, e.g. a cutter
 	Header     http.Header       // extra headers on every request (e.g. Latch-Run)
+	// Capabilities are the client's (e.g. the tasks extension).
+	Capabilities *mcp.ClientCapabilities
 }
 
 // bearer adds the token to every request.
@@ -357,7 +361,7 @@ func (st *testStack) connect(t testing.TB, actor string, o clientOptions) *mcp.C
 		c.base = rt
 		rt = c
 	}
-	copts := &mcp.ClientOptions{}
+	copts := &mcp.ClientOptions{Capabilities: o.Capabilities}
 	if o.Progress != nil {
 		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.Progress(r.Params) }
 	}

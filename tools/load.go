@@ -42,7 +42,7 @@ var (
 	topKeys         = []string{"targets", "upstreams", "tools"}
 	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle", "address", "user", "host_key", "hostagent_socket"}
 	statusKeys      = []string{"method", "path", "absent", "in_progress"}
-	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", positionalKey, "timeout", "replay", "attach_window", "approval", "fingerprint"}
+	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", positionalKey, "timeout", "replay", "attach_window", "approval", "task", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
 	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
@@ -489,6 +489,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 	if te, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(te, what+": timeout")
 	}
+	p.parseTask(t, f, what)
 
 	// Arguments.
 	var se *kv

@@ -163,7 +163,10 @@ type Tool struct {
 	AttachWindow  time.Duration
 	UntilResolved bool
 	Approval      Approval
-	Fingerprint   Fingerprint
+	// Task is the tool's MCP task support (task.go); Load fills the
+	// default (DefaultTaskSupport) when the contract has no `task` key.
+	Task        TaskSupport
+	Fingerprint Fingerprint
 }
 
 // SideEffecting reports whether calls of the tool change the world.

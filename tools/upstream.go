@@ -334,7 +334,10 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 		p.addf(e.keyNode, "%s: replay is required (%s)", what, strings.Join(replays, ", "))
 	} else if s, ok := p.str(re, what+": replay"); ok {
 		switch Replay(s) {
-		case ReplayReadOnly, ReplayReview:
+		case ReplayReadOnly, ReplayReview, ReplayStatusQuery:
+			// status_query needs an upstream that runs the call as a task
+			// (tasks/get): checked when the upstream is reached, which
+			// holds the tool otherwise (controlplane/mcpchannel).
 			t.Replay, replayOK = Replay(s), true
 		case ReplayIdempotencyKey:
 			if t.IdempotencyArgument == "" {
@@ -342,8 +345,6 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 			} else {
 				t.Replay, replayOK = Replay(s), true
 			}
-		case ReplayStatusQuery:
-			p.addf(re.keyNode, "%s: replay status_query needs an upstream that answers tasks/get for the call, which this version of Latch does not call yet; use review (or idempotency_key with idempotency_argument)", what)
 		default:
 			p.addf(re.keyNode, "%s: unknown replay class %q (want %s)", what, s, strings.Join(replays, ", "))
 		}

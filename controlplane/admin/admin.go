@@ -75,7 +75,7 @@ func New(cfg Config) (*Service, error) {
 }
 
 // Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterAdminServer(g, s) }
+func (s *Service) Register(g grpc.ServiceRegistrar) { controlplanev1.RegisterAdminServer(g, s) }
 
 func (s *Service) status() *controlplanev1.VaultStatusResponse {
 	st := s.vault.Status()

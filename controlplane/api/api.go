@@ -89,7 +89,7 @@ func New(cfg Config) (*Service, error) {
 func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.draining) }) }
 
 // Register adds the service to a gRPC server.
-func (s *Service) Register(g *grpc.Server) { controlplanev1.RegisterControlPlaneServer(g, s) }
+func (s *Service) Register(g grpc.ServiceRegistrar) { controlplanev1.RegisterControlPlaneServer(g, s) }
 
 func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest) (*controlplanev1.SubmitResponse, error) {
 	actor, ev, err := s.submitActor(ctx, req)
@@ -123,21 +123,9 @@ const maxWaitMs = 10 * 60 * 1000
 // still cancel) or the wait ends, and returns the newest state and its stored
 // result. The caller going away only ends the wait.
 func (s *Service) waitResting(ctx context.Context, x *recordv1.Execution, d time.Duration) (*recordv1.Execution, *recordv1.Result) {
-	rests := func(x *recordv1.Execution) bool { return lifecycle.Resting(x.GetState()) }
-	if !rests(x) {
-		wctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		if ch, err := s.e.Watch(wctx, x.GetId(), ""); err == nil {
-			for cur := range ch {
-				if cur.GetJournalIndex() >= x.GetJournalIndex() {
-					x = cur
-				}
-				if rests(x) {
-					break
-				}
-			}
-		}
-	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	x = s.e.AwaitResting(wctx, x, func(x *recordv1.Execution) bool { return lifecycle.Resting(x.GetState()) })
+	cancel()
 	if x.GetResultRef() == "" {
 		return x, nil
 	}

@@ -1,6 +1,10 @@
 package audit
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/latchhq/latch/controlplane/journal"
@@ -24,8 +28,17 @@ type journalCopy struct {
 // at 1<<61).
 const maxLeafKey = 1 << 61
 
+// readParts is how many ranges of a journal of at least minParallelRead
+// records readJournal scans side by side (decoding Badger's blocks is
+// most of the cost of reading).
+var (
+	readParts             = runtime.GOMAXPROCS(0)
+	minParallelRead int64 = 1 << 15
+)
+
 // readJournal reads the journal, calling progress (when set) every
-// journal.ProgressEvery records.
+// journal.ProgressEvery records. A large journal is read in readParts
+// consecutive key ranges at once, put together in key order.
 func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy, error) {
 	j := &journalCopy{extra: make(map[int64]tlog.Hash)}
 	type leafHash struct {
@@ -35,34 +48,71 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 	// The size the store records: the usual number of leaves, bounded
 	// so that a damaged count cannot make this allocate without bound.
 	size := min(max(st.JournalSize(), 0), 1<<24)
-	j.entries = make([][]byte, 0, size)
-	hashes := make([]leafHash, 0, 2*size)
-	err := st.ScanJournalWithHashes(func(k int64, data []byte, hs []tlog.Hash) bool {
-		j.entries = append(j.entries, data)
-		if progress != nil && len(j.entries)%journal.ProgressEvery == 0 {
-			progress(journal.Progress{Stage: journal.StageRead, Done: int64(len(j.entries)), Total: max(size, int64(len(j.entries)))})
+	parts := readParts
+	if size < minParallelRead || parts < 1 {
+		parts = 1
+	}
+	type part struct {
+		entries [][]byte
+		hashes  []leafHash
+		err     error
+	}
+	ps := make([]part, parts)
+	var (
+		read   atomic.Int64
+		progMu sync.Mutex
+		wg     sync.WaitGroup
+	)
+	for w := range parts {
+		from, to := size*int64(w)/int64(parts), size*int64(w+1)/int64(parts)
+		if w == parts-1 {
+			to = -1 // the last range reads to the end, keys past the size too
 		}
-		if k < 0 || k > maxLeafKey {
-			return true
+		p := &ps[w]
+		p.entries = make([][]byte, 0, size/int64(parts)+1)
+		p.hashes = make([]leafHash, 0, 2*(size/int64(parts)+1))
+		wg.Go(func() {
+			p.err = st.ScanJournalRange(from, to, func(k int64, data []byte, hs []tlog.Hash) bool {
+				p.entries = append(p.entries, data)
+				if n := read.Add(1); progress != nil && n%journal.ProgressEvery == 0 {
+					progMu.Lock()
+					progress(journal.Progress{Stage: journal.StageRead, Done: n, Total: max(size, n)})
+					progMu.Unlock()
+				}
+				if k < 0 || k > maxLeafKey {
+					return true
+				}
+				for l, h := range hs {
+					if (k+1)&(1<<l-1) != 0 {
+						break // no stored-hash index reads this position of the record
+					}
+					p.hashes = append(p.hashes, leafHash{tlog.StoredHashIndex(l, (k+1)>>l-1), h})
+				}
+				return true
+			})
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, p := range ps {
+		if p.err != nil {
+			return nil, p.err
 		}
-		for l, h := range hs {
-			if (k+1)&(1<<l-1) != 0 {
-				break // no stored-hash index reads this position of the record
-			}
-			hashes = append(hashes, leafHash{tlog.StoredHashIndex(l, (k+1)>>l-1), h})
-		}
-		return true
-	})
-	if err != nil {
-		return nil, err
+		total += len(p.entries)
+	}
+	j.entries = make([][]byte, 0, total)
+	for _, p := range ps {
+		j.entries = append(j.entries, p.entries...)
 	}
 	count := tlog.StoredHashCount(int64(len(j.entries)))
 	j.stored, j.have = make([]tlog.Hash, count), make([]bool, count)
-	for _, lh := range hashes {
-		if lh.index < count {
-			j.stored[lh.index], j.have[lh.index] = lh.hash, true
-		} else {
-			j.extra[lh.index] = lh.hash
+	for _, p := range ps {
+		for _, lh := range p.hashes {
+			if lh.index < count {
+				j.stored[lh.index], j.have[lh.index] = lh.hash, true
+			} else {
+				j.extra[lh.index] = lh.hash
+			}
 		}
 	}
 	return j, nil

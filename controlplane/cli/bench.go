@@ -9,9 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -31,6 +36,7 @@ const (
 	benchMaxConc      = 256
 	benchDefaultDur   = 2 * time.Minute
 	benchMaxDur       = 10 * time.Minute
+	benchMaxRounds    = 10
 	benchCallTimeout  = 30 * time.Second
 	benchTool         = "deploy_release"
 )
@@ -42,22 +48,34 @@ type benchPath struct {
 }
 
 // runBench measures what a call costs on this machine: the same deploy to
-// the demo target made directly (one HTTP POST with an idempotency key), on
-// the durable path (the control plane's Submit, waiting until it is
-// completed: journaled, dispatched once, result stored, each write synced)
-// and on the MCP path (a go-sdk client through the MCP front), one after the
-// other in one run, with rates, p50/p99 and the ratio to the direct call.
+// the demo target made directly (one HTTP POST with an idempotency key),
+// through a bare go-sdk MCP server in this process whose tool makes that POST
+// (MCP, no durability, no dedupe), on the durable path (the control plane's
+// Submit, waiting until it is completed: journaled, dispatched once, result
+// stored, each write synced) and on the MCP path (a go-sdk client through
+// the MCP front), in one run, with rates, p50/p99 and the ratio to the
+// direct call, then the MCP path against the bare MCP server.
+//
+// --rounds N runs the four paths N times, interleaved (direct, bare, durable,
+// mcp, direct, ...), and reports each path over all its rounds, so a noisy
+// neighbour spreads over every path instead of one. --profile DIR writes CPU
+// and block profiles and an execution trace of this process for each path
+// and round (with its own
+// `latch dev` that is the whole stack: front, control plane, demo target;
+// the block profile is cumulative, see runBenchPath).
 //
 // Without --data it starts its own `latch dev` in this process on a fresh
 // temp data dir (removed afterwards) on loopback ports; with --data it
 // measures the `latch dev` running on that dir (its dev.json). Either way
 // every call is a new execution, and only loopback targets are accepted.
 func runBench(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "bench", "bench [--concurrency N] [--count N] [--data DIR] [flags]")
+	fs := newFlagSet(env, "bench", "bench [--concurrency N] [--count N] [--rounds N] [--data DIR] [--profile DIR] [flags]")
 	data := fs.String("data", "", "data dir of a running latch dev to measure (default: start one in this process on a temp dir)")
 	conc := fs.Int("concurrency", 1, fmt.Sprintf("calls in flight at once, 1-%d", benchMaxConc))
-	count := fs.Int("count", benchDefaultCount, fmt.Sprintf("calls per path, 1-%d", benchMaxCount))
-	maxDur := fs.Duration("max-duration", benchDefaultDur, fmt.Sprintf("stop each path after this long (at most %s)", benchMaxDur))
+	count := fs.Int("count", benchDefaultCount, fmt.Sprintf("calls per path and round, 1-%d", benchMaxCount))
+	rounds := fs.Int("rounds", 1, fmt.Sprintf("rounds of all paths, interleaved, 1-%d", benchMaxRounds))
+	profile := fs.String("profile", "", "write CPU and block profiles and an execution trace of this process per path and round into this directory")
+	maxDur := fs.Duration("max-duration", benchDefaultDur, fmt.Sprintf("stop each path's round after this long (at most %s)", benchMaxDur))
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
@@ -68,8 +86,15 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return usagef("--concurrency %d: must be 1-%d", *conc, benchMaxConc)
 	case *count < 1 || *count > benchMaxCount:
 		return usagef("--count %d: must be 1-%d", *count, benchMaxCount)
+	case *rounds < 1 || *rounds > benchMaxRounds:
+		return usagef("--rounds %d: must be 1-%d", *rounds, benchMaxRounds)
 	case *maxDur <= 0 || *maxDur > benchMaxDur:
 		return usagef("--max-duration %s: must be above 0 and at most %s", *maxDur, benchMaxDur)
+	}
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return fmt.Errorf("bench: --profile directory: %w", err)
+		}
 	}
 
 	where := "a `latch dev` started in this process on a temp data dir"
@@ -99,44 +124,131 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	}
 	defer closePaths()
 
-	fmt.Fprintf(env.Stdout, "latch bench: %d %s calls per path at concurrency %d, against %s\n", *count, benchTool, *conc, where)
+	fmt.Fprintf(env.Stdout, "latch bench: %d %s calls per path and round, %d round(s) interleaved, at concurrency %d, against %s\n", *count, benchTool, *rounds, *conc, where)
 	fmt.Fprintf(env.Stdout, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
+	results := make([][]loadgen.Result, len(paths))
+	for round := 1; round <= *rounds; round++ {
+		for k, p := range paths {
+			res, err := runBenchPath(ctx, p, *conc, *count, *maxDur, *profile, round, *rounds)
+			if err != nil {
+				return fmt.Errorf("%s path: %w", p.name, err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			results[k] = append(results[k], res)
+		}
+	}
+	merged := make(map[string]loadgen.Result, len(paths))
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\t")
-	var direct loadgen.Result
 	for k, p := range paths {
-		pctx, cancel := context.WithTimeout(ctx, *maxDur)
-		res, err := loadgen.Run(pctx, *conc, int64(*count), p.op)
-		cancel()
-		if err != nil {
-			tw.Flush()
-			return fmt.Errorf("%s path: %w", p.name, err)
-		}
-		if ctx.Err() != nil {
-			tw.Flush()
-			return ctx.Err()
-		}
-		if k == 0 {
-			direct = res
-		}
-		ratio, over := "1.00×", "—"
-		if k > 0 && direct.Rate() > 0 {
-			ratio = fmt.Sprintf("%.2f×", res.Rate()/direct.Rate())
-			over = "+" + ms(res.Percentile(0.5)-direct.Percentile(0.5))
-		}
-		n := fmt.Sprint(res.Ops)
-		if res.Stopped {
-			n += " (stopped at --max-duration)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", p.name, n, res.Rate(), ms(res.Percentile(0.5)), ms(res.Percentile(0.99)), ratio, over)
+		res := loadgen.Merge(results[k]...)
+		merged[p.name] = res
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", p.name, benchCalls(res), res.Rate(), ms(res.Percentile(0.5)), ms(res.Percentile(0.99)),
+			ratio(res, merged["direct"]), overP50(res, merged["direct"], k == 0))
 	}
 	tw.Flush()
 	fmt.Fprintln(env.Stdout)
 	for _, p := range paths {
 		fmt.Fprintf(env.Stdout, "  %-8s %s\n", p.name, p.what)
 	}
-	fmt.Fprintln(env.Stdout, "\nRatios are of this run only; compare runs of one machine, not machines.")
+	m, b := merged["mcp"], merged["bare"]
+	fmt.Fprintf(env.Stdout, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s.\n", overP50(m, b, false), ratio(m, b))
+	if *rounds > 1 {
+		fmt.Fprintln(env.Stdout, "Per round (calls/s):")
+		for k, p := range paths {
+			fmt.Fprintf(env.Stdout, "  %-8s", p.name)
+			for _, r := range results[k] {
+				fmt.Fprintf(env.Stdout, " %9.1f", r.Rate())
+			}
+			fmt.Fprintln(env.Stdout)
+		}
+	}
+	if *profile != "" {
+		fmt.Fprintf(env.Stdout, "Profiles in %s (go tool pprof FILE).\n", *profile)
+	}
+	fmt.Fprintln(env.Stdout, "Ratios are of this run only; compare runs of one machine, not machines.")
 	return nil
+}
+
+// runBenchPath runs one round of one path, profiled into dir when set.
+func runBenchPath(ctx context.Context, p benchPath, conc, count int, maxDur time.Duration, dir string, round, rounds int) (loadgen.Result, error) {
+	pctx, cancel := context.WithTimeout(ctx, maxDur)
+	defer cancel()
+	// Each round's calls are numbered after the last round's, so they are
+	// new intents too (the same numbers would attach).
+	offset := int64(round-1) * int64(count)
+	op := func(ctx context.Context, i int64) error { return p.op(ctx, offset+i) }
+	if dir == "" {
+		return loadgen.Run(pctx, conc, int64(count), op)
+	}
+	name := p.name
+	if rounds > 1 {
+		name = fmt.Sprintf("%s-r%d", p.name, round)
+	}
+	cpu, err := os.Create(filepath.Join(dir, "cpu-"+name+".pprof"))
+	if err != nil {
+		return loadgen.Result{}, fmt.Errorf("bench: profile: %w", err)
+	}
+	defer cpu.Close()
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		return loadgen.Result{}, fmt.Errorf("bench: CPU profile: %w (is another profile running?)", err)
+	}
+	tf, err := os.Create(filepath.Join(dir, "trace-"+name+".out"))
+	if err != nil {
+		pprof.StopCPUProfile()
+		return loadgen.Result{}, fmt.Errorf("bench: trace: %w", err)
+	}
+	defer tf.Close()
+	if err := trace.Start(tf); err != nil {
+		pprof.StopCPUProfile()
+		return loadgen.Result{}, fmt.Errorf("bench: trace: %w", err)
+	}
+	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	res, err := loadgen.Run(pctx, conc, int64(count), op)
+	trace.Stop()
+	pprof.StopCPUProfile()
+	block, ferr := os.Create(filepath.Join(dir, "block-"+name+".pprof"))
+	if ferr == nil {
+		ferr = pprof.Lookup("block").WriteTo(block, 0)
+		block.Close()
+	}
+	// The block profile cannot be reset: each file holds every path
+	// before it too (go tool pprof -base PREVIOUS FILE shows one path).
+	runtime.SetBlockProfileRate(0)
+	if err == nil && ferr != nil {
+		err = fmt.Errorf("bench: block profile: %w", ferr)
+	}
+	return res, err
+}
+
+func benchCalls(r loadgen.Result) string {
+	n := fmt.Sprint(r.Ops)
+	if r.Stopped {
+		n += " (stopped at --max-duration)"
+	}
+	return n
+}
+
+// ratio is r's rate over base's, "1.00×" for base itself.
+func ratio(r, base loadgen.Result) string {
+	if base.Rate() <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", r.Rate()/base.Rate())
+}
+
+// overP50 is r's p50 minus base's, signed; "—" for base itself.
+func overP50(r, base loadgen.Result, self bool) string {
+	if self || base.Ops == 0 {
+		return "—"
+	}
+	d := r.Percentile(0.5) - base.Percentile(0.5)
+	if d < 0 {
+		return "-" + ms(-d)
+	}
+	return "+" + ms(d)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
@@ -222,7 +334,7 @@ func readBenchInfo(dir string) (devInfo, error) {
 	return info, nil
 }
 
-// benchPaths builds the three paths; every call i deploys a version unique
+// benchPaths builds the four paths; every call i deploys a version unique
 // to this run, so each is a new intent.
 func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlaneClient, conc int) ([]benchPath, func(), error) {
 	var nonce [4]byte
@@ -231,8 +343,11 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 	version := func(path string, i int64) string { return fmt.Sprintf("bench-%s-%s-%d", run, path, i) }
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}, Timeout: benchCallTimeout}
 
-	direct := func(ctx context.Context, i int64) error {
-		v := version("d", i)
+	// direct makes call i, or the call for version v when v is set.
+	direct := func(ctx context.Context, i int64, v string) error {
+		if v == "" {
+			v = version("d", i)
+		}
 		body := fmt.Sprintf(`{"service":"bench","version":%q,"region":"us-east-1","reason":""}`, v)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.DemoURL+"/v1/releases", bytes.NewReader([]byte(body)))
 		if err != nil {
@@ -258,6 +373,9 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		if err != nil {
 			return err
 		}
+		if d := resp.GetDisposition(); d != recordv1.Disposition_DISPOSITION_NEW {
+			return fmt.Errorf("call %d was not a new execution (%s of %s): every bench call must be a new intent", i, d, resp.GetExecution().GetId())
+		}
 		if s := resp.GetExecution().GetState(); s != recordv1.State_STATE_COMPLETED {
 			return fmt.Errorf("execution %s ended %s, not completed", resp.GetExecution().GetId(), s)
 		}
@@ -266,7 +384,8 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 
 	// One MCP session per worker, as concurrent agents would have.
 	sessions := make(chan *mcp.ClientSession, conc)
-	closeAll := func() {
+	var closeAll func()
+	closeAll = func() {
 		close(sessions)
 		for s := range sessions {
 			_ = s.Close()
@@ -282,10 +401,58 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		}
 		sessions <- s
 	}
-	viaMCP := func(ctx context.Context, i int64) error {
+	viaMCP := callTools(sessions, "m", version, true)
+
+	// The bare MCP server: the same tool, whose handler makes the direct
+	// call (one POST, a key of its own) and answers the target's body.
+	bareURL, closeBare, err := bareMCPServer(func(ctx context.Context, args map[string]any) (string, error) {
+		v, _ := args["version"].(string)
+		return v, direct(ctx, -1, v)
+	})
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	bareSessions := make(chan *mcp.ClientSession, conc)
+	closeAll = func() {
+		close(sessions)
+		for s := range sessions {
+			_ = s.Close()
+		}
+		close(bareSessions)
+		for s := range bareSessions {
+			_ = s.Close()
+		}
+		closeBare()
+	}
+	bhc := &http.Client{Timeout: benchCallTimeout}
+	for range conc {
+		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
+		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bareURL, HTTPClient: bhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("bench: connect to the bare MCP server at %s: %w", bareURL, err)
+		}
+		bareSessions <- s
+	}
+	viaBare := callTools(bareSessions, "b", version, false)
+	return []benchPath{
+		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", func(ctx context.Context, i int64) error { return direct(ctx, i, "") }},
+		{"bare", "tools/call to a bare go-sdk MCP server in this process whose tool makes the direct POST (MCP, no durability, no dedupe)", viaBare},
+		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
+		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
+	}, closeAll, nil
+}
+
+// callTools makes call i of a path through one of the sessions (one per
+// worker, as concurrent agents would have).
+// With wantNew, the answer must say it made a new execution (the front's
+// structuredContent disposition).
+func callTools(sessions chan *mcp.ClientSession, path string, version func(string, int64) string, wantNew bool) func(context.Context, int64) error {
+	return func(ctx context.Context, i int64) error {
 		s := <-sessions
 		defer func() { sessions <- s }()
-		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: benchTool, Arguments: map[string]any{"service": "bench", "version": version("m", i)}})
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: benchTool, Arguments: map[string]any{"service": "bench", "version": version(path, i)}})
 		if err != nil {
 			return err
 		}
@@ -293,11 +460,45 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 			b, _ := json.Marshal(res.Content)
 			return fmt.Errorf("tool error: %s", b)
 		}
+		if sc, _ := res.StructuredContent.(map[string]any); wantNew && sc["disposition"] != "new" {
+			return fmt.Errorf("call %d was not a new execution (disposition %v of %v): every bench call must be a new intent", i, sc["disposition"], sc["execution_id"])
+		}
 		return nil
 	}
-	return []benchPath{
-		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", direct},
-		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
-		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
-	}, closeAll, nil
+}
+
+// bareMCPServer serves, on a loopback port, a go-sdk MCP server with one
+// tool, benchTool, whose handler is call: no identity, no journal, no
+// dedupe. Like the front, it speaks both protocol eras on one path: the
+// stateless handler for 2026-07-28 and later, the stateful one otherwise.
+func bareMCPServer(call func(ctx context.Context, args map[string]any) (string, error)) (string, func(), error) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "latch-bench-bare", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: benchTool, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var args map[string]any
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return nil, err
+			}
+			v, err := call(ctx, args)
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + v}}}, nil
+		})
+	get := func(*http.Request) *mcp.Server { return srv }
+	stateful := mcp.NewStreamableHTTPHandler(get, nil)
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: bare MCP server: %w", err)
+	}
+	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v >= "2026-07-28" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})}
+	go hs.Serve(lis) //nolint:errcheck // ends with Close
+	return "http://" + lis.Addr().String() + "/mcp", func() { _ = hs.Close() }, nil
 }

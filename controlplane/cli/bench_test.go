@@ -19,6 +19,7 @@ func TestBenchOutputShape(t *testing.T) {
 	row := `\s+%s\s+50\s+\d+\.\d\s+\d+\.\d\dms\s+\d+\.\d\dms\s+\d+\.\d\d×\s+%s`
 	for _, tc := range []struct{ path, over string }{
 		{"direct", "—"},
+		{"bare", `[+-]\d+\.\d\dms`},
 		{"durable", `[+-]\d+\.\d\dms`},
 		{"mcp", `[+-]\d+\.\d\dms`},
 	} {
@@ -27,8 +28,36 @@ func TestBenchOutputShape(t *testing.T) {
 			t.Errorf("no %s row matching %s in:\n%s", tc.path, re, out)
 		}
 	}
-	if !strings.Contains(out, "50 deploy_release calls per path at concurrency 4") {
-		t.Errorf("header missing count and concurrency:\n%s", out)
+	if !strings.Contains(out, "50 deploy_release calls per path and round, 1 round(s) interleaved, at concurrency 4") {
+		t.Errorf("header missing count, rounds and concurrency:\n%s", out)
+	}
+	if !regexp.MustCompile(`mcp against bare\): p50 [+-]\d+\.\d\dms, rate \d+\.\d\d×`).MatchString(out) {
+		t.Errorf("no mcp-against-bare line in:\n%s", out)
+	}
+}
+
+// TestBenchRoundsAndProfile: --rounds runs every path that many times
+// (each row counts all rounds' calls, one rate per round is listed) and
+// --profile writes a CPU profile, a block profile and a trace per path and
+// round.
+func TestBenchRoundsAndProfile(t *testing.T) {
+	dir := t.TempDir()
+	out, code := runCLI(t, "bench", "--count", "10", "--rounds", "2", "--profile", dir)
+	if code != ExitOK {
+		t.Fatalf("latch bench = %d:\n%s", code, out)
+	}
+	for _, path := range []string{"direct", "bare", "durable", "mcp"} {
+		if !regexp.MustCompile(`(?m)^\s+` + path + `\s+20\s`).MatchString(out) {
+			t.Errorf("no %s row with 20 calls (2 rounds of 10) in:\n%s", path, out)
+		}
+		if !regexp.MustCompile(`(?m)^  ` + path + `\s+\d+\.\d\s+\d+\.\d\s*$`).MatchString(out) {
+			t.Errorf("no per-round rates for %s in:\n%s", path, out)
+		}
+		for _, f := range []string{"cpu-" + path + "-r1.pprof", "block-" + path + "-r2.pprof", "trace-" + path + "-r2.out"} {
+			if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+				t.Errorf("profile %s: %v (want a non-empty file)", f, err)
+			}
+		}
 	}
 }
 
@@ -48,6 +77,8 @@ func TestBenchRefusals(t *testing.T) {
 		{"bench", "--concurrency", "0"},
 		{"bench", "--concurrency", "1000"},
 		{"bench", "--max-duration", "1h"},
+		{"bench", "--rounds", "0"},
+		{"bench", "--rounds", "11"},
 		{"bench", "extra"},
 	} {
 		if out, code := runCLI(t, args...); code != ExitUsage {

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os/user"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchhq/latch/controlplane/console"
@@ -12,8 +14,59 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// mountConsole serves the operator console at /ui/ on the ops listener.
+// mountConsole serves the operator console at /ui/ on the ops listener. A
+// PostgreSQL standby has no state to show: /ui/ says so (503) until it
+// takes over, then serves the console. The console is nil until then.
 func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool) (*console.Console, error) {
+	srv := st.srv
+	if srv.Loaded() {
+		c, err := newConsole(ob, st, secure)
+		if err != nil {
+			return nil, err
+		}
+		ops.Handle(console.Prefix, c.Handler())
+		srv.Go(func(ctx context.Context) error {
+			<-ctx.Done()
+			c.Stop() // end the event streams so the ops listener stops promptly
+			return nil
+		})
+		return c, nil
+	}
+	var h atomic.Pointer[http.Handler]
+	ops.Handle(console.Prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := h.Load(); p != nil {
+			(*p).ServeHTTP(w, r)
+			return
+		}
+		role := srv.Role()
+		msg := "this control plane replica is a standby: the console is served by the active replica"
+		if role.Active != "" {
+			msg += " (API at " + role.Active + ")"
+		}
+		http.Error(w, msg+"; this one serves it once it takes over", http.StatusServiceUnavailable)
+	}))
+	srv.Go(func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-srv.ActiveC():
+		}
+		c, err := newConsole(ob, st, secure)
+		if err != nil {
+			return err
+		}
+		ch := c.Handler()
+		h.Store(&ch)
+		ob.log.Info("operator console serving: this replica took over")
+		<-ctx.Done()
+		c.Stop()
+		return nil
+	})
+	return nil, nil
+}
+
+// newConsole builds the console over the loaded state.
+func newConsole(ob *observability, st *stack, secure bool) (*console.Console, error) {
 	srv := st.srv
 	verify := fmt.Sprintf("latch audit verify %s", srv.DataDir())
 	if srv.OnPostgres() {
@@ -31,12 +84,6 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 	if err != nil {
 		return nil, err
 	}
-	ops.Handle(console.Prefix, c.Handler())
-	srv.Go(func(ctx context.Context) error {
-		<-ctx.Done()
-		c.Stop() // end the event streams so the ops listener stops promptly
-		return nil
-	})
 	return c, nil
 }
 

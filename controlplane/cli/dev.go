@@ -34,6 +34,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
+	personWait := fs.Duration("person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the operator command")
 	ckptEvery := fs.Duration("checkpoint-interval", 30*time.Second, "how often the journal is checkpointed (signed) while it grows")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
 	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
@@ -55,6 +56,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	if err := opsF.validate(*level); err != nil {
 		return err
+	}
+	if *personWait <= 0 {
+		return usagef("--person-wait must be a positive duration like 5s")
 	}
 	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	demoLis, err := net.Listen("tcp", *demoListen)
@@ -129,7 +133,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer st.close()
 	opsURL, err := ob.serve(opsF, st)
 	if err != nil {
-		st.srv.Store.Close()
+		st.srv.Close()
 		return err
 	}
 	var signIn, signInAs string
@@ -151,6 +155,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		Logger: log, DataDir: *data, Serve: st.srv.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
+		PersonWait:     *personWait,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
 	})

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -88,14 +87,10 @@ func startServe(t *testing.T, data, catalog string, extra ...string) *proc {
 			t.Logf("latch serve log:\n%s", stderr.String())
 		}
 	})
-	// On failure the cleanup above logs what latch serve wrote.
-	testbin.Eventually(t, "latch serve to open its socket", func() bool {
-		c, err := net.Dial("unix", server.SocketPath(data))
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	// On failure the cleanup above logs what latch serve wrote. A
+	// replica on PostgreSQL opens its socket as a standby: wait until it
+	// serves the API.
+	testbin.Eventually(t, "latch serve to serve its API on its socket", func() bool { return serving(data) })
 	return p
 }
 

@@ -104,7 +104,7 @@ func (ob *observability) serve(o *opsFlags, st *stack) (string, error) {
 		return "", nil
 	}
 	checks := append(st.srv.ReadyChecks(), opshttp.Check{Name: "vault", Ready: func(context.Context) error { return vaultReady(v.Status()) }})
-	ops, err := opshttp.New(opshttp.Config{Logger: ob.log, Addr: o.listen, Gatherer: ob.reg, Checks: checks, TLSCert: o.cert, TLSKey: o.key})
+	ops, err := opshttp.New(opshttp.Config{Logger: ob.log, Addr: o.listen, Gatherer: ob.reg, Checks: checks, Status: st.srv.Status, TLSCert: o.cert, TLSKey: o.key})
 	if errors.Is(err, opshttp.ErrNotLoopback) {
 		return "", usagef("--http-listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or a loopback address", o.listen)
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -78,8 +78,8 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 }
 
-// spawnServe starts `latch serve` without waiting for its socket (a
-// standby opens it only once it holds the lease).
+// spawnServe starts `latch serve` without waiting for it to serve (a
+// standby answers only health and NotActive until it holds the lease).
 func spawnServe(t *testing.T, data, catalog string, extra ...string) (*proc, *testbin.Buffer) {
 	t.Helper()
 	cmd := exec.Command(latchBin, append([]string{"serve", "--data", data, "--catalog", catalog, "--log-level", "debug", "--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice"}, extra...)...)
@@ -98,14 +98,6 @@ func spawnServe(t *testing.T, data, catalog string, extra ...string) (*proc, *te
 	return &proc{cmd: cmd}, stderr
 }
 
-func socketUp(data string) bool {
-	c, err := net.Dial("unix", server.SocketPath(data))
-	if err == nil {
-		c.Close()
-	}
-	return err == nil
-}
-
 // copyKeys gives replica b replica a's vault key file: the only secret a
 // replica needs locally (the keys and the vault are in the store, sealed).
 func copyKeys(t *testing.T, a, b string) {
@@ -120,8 +112,9 @@ func copyKeys(t *testing.T, a, b string) {
 }
 
 // TestStandbyTakesOverOnPostgres: two `latch serve` replicas on one
-// database; the second waits as a standby (no socket) while the first
-// holds the lease. The active is SIGKILLed while the target holds a
+// database; the second serves as a standby while the first holds the
+// lease: its socket answers every API call Unavailable naming the
+// active's address. The active is SIGKILLed while the target holds a
 // request: the standby takes the lease once it expires, recovers the
 // in-flight execution (one effect) and attaches the retry; `latch store
 // status` names it with epoch 2. A clean stop of that replica releases
@@ -137,9 +130,14 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	copyKeys(t, dataA, dataC)
 	pb, logB := spawnServe(t, dataB, catalog, append(lease, "--replica", "b")...)
 	testbin.Eventually(t, "replica b to report it is a standby", func() bool { return strings.Contains(logB.String(), "standby") })
-	if socketUp(dataB) {
-		t.Fatal("the standby opened its API socket while the active holds the lease")
-	}
+	testbin.Eventually(t, "replica b to answer as a standby on its socket", func() bool { return standby(dataB) })
+	// Once it has read the lease, the standby names the active.
+	var err error
+	testbin.Eventually(t, "the standby to name the active", func() bool {
+		_, err = client(t, dataB).Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: "act_x"})
+		active, ok := replicas.ActiveOf(err)
+		return ok && active == "unix://"+server.SocketPath(dataA)
+	})
 
 	c := client(t, dataA)
 	demo.SetDelay(3 * time.Second)
@@ -151,11 +149,16 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	id := r.GetExecution().GetId()
 	waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
 	testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
+	// The CLI given both replicas, the standby first, reaches the active.
+	both := "unix://" + server.SocketPath(dataB) + ",unix://" + server.SocketPath(dataA)
+	if out, code := runCLI(t, "exec", "show", id, "--addr", both); code != ExitOK || !strings.Contains(out, id) {
+		t.Errorf("latch exec show --addr standby,active = %d:\n%s", code, out)
+	}
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
 	demo.SetDelay(0)
 
-	testbin.Eventually(t, "the standby to take over and open its socket", func() bool { return socketUp(dataB) })
+	testbin.Eventually(t, "the standby to take over and serve", func() bool { return serving(dataB) })
 	cb := client(t, dataB)
 	x := waitFor(t, cb, id, recordv1.State_STATE_COMPLETED)
 	if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
@@ -177,7 +180,7 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	_, logC := spawnServe(t, dataC, catalog, append(lease, "--replica", "c")...)
 	testbin.Eventually(t, "replica c to report it is a standby", func() bool { return strings.Contains(logC.String(), "standby") })
 	pb.cmd.Process.Signal(syscall.SIGTERM)
-	testbin.Eventually(t, "replica c to take over after b's clean stop", func() bool { return socketUp(dataC) })
+	testbin.Eventually(t, "replica c to take over after b's clean stop", func() bool { return serving(dataC) })
 	if _, err := client(t, dataC).Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id}); err != nil {
 		t.Errorf("Get on replica c: %v", err)
 	}

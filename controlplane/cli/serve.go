@@ -25,7 +25,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	storeURL := fs.String("store", "", "PostgreSQL store: a postgres:// URL or key=value connection string (several hosts with target_session_attrs=read-write reach the primary); default the Badger store in DATA/db")
 	replica := fs.String("replica", "", "with a PostgreSQL --store: this replica's name in the lease (default the host name)")
-	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every third; a standby takes over after it)")
+	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every eighth; the active stops sending at three quarters without a renewal; a standby takes over after it)")
+	advertise := fs.String("advertise-addr", "", "with a PostgreSQL --store: the address fronts and operators reach this replica's API at, which standbys name while it is active (default: the --grpc-listen address, with the host name for a wildcard host; without --grpc-listen, unix:// and the socket's path)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
 	vaultPath := fs.String("vault", "", "vault file (default DATA/vault.json); on a PostgreSQL --store the vault is in the store, and this file is imported into it once when the store has none")
@@ -90,7 +91,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
@@ -103,18 +104,19 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer st.close()
 	if _, err := ob.serve(opsF, st); err != nil {
-		st.srv.Store.Close()
+		st.srv.Close()
 		return err
 	}
-	stopHUP := reloadOnHUP(ctx, st.srv.Catalog, logger)
+	stopHUP := reloadOnHUP(ctx, st.srv.CatalogManager, logger)
 	defer stopHUP()
 	return st.srv.Run(ctx)
 }
 
 // reloadOnHUP reloads the catalog on every SIGHUP until ctx ends or the
 // returned stop is called. A refused catalog is logged by the manager and
-// changes nothing.
-func reloadOnHUP(ctx context.Context, m *catalog.Manager, log hclog.Logger) func() {
+// changes nothing. A standby has no catalog loaded (manager returns nil):
+// it reads the file when it takes over.
+func reloadOnHUP(ctx context.Context, manager func() *catalog.Manager, log hclog.Logger) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -126,6 +128,11 @@ func reloadOnHUP(ctx context.Context, m *catalog.Manager, log hclog.Logger) func
 			case <-done:
 				return
 			case <-hup:
+				m := manager()
+				if m == nil {
+					log.Info("SIGHUP on a standby: nothing to reload (the catalog file is read at takeover)")
+					continue
+				}
 				if _, err := m.Reload(ctx, catalog.TriggerSIGHUP); err != nil {
 					log.Error("catalog reload on SIGHUP refused", "error", err)
 				}

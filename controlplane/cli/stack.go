@@ -37,6 +37,8 @@ type stackConfig struct {
 	Store    string
 	Replica  string
 	LeaseTTL time.Duration
+	// Advertise is the address the replica's API is reached at (server.Config.Advertise).
+	Advertise string
 	// Context bounds start-up waits (a standby waiting for the lease).
 	Context        context.Context
 	Catalog        catalog.Source
@@ -222,18 +224,21 @@ func newStack(cfg stackConfig) (*stack, error) {
 			// credentials since this one read the vault.
 			return v.Reload()
 		},
-		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Channels:           channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
-		Register: func(g *grpc.Server, s *server.Server) {
+		// Called once the state is loaded (at takeover on PostgreSQL).
+		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
 			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
 			adm.Register(g)
+			eng.Store(s.Engine)
+			actors.tokens = s.Tokens
 		},
 		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 		Sealer:    v.ArgumentSealer(),
@@ -245,13 +250,17 @@ func newStack(cfg stackConfig) (*stack, error) {
 		upstreams.Close()
 		return nil, err
 	}
-	eng.Store(srv.Engine)
 	upstreams.SetReload(func() {
-		if _, err := srv.Catalog.Reload(context.Background(), "upstream_reached"); err != nil {
+		// A standby has no catalog loaded yet: it reads the catalog, and
+		// reaches its upstreams, when it takes over.
+		m := srv.CatalogManager()
+		if m == nil {
+			return
+		}
+		if _, err := m.Reload(context.Background(), "upstream_reached"); err != nil {
 			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
 		}
 	})
-	actors.tokens = srv.Tokens
 	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }
 

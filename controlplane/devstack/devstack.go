@@ -202,6 +202,9 @@ type Config struct {
 	// TokenSource says where Token came from (TokenFromFlag, TokenFromEnv,
 	// TokenKept, TokenNew), for the banner.
 	TokenSource string
+	// PersonWait bounds a call without a task that waits for a person
+	// (mcpfront.Config.PersonWait; 0: its default).
+	PersonWait time.Duration
 	// Strict is whether the dev actor goes through the full decision order.
 	Strict bool
 	// CatalogPath is the --catalog file, "" for the embedded example.
@@ -235,6 +238,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Logger: log, ControlPlane: cfg.ControlPlane, Tokens: verifier, AllowedOrigins: cfg.AllowedOrigins,
 		OAuth:   cfg.OAuth,
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
+		PersonWait: cfg.PersonWait,
 	})
 	if err != nil {
 		return err

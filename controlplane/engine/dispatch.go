@@ -118,6 +118,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			}
 		}
 		c.Execution = x
+		c.RecordTask = e.taskRecorder(ctx, id)
 		actx, observed := e.observe(ctx, AttemptDispatch, c)
 		a := ch.Dispatch(actx, c)
 		observed(a)

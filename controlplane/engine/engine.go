@@ -74,6 +74,12 @@ type Call struct {
 	// outcome: an answer that only says "still in progress" (409) is then
 	// not an outcome.
 	Recovery bool
+	// RecordTask, set on dispatches (and recovery re-sends), durably records
+	// the handle the target gave the execution mid-dispatch (an upstream MCP
+	// server's task ID) on the execution (target_task_id) before it
+	// returns; a channel calls it before it waits for the task's outcome, so
+	// a later Query can ask about it even if this process dies (task.go).
+	RecordTask func(taskID string) error
 }
 
 // AttemptClass is what a dispatch or query proved.

@@ -377,6 +377,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 			return
 		}
 		c.Execution = sent
+		c.RecordTask = e.taskRecorder(ctx, id)
 		rctx, observed := e.observe(ctx, AttemptReplay, c)
 		a = ch.Dispatch(rctx, c)
 		observed(a)

@@ -240,6 +240,12 @@ func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*r
 		return nil, nil, fmt.Errorf("%w: actor and mcp_session_id are required", ErrInvalidRequest)
 	}
 	id, _ := sessionOf(actor, "", &recordv1.Evidence{McpSessionId: mcpSessionID})
+	// A delivered record may be waiting for a group commit (MarkDelivered
+	// is lazy): commit it first, or its execution would be listed as a
+	// result the session never received.
+	if err := e.st.Flush(ctx); err != nil {
+		return nil, nil, err
+	}
 	xs, err := e.st.SessionExecutions(id)
 	if err != nil {
 		return nil, nil, err

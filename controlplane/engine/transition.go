@@ -60,9 +60,15 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 // transition loads an execution, lets mutate check and change it, and moves
 // it to `to` durably. mutate may return an error to refuse.
 func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+	return e.transitionVia(ctx, e.st.Update, id, to, kind, reason, mutate)
+}
+
+// transitionVia is transition committed through update (Store.Update, or
+// Store.UpdateLazy for a record nothing waits on).
+func (e *Engine) transitionVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
-	err := e.st.Update(ctx, func(tx *store.Tx) error {
+	err := update(ctx, func(tx *store.Tx) error {
 		x, err := tx.Execution(id)
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)

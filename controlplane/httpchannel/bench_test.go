@@ -18,6 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -81,21 +82,17 @@ func BenchmarkDurablePath(b *testing.B) {
 					if err != nil {
 						return err
 					}
+					// The wait of the API's Submit with wait_ms.
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					defer cancel()
-					w, err := e.Watch(ctx, r.Execution.GetId(), "")
-					if err != nil {
-						return err
+					x := e.AwaitResting(ctx, r.Execution, func(x *recordv1.Execution) bool { return lifecycle.Resting(x.GetState()) })
+					if x.GetState() != recordv1.State_STATE_COMPLETED {
+						return fmt.Errorf("execution %s is %s, not completed", x.GetId(), lifecycle.Name(x.GetState()))
 					}
-					for x := range w {
-						if x.GetState() == recordv1.State_STATE_COMPLETED {
-							if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
-								return fmt.Errorf("outcome %v", x.GetOutcome())
-							}
-							return nil
-						}
+					if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
+						return fmt.Errorf("outcome %v", x.GetOutcome())
 					}
-					return fmt.Errorf("execution %s did not complete", r.Execution.GetId())
+					return nil
 				})
 			})
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
@@ -411,11 +412,6 @@ func (vr *verification) readRecords() ([]Problem, error) {
 		vr.hashLeaves(start, end, data, workers)
 		for p := start; p < end; p++ {
 			l := &vr.leaves[p]
-			hs, err := tlog.StoredHashesForRecordHash(p, l.hash, vr.reader)
-			if err != nil {
-				return nil, fmt.Errorf("journal: hash leaf %d: %w", p, err)
-			}
-			vr.tree = append(vr.tree, hs...)
 			if l.present && !l.decoded {
 				index, pr, ok := decodeIndex(p, data[p-start])
 				if !ok {
@@ -432,14 +428,31 @@ func (vr *verification) readRecords() ([]Problem, error) {
 	return problems, nil
 }
 
+// treeBlock is how many leaves one worker hashes together with the
+// subtrees among them; a power of two dividing readChunk.
+const treeBlock = 1 << 10
+
 // hashLeaves sets the hash, and for entries whose shape entryIndex
-// accepts the index, of leaves [start, end), whose data is data[0:].
+// accepts the index, of leaves [start, end), whose data is data[0:], and
+// extends vr.tree with their stored hashes (tlog's layout: each leaf hash
+// followed by the hashes of the subtrees it completes). start is a
+// multiple of readChunk, so each aligned block of treeBlock leaves holds
+// its own subtrees: blocks are hashed on every CPU, leaves and subtrees
+// alike, and only the few subtrees larger than a block are hashed after,
+// in order.
 func (vr *verification) hashLeaves(start, end int64, data [][]byte, workers int) {
-	one := func(lo, hi int64) {
+	vr.tree = slices.Grow(vr.tree, int(tlog.StoredHashCount(end))-len(vr.tree))[:tlog.StoredHashCount(end)]
+	tree := vr.tree
+	block := func(lo, hi int64) {
 		for p := lo; p < hi; p++ {
 			l := &vr.leaves[p]
 			d := data[p-start]
 			l.hash = tlog.RecordHash(d)
+			tree[tlog.StoredHashIndex(0, p)] = l.hash
+			for lvl := 1; int64(1)<<lvl <= treeBlock && (p+1)&(int64(1)<<lvl-1) == 0; lvl++ {
+				n := (p+1)>>lvl - 1
+				tree[tlog.StoredHashIndex(lvl, n)] = tlog.NodeHash(tree[tlog.StoredHashIndex(lvl-1, 2*n)], tree[tlog.StoredHashIndex(lvl-1, 2*n+1)])
+			}
 			if !l.present {
 				continue
 			}
@@ -448,16 +461,25 @@ func (vr *verification) hashLeaves(start, end int64, data [][]byte, workers int)
 			}
 		}
 	}
-	if workers < 2 || end-start < 1024 {
-		one(start, end)
-		return
+	blocks := (end - start + treeBlock - 1) / treeBlock
+	if workers < 2 || blocks < 2 {
+		block(start, end)
+	} else {
+		var wg sync.WaitGroup
+		per := (blocks + int64(workers) - 1) / int64(workers)
+		for b := int64(0); b < blocks; b += per {
+			lo, hi := start+b*treeBlock, min(start+(b+per)*treeBlock, end)
+			wg.Go(func() { block(lo, hi) })
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	step := (end - start + int64(workers) - 1) / int64(workers)
-	for lo := start; lo < end; lo += step {
-		wg.Go(func() { one(lo, min(lo+step, end)) })
+	// The subtrees larger than a block, completed by each block's last leaf.
+	for p := start + treeBlock - 1; p < end; p += treeBlock {
+		for lvl := bits.TrailingZeros64(treeBlock) + 1; (p+1)&(int64(1)<<lvl-1) == 0; lvl++ {
+			n := (p+1)>>lvl - 1
+			tree[tlog.StoredHashIndex(lvl, n)] = tlog.NodeHash(tree[tlog.StoredHashIndex(lvl-1, 2*n)], tree[tlog.StoredHashIndex(lvl-1, 2*n+1)])
+		}
 	}
-	wg.Wait()
 }
 
 // maxIndex is the largest index an entry may carry.

@@ -226,6 +226,14 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	tr := u.track(id)
 	defer u.untrack(id, tr)
 	timeout := call.Tool.DispatchTimeout(call.Target)
+	// An upstream that takes this tool as a task is called task-augmented
+	// (tasks.go): its task ID is recorded before Latch waits for the end.
+	if tp, err := u.tapNow(); err == nil {
+		caps := tp.capsNow()
+		if ok, _ := taskCapable(caps, call.Tool.UpstreamTool); ok {
+			return c.dispatchTask(ctx, u, tp, caps, call, args, tr, timeout)
+		}
+	}
 	type answer struct {
 		res *mcp.CallToolResult
 		err error
@@ -261,13 +269,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res *mcp.CallToolResult, err error) engine.Attempt {
 	name := u.spec.Name + "." + call.Tool.UpstreamTool
 	if err == nil {
-		outcome := recordv1.Outcome_OUTCOME_SUCCEEDED
-		reason := "upstream " + name + " answered"
-		if res.IsError {
-			outcome = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
-			reason += " with isError"
-		}
-		return engine.Attempt{Class: engine.Observed, Outcome: outcome, Result: c.result(u, res), Reason: reason}
+		return c.observed(u, name, res, "")
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {
@@ -275,13 +277,7 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 		case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return engine.Attempt{Class: engine.NotSent, Final: true, Reason: fmt.Sprintf("upstream %s refused the call before running it (JSON-RPC %d: %s)", name, werr.Code, clip(werr.Message, 300))}
 		}
-		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": werr.Code, "message": werr.Message, "data": json.RawMessage(orNull(werr.Data))}})
-		body, cut := c.capBody(u, body)
-		return engine.Attempt{
-			Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET,
-			Result: &recordv1.Result{Body: body, BodyTruncated: cut, Summary: fmt.Sprintf("JSON-RPC error %d: %s", werr.Code, clip(c.scrub(u, []byte(werr.Message)), 200))},
-			Reason: fmt.Sprintf("upstream %s answered with JSON-RPC error %d", name, werr.Code),
-		}
+		return c.rpcErrorResult(u, name, werr, "")
 	}
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		// The server answered 404 for the session: it refuses every request
@@ -357,8 +353,9 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Query answers Unsupported: without tasks an upstream cannot be asked what
-// became of a call (see the package doc).
+// Query asks the upstream about the task its dispatch recorded (tasks/get,
+// then the result); without a recorded task ID it answers Unsupported (see
+// the package doc).
 func (c *Channel) Query(ctx context.Context, call engine.Call) engine.Attempt {
-	return engine.Attempt{Class: engine.Unsupported, Reason: "upstream " + call.Target.Name + " cannot be asked what became of a call (no tasks support in this version)"}
+	return c.queryTask(ctx, call)
 }

@@ -44,9 +44,31 @@
 //
 // # Tasks
 //
-// The go-sdk v1.8.0 client has no tasks support (no task-augmented
-// tools/call, no tasks/get) and no public way to send a raw request, so this
-// channel does not call upstreams task-augmented yet: replay status_query is
-// refused for upstream tools by the catalog loader, and Query answers
-// Unsupported.
+// A stdio upstream that runs a tool as a task (2025-11-25:
+// capabilities.tasks.requests.tools.call and the tool's execution.taskSupport
+// optional or required; 2026-07-28: the io.modelcontextprotocol/tasks
+// extension in server/discover) is called task-augmented (tasks.go). The
+// go-sdk v1.8.0 client cannot make these calls, so the channel writes them
+// itself on the connection the SDK's session runs over (tap.go says why this
+// seam). The upstream answers CreateTaskResult once the task is durable on
+// its side; the channel records the task ID through engine.Call.RecordTask
+// (journaled on the execution as target_task_id) before it waits, then polls
+// tasks/get within the tool's timeout. What a task's status proves:
+//
+//   - completed → Observed with the result (tasks/result in 2025-11-25, the
+//     inlined result in 2026-07-28); failed → Observed, failed_at_target,
+//     the JSON-RPC error as the result; cancelled (by the upstream; Latch
+//     never cancels) → Observed, failed_at_target;
+//   - working, input_required after the timeout, a cut, a stop → Unknown;
+//     Query (replay status_query) asks tasks/get again for the recorded ID;
+//   - the task unknown to the upstream (-32602) → Unsupported, so
+//     needs_review: only issued IDs are recorded, and a task that existed
+//     and is gone (expired, lost in a restart) proves nothing about its
+//     effect; no task ID recorded (Latch stopped between the upstream's
+//     answer and its own write) → Unsupported, needs_review.
+//
+// replay status_query is allowed for an upstream tool only when its
+// upstream, reached at load, runs it as a task; otherwise Source holds it
+// (and heldReason does at dispatch). HTTP upstreams are called without
+// tasks in this version (tap.go), so their status_query tools are held.
 package mcpchannel

@@ -24,10 +24,14 @@ import (
 )
 
 // latchBin and countupBin are the real binaries the process tests run.
-var latchBin, countupBin string
+var latchBin, countupBin, taskupBin string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch", "github.com/latchhq/latch/controlplane/mcpchannel/internal/countup"}, []*string{&latchBin, &countupBin})
+	testbin.Main(m, []string{
+		"github.com/latchhq/latch/controlplane/cmd/latch",
+		"github.com/latchhq/latch/controlplane/mcpchannel/internal/countup",
+		"github.com/latchhq/latch/controlplane/mcpchannel/internal/taskup",
+	}, []*string{&latchBin, &countupBin, &taskupBin})
 }
 
 // counter is one counting upstream's state directory.

@@ -111,3 +111,50 @@ tools:
 		t.Errorf("get-env result = %.600s; want the catalog's env and none of the control plane's", body)
 	}
 }
+
+// TestServerEverythingTask calls the reference server's task tool
+// (simulate-research-query, execution.taskSupport required) as a status_query
+// tool: Latch calls it task-augmented (2025-11-25), records the task ID,
+// polls tasks/get through its stages and stores the tasks/result answer.
+func TestServerEverythingTask(t *testing.T) {
+	node, script := everythingServer(t)
+	catalog := writeCatalog(t, fmt.Sprintf(`
+upstreams:
+  everything:
+    transport: stdio
+    command: [%q, %q, stdio]
+    timeout: 30s
+tools:
+  everything.simulate-research-query:
+    upstream: everything
+    tool: simulate-research-query
+    replay: status_query
+  everything.echo:
+    upstream: everything
+    tool: echo
+    replay: status_query
+`, node, script))
+	data := t.TempDir()
+	startLatch(t, data, catalog)
+	c := client(t, data)
+	lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.GetTools() {
+		if strings.HasPrefix(tl.GetName(), "everything.") {
+			names = append(names, tl.GetName())
+		}
+	}
+	// echo takes no task (no execution.taskSupport): status_query holds it.
+	if want := "everything.simulate-research-query"; strings.Join(names, " ") != want {
+		t.Errorf("listed upstream tools = %v, want %s", names, want)
+	}
+	r := submit(t, c, "everything.simulate-research-query", `{"topic":"execution identity"}`)
+	got := waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NEEDS_REVIEW, recordv1.State_STATE_NOT_EXECUTED)
+	x := got.GetExecution()
+	if x.GetState() != recordv1.State_STATE_COMPLETED || x.GetTargetTaskId() == "" || !strings.Contains(string(got.GetResult().GetBody()), "Research Report: execution identity") {
+		t.Errorf("execution %v (%s) task %q result %.300s; want completed through its task with the report", x.GetState(), x.GetReason(), x.GetTargetTaskId(), got.GetResult().GetBody())
+	}
+}

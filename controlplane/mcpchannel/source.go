@@ -145,6 +145,12 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 			held = append(held, Held{Tool: name, Reason: err.Error()})
 			continue
 		}
+		if u, err := c.upstream(t.Upstream); err == nil {
+			if h := u.statusQueryHold(b); h != "" {
+				held = append(held, Held{Tool: name, Reason: h})
+				continue
+			}
+		}
 		if b.Description == "" {
 			b.Description = lt.Description
 		}

@@ -51,6 +51,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	sess    *mcp.ClientSession
+	tap     *tap                 // the raw-request seam of sess (stdio; tap.go), nil for http
 	listed  map[string]*mcp.Tool // the last tools/list, by the upstream's name
 	ended   int                  // connection attempts ended (success or failure)
 	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
@@ -134,7 +135,7 @@ func (u *upstream) run() {
 
 // serveOnce runs one session: connect, list, wait for its end.
 func (u *upstream) serveOnce() error {
-	sess, proc, err := u.connect()
+	sess, proc, tp, err := u.connect()
 	if err == nil {
 		err = u.refreshWith(u.ctx, sess)
 		if err != nil {
@@ -151,7 +152,7 @@ func (u *upstream) serveOnce() error {
 		return err
 	}
 	u.mu.Lock()
-	u.sess, u.lastErr = sess, nil
+	u.sess, u.tap, u.lastErr = sess, tp, nil
 	u.ended++
 	u.notifyLocked()
 	u.mu.Unlock()
@@ -196,7 +197,7 @@ func (u *upstream) serveOnce() error {
 		u.reap(proc)
 	}
 	u.mu.Lock()
-	u.sess, u.lastErr = nil, fmt.Errorf("upstream %s disconnected: %w", u.spec.Name, err)
+	u.sess, u.tap, u.lastErr = nil, nil, fmt.Errorf("upstream %s disconnected: %w", u.spec.Name, err)
 	u.notifyLocked()
 	u.mu.Unlock()
 	return err
@@ -226,7 +227,7 @@ func (u *upstream) client() *mcp.Client {
 	})
 }
 
-func (u *upstream) connect() (*mcp.ClientSession, *os.Process, error) {
+func (u *upstream) connect() (*mcp.ClientSession, *os.Process, *tap, error) {
 	ctx, cancel := context.WithTimeout(u.ctx, u.c.cfg.ConnectWait)
 	defer cancel()
 	switch u.spec.Transport {
@@ -239,14 +240,14 @@ func (u *upstream) connect() (*mcp.ClientSession, *os.Process, error) {
 			MaxRetries: -1,
 		}, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("upstream %s: connecting to %s: %w", u.spec.Name, u.spec.URL, err)
+			return nil, nil, nil, fmt.Errorf("upstream %s: connecting to %s: %w", u.spec.Name, u.spec.URL, err)
 		}
-		return sess, nil, nil
+		return sess, nil, nil, nil
 	}
-	return nil, nil, fmt.Errorf("upstream %s: unknown transport %q", u.spec.Name, u.spec.Transport)
+	return nil, nil, nil, fmt.Errorf("upstream %s: unknown transport %q", u.spec.Name, u.spec.Transport)
 }
 
-func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Process, error) {
+func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Process, *tap, error) {
 	env := slices.Clone(u.c.cfg.BaseEnv)
 	for _, k := range sortedKeys(u.spec.Env) {
 		env = append(env, k+"="+u.spec.Env[k])
@@ -254,7 +255,7 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	if u.spec.CredentialEnv != "" {
 		v, err := u.credentialValue()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		env = append(env, u.spec.CredentialEnv+"="+v)
 	}
@@ -265,18 +266,18 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
+		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
 	}
 	go u.logStderr(stderr, cmd.Process.Pid)
 	// Wait reaps the process; its result ends the session through stdout's EOF.
@@ -290,12 +291,13 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	u.mu.Lock()
 	u.handles = append(u.handles, proc)
 	u.mu.Unlock()
-	sess, err := u.client().Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: &stdinWriter{w: stdin, u: u}}, nil)
+	tp := newTap()
+	sess, err := u.client().Connect(ctx, &tapTransport{inner: &mcp.IOTransport{Reader: stdout, Writer: &stdinWriter{w: stdin, u: u}}, tap: tp}, nil)
 	if err != nil {
 		u.reap(cmd.Process)
-		return nil, nil, fmt.Errorf("upstream %s: the process (pid %d) did not complete the MCP handshake: %w", u.spec.Name, cmd.Process.Pid, err)
+		return nil, nil, nil, fmt.Errorf("upstream %s: the process (pid %d) did not complete the MCP handshake: %w", u.spec.Name, cmd.Process.Pid, err)
 	}
-	return sess, cmd.Process, nil
+	return sess, cmd.Process, tp, nil
 }
 
 func exitStatus(err error) string {
@@ -546,6 +548,23 @@ func (u *upstream) session() (*mcp.ClientSession, error) {
 	return nil, fmt.Errorf("%w: upstream %s is still starting", ErrNotConnected, u.spec.Name)
 }
 
+// tapNow returns the raw-request seam of the live session, or why there is
+// none.
+func (u *upstream) tapNow() (*tap, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil && u.tap != nil {
+		return u.tap, nil
+	}
+	if u.sess != nil {
+		return nil, fmt.Errorf("upstream %s is %s: this version calls tasks on stdio upstreams only", u.spec.Name, u.spec.Transport)
+	}
+	if u.lastErr != nil {
+		return nil, fmt.Errorf("%w: upstream %s: %v", ErrNotConnected, u.spec.Name, u.lastErr)
+	}
+	return nil, fmt.Errorf("%w: upstream %s is still starting", ErrNotConnected, u.spec.Name)
+}
+
 // refreshWith lists the upstream's tools and reports schema changes of the
 // tools in the catalog in force.
 func (u *upstream) refreshWith(ctx context.Context, sess *mcp.ClientSession) error {
@@ -622,6 +641,9 @@ func (u *upstream) heldReason(t *tools.Tool) string {
 	}
 	if !bytes.Equal(bound.InputSchema, t.InputSchema) {
 		return fmt.Sprintf("held: the input schema of %s changed at the upstream since the catalog was loaded; nothing was sent (review it with latch catalog upstream-tools %s, then latch catalog reload)", t.Name, u.spec.Name)
+	}
+	if h := u.statusQueryHold(t); h != "" {
+		return h + "; nothing was sent"
 	}
 	return ""
 }

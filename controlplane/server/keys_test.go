@@ -95,6 +95,7 @@ func TestReplicasShareTheStoreKeys(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Run(ctx) }()
+		waitActive(t, srv, done) // on PostgreSQL Run loads the state once it holds the lease
 		res, err := srv.Engine.Submit(ctx, in)
 		if err != nil {
 			t.Fatalf("replica %s: Submit: %v", name, err)
@@ -380,6 +381,7 @@ func TestTakeoverReadsTheVaultAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	waitActive(t, a, done)
 	res, err := a.Engine.Submit(ctx, engine.SubmitInput{Actor: "alice", Tool: "look", Arguments: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -409,6 +411,7 @@ func TestTakeoverReadsTheVaultAgain(t *testing.T) {
 		bcancel()
 		<-bdone // a Run cancelled during its start-up may report that; the test is over
 	}()
+	waitActive(t, b, bdone)
 	if c, err := rb.vault.Get("deploy"); err != nil || c.Token != "tok-after-b-started" {
 		t.Errorf("the new active's vault: %v, %v; want the credential the old active stored", c, err)
 	}

@@ -42,6 +42,9 @@ func (s *Server) Go(task func(context.Context) error) { s.ops.tasks = append(s.o
 // checkpoint: 0 when the newest checkpoint covers the whole journal, else
 // the time since that checkpoint (or since start when there is none).
 func (s *Server) CheckpointAge(now time.Time) time.Duration {
+	if !s.Active() {
+		return 0 // a standby signs nothing: the active's metric counts
+	}
 	s.ckptMu.Lock()
 	covered := s.ckptSize >= s.Store.JournalSize()
 	s.ckptMu.Unlock()
@@ -68,23 +71,78 @@ func (s *Server) observe() error {
 		Namespace: telemetry.Namespace, Name: "checkpoint_age_seconds",
 		Help: "Seconds journal records have waited for a signed checkpoint (0 when the newest checkpoint covers the whole journal).",
 	}, func() float64 { return s.CheckpointAge(time.Now()).Seconds() })
+	promauto.With(t.Registerer()).NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: telemetry.Namespace, Name: "replica_active",
+		Help: "1 while this control plane replica serves the API (the active one, or the only one on Badger), 0 while it is a standby or taking over.",
+	}, func() float64 {
+		if s.Active() {
+			return 1
+		}
+		return 0
+	})
+	if s.pg != nil {
+		promauto.With(t.Registerer()).NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: telemetry.Namespace, Name: "lease_epoch",
+			Help: "Epoch of the PostgreSQL store's lease as this replica last saw it (its own while active).",
+		}, func() float64 { return float64(s.Role().Epoch) })
+	}
 	return nil
 }
 
-// ReadyChecks are the control plane's readiness conditions for /readyz: the
-// store is open and the journal takes a write. Callers add theirs (the
-// vault; with HA, role and lease).
+// ReadyChecks are the control plane's readiness conditions for /readyz:
+// this replica serves the API (role: a standby is not ready, it only
+// answers NotActive naming the active one), the store is open and the
+// journal takes a write. Callers add theirs (the vault).
+//
+// A standby's store check asks the database (it must be reachable for
+// a takeover); its journal check passes: it writes nothing until active.
 func (s *Server) ReadyChecks() []opshttp.Check {
 	return []opshttp.Check{
-		{Name: "store", Ready: func(context.Context) error {
+		{Name: "role", Ready: func(context.Context) error { return roleReady(s.Role()) }},
+		{Name: "store", Ready: func(ctx context.Context) error {
+			if !s.Active() {
+				if s.pg == nil {
+					return nil
+				}
+				if _, err := s.pg.ReadLease(ctx); err != nil {
+					return fmt.Errorf("the database does not answer: %w (this standby could not take over; check --store and the database)", err)
+				}
+				return nil
+			}
 			if s.Store.Closed() {
 				return errors.New("the store is closed (the control plane is stopping or failed; see its log)")
 			}
 			return nil
 		}},
-		{Name: "journal", Ready: s.journalWritable},
+		{Name: "journal", Ready: func(ctx context.Context) error {
+			if !s.Active() {
+				return nil
+			}
+			return s.journalWritable(ctx)
+		}},
 	}
 }
+
+// roleReady is nil for a replica that serves the API.
+func roleReady(r Role) error {
+	switch r.Role {
+	case RoleActive, RoleSingle:
+		return nil
+	case RoleTakingOver:
+		return fmt.Errorf("taking over: this replica holds the store lease (epoch %d) and is loading the state and recovering what was in flight", r.Epoch)
+	}
+	if r.Holder == "" {
+		return errors.New("standby: no replica holds the store lease; this one takes it in a moment")
+	}
+	at := r.Active
+	if at == "" {
+		at = "an address it does not advertise, or its lease is expiring"
+	}
+	return fmt.Errorf("standby: %s is the active replica (epoch %d) at %s; this replica answers every API call with that address and takes over when that lease expires", r.Holder, r.Epoch, at)
+}
+
+// Status is the role as /healthz reports it (opshttp.Config.Status).
+func (s *Server) Status() map[string]string { return s.Role().Fields() }
 
 // journalWritable passes an empty update through the store's single writer:
 // it answers only when the writer is alive and the group before it

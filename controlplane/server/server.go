@@ -38,7 +38,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchhq/latch/internal/loopback"
@@ -92,8 +94,14 @@ type Config struct {
 	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
 	Replica  string
 	LeaseTTL time.Duration
-	// Context bounds start-up waits: a standby waits in New for the lease
-	// (default: no bound).
+	// Advertise is the address fronts and operators reach this replica's
+	// API at, recorded in the lease while it is active so standbys can
+	// name it (default: the bound TCP listener, the host name for a
+	// wildcard host; without one, unix:// and the socket's path).
+	Advertise string
+	// Context bounds start-up work in New (default: no bound). A standby
+	// does not wait in New: Run serves as a standby until it holds the
+	// lease.
 	Context context.Context
 	// CatalogSource is where the tool catalog is read from, at start and
 	// on every reload (catalog.File, catalog.Fixed).
@@ -131,9 +139,12 @@ type Config struct {
 	// negative: never). A larger store is checked for its unsettled
 	// executions first and the rest in the background (state.go).
 	FullStateCheckUpTo int64
-	// Register, when set, is called to add more gRPC services; the server
-	// passed in has its Store, Tokens and Catalog set.
-	Register func(*grpc.Server, *Server)
+	// Register, when set, is called to add more gRPC services once the
+	// state is loaded (in New on Badger, at takeover on PostgreSQL); the
+	// server passed in has its Store, Engine, Tokens and Catalog set. Only
+	// the API's services (apiServices) may be registered: every listener
+	// serves them from the start, a standby with NotActive answers.
+	Register func(grpc.ServiceRegistrar, *Server)
 	// TCPAddr, when set, also serves the API on TCP (for an MCP front on
 	// another host). TLS is then required unless the address is loopback.
 	TCPAddr string
@@ -170,23 +181,36 @@ type Server struct {
 	ckptMu   sync.Mutex
 	ckptSize int64
 
-	// pg is the PostgreSQL backend (nil on Badger); holder and leased
-	// describe the lease this replica holds on it.
+	// kv is the backend Store runs on (Store is nil until the state is
+	// loaded: a standby has only kv).
+	kv store.KV
+	// keys are the fingerprint and journal keys (keys.go); verifier is the
+	// journal's verifier key (the signer's public half); beat records this
+	// replica in a PostgreSQL store's latch_replicas (replicas.go).
+	keys     *keySet
+	verifier string
+	beat     *replicaBeat
+	// pg is the PostgreSQL backend (nil on Badger); holder and lease
+	// describe the lease this replica takes on it.
 	pg     *store.PostgresKV
 	holder string
 	lease  *leaseKeeper
+	// active is set once the state is loaded and the engine started: the
+	// gate interceptors answer NotActive before. role says more (lease.go).
+	active   atomic.Bool
+	activeCh chan struct{} // closed when active is set
+	role     roleState
+	services *lateServices
+	health   *health.Server
 
 	// backgroundCheck: start-up checked only the unsettled executions (a
 	// large store); Run checks the rest while serving (state.go).
 	backgroundCheck bool
+	// gate, when set, is the start-up check of the unsettled executions,
+	// run while serving (state.go).
+	gate *store.StartupGate
 
 	ops opsState // ops.go
-
-	// verifier is the journal's verifier key (the signer's public half);
-	// beat records this replica in a PostgreSQL store's latch_replicas
-	// (keys.go, replicas.go).
-	verifier string
-	beat     *replicaBeat
 }
 
 // Paths of a data directory.
@@ -233,77 +257,81 @@ func New(cfg Config) (*Server, error) {
 		kv.Close()
 		return nil, err
 	}
-	beat := startBeat(log, cfg, kv)
-	defer func() {
-		if beat != nil { // New failed
-			beat.stop()
-		}
-	}()
-	// On PostgreSQL the replica loads state only once it is active: it
-	// holds the lease, and every commit from here on is fenced by its epoch.
-	pg, _ := kv.(*store.PostgresKV)
-	var holder string
-	var lease *leaseKeeper
-	if pg != nil {
-		holder = holderName(cfg.Replica)
-		beat.setHolder(holder)
-		acquired, err := acquireLease(cfg.Context, log.Named("lease"), pg, holder, cfg.LeaseTTL)
-		if err != nil {
-			kv.Close()
-			return nil, err
-		}
-		lease = keepLease(log.Named("lease"), pg, holder, cfg.LeaseTTL, acquired)
+	s := &Server{cfg: cfg, log: log.Named("server"), kv: kv, keys: keys, signer: keys.signer, verifier: keys.verifier, services: &lateServices{}, activeCh: make(chan struct{})}
+	s.beat = startBeat(log, cfg, kv)
+	// On PostgreSQL the replica loads state only once it is active (Run):
+	// it holds the lease, and every commit from then on is fenced by its
+	// epoch. Until then it serves as a standby.
+	s.pg, _ = kv.(*store.PostgresKV)
+	if s.pg != nil {
+		s.holder = holderName(cfg.Replica)
+		s.beat.setHolder(s.holder)
+		s.lease = newLeaseKeeper()
 		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
 		for kind, ch := range cfg.Channels {
-			fenced[kind] = fencedChannel{Channel: ch, lease: lease}
+			fenced[kind] = fencedChannel{Channel: ch, lease: s.lease}
 		}
-		cfg.Channels = fenced
-		defer func() {
-			if lease != nil { // New failed: let a standby take over
-				lease.stop()
-				rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				pg.ReleaseLease(rctx, holder) //nolint:errcheck // else it expires
-				cancel()
-			}
-		}()
+		s.cfg.Channels = fenced
+		s.role.set(RoleStandby, 0)
+	} else {
+		s.role.set(RoleSingle, 0)
 	}
-	if pg != nil {
-		beat.now() // active now
+	if err := s.buildListeners(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.observe(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.pg == nil {
+		if err := s.load(cfg.Context); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// load reads the state from the store and builds what serves it: the
+// Store (and its start-up check against the journal), tokens, the catalog,
+// the engine and the API, and binds the API's services. On Badger New
+// calls it; on PostgreSQL Run does, once this replica holds the lease.
+// On failure the caller closes the store (closeStore).
+func (s *Server) load(ctx context.Context) error {
+	cfg, log := s.cfg, s.cfg.Logger
+	if s.pg != nil {
+		s.beat.now() // active now
 		if cfg.OnActive != nil {
-			if err := cfg.OnActive(cfg.Context); err != nil {
-				kv.Close()
-				return nil, err
+			if err := cfg.OnActive(ctx); err != nil {
+				return err
 			}
 		}
 	}
-	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, kv)})
+	st, err := store.New(store.Config{Logger: log, KV: observedKV(cfg.Telemetry, s.kv)})
 	if err != nil {
-		kv.Close()
-		return nil, err
+		return err
 	}
-	scope, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
+	s.Store = st
+	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
-	if err := journalCreated(cfg.Context, st, keys, cfg.Replica); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: journal the keys created: %w", err)
+	s.backgroundCheck, s.gate = scope == store.CheckUnsettled, gate
+	if err := journalCreated(ctx, st, s.keys, cfg.Replica); err != nil {
+		return fmt.Errorf("server: journal the keys created: %w", err)
 	}
 	if err := observeStore(cfg.Telemetry, st); err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	if _, err := tks.Migrate(ctx, filepath.Join(cfg.DataDir, "tokens.json")); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	// The engine exists only after the first catalog is recorded; the
 	// manager hands later ones to it.
@@ -314,45 +342,61 @@ func New(cfg Config) (*Server, error) {
 		}
 	}})
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
 	cur := cm.Current()
 	eng, err = engine.New(engine.Config{
-		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: keys.fp,
+		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: s.keys.fp,
 		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
 	})
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
-	if cfg.Caller == nil {
-		cfg.Caller = authzCaller
+	caller := cfg.Caller
+	if caller == nil {
+		caller = authzCaller
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: cfg.Caller, Observer: submitObserver(cfg.Telemetry)})
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: caller, Observer: submitObserver(cfg.Telemetry)})
 	if err != nil {
-		st.Close()
-		return nil, err
+		return err
 	}
-	s := &Server{cfg: cfg, log: log.Named("server"), Store: st, Engine: eng, Tokens: tks, Catalog: cm, api: svc, signer: keys.signer, verifier: keys.verifier, pg: pg, holder: holder, lease: lease,
-		backgroundCheck: scope == store.CheckUnsettled}
+	s.Engine, s.Tokens, s.Catalog, s.api = eng, tks, cm, svc
+	svc.Register(s.services)
+	if cfg.Register != nil {
+		cfg.Register(s.services, s)
+	}
+	if err := s.services.err(); err != nil {
+		return err
+	}
+	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
+		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], s.verifier); err == nil {
+			s.ckptSize = c.Size
+			s.ops.checkpointed(c.Time)
+		}
+	}
+	return nil
+}
+
+// buildListeners makes the gRPC servers of the socket and the TCP listener
+// with every API service registered (bound to its implementation by load)
+// behind the standby gate, and the authorizer.
+func (s *Server) buildListeners() error {
+	cfg, log := s.cfg, s.cfg.Logger
 	access := cfg.Access
 	access.Logger, access.Journal = log, s
 	var tlsCfg *tls.Config
 	if cfg.TCPAddr != "" {
 		switch {
 		case cfg.TLS == nil && !loopback.HostPort(cfg.TCPAddr):
-			st.Close()
-			return nil, fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert, --tls-key and --tls-client-ca, or a loopback address)", cfg.TCPAddr)
+			return fmt.Errorf("server: refusing to serve the API on %s without TLS (pass --tls-cert, --tls-key and --tls-client-ca, or a loopback address)", cfg.TCPAddr)
 		case cfg.TLS == nil:
 			// Plaintext on loopback: any local process can connect, so
 			// its callers are fronts at most; operators use the socket.
 			access.PlaintextLoopbackFronts = true
 		case cfg.TLS.ClientCAs == nil:
-			st.Close()
-			return nil, fmt.Errorf("server: --tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; pass --tls-client-ca with the CA that signs the fronts' and operators' client certificates")
+			return fmt.Errorf("server: --tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; pass --tls-client-ca with the CA that signs the fronts' and operators' client certificates")
 		default:
 			tlsCfg = cfg.TLS.Clone()
 			tlsCfg.MinVersion = tls.VersionTLS13
@@ -361,27 +405,27 @@ func New(cfg Config) (*Server, error) {
 	}
 	az, err := authz.New(access)
 	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	if tlsCfg != nil && !az.HasTLSIdentities() {
-		st.Close()
-		return nil, fmt.Errorf("server: the TCP listener %s would refuse every caller: list the client certificates' identities with --front-identity or --operator-identity (cn:NAME or the certificate's URI SAN)", cfg.TCPAddr)
+		return fmt.Errorf("server: the TCP listener %s would refuse every caller: list the client certificates' identities with --front-identity or --operator-identity (cn:NAME or the certificate's URI SAN)", cfg.TCPAddr)
 	}
 	s.authz = az
 	interceptors := func() []grpc.ServerOption {
+		// The gate comes first: a standby answers NotActive before any
+		// authorization (it has no store to journal a refusal in, and
+		// what it says, the active's advertised address, every front is
+		// configured with anyway). Health passes to show the role.
 		return []grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), logUnary(log)),
-			grpc.ChainStreamInterceptor(recoverStream(log), tracing.StreamServer(), az.StreamInterceptor()),
+			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), logUnary(log)),
+			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor()),
 		}
 	}
+	s.health = health.NewServer()
+	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
 	g := grpc.NewServer(append(interceptors(), grpc.Creds(authz.UnixCredentials()))...)
-	svc.Register(g)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(g, hs)
-	if cfg.Register != nil {
-		cfg.Register(g, s)
-	}
+	s.services.registerOn(g, s.Active, s.notActive)
+	healthpb.RegisterHealthServer(g, s.health)
 	s.grpc = g
 	if cfg.TCPAddr != "" {
 		opts := append(interceptors(),
@@ -396,25 +440,50 @@ func New(cfg Config) (*Server, error) {
 			opts = append(opts, grpc.Creds(&handshakeLog{TransportCredentials: credentials.NewTLS(tlsCfg), log: s.log}))
 		}
 		s.tcp = grpc.NewServer(opts...)
-		svc.Register(s.tcp)
-		healthpb.RegisterHealthServer(s.tcp, hs)
-		if cfg.Register != nil {
-			cfg.Register(s.tcp, s)
-		}
+		s.services.registerOn(s.tcp, s.Active, s.notActive)
+		healthpb.RegisterHealthServer(s.tcp, s.health)
 	}
-	if cps, err := st.Checkpoints(); err == nil && len(cps) > 0 {
-		if c, err := journal.OpenCheckpoint(cps[len(cps)-1], keys.verifier); err == nil {
-			s.ckptSize = c.Size
-			s.ops.checkpointed(c.Time)
-		}
+	return nil
+}
+
+// HealthService is the gRPC health service name that is SERVING only on
+// the replica that serves the API (the active one, or a Badger store's
+// only one); "" is SERVING while the process serves at all, standby too.
+const HealthService = "latch.controlplane.v1.ControlPlane"
+
+// Close releases what New opened, for a server whose Run was not called.
+func (s *Server) Close() error {
+	s.stopLease()
+	s.beat.stop()
+	return s.closeStore()
+}
+
+// closeStore closes the Store when loaded, else the backend.
+func (s *Server) closeStore() error {
+	if s.Store != nil {
+		return s.Store.Close()
 	}
-	if err := s.observe(); err != nil {
-		st.Close()
-		return nil, err
+	return s.kv.Close()
+}
+
+// Active reports whether this replica serves the API: its state is
+// loaded and its engine started. Store, Engine, Tokens and Catalog may
+// be read once it is true.
+func (s *Server) Active() bool { return s.active.Load() }
+
+// Loaded reports whether Store, Engine, Tokens and Catalog are set: after
+// New on Badger, once active on PostgreSQL.
+func (s *Server) Loaded() bool { return s.pg == nil || s.Active() }
+
+// ActiveC is closed once the replica serves the API (Active).
+func (s *Server) ActiveC() <-chan struct{} { return s.activeCh }
+
+// CatalogManager is the catalog in force, nil before the state is loaded.
+func (s *Server) CatalogManager() *catalog.Manager {
+	if !s.Active() {
+		return nil
 	}
-	lease = nil // s owns it now
-	s.beat, beat = beat, nil
-	return s, nil
+	return s.Catalog
 }
 
 // Listen binds the API socket. Run calls it when it was not called before.
@@ -487,43 +556,40 @@ func (s *Server) TCPAddr() string {
 // Run serves until ctx ends, then shuts down cleanly: the API stops, the
 // engine stops (in-flight executions stay dispatched and are recovered at the
 // next start), a final checkpoint is signed and the store is closed.
+//
+// On PostgreSQL the listeners serve from the start: as a standby (every
+// RPC but health answers NotActive naming the active replica) until this
+// replica takes the lease, then it loads the state, starts the engine,
+// whose start-up scan recovers everything the previous active left in
+// flight, exactly as after a crash, and serves.
 func (s *Server) Run(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
-		s.stopLease()
-		s.Store.Close()
+		s.Close()
 		return err
 	}
-	if err := s.Engine.Start(ctx); err != nil {
-		s.stopLease()
-		s.Store.Close()
-		return err
-	}
-	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
+	s.role.mu.Lock()
+	s.role.address = s.advertise()
+	s.role.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
+	if s.pg == nil {
+		s.serveActive(gctx, g)
+	} else {
+		s.log.Info("control plane serving as a standby until it holds the store lease", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "address", s.Role().Address)
+		g.Go(func() error { return s.takeOver(gctx, g) })
+	}
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
 	if s.tcp != nil {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
-	}
-	g.Go(func() error { return s.checkpointLoop(gctx) })
-	if s.lease != nil {
-		g.Go(func() error {
-			select {
-			case err := <-s.lease.lost:
-				return err
-			case <-gctx.Done():
-				return nil
-			}
-		})
-	}
-	if s.backgroundCheck {
-		g.Go(func() error { return s.checkAllState(gctx) })
 	}
 	for _, task := range s.ops.tasks {
 		g.Go(func() error { return task(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
+		s.health.Shutdown() // every service NOT_SERVING: clients move on now
+		if s.Active() {
+			s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
+		}
 		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
 			if g == nil {
 				continue
@@ -542,16 +608,50 @@ func (s *Server) Run(ctx context.Context) error {
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}
-	s.authz.Flush(context.Background())
-	s.Engine.Close()
-	if cerr := s.Checkpoint(context.Background()); cerr != nil {
-		s.log.Error("final checkpoint failed", "error", cerr)
+	lost := errors.Is(err, ErrLeaseLost)
+	if !lost {
+		if cerr := s.shutdown(err); cerr != nil && err == nil {
+			err = cerr
+		}
+		return err
 	}
-	if s.lease != nil {
-		s.lease.stop()
+	// The lease was lost, often because the database stopped answering:
+	// closing the store may wait on a connection stuck in a query, so the
+	// process is not kept for it. Nothing is sent any more (the deadline
+	// passed); what is left in flight a standby recovers.
+	done := make(chan struct{})
+	go func() { s.shutdown(err); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(leaseLostShutdown):
+		os.Remove(s.cfg.Socket)
+		s.log.Warn("stopped without waiting for the store to close: the database does not answer", "waited", leaseLostShutdown)
 	}
+	return err
+}
+
+// leaseLostShutdown bounds the clean-up of a replica that lost its lease.
+const leaseLostShutdown = 5 * time.Second
+
+// shutdown stops the engine, signs a final checkpoint (not after the lease
+// was lost: it could not commit), hands the lease over and closes the
+// store; runErr is why Run ended.
+func (s *Server) shutdown(runErr error) error {
+	lost := errors.Is(runErr, ErrLeaseLost)
+	loaded := s.Engine != nil // g.Wait orders takeOver's writes before this read
+	if loaded {
+		s.authz.Flush(context.Background())
+		s.Engine.Close()
+		if !lost {
+			if cerr := s.Checkpoint(context.Background()); cerr != nil {
+				s.log.Error("final checkpoint failed", "error", cerr)
+			}
+		}
+	}
+	held := s.lease.started()
+	s.stopLease()
 	s.beat.stop()
-	if s.pg != nil && !errors.Is(err, ErrLeaseLost) {
+	if held && !lost {
 		// Hand over at once instead of making a standby wait out the ttl.
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if rerr := s.pg.ReleaseLease(rctx, s.holder); rerr != nil {
@@ -559,12 +659,89 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		cancel()
 	}
-	if cerr := s.Store.Close(); cerr != nil && err == nil {
-		err = cerr
+	size := int64(-1)
+	if s.Store != nil {
+		size = s.Store.JournalSize()
 	}
+	err := s.closeStore()
 	os.Remove(s.cfg.Socket)
-	s.log.Info("control plane stopped", "journal_size", s.Store.JournalSize())
+	s.log.Info("control plane stopped", "journal_size", size)
 	return err
+}
+
+// takeOver waits for the lease as a standby, then makes this replica the
+// active one: renewals start, the state is loaded, the engine starts (its
+// start-up scan recovers what the previous active left in flight) and the
+// API is served. It returns nil when ctx ends first.
+func (s *Server) takeOver(ctx context.Context, g *errgroup.Group) error {
+	log := s.cfg.Logger.Named("lease")
+	addr := s.Role().Address
+	acquired, err := acquireLease(ctx, log, s.pg, s.holder, addr, s.cfg.LeaseTTL, s.role.observe)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	start := time.Now()
+	s.lease.start(log, s.pg, s.holder, s.cfg.LeaseTTL, acquired)
+	s.role.set(RoleTakingOver, s.pg.Epoch())
+	g.Go(func() error {
+		select {
+		case err := <-s.lease.lost:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	if err := s.load(ctx); err != nil {
+		return fmt.Errorf("server: taking over: %w", err)
+	}
+	s.serveActive(ctx, g)
+	s.log.Info("took over: this replica is the active control plane", "epoch", s.pg.Epoch(), "address", addr, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// serveActive opens the gate: the API answers, health says SERVING, and
+// the active's own tasks start.
+func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
+	if s.pg != nil {
+		s.role.set(RoleActive, s.pg.Epoch())
+	}
+	s.active.Store(true)
+	close(s.activeCh)
+	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
+	// The engine's start-up scan (the unsettled executions to resume) runs
+	// while serving: on a large store it takes seconds, and nothing needs
+	// it first (an unsettled execution is checked before it is acted on,
+	// state.go). Engine.Close runs after g.Wait, so never during Start.
+	g.Go(func() error {
+		if err := s.Engine.Start(ctx); err != nil && ctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error { return s.checkpointLoop(ctx) })
+	if s.backgroundCheck {
+		g.Go(func() error { return s.backgroundChecks(ctx) })
+	}
+}
+
+// gateUnary answers NotActive while this replica does not serve the API
+// (a standby, or one still taking over); health always passes.
+func (s *Server) gateUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if !s.active.Load() && !strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
+		return nil, s.notActive()
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) gateStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if !s.active.Load() && !strings.HasPrefix(info.FullMethod, "/grpc.health.v1.Health/") {
+		return s.notActive()
+	}
+	return h(srv, ss)
 }
 
 func (s *Server) checkpointLoop(ctx context.Context) error {
@@ -675,6 +852,12 @@ const (
 // "access_denied", the caller's identity as the actor, the RPC and the
 // reason in the reason. Never a request's content.
 func (s *Server) RecordRefusal(ctx context.Context, r authz.Refusal) error {
+	if !s.Active() {
+		// Only health reaches authorization on a standby; with no state
+		// loaded there is no journal to write to: the refusal is logged.
+		s.log.Warn("refused a call on a standby (not journaled: no state loaded)", "caller", r.Caller.Identity, "reason", r.JournalReason())
+		return nil
+	}
 	return s.Store.Update(ctx, func(tx *store.Tx) error {
 		_, err := tx.Append(&recordv1.JournalEntry{
 			Time: timestamppb.New(r.Time), Kind: authz.JournalKind,

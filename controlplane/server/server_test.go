@@ -123,7 +123,7 @@ func startMTLS(t *testing.T, ca *testpki.CA) *Server {
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}),
 		TLS:         &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}, ClientCAs: ca.Pool(), MinVersion: tls.VersionTLS12},
 		Access:      authz.Config{FrontIdentities: []string{frontID}, OperatorIdentities: []string{operatorID}},
-		Register: func(g *grpc.Server, s *Server) {
+		Register: func(g grpc.ServiceRegistrar, s *Server) {
 			adm, err := admin.New(admin.Config{Vault: v, Tokens: s.Tokens, Catalog: s.Catalog})
 			if err != nil {
 				t.Fatal(err)

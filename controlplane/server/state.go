@@ -17,27 +17,83 @@ import (
 var ErrStateMismatch = errors.New("server: the store disagrees with its journal")
 
 // checkState is the start-up check of "state is a function of the journal"
-// (store/doc.go): every execution record, result and fingerprint index
-// entry of a small store, or the unsettled executions of a large one (the
-// rest is then checked by checkAllState while serving, and attach checks
-// each prior execution it answers from). It returns the scope it checked.
-func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int64) (store.CheckScope, error) {
+// (store/doc.go). A small store has every execution record, result and
+// fingerprint index entry checked before New returns. A large one gets a
+// start-up gate instead (store.StartupGate): the control plane serves at
+// once while Run checks the unsettled executions, and nothing acts on an
+// unsettled execution before it is checked (the update or read that would
+// act on it checks it first); then Run checks the rest (checkAllState).
+// Attach checks each prior execution it answers from either way.
+func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int64) (store.CheckScope, *store.StartupGate, error) {
 	scope := st.StartupScope(fullUpTo)
+	if scope == store.CheckUnsettled {
+		log.Named("server").Info("large store: serving while the unsettled executions are checked against the journal (each is checked before anything acts on it)",
+			"journal_size", st.JournalSize())
+		return scope, st.OpenStartupGate(), nil
+	}
 	start := time.Now()
 	rep, err := st.CheckState(context.Background(), scope)
 	if err != nil {
-		return 0, fmt.Errorf("server: check the store against its journal: %w", err)
+		return 0, nil, fmt.Errorf("server: check the store against its journal: %w", err)
 	}
 	if !rep.OK() {
-		return 0, refuse(dataDir, rep)
+		return 0, nil, refuse(dataDir, rep)
 	}
 	log.Named("server").Info("store agrees with its journal", "checked", scopeName(scope),
 		"executions", rep.Executions, "results", rep.Results, "index_entries", rep.Index, "duration", time.Since(start))
-	return scope, nil
+	return scope, nil, nil
 }
 
-// checkAllState is the background pass after a partial start-up check. A
-// mismatch stops the control plane (Run returns the error).
+// backgroundChecks runs, while serving, the start-up gate's pass over the
+// unsettled executions (if any), then the check of all state. A mismatch
+// stops the control plane (Run returns the error).
+func (s *Server) backgroundChecks(ctx context.Context) error {
+	if s.gate != nil {
+		if err := s.startupPass(ctx); err != nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return s.checkAllState(ctx)
+}
+
+// startupPass runs the gate's pass; it ends early when a gated read or
+// update confirms a mismatch first.
+func (s *Server) startupPass(ctx context.Context) error {
+	type outcome struct {
+		rep *store.StateReport
+		err error
+	}
+	start := time.Now()
+	res := make(chan outcome, 1)
+	go func() {
+		rep, err := s.gate.Run(ctx)
+		res <- outcome{rep, err}
+	}()
+	var rep *store.StateReport
+	select {
+	case <-s.gate.Failed():
+		rep = &store.StateReport{Scope: store.CheckUnsettled, Mismatches: s.gate.Mismatches()}
+	case o := <-res:
+		if ctx.Err() != nil {
+			return nil
+		}
+		if o.err != nil {
+			return fmt.Errorf("server: start-up check of the unsettled executions: %w", o.err)
+		}
+		rep = o.rep
+	}
+	if !rep.OK() {
+		err := stopServing(s.cfg.DataDir, rep)
+		s.log.Error("an unsettled execution disagrees with its journal; it was not acted on; stopping", "mismatches", len(rep.Mismatches), "error", err)
+		return err
+	}
+	s.log.Info("start-up check: the unsettled executions agree with their journal", "executions", rep.Executions, "duration", time.Since(start))
+	return nil
+}
+
+// checkAllState is the background check of all state after a large
+// store's start-up. A mismatch stops the control plane (Run returns the
+// error).
 func (s *Server) checkAllState(ctx context.Context) error {
 	start := time.Now()
 	rep, err := s.Store.CheckState(ctx, store.CheckAllLive)
@@ -61,6 +117,12 @@ func refuse(dataDir string, rep *store.StateReport) error {
 	first := rep.Mismatches[0].String()
 	return fmt.Errorf("%w: %d mismatch(es), first: %s; refusing to serve from %s (nothing was changed); run `latch audit verify %s` to see every mismatch by execution ID and journal record",
 		ErrStateMismatch, len(rep.Mismatches), first, dataDir, dataDir)
+}
+
+// stopServing is the error of a mismatch found while serving.
+func stopServing(dataDir string, rep *store.StateReport) error {
+	return fmt.Errorf("%w: %d mismatch(es), first: %s; stopped serving from %s (the executions that disagree were not acted on); run `latch audit verify %s` to see every mismatch by execution ID and journal record",
+		ErrStateMismatch, len(rep.Mismatches), rep.Mismatches[0].String(), dataDir, dataDir)
 }
 
 func scopeName(s store.CheckScope) string {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
@@ -110,4 +113,49 @@ func TestStateCheckAtStartAndInTheBackground(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	wantIn("Run with the background pass", srv.Run(ctx))
+}
+
+// TestPlantedTokenRefusedAtStart: a token written into a stopped store by
+// hand (record and hash index, no journal record) stops New, naming the
+// token; a token the control plane made passes.
+func TestPlantedTokenRefusedAtStart(t *testing.T) {
+	data := t.TempDir()
+	srv, err := New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := srv.Tokens.Create(context.Background(), "alice", 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	srv, err = New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatalf("New with a token the control plane made: %v", err)
+	}
+	srv.Store.Close()
+
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("ab", 32)
+	planted := "tok_" + sum[:12]
+	v, err := proto.Marshal(&recordv1.AgentToken{Id: planted, Actor: "mallory", Sha256: sum, Origin: "api", CreatedAt: timestamppb.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("t/" + planted), Value: v}, {Key: []byte("h/" + sum), Value: []byte(planted)}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+	_, err = New(stateConfig(t, data, 0))
+	if !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), planted) {
+		t.Errorf("New with a planted token = %v, want ErrStateMismatch naming %s", err, planted)
+	}
 }

@@ -20,6 +20,77 @@ type BadgerKV struct {
 	idle   *sync.Cond
 	active int
 	closed bool
+
+	// snap is the read snapshot every Get and Scan reads through: a
+	// read-only transaction opened when the last Commit returned (see
+	// snapshot). snapMu guards it and the reference counts.
+	snapMu sync.Mutex
+	snap   *snapshot
+}
+
+// snapshot is a read-only Badger transaction shared by concurrent reads.
+//
+// Why: a Badger read transaction opened while a commit is in flight waits
+// for that commit to be applied (oracle.readTs waits on the commit
+// watermark), and with SyncWrites that includes its fsync. The store's
+// writer always has a commit in flight under load, so every read that
+// missed the cache, in the writer's build of the next group or in a
+// caller's WarmLatest, waited for a whole sync it does not need: what a
+// read must see is every commit that returned before it began, and the
+// snapshot opened when the last Commit returned is exactly that (only this
+// KV's Commit writes the DB, one at a time: the store's committer). A
+// commit still in flight is not yet an answer to anyone, so not seeing it
+// is what reading before it would have returned.
+//
+// A snapshot is replaced at the end of every Commit and discarded when the
+// last read on it ends (Discard must not run under a live iterator).
+type snapshot struct {
+	txn     *badger.Txn
+	refs    int
+	retired bool
+}
+
+// acquire returns the current read snapshot with a reference taken.
+func (k *BadgerKV) acquire() *snapshot {
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	if k.snap == nil {
+		k.snap = &snapshot{txn: k.db.NewTransaction(false)}
+	}
+	k.snap.refs++
+	return k.snap
+}
+
+func (k *BadgerKV) release(s *snapshot) {
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	s.refs--
+	if s.retired && s.refs == 0 {
+		s.txn.Discard()
+	}
+}
+
+// renew replaces the read snapshot with one that sees every commit made so
+// far; called when a Commit is done, with no other commit in flight.
+func (k *BadgerKV) renew() {
+	next := &snapshot{txn: k.db.NewTransaction(false)}
+	k.snapMu.Lock()
+	old := k.snap
+	k.snap = next
+	if old != nil {
+		old.retired = true
+		if old.refs == 0 {
+			old.txn.Discard()
+		}
+	}
+	k.snapMu.Unlock()
+}
+
+// view runs fn on the read snapshot.
+func (k *BadgerKV) view(fn func(txn *badger.Txn) error) error {
+	s := k.acquire()
+	defer k.release(s)
+	return fn(s.txn)
 }
 
 // enter registers a call; false when the store is closed.
@@ -78,7 +149,7 @@ func (k *BadgerKV) Get(key []byte) ([]byte, error) {
 	}
 	defer k.leave()
 	var out []byte
-	err := k.db.View(func(txn *badger.Txn) error {
+	err := k.view(func(txn *badger.Txn) error {
 		it, err := txn.Get(key)
 		if err != nil {
 			return err
@@ -101,7 +172,7 @@ func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, val
 		return ErrClosed
 	}
 	defer k.leave()
-	return k.db.View(func(txn *badger.Txn) error {
+	return k.view(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
 		opts.Reverse = reverse
@@ -139,6 +210,9 @@ func (k *BadgerKV) Commit(writes []Write) error {
 		return ErrClosed
 	}
 	defer k.leave()
+	// Even a failed commit may have written a part (a split batch): the
+	// next reads see whatever landed.
+	defer k.renew()
 	txn := k.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	apply := func(w Write) error {
@@ -177,6 +251,12 @@ func (k *BadgerKV) Close() error {
 		k.idle.Wait()
 	}
 	k.mu.Unlock()
+	k.snapMu.Lock()
+	if k.snap != nil { // no read is active: Close waited for them
+		k.snap.txn.Discard()
+		k.snap = nil
+	}
+	k.snapMu.Unlock()
 	return k.db.Close()
 }
 

@@ -362,7 +362,7 @@ func (s *Store) Verified(id string) (*recordv1.Execution, *recordv1.Result, erro
 // writer, whose view is one consistent state (a read-only update: no
 // commit, no sync), and only a confirmed one is reported.
 func (s *Store) checkCommitted(id string) (*recordv1.Execution, []Mismatch, []byte, error) {
-	x, err := s.Execution(id)
+	x, err := s.execution(id)
 	if err != nil {
 		return nil, nil, nil, err
 	}

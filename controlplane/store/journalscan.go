@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 
@@ -16,9 +17,28 @@ import (
 // (then data is the record whole, as ScanJournal gives it) and is valid
 // only during the call; data is a copy.
 func (s *Store) ScanJournalWithHashes(fn func(keyIndex int64, data []byte, hashes []tlog.Hash) bool) error {
+	return s.ScanJournalRange(0, -1, fn)
+}
+
+// ScanJournalRange is ScanJournalWithHashes over the keys from the leaf key
+// of index from up to, not including, the leaf key of index to (to < 0: to
+// the end), compared as keys: consecutive ranges together see every key
+// exactly once, in the order one scan would, whatever malformed keys a
+// damaged store holds. Readers scan ranges side by side.
+func (s *Store) ScanJournalRange(from, to int64, fn func(keyIndex int64, data []byte, hashes []tlog.Hash) bool) error {
 	var perr error
 	var buf []tlog.Hash
-	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+	var start, stop []byte
+	if from > 0 {
+		start = journalKey(from)
+	}
+	if to >= 0 {
+		stop = journalKey(to)
+	}
+	err := s.kv.ScanFrom([]byte("j/"), start, false, func(k, v []byte) bool {
+		if stop != nil && bytes.Compare(k, stop) >= 0 {
+			return false
+		}
 		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
 		if err != nil {
 			perr = fmt.Errorf("store: journal key %q is malformed", k)

@@ -321,14 +321,14 @@ func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx := context.Background()
 	a, b := openPG(t, url), openPG(t, url)
-	la, err := a.AcquireLease(ctx, "replica-a", 300*time.Millisecond)
+	la, err := a.AcquireLease(ctx, "replica-a", "10.0.0.1:7400", 300*time.Millisecond)
 	if err != nil || la.Epoch != 1 {
 		t.Fatalf("first AcquireLease = %+v, %v; want epoch 1", la, err)
 	}
 	if err := a.Commit([]Write{{Key: []byte("k"), Value: []byte("a1")}}); err != nil {
 		t.Fatalf("the holder's commit: %v", err)
 	}
-	if _, err := b.AcquireLease(ctx, "replica-b", time.Second); !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "replica-a") {
+	if _, err := b.AcquireLease(ctx, "replica-b", "10.0.0.2:7400", time.Second); !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "replica-a") {
 		t.Fatalf("AcquireLease while held = %v, want ErrLeaseHeld naming replica-a", err)
 	}
 	if _, err := a.RenewLease(ctx, "replica-a", 300*time.Millisecond); err != nil {
@@ -336,7 +336,7 @@ func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
 	}
 	var lb *Lease
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		lb, err = b.AcquireLease(ctx, "replica-b", 10*time.Second)
+		lb, err = b.AcquireLease(ctx, "replica-b", "10.0.0.2:7400", 10*time.Second)
 		if err == nil || !errors.Is(err, ErrLeaseHeld) || time.Now().After(deadline) {
 			break
 		}
@@ -344,6 +344,9 @@ func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
 	}
 	if err != nil || lb.Epoch != 2 {
 		t.Fatalf("AcquireLease after expiry = %+v, %v; want epoch 2", lb, err)
+	}
+	if cur, err := a.ReadLease(ctx); err != nil || cur.Holder != "replica-b" || cur.Address != "10.0.0.2:7400" || cur.Remaining() <= 0 {
+		t.Errorf("ReadLease after the takeover = %+v, %v; want replica-b at 10.0.0.2:7400 with time left", cur, err)
 	}
 	if err := a.Commit([]Write{{Key: []byte("k"), Value: []byte("stale")}}); !errors.Is(err, ErrFenced) {
 		t.Errorf("the stale active's commit = %v, want ErrFenced", err)
@@ -372,7 +375,7 @@ func TestPostgresLeaseFencesAStaleActive(t *testing.T) {
 	if err := b.ReleaseLease(ctx, "replica-b"); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := a.AcquireLease(ctx, "replica-a", time.Second); err != nil || l.Epoch != 3 {
+	if l, err := a.AcquireLease(ctx, "replica-a", "10.0.0.1:7400", time.Second); err != nil || l.Epoch != 3 {
 		t.Errorf("AcquireLease after a release = %+v, %v; want epoch 3 at once", l, err)
 	}
 }

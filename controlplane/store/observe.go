@@ -85,7 +85,7 @@ func (s *Store) Oldest(st recordv1.State) (*recordv1.Execution, error) {
 	if id == "" {
 		return nil, ErrNotFound
 	}
-	return s.Execution(id)
+	return s.execution(id)
 }
 
 // Closed reports whether Close was called.

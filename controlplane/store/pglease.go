@@ -25,36 +25,58 @@ const fencedCode = "LF001"
 
 // Lease is the active replica's hold on a PostgreSQL store.
 type Lease struct {
-	Holder  string
+	Holder string
+	// Address is where the holder serves its API for fronts and
+	// operators (its advertised host:port or unix:///path; "" when it
+	// advertises none): standbys name it in their NotActive answers.
+	Address string
 	Epoch   int64
 	Expires time.Time // the database's clock
 	// Acquired and Renewed are the database's times.
 	Acquired, Renewed time.Time
+	// Now is the database's clock when the row was read (zero when it
+	// was not: a renewal), so a reader can tell how long the lease runs
+	// without comparing two machines' clocks.
+	Now time.Time
+}
+
+// Remaining is how long the lease runs past its reading, by the
+// database's clock (0 when expired or unknown).
+func (l *Lease) Remaining() time.Duration {
+	if l == nil || l.Now.IsZero() {
+		return 0
+	}
+	return max(l.Expires.Sub(l.Now), 0)
 }
 
 func (k *PostgresKV) readLease(ctx context.Context) (*Lease, error) {
 	l := &Lease{}
-	err := k.pool.QueryRow(ctx, "SELECT holder, epoch, expires_at, acquired_at, renewed_at FROM latch_lease WHERE id = 1").
-		Scan(&l.Holder, &l.Epoch, &l.Expires, &l.Acquired, &l.Renewed)
+	err := k.pool.QueryRow(ctx, "SELECT holder, address, epoch, expires_at, acquired_at, renewed_at, now() FROM latch_lease WHERE id = 1").
+		Scan(&l.Holder, &l.Address, &l.Epoch, &l.Expires, &l.Acquired, &l.Renewed, &l.Now)
 	if err != nil {
 		return nil, fmt.Errorf("store: read the lease: %w", err)
 	}
 	return l, nil
 }
 
+// ReadLease reads the lease row without changing it.
+func (k *PostgresKV) ReadLease(ctx context.Context) (*Lease, error) { return k.readLease(ctx) }
+
 // AcquireLease takes the lease for holder for ttl when it is free or
-// expired (by the database's clock), raising the epoch, and from then on
-// fences every Commit with that epoch. While another holder's lease runs
-// it returns ErrLeaseHeld naming the holder and the expiry.
-func (k *PostgresKV) AcquireLease(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
+// expired (by the database's clock), raising the epoch and recording the
+// address the holder serves at, and from then on fences every Commit with
+// that epoch. While another holder's lease runs it returns the current
+// lease (with the database's Now) and ErrLeaseHeld naming the holder and
+// the expiry.
+func (k *PostgresKV) AcquireLease(ctx context.Context, holder, address string, ttl time.Duration) (*Lease, error) {
 	if holder == "" || ttl <= 0 {
 		return nil, errors.New("store: AcquireLease needs a holder name and a positive ttl")
 	}
-	l := &Lease{Holder: holder}
+	l := &Lease{Holder: holder, Address: address}
 	err := k.pool.QueryRow(ctx, `UPDATE latch_lease
-		SET holder = $1, epoch = epoch + 1, acquired_at = now(), renewed_at = now(), expires_at = now() + $2::interval
+		SET holder = $1, address = $3, epoch = epoch + 1, acquired_at = now(), renewed_at = now(), expires_at = now() + $2::interval
 		WHERE id = 1 AND expires_at < now()
-		RETURNING epoch, expires_at, acquired_at, renewed_at`, holder, ttl).Scan(&l.Epoch, &l.Expires, &l.Acquired, &l.Renewed)
+		RETURNING epoch, expires_at, acquired_at, renewed_at, now()`, holder, ttl, address).Scan(&l.Epoch, &l.Expires, &l.Acquired, &l.Renewed, &l.Now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, rerr := k.readLease(ctx)
 		if rerr != nil {
@@ -112,3 +134,7 @@ func fencedErr(err error) error {
 	}
 	return nil
 }
+
+// Epoch is the epoch this backend fences its commits with (0 before it
+// acquired the lease).
+func (k *PostgresKV) Epoch() int64 { return k.epoch.Load() }

@@ -73,13 +73,13 @@ func TestPostgresVaultStorage(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if _, err := kvs[1].AcquireLease(ctx, "one", time.Minute); err != nil {
+	if _, err := kvs[1].AcquireLease(ctx, "one", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := kvs[1].ReleaseLease(ctx, "one"); err != nil { // as after its expiry
 		t.Fatal(err)
 	}
-	if _, err := kvs[2].AcquireLease(ctx, "two", time.Minute); err != nil {
+	if _, err := kvs[2].AcquireLease(ctx, "two", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := vs[1].Replace([]byte("v4 from the stale active")); !errors.Is(err, ErrFenced) {

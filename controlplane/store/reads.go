@@ -15,7 +15,26 @@ import (
 )
 
 // Execution returns the committed execution with the id, or ErrNotFound.
+//
+// While a start-up gate is open (startupgate.go), an execution in a state
+// the start-up check covers is checked against its journal first, unless it
+// was cleared already.
 func (s *Store) Execution(id string) (*recordv1.Execution, error) {
+	x, err := s.execution(id)
+	if err != nil {
+		return x, err
+	}
+	if g := s.gate.Load(); g != nil {
+		if err := g.admitRead(id, x); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
+}
+
+// execution reads a record without the start-up gate (listings, and the
+// checks themselves).
+func (s *Store) execution(id string) (*recordv1.Execution, error) {
 	return decodeExecution(s.kv.Get(execKey(id)))
 }
 
@@ -67,7 +86,7 @@ func (s *Store) List(f Filter) ([]*recordv1.Execution, error) {
 		if bytes.HasPrefix(prefix, []byte("x/")) {
 			x, err = decodeExecution(value, nil)
 		} else {
-			x, err = s.Execution(idOf(key))
+			x, err = s.execution(idOf(key))
 		}
 		if errors.Is(err, ErrNotFound) {
 			return true // index raced with nothing: indexes and records commit together
@@ -175,7 +194,7 @@ func (s *Store) SessionExecutions(sessionID string) ([]*recordv1.Execution, erro
 	var out []*recordv1.Execution
 	var rerr error
 	err := s.kv.Scan(prefix, false, func(k, _ []byte) bool {
-		x, err := s.Execution(string(k[len(prefix):]))
+		x, err := s.execution(string(k[len(prefix):]))
 		if errors.Is(err, ErrNotFound) {
 			return true // index raced with nothing: indexes and records commit together
 		}

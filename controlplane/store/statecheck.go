@@ -46,6 +46,7 @@ type StateReport struct {
 	Executions int // execution records checked
 	Results    int // stored results checked
 	Index      int // fingerprint index entries checked
+	Tokens     int // agent token records checked (CheckAll)
 	Journal    int // journal records read
 	Mismatches []Mismatch
 }
@@ -135,7 +136,7 @@ func (s *Store) checkUnsettled(ctx context.Context) (*StateReport, error) {
 			return nil, fmt.Errorf("store: state check: %w", err)
 		}
 		for _, id := range ids {
-			x, err := s.Execution(id)
+			x, err := s.execution(id)
 			if errors.Is(err, ErrNotFound) {
 				rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: -1, Key: "x/" + id, Kind: MismatchMissing,
 					Detail: "the state index lists this execution as " + lifecycle.Name(state) + " but its record is gone"})
@@ -214,6 +215,7 @@ const fnvOffset = 14695981039346656037
 func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	rep := &StateReport{Scope: CheckAll}
 	info := map[string]*journaled{}
+	tokens := map[string]*recordv1.AgentToken{} // the last journal record of each token
 	var derr error
 	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
 		rep.Journal++
@@ -231,6 +233,9 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 			return true // likewise
 		}
 		id := e.GetExecutionId()
+		if t := e.GetToken(); t != nil && t.GetId() != "" {
+			tokens[t.GetId()] = t
+		}
 		if id == "" {
 			return true
 		}
@@ -295,7 +300,7 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	}
 	for _, id := range differ {
 		j := info[id]
-		x, err := s.Execution(id)
+		x, err := s.execution(id)
 		if err != nil {
 			add(id, j.last, "x/"+id, MismatchRecord, "cannot read the record again: %v", err)
 			continue
@@ -402,6 +407,9 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 	if len(foreign) > 0 {
 		s.nameOwners(rep.Mismatches, foreign, info)
 	}
+	if rep.Tokens, err = s.checkTokens(ctx, tokens, add); err != nil {
+		return nil, err
+	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {
 		x, y := rep.Mismatches[a], rep.Mismatches[b]
 		if x.ExecutionID != y.ExecutionID {
@@ -457,14 +465,14 @@ func (s *Store) recheck(ms []Mismatch, size int64) []Mismatch {
 		if m.Kind == MismatchIndex {
 			fp := strings.TrimPrefix(m.Key, "f/")
 			if id, err := s.kv.Get(fpKey(fp)); err == nil {
-				if x, err := s.Execution(string(id)); err == nil && x.GetFingerprint() == fp {
+				if x, err := s.execution(string(id)); err == nil && x.GetFingerprint() == fp {
 					continue
 				}
 			}
 			out = append(out, m)
 			continue
 		}
-		x, err := s.Execution(m.ExecutionID)
+		x, err := s.execution(m.ExecutionID)
 		changed := err == nil && int64(x.GetJournalIndex()) >= size
 		if h, herr := historyOf(s.kv.Get, m.ExecutionID); err == nil && herr == nil && lastOf(h) >= size {
 			changed = true // an attach record since (it changes no record)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
@@ -60,12 +62,25 @@ type Store struct {
 	// executions that commit changed (for watchers).
 	onCommit func([]*recordv1.Execution)
 	onGroup  func(Group) // metrics (observe.go)
+
+	// gate, while open, checks unsettled executions before they are acted
+	// on (startupgate.go).
+	gate atomic.Pointer[StartupGate]
+
+	// lazyDelay is lazyDelay; tests lengthen it before the first update.
+	lazyDelay time.Duration
 }
 
 type request struct {
 	fn   func(*Tx) error
 	done chan error
+	// lazy: the update starts no commit of its own (UpdateLazy).
+	lazy bool
 }
+
+// lazyDelay bounds how long an UpdateLazy waits for another update to share
+// a commit with before it is committed on its own.
+const lazyDelay = 20 * time.Millisecond
 
 // New opens a Store over cfg.KV and starts its writer.
 func New(cfg Config) (*Store, error) {
@@ -80,6 +95,8 @@ func New(cfg Config) (*Store, error) {
 		kv:   newCachedKV(cfg.KV),
 		reqs: make(chan *request, maxGroup),
 		done: make(chan struct{}),
+
+		lazyDelay: lazyDelay,
 	}
 	v, err := cfg.KV.Get(journalSizeKey)
 	switch {
@@ -124,28 +141,59 @@ func (s *Store) Close() error {
 // fn's writes is durable. fn must not block; it may be retried never. When fn
 // returns an error none of its writes are kept and Update returns that error.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
-	r := &request{fn: fn, done: make(chan error, 1)}
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return ErrClosed
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1)})
+}
+
+// UpdateLazy is Update for a write nothing waits on: it starts no commit
+// (no sync) of its own but joins the next group another Update starts, or,
+// when none comes, commits on its own after at most lazyDelay. It returns,
+// like Update, only once fn's writes are durable, so a caller that answers
+// after it never reports a write that could be lost; what is lazy is when
+// the sync happens, not whether it happens before the answer. For records
+// whose absence after a crash is the safe side and that nothing is ordered
+// after (delivered: without it, an attach returns the stored result again).
+func (s *Store) UpdateLazy(ctx context.Context, fn func(*Tx) error) error {
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), lazy: true})
+}
+
+// Flush commits the lazy updates held now and returns once they are
+// durable: a reader about to judge from committed state (an MCP session's
+// end, which lists the results its session never received) calls it first so
+// a delivered record still waiting for a group is not mistaken for missing.
+// With nothing held it costs no sync (an update without writes).
+func (s *Store) Flush(ctx context.Context) error {
+	return s.Update(ctx, func(*Tx) error { return nil })
+}
+
+func (s *Store) update(ctx context.Context, r *request) error {
+	if err := s.enqueue(ctx, r); err != nil {
+		return err
 	}
-	select {
-	case s.reqs <- r:
-	case <-ctx.Done():
-		s.closeMu.RUnlock()
-		return ctx.Err()
-	}
-	s.closeMu.RUnlock()
 	// Once enqueued the update will be applied or fail as a whole; wait for
 	// the answer even if ctx ends, so the caller never mistakes a committed
 	// write for a lost one.
 	return <-r.done
 }
 
+// enqueue hands r to the writer.
+func (s *Store) enqueue(ctx context.Context, r *request) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // writer builds groups and hands them to the committer, one in flight at a
 // time: while group N is being synced, group N+1 is built on top of N's
-// writes (reads see them through the batch chain). If N fails, N+1 was
+// writes (reads see them through the batch chain), taking every update that
+// arrives until N is durable. If N fails, N+1 was
 // built on writes that never happened, so it is failed whole and the writer
 // starts again from the committed state.
 func (s *Store) writer() {
@@ -160,19 +208,49 @@ func (s *Store) writer() {
 	}()
 	var prev *batch
 	size := s.JournalSize()
-	for first := range s.reqs {
-		group := []*request{first}
+	// held are lazy updates waiting for a group to join (UpdateLazy).
+	var held []*request
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	closed := false
+	for !closed || len(held) > 0 {
+		var group []*request
+		select {
+		case r, ok := <-s.reqs:
+			switch {
+			case !ok:
+				closed = true
+			case r.lazy && len(held) < maxGroup:
+				held = append(held, r)
+				if len(held) == 1 {
+					timer.Reset(s.lazyDelay)
+				}
+				continue
+			default:
+				group = append(group, r)
+			}
+		case <-timer.C:
+		}
+		// Held updates go first: they were asked for before this one.
+		group = append(held, group...)
+		held = nil
+		timer.Stop()
 	fill:
-		for len(group) < maxGroup {
+		for !closed && len(group) < maxGroup {
 			select {
 			case r, ok := <-s.reqs:
 				if !ok {
+					closed = true
 					break fill
 				}
 				group = append(group, r)
 			default:
 				break fill
 			}
+		}
+		if len(group) == 0 {
+			continue
 		}
 		if prev != nil {
 			select {
@@ -186,13 +264,36 @@ func (s *Store) writer() {
 		}
 		b := s.build(group, prev, size)
 		if prev != nil {
-			if err := <-prev.committed; err != nil {
+			// While prev is being synced, updates that arrive join b: they
+			// are sent with it the moment prev is durable, instead of
+			// waiting in the queue for the group after it (a whole commit
+			// more). b is still bounded by maxGroup.
+			var err error
+		absorb:
+			for {
+				if closed || len(b.group) >= maxGroup {
+					err = <-prev.committed
+					break
+				}
+				select {
+				case err = <-prev.committed:
+					break absorb
+				case r, ok := <-s.reqs:
+					if !ok {
+						closed = true
+						continue
+					}
+					s.add(b, r)
+				}
+			}
+			if err != nil {
 				b.fail(fmt.Errorf("store: not committed: the group before it failed: %w", err))
 				prev, size = nil, s.JournalSize()
 				continue
 			}
 			prev.writes = nil // committed: reads go to the KV again
 		}
+		s.seal(b)
 		commits <- b
 		prev, size = b, b.size
 	}
@@ -201,30 +302,44 @@ func (s *Store) writer() {
 }
 
 // build runs a group's update functions against a new batch layered over
-// prev (the group being committed, if any).
+// prev (the group being committed, if any). More may join it (add) until it
+// is sealed.
 func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 	b := &batch{kv: s.kv, prev: prev, observed: s.onGroup != nil, writes: map[string]*Write{}, size: size, base: size,
-		group: group, results: make([]error, len(group)), committed: make(chan error, 1)}
-	for i, r := range group {
-		tx := &Tx{b: b, own: map[string]*Write{}, size: b.size}
-		err := safeRun(r.fn, tx)
-		if err == nil {
-			err = tx.err
-		}
-		b.results[i] = err
-		if err != nil {
-			continue
-		}
-		for k, w := range tx.own {
-			if _, seen := b.writes[k]; !seen {
-				b.order = append(b.order, k)
-			}
-			b.writes[k] = w
-		}
-		b.size = tx.size
-		b.changed = append(b.changed, tx.changed...)
-		b.transitions = append(b.transitions, tx.transitions...)
+		committed: make(chan error, 1)}
+	for _, r := range group {
+		s.add(b, r)
 	}
+	return b
+}
+
+// add runs one update function against b and keeps its writes when it
+// succeeds.
+func (s *Store) add(b *batch, r *request) {
+	b.group = append(b.group, r)
+	tx := &Tx{b: b, own: map[string]*Write{}, size: b.size, gate: s.gate.Load()}
+	err := safeRun(r.fn, tx)
+	if err == nil {
+		err = tx.err
+	}
+	b.results = append(b.results, err)
+	if err != nil {
+		return
+	}
+	for k, w := range tx.own {
+		if _, seen := b.writes[k]; !seen {
+			b.order = append(b.order, k)
+		}
+		b.writes[k] = w
+	}
+	b.size = tx.size
+	b.changed = append(b.changed, tx.changed...)
+	b.transitions = append(b.transitions, tx.transitions...)
+}
+
+// seal adds the journal size (and, for the first entries, the layout) to a
+// batch whose group is complete.
+func (s *Store) seal(b *batch) {
 	if b.size != b.base {
 		var v [8]byte
 		binary.BigEndian.PutUint64(v[:], uint64(b.size))
@@ -235,7 +350,6 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 			b.writes[string(formatKey)] = &Write{Key: formatKey, Value: []byte(format)}
 		}
 	}
-	return b
 }
 
 // commit makes a batch durable, then answers its callers. Even a batch
@@ -346,6 +460,8 @@ type Tx struct {
 
 	// transitions are the state changes it appended (for OnGroup).
 	transitions []Transition
+	// gate is the start-up gate open when the update began (nil: none).
+	gate *StartupGate
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -385,10 +501,20 @@ func historyKey(id string) []byte  { return []byte("e/" + id) }
 func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
 
 // Execution returns the execution as this update sees it.
+//
+// While a start-up gate is open, the first read of an execution in an
+// update checks it against its journal when its state is one the start-up
+// check covers (startupgate.go); a mismatch is an error (and stops the
+// control plane).
 func (t *Tx) Execution(id string) (*recordv1.Execution, error) {
 	x, err := decodeExecution(t.get(execKey(id)))
 	if err == nil {
 		if _, ok := t.known[id]; !ok {
+			if t.gate != nil {
+				if err := t.gate.admitTx(t.get, id, x); err != nil {
+					return nil, err
+				}
+			}
 			t.remember(id, known{state: x.GetState()})
 		}
 	}

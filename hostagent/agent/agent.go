@@ -219,11 +219,28 @@ func (a *Agent) lock() error {
 }
 
 // openStore opens the marker store; one that will not open is moved aside and
-// a fresh store is rebuilt from the execution directories, so a damaged store
-// never makes the agent crash-loop.
+// a fresh store is rebuilt from the execution directories (run markers) and
+// the script markers' mirror log (plus the JSON mirrors older agents kept),
+// so a damaged store never makes the agent crash-loop.
+//
+// A rebuild keeps the mirror log it reads from at DIR/scripts.log.rebuilding
+// until every marker is in the fresh store; an agent that finds that file
+// at start was cut off in a rebuild, so it moves the partial store aside
+// too and rebuilds again from the same sources.
 func (a *Agent) openStore() error {
 	dir := filepath.Join(a.cfg.DataDir, "markers")
-	st, err := markers.Open(markers.Config{Dir: dir, Logger: a.cfg.Logger})
+	mirror := execdir.MirrorLog(a.cfg.DataDir)
+	rebuilding := mirror + ".rebuilding"
+	cfg := markers.Config{Dir: dir, Logger: a.cfg.Logger, MirrorLog: mirror, Now: a.cfg.Now}
+	var (
+		st  *markers.Store
+		err error
+	)
+	if _, serr := os.Stat(rebuilding); serr == nil {
+		err = fmt.Errorf("%w: an earlier rebuild did not finish (%s is still there)", markers.ErrOpen, rebuilding)
+	} else {
+		st, err = markers.Open(cfg)
+	}
 	if err == nil {
 		a.store = st
 		return nil
@@ -237,7 +254,27 @@ func (a *Agent) openStore() error {
 	}
 	a.log.Error("MARKER STORE WOULD NOT OPEN: moved aside, starting with a fresh store rebuilt from execution directories and script marker mirrors; check the rebuilt markers",
 		"error", err, "moved_to", moved)
-	st, err = markers.Open(markers.Config{Dir: dir, Logger: a.cfg.Logger})
+	// Keep the log to read from out of the fresh store's way (it writes
+	// its own at DIR/scripts.log).
+	if _, serr := os.Stat(rebuilding); serr != nil {
+		if err := os.Rename(mirror, rebuilding); errors.Is(err, os.ErrNotExist) {
+			err = os.WriteFile(rebuilding, nil, 0o600) // no log: the flag alone
+		} else if err != nil {
+			return fmt.Errorf("agent: keep the mirror log aside for the rebuild: %w", err)
+		}
+		if err := execdir.SyncDir(a.cfg.DataDir); err != nil {
+			return fmt.Errorf("agent: rebuild: %w", err)
+		}
+	}
+	// The JSON mirrors of older agents first, then the log (newer).
+	scripts, errs := execdir.ReadScriptMirrors(a.cfg.DataDir)
+	logged, lerr := markers.ReadMirror(rebuilding)
+	if lerr != nil {
+		errs = append(errs, lerr)
+	}
+	scripts = append(scripts, logged...)
+	_ = os.Remove(mirror) // a partial rebuild's log: the fresh store writes a new one
+	st, err = markers.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("agent: fresh marker store will not open either: %w", err)
 	}
@@ -246,16 +283,22 @@ func (a *Agent) openStore() error {
 	if err != nil {
 		return err
 	}
-	scripts, errs := execdir.ReadScriptMirrors(a.cfg.DataDir)
 	for _, m := range scripts {
 		if err := a.store.Put(markers.Scripts, m); err != nil {
 			return fmt.Errorf("agent: rebuild script marker %s: %w", m.GetExecutionId(), err)
 		}
 	}
 	for _, e := range errs {
-		a.log.Error("script marker mirror unreadable; that marker is NOT recovered", "error", e)
+		a.log.Error("script marker mirror unreadable; markers after the damage are NOT recovered", "error", e)
 	}
-	a.log.Error("marker store rebuilt", "run_markers", n, "script_markers", len(scripts), "unreadable_script_mirrors", len(errs), "moved_to", moved)
+	kept := fmt.Sprintf("%s.rebuilt-%d", mirror, a.cfg.Now().Unix())
+	if err := os.Rename(rebuilding, kept); err != nil {
+		return fmt.Errorf("agent: rebuild done but %s cannot be renamed (the next start would rebuild again): %w", rebuilding, err)
+	}
+	if err := execdir.SyncDir(a.cfg.DataDir); err != nil {
+		return fmt.Errorf("agent: rebuild: %w", err)
+	}
+	a.log.Error("marker store rebuilt", "run_markers", n, "script_markers", len(scripts), "unreadable_script_mirrors", len(errs), "moved_to", moved, "mirror_log_read_kept_as", kept)
 	return nil
 }
 

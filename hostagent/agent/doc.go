@@ -27,7 +27,7 @@
 //
 // A lost command is never re-run. A marker store that will not open is moved
 // aside and rebuilt from the execution directories and the script marker
-// mirrors (DIR/scripts), and the agent says so loudly at error level.
+// mirror log (DIR/scripts.log), and the agent says so loudly at error level.
 //
 // The shim is this process's own binary re-executed (/proc/self/exe) with the
 // hidden subcommands `shim` and `gate`: a binary that embeds the agent must

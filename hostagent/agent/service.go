@@ -185,7 +185,6 @@ func (a *Agent) MarkerBegin(ctx context.Context, req *hostagentv1.MarkerBeginReq
 		return nil, a.toStatus(err)
 	}
 	if created {
-		a.mirror(m)
 		a.notify.fire(req.GetExecutionId())
 		a.log.Debug("marker begun", "execution_id", req.GetExecutionId(), "op", req.GetOp(), "peer_uid", uid)
 	}
@@ -205,33 +204,19 @@ func (a *Agent) finishScript(id string, to hostagentv1.MarkerState, set func(*ho
 		return nil
 	})
 	if err == nil {
-		a.mirror(m)
 		a.notify.fire(id)
 	}
 	return m, err
 }
 
-// lockScript serialises changes of one script marker so that its mirror
-// file is written in the same order as the store.
+// lockScript serialises changes of one script marker (begin, complete and
+// fail of one ID answer in the order the store applied them).
 func (a *Agent) lockScript(id string) (unlock func()) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
 	mu := &a.scriptLocks[h.Sum32()%uint32(len(a.scriptLocks))]
 	mu.Lock()
 	return mu.Unlock
-}
-
-// mirror durably writes the file copy of a script marker (temp file fsync,
-// rename, directory fsync). Concurrent mirrors are not grouped here: the
-// file system already merges concurrent fsyncs into one journal commit, and
-// a user-space group (tried: parallel file fsyncs, renames, one directory
-// fsync per group) measured the same, because each file's data sync is the cost. The
-// store stays the truth; a failed mirror only weakens a future rebuild, so
-// it is logged.
-func (a *Agent) mirror(m *hostagentv1.Marker) {
-	if err := execdir.WriteScriptMirror(a.cfg.DataDir, m); err != nil {
-		a.log.Error("mirroring script marker failed; a rebuilt store would miss this change", "execution_id", m.GetExecutionId(), "error", err)
-	}
 }
 
 // MarkerComplete implements HostAgent.MarkerComplete: begun → completed.

@@ -17,9 +17,11 @@
 //	             signal with exit_code -1) or NOT_STARTED (the gate never
 //	             opened), plus output_size and output_truncated
 //
-// Script markers (the marker API) are mirrored, after each durable change in
-// the store, to DIR/scripts/<execution_id>.json (protojson
-// hostagentv1.Marker), so that a store moved aside loses none of them.
+// Script markers (the marker API) are mirrored in DIR/scripts.log, an
+// append-only log written by package markers in the store's group commit
+// (MirrorLog), so that a store moved aside loses none of them. Agents
+// before that log kept one DIR/scripts/<execution_id>.json (protojson
+// hostagentv1.Marker) per marker; a rebuild still reads those first.
 //
 // The status file is the only record of an exit status that survives the
 // agent: only the shim (the command's parent) can read it, and it writes it

@@ -200,18 +200,13 @@ func ReadIdentity(dir, name string) (proc.Identity, error) {
 	return proc.Identity{PID: pid, StartTicks: ticks, BootID: f[2]}, nil
 }
 
-// ScriptsDir returns DIR/scripts, where each script marker is mirrored as
-// <execution_id>.json so that a store moved aside can be rebuilt.
-func ScriptsDir(dataDir string) string { return filepath.Join(dataDir, "scripts") }
+// MirrorLog returns DIR/scripts.log, the append-only mirror log of script
+// markers (package markers writes and reads it).
+func MirrorLog(dataDir string) string { return filepath.Join(dataDir, "scripts.log") }
 
-// WriteScriptMirror durably writes the mirror of a script marker.
-func WriteScriptMirror(dataDir string, m *hostagentv1.Marker) error {
-	dir := ScriptsDir(dataDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("execdir: create %s: %w", dir, err)
-	}
-	return writeMarker(dir, m.GetExecutionId()+".json", m)
-}
+// ScriptsDir returns DIR/scripts, where agents before the mirror log kept
+// each script marker as <execution_id>.json. Only a rebuild reads it now.
+func ScriptsDir(dataDir string) string { return filepath.Join(dataDir, "scripts") }
 
 // ReadScriptMirrors reads every mirrored script marker; unreadable files are
 // returned as errors alongside the markers that could be read.

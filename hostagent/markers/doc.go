@@ -18,7 +18,13 @@
 //     every write already waiting into one transaction with one WAL fsync,
 //     and answers each writer only after that commit; durability per call is
 //     unchanged, concurrent writers share the sync.
-//   - The store never reads the clock: callers set timestamps.
+//   - With Config.MirrorLog, every script marker change is also appended
+//     to an append-only mirror log outside the Badger directory, as one
+//     fsynced frame per group, before the group's commit (mirror.go): the
+//     log holds every state the store holds, and Open makes it say exactly
+//     what the store says. ReadMirror reads it to rebuild a store.
+//   - The store never reads the clock: callers set timestamps (Config.Now
+//     only names a damaged mirror log moved aside).
 //   - One process per directory (Badger takes a flock); scripts and CLIs go
 //     through the agent's gRPC API, never this package.
 //

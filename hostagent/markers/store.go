@@ -49,6 +49,12 @@ type Config struct {
 	Logger hclog.Logger
 	// InMemory runs Badger without files (tests only).
 	InMemory bool
+	// MirrorLog, when set, is the path of the append-only copy of every
+	// script marker change (mirror.go), written in the same group commit;
+	// ReadMirror reads it back to rebuild a store that will not open.
+	MirrorLog string
+	// Now names a damaged mirror log moved aside (default time.Now).
+	Now func() time.Time
 }
 
 // maxGroup bounds how many changes one group commit carries.
@@ -56,8 +62,9 @@ const maxGroup = 256
 
 // Store is the Badger-backed marker store.
 type Store struct {
-	db  *badger.DB
-	log hclog.Logger
+	db     *badger.DB
+	log    hclog.Logger
+	mirror *mirrorLog // nil: no mirror log
 
 	reqs      chan *change  // unbuffered: a waiting writer is a blocked sender
 	quit      chan struct{} // closed by Close
@@ -109,7 +116,20 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrOpen, cfg.Dir, err)
 	}
+	var ml *mirrorLog
+	if cfg.MirrorLog != "" {
+		now := cfg.Now
+		if now == nil {
+			now = time.Now
+		}
+		ml, err = openMirror(cfg.MirrorLog, db, log.Warn, now())
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	s := &Store{
+		mirror:    ml,
 		db:        db,
 		log:       log,
 		reqs:      make(chan *change),
@@ -152,8 +172,12 @@ func MoveAside(dir string, now time.Time) (string, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.quit) })
 	<-s.committed
+	merr := s.mirror.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("markers: close: %w", err)
+	}
+	if merr != nil {
+		return fmt.Errorf("%w: close: %v", ErrMirror, merr)
 	}
 	return nil
 }
@@ -185,15 +209,16 @@ func getTxn(txn *badger.Txn, k []byte) (*hostagentv1.Marker, error) {
 	return m, err
 }
 
-func setTxn(txn *badger.Txn, k []byte, m *hostagentv1.Marker) error {
+// setTxn sets k to m and returns the encoded marker.
+func setTxn(txn *badger.Txn, k []byte, m *hostagentv1.Marker) ([]byte, error) {
 	b, err := proto.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("markers: encode marker: %w", err)
+		return nil, fmt.Errorf("markers: encode marker: %w", err)
 	}
 	if err := txn.Set(k, b); err != nil {
-		return fmt.Errorf("markers: set %s: %w", k, err)
+		return nil, fmt.Errorf("markers: set %s: %w", k, err)
 	}
-	return nil
+	return b, nil
 }
 
 // Get returns the marker of id in ns, or ErrNotFound.

@@ -199,11 +199,26 @@ func TestCorruptDirFailsToOpenAndMovesAside(t *testing.T) {
 // BenchmarkBeginComplete measures durable script markers: one Create and one
 // Update per iteration, each durable (fsync'd) when it returns, at
 // concurrency 1 (one sync per write: the floor) and 32 (writes waiting at
-// the same time share a group commit).
+// the same time share a group commit), without and with the mirror log
+// (one more fsync per group).
 func BenchmarkBeginComplete(b *testing.B) {
-	for _, c := range []int{1, 32} {
-		b.Run("c="+itoa(c), func(b *testing.B) {
-			s := openStore(b, filepath.Join(b.TempDir(), "markers"))
+	for _, bc := range []struct {
+		name   string
+		c      int
+		mirror bool
+	}{{"c=1", 1, false}, {"c=32", 32, false}, {"c=1/mirror", 1, true}, {"c=32/mirror", 32, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := bc.c
+			dir := b.TempDir()
+			cfg := Config{Dir: filepath.Join(dir, "markers"), Logger: testLogger(b)}
+			if bc.mirror {
+				cfg.MirrorLog = filepath.Join(dir, "scripts.log")
+			}
+			s, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Close() })
 			var (
 				next atomic.Int64
 				wg   sync.WaitGroup

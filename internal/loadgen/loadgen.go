@@ -91,3 +91,18 @@ func Run(ctx context.Context, workers int, count int64, op func(ctx context.Cont
 	res.Stopped = int64(res.Ops) < count
 	return res, nil
 }
+
+// Merge combines the results of several runs of one operation (rounds
+// interleaved with other work): their operations and latencies together,
+// their elapsed times added, so Rate is over the time the operation ran.
+func Merge(rs ...Result) Result {
+	var out Result
+	for _, r := range rs {
+		out.Ops += r.Ops
+		out.Elapsed += r.Elapsed
+		out.Stopped = out.Stopped || r.Stopped
+		out.sorted = append(out.sorted, r.sorted...)
+	}
+	slices.Sort(out.sorted)
+	return out
+}

@@ -77,3 +77,18 @@ func TestRunRefusesBadConfig(t *testing.T) {
 		t.Errorf("Run(0 workers) = %v, want ErrConfig", err)
 	}
 }
+
+func TestMerge(t *testing.T) {
+	a := Result{Ops: 2, Elapsed: time.Second, sorted: []time.Duration{1, 5}}
+	b := Result{Ops: 3, Elapsed: 2 * time.Second, Stopped: true, sorted: []time.Duration{2, 3, 4}}
+	m := Merge(a, b)
+	if m.Ops != 5 || m.Elapsed != 3*time.Second || !m.Stopped {
+		t.Errorf("Merge = {Ops %d, Elapsed %v, Stopped %v}, want {5, 3s, true}", m.Ops, m.Elapsed, m.Stopped)
+	}
+	if got := m.Percentile(0.5); got != 3 {
+		t.Errorf("Merge p50 = %v, want 3 (latencies of both runs)", got)
+	}
+	if got, want := m.Rate(), 5.0/3; got != want {
+		t.Errorf("Merge rate = %v, want %v", got, want)
+	}
+}

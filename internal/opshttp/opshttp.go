@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
 	"sync"
 	"time"
 
@@ -49,6 +50,10 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Checks are /readyz's conditions, all of which must pass.
 	Checks []Check
+	// Status, when set, adds facts about the process to /healthz (one
+	// "key: value" line each, after "ok", sorted by key) and /readyz (its
+	// "status" object): the control plane's replica role, holder, epoch.
+	Status func() map[string]string
 	// TLSCert and TLSKey (PEM files) serve HTTPS; required for a
 	// non-loopback Addr.
 	TLSCert, TLSKey string
@@ -89,7 +94,17 @@ func New(cfg Config) (*Server, error) {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{ErrorLog: stdLog{s.log}}))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
 		fmt.Fprintln(w, "ok")
+		st := s.status()
+		keys := make([]string, 0, len(st))
+		for k := range st {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s: %s\n", k, st[k])
+		}
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	return s, nil
@@ -167,9 +182,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		Error string `json:"error,omitempty"`
 	}
 	body := struct {
-		Ready  bool     `json:"ready"`
-		Checks []result `json:"checks"`
-	}{Ready: true, Checks: []result{}}
+		Ready  bool              `json:"ready"`
+		Checks []result          `json:"checks"`
+		Status map[string]string `json:"status,omitempty"`
+	}{Ready: true, Checks: []result{}, Status: s.status()}
 	for _, c := range s.cfg.Checks {
 		res := result{Name: c.Name, Ready: true}
 		if err := c.Ready(ctx); err != nil {
@@ -183,6 +199,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	json.NewEncoder(w).Encode(body) //nolint:errcheck // the client went away
+}
+
+func (s *Server) status() map[string]string {
+	if s.cfg.Status == nil {
+		return nil
+	}
+	return s.cfg.Status()
 }
 
 // stdLog adapts hclog to promhttp's error logger.

@@ -91,3 +91,23 @@ func TestServeBindsAndStops(t *testing.T) {
 		t.Errorf("Serve after cancel = %v, want nil", err)
 	}
 }
+
+func TestStatusOnHealthAndReady(t *testing.T) {
+	s, err := New(Config{Addr: "127.0.0.1:0", Gatherer: NewRegistry(), Status: func() map[string]string {
+		return map[string]string{"role": "standby", "epoch": "4", "holder": "a/01"}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) string {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Body.String()
+	}
+	if got, want := get("/healthz"), "ok\nepoch: 4\nholder: a/01\nrole: standby\n"; got != want {
+		t.Errorf("GET /healthz = %q, want %q", got, want)
+	}
+	if got := get("/readyz"); !strings.Contains(got, `"status":{"epoch":"4","holder":"a/01","role":"standby"}`) {
+		t.Errorf("GET /readyz = %s, want the status object", got)
+	}
+}

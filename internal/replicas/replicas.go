@@ -44,6 +44,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,9 +168,13 @@ const (
 	// start-up) with room to spare.
 	DefaultFailoverWait = 30 * time.Second
 	// maxLearned bounds the addresses a Conn learns from standbys.
-	maxLearned   = 8
-	firstBackoff = 50 * time.Millisecond
-	maxBackoff   = 500 * time.Millisecond
+	maxLearned = 8
+	// A call waiting for a takeover asks again at most every 200 ms (±20%
+	// so many waiting calls do not ask in step): a standby's NotActive
+	// costs it microseconds, and the call is answered within that much of
+	// the new active serving.
+	firstBackoff = 25 * time.Millisecond
+	maxBackoff   = 200 * time.Millisecond
 )
 
 // Config configures a Conn.
@@ -452,7 +457,7 @@ func (s *search) pause(moved bool) bool {
 		return true
 	}
 	s.tried = 0
-	t := time.NewTimer(s.backoff)
+	t := time.NewTimer(jitter(s.backoff))
 	defer t.Stop()
 	select {
 	case <-s.ctx.Done():
@@ -461,6 +466,11 @@ func (s *search) pause(moved bool) bool {
 	}
 	s.backoff = min(2*s.backoff, maxBackoff)
 	return true
+}
+
+// jitter spreads d by ±20%.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
 }
 
 // final is the error a call that did not find an active replica returns.

@@ -13,13 +13,11 @@ import (
 )
 
 // BenchmarkMarkerBeginComplete measures the marker API of a real agent over
-// its unix socket: begin + complete per op, each durable (store commit and
-// mirror file synced) before the reply. c=1 is one script at a time, where
-// group commit cannot help (the floor is two store syncs and two mirror
-// file+directory syncs per op); c=32 is 32 scripts at once, where
-// concurrent changes share one store commit and the mirror files' fsyncs
-// share the file system's journal commits (each file's data sync remains:
-// on this kind of disk it is what bounds c=32).
+// its unix socket: begin + complete per op, each durable (mirror log frame
+// and store commit, both fsynced) before the reply. c=1 is one script at a
+// time, where group commit cannot help (the floor is four fsyncs per op:
+// two log frames, two store commits); c=32 is 32 scripts at once, where
+// concurrent changes share one log frame and one store commit.
 func BenchmarkMarkerBeginComplete(b *testing.B) {
 	for _, c := range []int{1, 32} {
 		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {

@@ -73,6 +73,7 @@ type options struct {
 	oauth        auth.Flags
 	oauthCfg     auth.JWTConfig
 	ops          opsOptions
+	personWait   time.Duration
 }
 
 type stringList []string
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.actor, "actor", "", "actor of every call with --stdio; with HTTP on a loopback --listen, the actor of callers without a bearer token (else every HTTP caller needs a token from `latch token create`)")
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.DurationVar(&o.personWait, "person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the execution and the operator command; the agent's identical call later attaches")
 	o.oauth.Register(fs)
 	o.ops.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +113,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	o.controlPlane = replicas.Split(cps)
+	if o.personWait <= 0 {
+		return nil, fmt.Errorf("%w: --person-wait must be a positive duration like 5s", errUsage)
+	}
 	switch {
 	case len(o.controlPlane) == 0:
 		return nil, fmt.Errorf("%w: --control-plane is required (unix:///DATA/control.sock in the control plane's data dir DATA, or host:port)", errUsage)
@@ -181,6 +186,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		ControlPlane:   cp,
 		LoopbackActor:  o.actor,
 		AllowedOrigins: o.origins,
+		PersonWait:     o.personWait,
 	}
 	fo, err := o.ops.setup(ctx, logger, &cfg)
 	if err != nil {

@@ -260,6 +260,10 @@ type Tool struct {
 	// the front derives the MCP annotations from it.
 	Replay        string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
 	SideEffecting bool   `protobuf:"varint,5,opt,name=side_effecting,json=sideEffecting,proto3" json:"side_effecting,omitempty"`
+	// The tool's MCP task support (optional, required, forbidden): whether
+	// an agent may, must or must not call it as a task (tools.TaskSupport).
+	// Empty from an older control plane: the front applies the default.
+	TaskSupport   string `protobuf:"bytes,6,opt,name=task_support,json=taskSupport,proto3" json:"task_support,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,6 +331,13 @@ func (x *Tool) GetSideEffecting() bool {
 		return x.SideEffecting
 	}
 	return false
+}
+
+func (x *Tool) GetTaskSupport() string {
+	if x != nil {
+		return x.TaskSupport
+	}
+	return ""
 }
 
 type SubmitRequest struct {
@@ -1915,13 +1926,14 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x11ListToolsResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\tR\x0ecatalogVersion\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x121\n" +
-	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\"\x9e\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\"\xc1\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
 	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12\x16\n" +
 	"\x06replay\x18\x04 \x01(\tR\x06replay\x12%\n" +
-	"\x0eside_effecting\x18\x05 \x01(\bR\rsideEffecting\"\xea\x01\n" +
+	"\x0eside_effecting\x18\x05 \x01(\bR\rsideEffecting\x12!\n" +
+	"\ftask_support\x18\x06 \x01(\tR\vtaskSupport\"\xea\x01\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +

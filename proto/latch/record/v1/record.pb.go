@@ -521,8 +521,14 @@ type Execution struct {
 	// was accepted under; its contract is that catalog's. Unset on records
 	// written before the control plane owned the catalog.
 	CatalogVersion string `protobuf:"bytes,41,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The handle the target gave this execution when it accepted the work
+	// asynchronously: an upstream MCP server's task ID (its CreateTaskResult),
+	// journaled (kind "target_task") before Latch waits for the outcome, so a
+	// status query after a crash asks the target about this task (tasks/get).
+	// Empty when the target gave none, or Latch stopped before recording it.
+	TargetTaskId  string `protobuf:"bytes,42,opt,name=target_task_id,json=targetTaskId,proto3" json:"target_task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -786,6 +792,13 @@ func (x *Execution) GetCatalogVersion() string {
 	return ""
 }
 
+func (x *Execution) GetTargetTaskId() string {
+	if x != nil {
+		return x.TargetTaskId
+	}
+	return ""
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -798,7 +811,8 @@ type JournalEntry struct {
 	// "transition", "attach", "recovery_query" (a status query or re-send
 	// that proved nothing yet; the reason says what it saw and why it does not
 	// count), "recovery_replay" (a re-send under the same execution ID is about
-	// to go out), "recovery" (recovery settled it), "resolve", "evidence".
+	// to go out), "recovery" (recovery settled it), "resolve", "evidence", "target_task" (the target's task ID for the
+	// execution was recorded: target_task_id).
 	// "integrity" (a stored result failed its hash: completed -> needs_review).
 	// Records before recovery_query existed say "recovery_attempt".
 	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
@@ -1400,8 +1414,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x06exited\x18\b \x01(\bR\x06exited\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\n" +
-	"\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\v\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -1441,7 +1454,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\rresult_sha256\x18! \x01(\fR\fresultSha256\x12<\n" +
 	"\flast_sent_at\x18( \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastSentAt\x12'\n" +
-	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\"\xa0\x04\n" +
+	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
+	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\"\xa0\x04\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +

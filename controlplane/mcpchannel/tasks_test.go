@@ -1,0 +1,223 @@
+package mcpchannel_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/latchhq/latch/internal/testbin"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// taskCatalog runs taskup (a go-sdk-free upstream that runs charge as a
+// task, with a durable task store in dir) as stdio upstream "tasker".
+func taskCatalog(t *testing.T, dir string, modern bool) string {
+	t.Helper()
+	argv := fmt.Sprintf("[%q, --state, %q]", taskupBin, dir)
+	if modern {
+		argv = fmt.Sprintf("[%q, --state, %q, --modern]", taskupBin, dir)
+	}
+	return writeCatalog(t, fmt.Sprintf(`
+upstreams:
+  tasker:
+    transport: stdio
+    command: %s
+    timeout: 20s
+tools:
+  tasker.charge:
+    upstream: tasker
+    tool: charge
+    replay: status_query
+    attach_window: 1h
+  tasker.plain:
+    upstream: tasker
+    tool: plain
+    replay: status_query
+`, argv))
+}
+
+func taskEffects(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "effects"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUpstreamTaskCompletes: in both protocol eras a tool the upstream runs
+// as a task is called task-augmented; its task ID is on the execution, the
+// task's result is the stored result, one effect. A status_query tool the
+// upstream does not run as a task is held (not listed).
+func TestUpstreamTaskCompletes(t *testing.T) {
+	for _, era := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(era, func(t *testing.T) {
+			dir := t.TempDir()
+			data := t.TempDir()
+			l := startLatch(t, data, taskCatalog(t, dir, era == "2026-07-28"))
+			c := client(t, data)
+			lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range lt.GetTools() {
+				if strings.HasPrefix(tl.GetName(), "tasker.") {
+					names = append(names, tl.GetName())
+				}
+			}
+			want := "tasker.charge"
+			if era == "2026-07-28" {
+				// The server decides per call in this era: every tool may
+				// answer with a task, so plain is not held.
+				want = "tasker.charge tasker.plain"
+			}
+			if strings.Join(names, " ") != want {
+				t.Errorf("listed = %v, want %s", names, want)
+			}
+			if era == "2025-11-25" && !strings.Contains(l.stderr.String(), "execution.taskSupport") {
+				t.Errorf("log does not say why tasker.plain is held:\n%s", l.stderr.String())
+			}
+
+			r := submit(t, c, "tasker.charge", `{"text":"card 42"}`)
+			id := r.GetExecution().GetId()
+			got := waitState(t, c, id, recordv1.State_STATE_COMPLETED)
+			x := got.GetExecution()
+			if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || !strings.Contains(string(got.GetResult().GetBody()), "charged: card 42") {
+				t.Errorf("outcome %v result %s, want succeeded with the task's result", x.GetOutcome(), got.GetResult().GetBody())
+			}
+			eff := taskEffects(t, dir)
+			if len(eff) != 1 || !strings.HasPrefix(eff[0], x.GetTargetTaskId()+" "+id+" ") || x.GetTargetTaskId() == "" {
+				t.Errorf("effects = %q, target_task_id %q: want one effect of that task under %s", eff, x.GetTargetTaskId(), id)
+			}
+		})
+	}
+}
+
+// TestLatchKilledWhileUpstreamTaskRuns: the control plane is SIGKILLed
+// while the upstream runs the task (its ID recorded); the task completes at
+// the upstream meanwhile. After the restart recovery asks tasks/get, takes
+// the result with tasks/result: completed, exactly one effect. If the
+// upstream no longer knows the task when asked (its store lost it), that is
+// no proof nothing ran: needs_review, the effect there to see.
+func TestLatchKilledWhileUpstreamTaskRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		lostTask bool
+		want     recordv1.State
+	}{
+		{"task kept", false, recordv1.State_STATE_COMPLETED},
+		{"task lost at the upstream", true, recordv1.State_STATE_NEEDS_REVIEW},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			data := t.TempDir()
+			catalog := taskCatalog(t, dir, false)
+			l := startLatch(t, data, catalog)
+			c := client(t, data)
+			touch(t, filepath.Join(dir, "hold"))
+			r := submit(t, c, "tasker.charge", `{"text":"ship it"}`)
+			id := r.GetExecution().GetId()
+			testbin.Eventually(t, "the upstream to hold the task", func() bool {
+				_, err := os.Stat(filepath.Join(dir, "holding.1"))
+				return err == nil
+			})
+			var taskID string
+			testbin.Eventually(t, "the task ID on the execution", func() bool {
+				g, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
+				taskID = g.GetExecution().GetTargetTaskId()
+				return err == nil && taskID != ""
+			})
+			l.kill()
+			os.Remove(filepath.Join(dir, "hold"))
+			testbin.Eventually(t, "the task to complete at the upstream", func() bool { return len(taskEffects(t, dir)) == 1 })
+			if tc.lostTask {
+				testbin.Eventually(t, "the old upstream process to exit", func() bool {
+					return syscall.Kill(readPid(t, dir), 0) != nil
+				})
+				if err := os.Remove(filepath.Join(dir, "tasks", taskID+".json")); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			startLatch(t, data, catalog)
+			c = client(t, data)
+			got := waitState(t, c, id, recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NEEDS_REVIEW)
+			x := got.GetExecution()
+			if x.GetState() != tc.want {
+				t.Fatalf("after restart: %v (%s), want %v", x.GetState(), x.GetReason(), tc.want)
+			}
+			if tc.want == recordv1.State_STATE_COMPLETED && !strings.Contains(string(got.GetResult().GetBody()), "charged: ship it") {
+				t.Errorf("result %s, want the task's result", got.GetResult().GetBody())
+			}
+			if tc.lostTask && !strings.Contains(x.GetReason(), "no longer knows task "+taskID) {
+				t.Errorf("needs_review reason = %q, want it to say the upstream no longer knows the task", x.GetReason())
+			}
+			if eff := taskEffects(t, dir); len(eff) != 1 || !strings.HasPrefix(eff[0], taskID+" ") {
+				t.Errorf("effects = %q, want exactly one, of task %s", eff, taskID)
+			}
+		})
+	}
+}
+
+func readPid(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestUpstreamCutAfterCreateTask: the upstream's stream ends right after
+// its CreateTaskResult (the process exits; its durable store keeps the
+// task). The dispatch is outcome_unknown with the task ID; recovery asks the
+// restarted upstream (tasks/get) and completes with exactly one effect.
+func TestUpstreamCutAfterCreateTask(t *testing.T) {
+	dir := t.TempDir()
+	data := t.TempDir()
+	startLatch(t, data, taskCatalog(t, dir, false))
+	c := client(t, data)
+	touch(t, filepath.Join(dir, "cut"))
+	r := submit(t, c, "tasker.charge", `{"text":"cut"}`)
+	id := r.GetExecution().GetId()
+	got := waitState(t, c, id, recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NEEDS_REVIEW)
+	x := got.GetExecution()
+	if x.GetState() != recordv1.State_STATE_COMPLETED || x.GetTargetTaskId() == "" {
+		t.Fatalf("execution %v (%s) task %q, want completed through its recorded task", x.GetState(), x.GetReason(), x.GetTargetTaskId())
+	}
+	if eff := taskEffects(t, dir); len(eff) != 1 {
+		t.Errorf("effects = %q, want exactly one", eff)
+	}
+	h, err := c.History(context.Background(), &controlplanev1.HistoryRequest{ExecutionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range h.GetEntries() {
+		kinds = append(kinds, e.GetKind())
+	}
+	if k := strings.Join(kinds, " "); !strings.Contains(k, "target_task") || !strings.Contains(k, "recovery") {
+		t.Errorf("journal kinds = %s, want the task recorded and the outcome recovered", k)
+	}
+}

@@ -1,0 +1,129 @@
+package mcpchannel
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/latchhq/latch/controlplane/engine"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
+)
+
+func TestDecodeCallAnswer(t *testing.T) {
+	legacy, modern := taskCaps{legacy: true}, taskCaps{modern: true}
+	for _, tc := range []struct {
+		name   string
+		caps   taskCaps
+		raw    string
+		taskID string // "" for a CallToolResult
+		err    bool
+	}{
+		{"2025-11-25 CreateTaskResult", legacy, `{"task":{"taskId":"t1","status":"working","createdAt":"x","lastUpdatedAt":"x","ttl":1000}}`, "t1", false},
+		{"2026-07-28 CreateTaskResult", modern, `{"resultType":"task","taskId":"t2","status":"working","ttlMs":null}`, "t2", false},
+		{"plain result", legacy, `{"content":[{"type":"text","text":"hi"}]}`, "", false},
+		{"2026-07-28 complete result", modern, `{"resultType":"complete","content":[]}`, "", false},
+		{"task without an id", legacy, `{"task":{"status":"working"}}`, "", true},
+		{"flat task without an id", modern, `{"resultType":"task","status":"working"}`, "", true},
+		{"not JSON", legacy, `{`, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task, res, err := decodeCallAnswer(tc.caps, json.RawMessage(tc.raw))
+			if (err != nil) != tc.err {
+				t.Fatalf("decodeCallAnswer(%s) error = %v, want error %v", tc.raw, err, tc.err)
+			}
+			if tc.err {
+				return
+			}
+			if tc.taskID != "" && (task == nil || task.TaskID != tc.taskID || res != nil) {
+				t.Errorf("decodeCallAnswer(%s) = task %+v result %v, want task %s", tc.raw, task, res, tc.taskID)
+			}
+			if tc.taskID == "" && (task != nil || res == nil) {
+				t.Errorf("decodeCallAnswer(%s) = task %+v result %v, want a CallToolResult", tc.raw, task, res)
+			}
+		})
+	}
+}
+
+func TestTaskCapable(t *testing.T) {
+	support := map[string]string{"req": "required", "opt": "optional", "no": "forbidden"}
+	for _, tc := range []struct {
+		name string
+		caps taskCaps
+		tool string
+		want bool
+	}{
+		{"2025-11-25 required", taskCaps{legacy: true, support: support}, "req", true},
+		{"2025-11-25 optional", taskCaps{legacy: true, support: support}, "opt", true},
+		{"2025-11-25 forbidden", taskCaps{legacy: true, support: support}, "no", false},
+		{"2025-11-25 not listed", taskCaps{legacy: true, support: support}, "other", false},
+		{"no capability", taskCaps{support: support}, "req", false},
+		{"2026-07-28 extension", taskCaps{modern: true}, "anything", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, why := taskCapable(tc.caps, tc.tool); got != tc.want || (!got && why == "") {
+				t.Errorf("taskCapable(%+v, %s) = %v %q, want %v (with a reason when false)", tc.caps, tc.tool, got, why, tc.want)
+			}
+		})
+	}
+}
+
+// TestTaskOutcome: what each terminal status proves (2026-07-28, whose
+// tasks/get inlines the result or the error).
+func TestTaskOutcome(t *testing.T) {
+	c := newTestChannel(t, Config{})
+	u := &upstream{c: c, spec: tools.Upstream{Name: "up"}}
+	call := engine.Call{Tool: &tools.Tool{UpstreamTool: "t"}}
+	caps := taskCaps{modern: true}
+	for _, tc := range []struct {
+		name    string
+		task    wireTask
+		class   engine.AttemptClass
+		outcome recordv1.Outcome
+		body    string
+	}{
+		{"completed", wireTask{TaskID: "a", Status: taskCompleted, Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}]}`)}, engine.Observed, recordv1.Outcome_OUTCOME_SUCCEEDED, "done"},
+		{"completed isError", wireTask{TaskID: "a", Status: taskCompleted, Result: json.RawMessage(`{"content":[{"type":"text","text":"no"}],"isError":true}`)}, engine.Observed, recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "no"},
+		{"failed", wireTask{TaskID: "a", Status: taskFailed, Error: json.RawMessage(`{"code":-32603,"message":"backend down"}`)}, engine.Observed, recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "backend down"},
+		{"cancelled by the upstream", wireTask{TaskID: "a", Status: taskCancelled, StatusMessage: "operator stopped it"}, engine.Observed, recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "operator stopped it"},
+		{"completed without a result", wireTask{TaskID: "a", Status: taskCompleted}, engine.Unknown, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := tc.task
+			a := c.taskOutcome(context.Background(), u, nil, caps, call, &task)
+			if a.Class != tc.class || a.Outcome != tc.outcome || !strings.Contains(string(a.Result.GetBody()), tc.body) {
+				t.Errorf("taskOutcome(%s) = %v %v %s (%s), want %v %v with %q", tc.task.Status, a.Class, a.Outcome, a.Result.GetBody(), a.Reason, tc.class, tc.outcome, tc.body)
+			}
+		})
+	}
+}
+
+// TestQueryWithoutTaskID: an execution whose task ID was never recorded
+// (Latch stopped between the upstream's CreateTaskResult and its own write)
+// cannot be asked about: Unsupported, which recovery turns into needs_review.
+func TestQueryWithoutTaskID(t *testing.T) {
+	c := newTestChannel(t, Config{})
+	a := c.Query(context.Background(), engine.Call{
+		Execution: &recordv1.Execution{Id: "act_1"},
+		Tool:      &tools.Tool{UpstreamTool: "charge", Replay: tools.ReplayStatusQuery},
+		Target:    &tools.Target{Name: "tasker"},
+	})
+	if a.Class != engine.Unsupported || !strings.Contains(a.Reason, "no task ID was recorded") {
+		t.Errorf("Query = %v (%s), want Unsupported saying no task ID was recorded", a.Class, a.Reason)
+	}
+}
+
+// TestStatusQueryHeldOnHTTP: this version calls tasks on stdio upstreams
+// only, so an http upstream's status_query tool is held, and a tool of
+// another replay class never is on this account.
+func TestStatusQueryHeldOnHTTP(t *testing.T) {
+	c := newTestChannel(t, Config{})
+	u := &upstream{c: c, spec: tools.Upstream{Name: "pay", Transport: tools.TransportHTTP}}
+	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayStatusQuery}); !strings.Contains(h, "stdio upstreams only") {
+		t.Errorf("statusQueryHold(http, status_query) = %q, want held: tasks are stdio only", h)
+	}
+	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayReview}); h != "" {
+		t.Errorf("statusQueryHold(http, review) = %q, want not held", h)
+	}
+}
