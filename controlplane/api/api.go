@@ -338,6 +338,12 @@ func (s *Service) toStatus(err error) error {
 		return withReason(codes.DataLoss, ReasonStateMismatch, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrCommitUnknown):
+		// Nothing of this call was committed here (fenced), or this replica
+		// writes nothing more until restarted: another replica serves it,
+		// and a Submit sent again there attaches by its fingerprint.
+		s.log.Warn("refusing a call: this replica can no longer write", "error", err)
+		return status.Error(codes.Unavailable, "this control-plane replica can no longer write to the store (another replica holds the lease, or it must restart); retry against the active replica")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

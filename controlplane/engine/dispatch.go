@@ -210,7 +210,13 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 		return e.step(tx, x, recordv1.State_STATE_COMPLETED, now, kind, "target answered: "+a.Reason, false)
 	})
 	if err != nil {
-		e.log.Error("cannot record completion", "execution_id", id, "error", err)
+		// Nothing sends it any more: without a retry it would stay
+		// dispatched until the next start (a lost database connection
+		// while this replica stays active). Recovery asks the target.
+		e.log.Error("cannot record completion; recovering the outcome from the target", "execution_id", id, "error", err)
+		if e.ctx.Err() == nil {
+			e.orphan(id)
+		}
 	}
 }
 

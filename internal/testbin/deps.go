@@ -51,6 +51,7 @@ var TestSupport = []string{
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
 	"github.com/latchhq/latch/controlplane/internal/faultproxy",
 	"github.com/latchhq/latch/controlplane/faultsuite",
+	"github.com/latchhq/latch/controlplane/failover",
 	"github.com/latchhq/latch/hostagent/hostagenttest",
 	"github.com/latchhq/latch/mcpfront/auth/oauthtest",
 	"github.com/latchhq/latch/controlplane/store/pgtest",

@@ -26,6 +26,7 @@ const (
 	kindRefuse
 	kindDrop
 	kindCut
+	kindFreeze
 )
 
 // Mode is what the proxy does with traffic.
@@ -45,6 +46,14 @@ var (
 	// forwarding a byte. Existing connections are closed at their next
 	// chunk of data without forwarding it.
 	Drop = Mode{kind: kindDrop}
+	// Freeze stops forwarding and holds every connection open: a chunk
+	// either side sends waits in the proxy, unforwarded, and new
+	// connections are accepted (the client's dial succeeds) but carry
+	// nothing. To both ends the peer looks alive and silent, like a
+	// partitioned network or a stalled database host. Leaving Freeze
+	// forwards what waited under the new mode; CutAll ends the held
+	// connections instead.
+	Freeze = Mode{kind: kindFreeze}
 )
 
 // Cut forwards the client's bytes to the backend, at most n of them since
@@ -62,6 +71,8 @@ func (m Mode) String() string {
 		return "drop"
 	case kindCut:
 		return fmt.Sprintf("cut(%d)", m.bytes)
+	case kindFreeze:
+		return "freeze"
 	default:
 		return "pass"
 	}
@@ -72,12 +83,18 @@ type Proxy struct {
 	backend string
 	addr    string
 
-	mu     sync.Mutex
-	ln     net.Listener // nil while refusing
-	mode   Mode
-	gen    uint64 // incremented by SetMode
-	conns  int
-	open   map[net.Conn]struct{}
+	mu    sync.Mutex
+	ln    net.Listener // nil while refusing
+	mode  Mode
+	gen   uint64 // incremented by SetMode
+	conns int
+	open  map[net.Conn]struct{}
+	// thaw is closed when the proxy leaves Freeze (or closes); nil when
+	// not frozen.
+	thaw chan struct{}
+	// cut is closed (and replaced) by CutAll, so that connections waiting
+	// in Freeze before their backend is dialled end too.
+	cut    chan struct{}
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -89,7 +106,7 @@ func Start(backend string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}
-	p := &Proxy{backend: backend, addr: ln.Addr().String(), ln: ln, open: make(map[net.Conn]struct{})}
+	p := &Proxy{backend: backend, addr: ln.Addr().String(), ln: ln, open: make(map[net.Conn]struct{}), cut: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept(ln)
 	return p, nil
@@ -126,9 +143,34 @@ func (p *Proxy) SetMode(m Mode) error {
 		p.wg.Add(1)
 		go p.accept(ln)
 	}
+	switch {
+	case m.kind == kindFreeze && p.thaw == nil:
+		p.thaw = make(chan struct{})
+	case m.kind != kindFreeze && p.thaw != nil:
+		close(p.thaw)
+		p.thaw = nil
+	}
 	p.mode = m
 	p.gen++
 	return nil
+}
+
+// CutAll closes every connection the proxy holds open, frozen or not (the
+// client and the backend each see their connection closed, with nothing of
+// a waiting chunk forwarded), and returns how many sockets it closed
+// (client and backend ends alike). The mode stays as it is: in Freeze, new
+// connections are held again.
+func (p *Proxy) CutAll() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for c := range p.open {
+		c.Close()
+		n++
+	}
+	close(p.cut)
+	p.cut = make(chan struct{})
+	return n
 }
 
 // Close stops the proxy, closes every connection and waits for its
@@ -147,6 +189,10 @@ func (p *Proxy) Close() error {
 	for c := range p.open {
 		c.Close()
 	}
+	if p.thaw != nil {
+		close(p.thaw)
+		p.thaw = nil
+	}
 	p.mu.Unlock()
 	p.wg.Wait()
 	return nil
@@ -156,6 +202,30 @@ func (p *Proxy) current() (Mode, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mode, p.gen
+}
+
+// unfrozen waits while the proxy is in Freeze and returns the mode in force
+// after it; it returns false when the proxy closed, CutAll ran or dead was
+// closed meanwhile.
+func (p *Proxy) unfrozen(dead <-chan struct{}) (Mode, uint64, bool) {
+	for {
+		p.mu.Lock()
+		m, gen, thaw, cut, closed := p.mode, p.gen, p.thaw, p.cut, p.closed
+		p.mu.Unlock()
+		if closed {
+			return m, gen, false
+		}
+		if m.kind != kindFreeze {
+			return m, gen, true
+		}
+		select {
+		case <-thaw:
+		case <-cut:
+			return m, gen, false
+		case <-dead:
+			return m, gen, false
+		}
+	}
 }
 
 func (p *Proxy) track(c net.Conn) bool {
@@ -203,6 +273,7 @@ type link struct {
 	client   net.Conn
 	backend  net.Conn
 	once     sync.Once
+	dead     chan struct{} // closed when either side's pump ends the link
 	cutGen   uint64
 	cutBytes int64
 	mu       sync.Mutex
@@ -210,6 +281,7 @@ type link struct {
 
 func (l *link) close() {
 	l.once.Do(func() {
+		close(l.dead)
 		l.client.Close()
 		l.backend.Close()
 	})
@@ -218,6 +290,11 @@ func (l *link) close() {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(client)
+	// A connection accepted in Freeze reaches the backend only once thawed.
+	if _, _, ok := p.unfrozen(nil); !ok {
+		client.Close()
+		return
+	}
 	backend, err := net.DialTimeout("tcp", p.backend, 5*time.Second)
 	if err != nil {
 		client.Close()
@@ -228,7 +305,7 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(backend)
-	l := &link{p: p, client: client, backend: backend}
+	l := &link{p: p, client: client, backend: backend, dead: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -273,7 +350,10 @@ func (l *link) pump(src, dst net.Conn, fromClient bool) {
 // decide returns the part of chunk to forward and whether to close the link
 // after forwarding it.
 func (l *link) decide(chunk []byte, fromClient bool) ([]byte, bool) {
-	m, gen := l.p.current()
+	m, gen, ok := l.p.unfrozen(l.dead)
+	if !ok {
+		return nil, true
+	}
 	switch m.kind {
 	case kindPass:
 		return chunk, false

@@ -218,3 +218,83 @@ func waitFor(tb testing.TB, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// silent reports whether c stays silent for d (nothing to read, not closed).
+func silent(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{}) //nolint:errcheck // best effort
+	buf := make([]byte, 1)
+	_, err := c.Read(buf)
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestFreezeHoldsThenThaws(t *testing.T) {
+	b := startBackend(t)
+	p := startProxy(t, b.ln.Addr().String())
+	old := dial(t, p.Addr())
+	if _, err := exchange(old, "warm\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetMode(Freeze); err != nil {
+		t.Fatal(err)
+	}
+	// An existing connection: the request waits in the proxy.
+	if _, err := io.WriteString(old, "held\n"); err != nil {
+		t.Fatal(err)
+	}
+	// A new connection is accepted and carries nothing.
+	fresh := dial(t, p.Addr())
+	if _, err := io.WriteString(fresh, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !silent(old, 200*time.Millisecond) || !silent(fresh, 50*time.Millisecond) {
+		t.Fatal("a frozen connection answered or closed; want it held open and silent")
+	}
+	if r := b.received(); len(r) != 1 {
+		t.Fatalf("backend received %q while frozen, want only the request sent before", r)
+	}
+	if err := p.SetMode(Pass); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]net.Conn{"held": old, "new": fresh} {
+		got, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || got != "ok: "+name+"\n" {
+			t.Errorf("after thaw, the %s connection read %q, %v; want the backend's answer to what waited", name, got, err)
+		}
+	}
+}
+
+func TestFreezeThenCutAll(t *testing.T) {
+	b := startBackend(t)
+	p := startProxy(t, b.ln.Addr().String())
+	old := dial(t, p.Addr())
+	if _, err := exchange(old, "warm\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetMode(Freeze); err != nil {
+		t.Fatal(err)
+	}
+	fresh := dial(t, p.Addr())
+	if _, err := io.WriteString(old, "held\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return p.Conns() == 2 })
+	if n := p.CutAll(); n != 3 {
+		t.Errorf("CutAll() = %d, want 3 (both ends of the old link, the client end of the new one)", n)
+	}
+	for name, c := range map[string]net.Conn{"old": old, "new": fresh} {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Errorf("read on the cut %s connection = %d, %v; want it closed", name, n, err)
+		}
+	}
+	if r := b.received(); len(r) != 1 {
+		t.Fatalf("backend received %q, want nothing sent while frozen", r)
+	}
+	// Still frozen: a new connection is held again; Close releases it.
+	again := dial(t, p.Addr())
+	if !silent(again, 50*time.Millisecond) {
+		t.Fatal("a connection after CutAll in Freeze was not held")
+	}
+}

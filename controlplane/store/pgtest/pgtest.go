@@ -44,10 +44,12 @@ import (
 // Server is a running PostgreSQL.
 type Server struct {
 	dir  string // owned by the server's user; removed by Stop
+	data string // the data directory, under dir
+	bin  string
+	cred *syscall.Credential
 	port int
 	cmd  *exec.Cmd
 	exit chan struct{}
-	log  string
 }
 
 var (
@@ -216,7 +218,7 @@ func Start(bin string) (*Server, error) {
 	}
 	var lastErr error
 	for range 3 {
-		s, err := startServer(cred, bin, dir, data)
+		s, err := startServer(cred, bin, dir, data, 0)
 		if err == nil {
 			return s, nil
 		}
@@ -226,12 +228,17 @@ func Start(bin string) (*Server, error) {
 	return nil, lastErr
 }
 
-func startServer(cred *syscall.Credential, bin, dir, data string) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// startServer runs postgres on data, on port (0: a free one), with extra
+// settings ("-c", "name=value", ...).
+func startServer(cred *syscall.Credential, bin, dir, data string, port int, extra ...string) (*Server, error) {
+	if port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
 	}
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
+	logf, err := os.OpenFile(filepath.Join(dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -242,15 +249,15 @@ func startServer(cred *syscall.Credential, bin, dir, data string) (*Server, erro
 		}
 	}
 	// fsync stays on: the benchmarks compare durable commits with Badger's.
-	cmd := command(cred, filepath.Join(bin, "postgres"), "-D", data,
+	cmd := command(cred, filepath.Join(bin, "postgres"), append([]string{"-D", data,
 		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(port),
-		"-c", "unix_socket_directories="+dir, "-c", "max_connections=300",
-		"-c", "logging_collector=off", "-c", "log_min_messages=warning")
+		"-c", "unix_socket_directories=" + dir, "-c", "max_connections=300",
+		"-c", "logging_collector=off", "-c", "log_min_messages=warning"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{dir: dir, port: port, cmd: cmd, exit: make(chan struct{})}
+	s := &Server{dir: dir, data: data, bin: bin, cred: cred, port: port, cmd: cmd, exit: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exit) }() //nolint:errcheck // the exit is observed through s.exit
 	deadline := time.Now().Add(30 * time.Second)
 	for {
