@@ -344,6 +344,11 @@ func (s *Service) toStatus(err error) error {
 		// and a Submit sent again there attaches by its fingerprint.
 		s.log.Warn("refusing a call: this replica can no longer write", "error", err)
 		return status.Error(codes.Unavailable, "this control-plane replica can no longer write to the store (another replica holds the lease, or it must restart); retry against the active replica")
+	case errors.Is(err, store.ErrNotCommitted):
+		// Nothing of this call was committed: sending it again (here once
+		// the database is back, or to another replica) is safe.
+		s.log.Warn("refusing a call: the database is unreachable", "error", err)
+		return status.Error(codes.Unavailable, "the control plane cannot reach its database; nothing of this call was recorded; retry")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

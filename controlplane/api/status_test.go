@@ -25,6 +25,7 @@ func TestToStatusReplicaCannotWrite(t *testing.T) {
 	}{
 		{"fenced commit", fmt.Errorf("store: commit: %w: latch: fenced: epoch 1 no longer holds the lease", store.ErrFenced), codes.Unavailable},
 		{"commit outcome unknown", fmt.Errorf("%w: restart latch serve", store.ErrCommitUnknown), codes.Unavailable},
+		{"database unreachable, nothing committed", fmt.Errorf("%w: PostgreSQL commit (nothing was sent): dial tcp: connection refused", store.ErrNotCommitted), codes.Unavailable},
 		{"anything else", errors.New("boom"), codes.Internal},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -392,5 +393,24 @@ func TestOpenKVRefusesAStoreThatIsNoConnectionString(t *testing.T) {
 	defer kv.Close()
 	if _, ok := kv.(*BadgerKV); !ok {
 		t.Errorf("OpenKV(\"\") = %T, want Badger", kv)
+	}
+}
+
+// TestUnreachableCodes: server errors that say the database is going away
+// or not taking connections count as "not committed, unreachable"; a
+// constraint or syntax error does not.
+func TestUnreachableCodes(t *testing.T) {
+	for code, want := range map[string]bool{
+		"57P01": true,  // admin_shutdown
+		"57P02": true,  // crash_shutdown
+		"57P03": true,  // cannot_connect_now
+		"08006": true,  // connection_failure
+		"23505": false, // unique_violation
+		"42601": false, // syntax_error
+		"40001": false, // serialization_failure
+	} {
+		if got := unreachable(&pgconn.PgError{Code: code}); got != want {
+			t.Errorf("unreachable(SQLSTATE %s) = %v, want %v", code, got, want)
+		}
 	}
 }

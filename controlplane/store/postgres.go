@@ -35,6 +35,12 @@ var (
 	// refuses every later commit: the caller's view of the committed state
 	// may be wrong, and only a restart (which reloads it) is safe.
 	ErrCommitUnknown = errors.New("store: the outcome of a commit is unknown")
+	// ErrNotCommitted is returned when a commit certainly did not happen
+	// because the database could not be reached or went away (nothing was
+	// sent, the connection was lost before COMMIT, or the server is
+	// shutting down or refusing connections): the same call may be made
+	// again, here once the database is back or on another replica.
+	ErrNotCommitted = errors.New("store: the commit did not happen: the database is unreachable")
 )
 
 //go:embed pgschema/*.sql
@@ -560,6 +566,9 @@ func (k *PostgresKV) Commit(writes []Write) error {
 		if ferr := fencedErr(err); ferr != nil {
 			return ferr
 		}
+		if unreachable(pe) {
+			return fmt.Errorf("%w: PostgreSQL commit: %w", ErrNotCommitted, err)
+		}
 		return fmt.Errorf("store: PostgreSQL commit: %w", err)
 	}
 	if k.closed.Load() {
@@ -567,9 +576,17 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	}
 	if pgconn.SafeToRetry(err) {
 		// Nothing reached the server (e.g. no connection could be made).
-		return fmt.Errorf("store: PostgreSQL commit (nothing was sent): %w", err)
+		return fmt.Errorf("%w: PostgreSQL commit (nothing was sent): %w", ErrNotCommitted, err)
 	}
 	return k.resolve(token, err)
+}
+
+// unreachable reports whether a server error says the database is going
+// away or not taking connections (SQLSTATE class 08, connection exception,
+// and class 57, operator intervention: admin or crash shutdown, cannot
+// connect now); the batch it answered was rolled back.
+func unreachable(pe *pgconn.PgError) bool {
+	return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57")
 }
 
 // resolve learns whether the commit holding token happened.
@@ -595,7 +612,7 @@ func (k *PostgresKV) resolve(token []byte, cause error) error {
 		k.log.Warn("PostgreSQL commit answer was lost; the commit marker shows it committed", "cause", cause)
 		return nil
 	case err == nil:
-		return fmt.Errorf("store: PostgreSQL commit failed (the connection was lost before it committed): %w", cause)
+		return fmt.Errorf("%w: PostgreSQL commit failed (the connection was lost before it committed): %w", ErrNotCommitted, cause)
 	}
 	broken := fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", ErrCommitUnknown, cause, err)
 	k.brokenMu.Lock()
