@@ -362,9 +362,6 @@ func (u *upstream) statusQueryHold(t *tools.Tool) string {
 	if t.Replay != tools.ReplayStatusQuery {
 		return ""
 	}
-	if u.spec.Transport != tools.TransportStdio {
-		return fmt.Sprintf("held: %s has replay status_query, which needs tasks; this version calls tasks on stdio upstreams only, and %s is %s (use review, or idempotency_key with idempotency_argument)", t.Name, u.spec.Name, u.spec.Transport)
-	}
 	tp, err := u.tapNow()
 	if err != nil {
 		return ""

@@ -3,8 +3,12 @@ package mcpchannel
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/engine"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -114,16 +118,52 @@ func TestQueryWithoutTaskID(t *testing.T) {
 	}
 }
 
-// TestStatusQueryHeldOnHTTP: this version calls tasks on stdio upstreams
-// only, so an http upstream's status_query tool is held, and a tool of
-// another replay class never is on this account.
-func TestStatusQueryHeldOnHTTP(t *testing.T) {
-	c := newTestChannel(t, Config{})
-	u := &upstream{c: c, spec: tools.Upstream{Name: "pay", Transport: tools.TransportHTTP}}
-	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayStatusQuery}); !strings.Contains(h, "stdio upstreams only") {
-		t.Errorf("statusQueryHold(http, status_query) = %q, want held: tasks are stdio only", h)
+// TestSSEParser: the data of each complete event, in any chunking, CRLF
+// or LF, multi-line data joined with newlines, comments and other fields
+// skipped; nothing after the event emit took.
+func TestSSEParser(t *testing.T) {
+	stream := ": comment\r\nevent: message\r\nid: 1\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nretry: 10\n\ndata: two\n\ndata: three\n\n"
+	for _, chunk := range []int{1, 3, 7, len(stream)} {
+		p := &sseParser{max: 1 << 10}
+		var got []string
+		for b := []byte(stream); len(b) > 0; {
+			n := min(chunk, len(b))
+			if err := p.feed(b[:n], func(d []byte) bool { got = append(got, string(d)); return string(d) == "two" }); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+		if diff := cmp.Diff([]string{"{\"a\":\n1}", "two"}, got); diff != "" {
+			t.Errorf("chunk %d: events (-want +got):\n%s", chunk, diff)
+		}
 	}
-	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayReview}); h != "" {
-		t.Errorf("statusQueryHold(http, review) = %q, want not held", h)
+	p := &sseParser{max: 8}
+	if err := p.feed([]byte("data: 0123456789\n"), func([]byte) bool { return false }); err == nil {
+		t.Error("an event over the bound was accepted")
+	}
+}
+
+// TestSniffReadsTaskCaps: the tap reads the task fields of the SDK's
+// initialize and tools/list answers off the HTTP bodies, JSON or stream.
+func TestSniffReadsTaskCaps(t *testing.T) {
+	tp := newTap()
+	body := func(ct, s string) *http.Response {
+		return &http.Response{Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(s))}
+	}
+	r := body("application/json", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}}`)
+	tp.sniff([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`), r)
+	io.ReadAll(r.Body)
+	r = body("text/event-stream", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":\"charge\",\"execution\":{\"taskSupport\":\"required\"}},{\"name\":\"plain\"}]}}\n\n")
+	tp.sniff([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`), r)
+	io.ReadAll(r.Body)
+	caps := tp.capsNow()
+	if !caps.legacy || caps.protocolVersion != "2025-11-25" {
+		t.Errorf("caps = %+v, want 2025-11-25 with tasks for tools/call", caps)
+	}
+	if ok, _ := taskCapable(caps, "charge"); !ok {
+		t.Error("charge (taskSupport required) is not task-capable")
+	}
+	if ok, _ := taskCapable(caps, "plain"); ok {
+		t.Error("plain (no taskSupport) is task-capable")
 	}
 }

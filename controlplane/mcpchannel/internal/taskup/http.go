@@ -1,0 +1,126 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// serveHTTP serves Streamable HTTP at /mcp on addr (see the package doc).
+func (s *server) serveHTTP(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	os.WriteFile(filepath.Join(s.dir, "url.tmp"), []byte(url), 0o644)
+	os.Rename(filepath.Join(s.dir, "url.tmp"), filepath.Join(s.dir, "url"))
+	h := &httpServer{s: s, sessions: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	return http.Serve(ln, mux)
+}
+
+type httpServer struct {
+	s        *server
+	mu       sync.Mutex
+	sessions map[string]bool
+}
+
+func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodDelete:
+		h.mu.Lock()
+		delete(h.sessions, r.Header.Get("Mcp-Session-Id"))
+		h.mu.Unlock()
+		return
+	default: // no standalone stream
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "bad JSON-RPC message: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(req.ID) == 0 || req.Method == "" { // a notification or a response
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	fail := func(status, code int, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": rpcError{code, msg}})
+		w.Write(b)
+	}
+	if h.s.modern {
+		// SEP-2243: the headers must match the body.
+		var p struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(req.Params, &p)
+		switch req.Method {
+		case "tools/call", "tasks/get":
+			if got := r.Header.Get("Mcp-Method"); got != req.Method {
+				fail(http.StatusBadRequest, -32001, "header Mcp-Method is "+got+", want "+req.Method)
+				return
+			}
+		}
+		if req.Method == "tools/call" && r.Header.Get("Mcp-Name") != p.Name {
+			fail(http.StatusBadRequest, -32001, "header Mcp-Name is "+r.Header.Get("Mcp-Name")+", want "+p.Name)
+			return
+		}
+	} else if req.Method == "initialize" {
+		b := make([]byte, 8)
+		rand.Read(b)
+		sid := hex.EncodeToString(b)
+		h.mu.Lock()
+		h.sessions[sid] = true
+		h.mu.Unlock()
+		w.Header().Set("Mcp-Session-Id", sid)
+	} else {
+		h.mu.Lock()
+		ok := h.sessions[r.Header.Get("Mcp-Session-Id")]
+		h.mu.Unlock()
+		if !ok {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+	}
+	stream := req.Method == "tools/call" || req.Method == "tasks/result"
+	if stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+	}
+	h.s.handle(req, func(result any, rerr *rpcError) {
+		msg := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+		if rerr != nil {
+			msg["error"] = rerr
+		} else {
+			msg["result"] = result
+		}
+		b, _ := json.Marshal(msg)
+		if stream {
+			w.Write([]byte("event: message\ndata: "))
+			w.Write(b)
+			w.Write([]byte("\n\n"))
+			w.(http.Flusher).Flush()
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	})
+}
