@@ -3,13 +3,16 @@ package mcpchannel
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -115,6 +118,11 @@ func (h *httpRaw) do(ctx context.Context, caps taskCaps, req *jsonrpc.Request, w
 			}
 			if json.Unmarshal(req.Params, &p) == nil && p.Name != "" {
 				hreq.Header.Set(headerName, p.Name)
+			}
+		}
+		if h, ok := ctx.Value(paramHeadersKey{}).(map[string]string); ok {
+			for k, v := range h {
+				hreq.Header.Set(k, v)
 			}
 		}
 	}
@@ -314,4 +322,95 @@ func (t *tap) sniff(reqBody []byte, resp *http.Response) {
 		return
 	}
 	resp.Body = &sniffBody{ReadCloser: resp.Body, tap: t, method: req.Method, id: req.ID, sse: ct == "text/event-stream", p: sseParser{max: maxRawBody}}
+}
+
+type paramHeadersKey struct{}
+
+// withParamHeaders carries the Mcp-Param-* headers of one raw request.
+func withParamHeaders(ctx context.Context, h map[string]string) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, paramHeadersKey{}, h)
+}
+
+// paramHeaders are the Mcp-Param-* headers (SEP-2243) a 2026-07-28
+// tools/call carries: one per input-schema property annotated with
+// x-mcp-header whose argument is a string, boolean or safe integer, the
+// value Base64-wrapped (=?base64?...?=) when it is not plain visible ASCII.
+func paramHeaders(schema any, args map[string]any) map[string]string {
+	type prop struct {
+		XMCPHeader string          `json:"x-mcp-header"`
+		Properties json.RawMessage `json:"properties"`
+	}
+	var walk func(props json.RawMessage, args json.RawMessage, out map[string]string)
+	walk = func(props json.RawMessage, args json.RawMessage, out map[string]string) {
+		var ps map[string]prop
+		var as map[string]json.RawMessage
+		if json.Unmarshal(props, &ps) != nil || json.Unmarshal(args, &as) != nil {
+			return
+		}
+		for name, p := range ps {
+			a, ok := as[name]
+			if !ok {
+				continue
+			}
+			if p.XMCPHeader != "" {
+				if v, ok := headerValue(a); ok {
+					out["Mcp-Param-"+p.XMCPHeader] = v
+				}
+			}
+			if len(p.Properties) > 0 {
+				walk(p.Properties, a, out)
+			}
+		}
+	}
+	sb, err := json.Marshal(schema)
+	if err != nil {
+		return nil
+	}
+	var s struct {
+		Properties json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(sb, &s) != nil || len(s.Properties) == 0 {
+		return nil
+	}
+	ab, err := json.Marshal(args)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	walk(s.Properties, ab, out)
+	return out
+}
+
+const maxSafeInteger = 1<<53 - 1
+
+func headerValue(raw json.RawMessage) (string, bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case bool:
+		s = strconv.FormatBool(x)
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > maxSafeInteger {
+			return "", false
+		}
+		s = strconv.FormatInt(int64(x), 10)
+	default:
+		return "", false
+	}
+	plain := s == "" || (s[0] != ' ' && s[0] != '\t' && s[len(s)-1] != ' ' && s[len(s)-1] != '\t')
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] <= 0x7E
+	}
+	if plain {
+		return s, true
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=", true
 }

@@ -110,6 +110,11 @@ func (c *Channel) dispatchTask(ctx context.Context, u *upstream, tp *tap, caps t
 	}
 	deadline := time.Now().Add(timeout)
 	callCtx := context.WithoutCancel(ctx) // a written call runs to its outcome; only the waiting stops
+	if caps.protocolVersion >= standardHeadersSince {
+		if lt := u.listedTools()[call.Tool.UpstreamTool]; lt != nil {
+			callCtx = withParamHeaders(callCtx, paramHeaders(lt.InputSchema, args))
+		}
+	}
 	type answer struct {
 		raw json.RawMessage
 		err error

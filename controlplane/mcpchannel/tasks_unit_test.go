@@ -167,3 +167,30 @@ func TestSniffReadsTaskCaps(t *testing.T) {
 		t.Error("plain (no taskSupport) is task-capable")
 	}
 }
+
+// TestParamHeaders: SEP-2243 x-mcp-header properties, nested too, as
+// headers; non-ASCII and edge whitespace Base64-wrapped; numbers only as
+// safe integers; absent and non-primitive arguments left out.
+func TestParamHeaders(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+		"count":  map[string]any{"type": "integer", "x-mcp-header": "Count"},
+		"ratio":  map[string]any{"type": "integer", "x-mcp-header": "Ratio"},
+		"dry":    map[string]any{"type": "boolean", "x-mcp-header": "Dry"},
+		"note":   map[string]any{"type": "string", "x-mcp-header": "Note"},
+		"absent": map[string]any{"type": "string", "x-mcp-header": "Absent"},
+		"plain":  map[string]any{"type": "string"},
+		"inner":  map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "x-mcp-header": "Inner-Id"}}},
+	}}
+	args := map[string]any{"region": "eu-west-1", "count": 42, "ratio": 1.5, "dry": true, "note": "café ", "plain": "x", "inner": map[string]any{"id": "i-1"}}
+	want := map[string]string{
+		"Mcp-Param-Region":   "eu-west-1",
+		"Mcp-Param-Count":    "42",
+		"Mcp-Param-Dry":      "true",
+		"Mcp-Param-Note":     "=?base64?Y2Fmw6kg?=",
+		"Mcp-Param-Inner-Id": "i-1",
+	}
+	if diff := cmp.Diff(want, paramHeaders(schema, args)); diff != "" {
+		t.Errorf("paramHeaders (-want +got):\n%s", diff)
+	}
+}

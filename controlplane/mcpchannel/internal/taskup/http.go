@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -68,7 +70,10 @@ func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.s.modern {
 		// SEP-2243: the headers must match the body.
 		var p struct {
-			Name string `json:"name"`
+			Name      string `json:"name"`
+			Arguments struct {
+				Text string `json:"text"`
+			} `json:"arguments"`
 		}
 		json.Unmarshal(req.Params, &p)
 		switch req.Method {
@@ -81,6 +86,18 @@ func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if req.Method == "tools/call" && r.Header.Get("Mcp-Name") != p.Name {
 			fail(http.StatusBadRequest, -32001, "header Mcp-Name is "+r.Header.Get("Mcp-Name")+", want "+p.Name)
 			return
+		}
+		if req.Method == "tools/call" && p.Name == "charge" {
+			// charge's text is annotated x-mcp-header Charge-Text.
+			got := r.Header.Get("Mcp-Param-Charge-Text")
+			if enc, ok := strings.CutPrefix(got, "=?base64?"); ok {
+				b, _ := base64.StdEncoding.DecodeString(strings.TrimSuffix(enc, "?="))
+				got = string(b)
+			}
+			if got != p.Arguments.Text {
+				fail(http.StatusBadRequest, -32001, "header Mcp-Param-Charge-Text is "+got+", want "+p.Arguments.Text)
+				return
+			}
 		}
 	} else if req.Method == "initialize" {
 		b := make([]byte, 8)

@@ -20,7 +20,8 @@
 // With --http ADDR it serves Streamable HTTP at /mcp instead: 2025-11-25
 // with sessions (Mcp-Session-Id from initialize; 404 for a session it does
 // not know, as after a restart), or with --modern sessionless 2026-07-28
-// requiring the Mcp-Method (and, for tools/call, Mcp-Name) headers to match
+// requiring the Mcp-Method (and, for tools/call, Mcp-Name and charge's
+// Mcp-Param-Charge-Text) headers to match
 // the body. tools/call and tasks/result answer in an event stream, the other
 // methods in a JSON body.
 package main
@@ -144,7 +145,7 @@ func (s *server) complete(m map[string]any) map[string]any {
 
 var tools = []map[string]any{
 	{"name": "charge", "description": "charges once, as a task",
-		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []string{"text"}},
+		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string", "x-mcp-header": "Charge-Text"}}, "required": []string{"text"}},
 		"execution":   map[string]any{"taskSupport": "required"}},
 	{"name": "plain", "description": "answers at once; takes no task",
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}},
