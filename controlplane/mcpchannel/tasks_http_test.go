@@ -23,13 +23,14 @@ type taskServer struct {
 	dir    string
 	modern bool
 	url    string
+	env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-func startTaskServer(t *testing.T, dir string, modern bool) *taskServer {
+func startTaskServer(t *testing.T, dir string, modern bool, env ...string) *taskServer {
 	t.Helper()
-	s := &taskServer{t: t, dir: dir, modern: modern}
+	s := &taskServer{t: t, dir: dir, modern: modern, env: env}
 	s.start("127.0.0.1:0")
 	t.Cleanup(func() {
 		s.cmd.Process.Kill()
@@ -46,6 +47,7 @@ func (s *taskServer) start(addr string) {
 		args = append(args, "--modern")
 	}
 	s.cmd = exec.Command(taskupBin, args...)
+	s.cmd.Env = append(os.Environ(), s.env...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -81,8 +83,9 @@ func (s *taskServer) restartAfterExit() {
 	s.start(u.Host)
 }
 
-// httpTaskCatalog is taskCatalog with taskup as http upstream "tasker".
-func httpTaskCatalog(t *testing.T, url string) string {
+// httpTaskCatalog is taskCatalog with taskup as http upstream "tasker"
+// (extra: more upstream fields).
+func httpTaskCatalog(t *testing.T, url string, extra ...string) string {
 	t.Helper()
 	return writeCatalog(t, fmt.Sprintf(`
 upstreams:
@@ -90,7 +93,7 @@ upstreams:
     transport: http
     url: %s
     allow_private: true
-    timeout: 20s
+    timeout: 20s%s
 tools:
   tasker.charge:
     upstream: tasker
@@ -101,7 +104,7 @@ tools:
     upstream: tasker
     tool: plain
     replay: status_query
-`, url))
+`, url, strings.Join(append([]string{""}, extra...), "\n    ")))
 }
 
 // TestHTTPUpstreamTaskCompletes: over Streamable HTTP, in both protocol
@@ -246,5 +249,38 @@ func TestLatchKilledWhileHTTPUpstreamTaskRuns(t *testing.T) {
 	}
 	if eff := taskEffects(t, dir); len(eff) != 1 || !strings.HasPrefix(eff[0], taskID+" ") {
 		t.Errorf("effects = %q, want exactly one, of task %s", eff, taskID)
+	}
+}
+
+// TestHTTPUpstreamTaskWithVaultCredential: the task calls Latch sends
+// itself (tools/call, tasks/get, tasks/result) carry the vault's credential
+// like the SDK's requests: the upstream refuses every request without it.
+func TestHTTPUpstreamTaskWithVaultCredential(t *testing.T) {
+	const token = "s3cret-task-token"
+	dir := t.TempDir()
+	data := t.TempDir()
+	srv := startTaskServer(t, dir, false, "TASKUP_TOKEN="+token)
+	l := startLatch(t, data, httpTaskCatalog(t, srv.url, "credential: tasker-token"))
+	put := exec.Command(latchBin, "vault", "put", "tasker-token", "--kind", "bearer", "--data", data)
+	put.Stdin = strings.NewReader(token + "\n")
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("latch vault put: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(latchBin, "catalog", "reload", "--data", data).CombinedOutput(); err != nil {
+		t.Fatalf("latch catalog reload: %v\n%s", err, out)
+	}
+	c := client(t, data)
+	r := submit(t, c, "tasker.charge", `{"text":"with the token"}`)
+	id := r.GetExecution().GetId()
+	got := waitState(t, c, id, recordv1.State_STATE_COMPLETED)
+	x := got.GetExecution()
+	if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || x.GetTargetTaskId() == "" {
+		t.Errorf("outcome %v (%s) task %q, want succeeded through a task", x.GetOutcome(), x.GetReason(), x.GetTargetTaskId())
+	}
+	if eff := taskEffects(t, dir); len(eff) != 1 {
+		t.Errorf("effects = %q, want exactly one", eff)
+	}
+	if strings.Contains(l.stderr.String(), token) {
+		t.Errorf("the control plane's log carries the upstream token")
 	}
 }

@@ -23,7 +23,7 @@ func (s *server) serveHTTP(addr string) error {
 	url := "http://" + ln.Addr().String() + "/mcp"
 	os.WriteFile(filepath.Join(s.dir, "url.tmp"), []byte(url), 0o644)
 	os.Rename(filepath.Join(s.dir, "url.tmp"), filepath.Join(s.dir, "url"))
-	h := &httpServer{s: s, sessions: map[string]bool{}}
+	h := &httpServer{s: s, sessions: map[string]bool{}, token: os.Getenv("TASKUP_TOKEN")}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	return http.Serve(ln, mux)
@@ -31,11 +31,16 @@ func (s *server) serveHTTP(addr string) error {
 
 type httpServer struct {
 	s        *server
+	token    string // with TASKUP_TOKEN, every request must carry it as a bearer token
 	mu       sync.Mutex
 	sessions map[string]bool
 }
 
 func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.token != "" && r.Header.Get("Authorization") != "Bearer "+h.token {
+		http.Error(w, "bad token", http.StatusUnauthorized)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodDelete:

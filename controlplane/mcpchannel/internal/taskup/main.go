@@ -23,7 +23,8 @@
 // requiring the Mcp-Method (and, for tools/call, Mcp-Name and charge's
 // Mcp-Param-Charge-Text) headers to match
 // the body. tools/call and tasks/result answer in an event stream, the other
-// methods in a JSON body.
+// methods in a JSON body. With TASKUP_TOKEN set, every HTTP request must
+// carry it as a bearer token (401 otherwise).
 package main
 
 import (
