@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -167,34 +168,89 @@ func (h *httpRaw) do(ctx context.Context, caps taskCaps, req *jsonrpc.Request, w
 		}
 		return r, nil
 	case "text/event-stream":
-		var found *jsonrpc.Response
-		p := &sseParser{max: maxRawBody}
-		buf := make([]byte, 32<<10)
-		for found == nil {
-			n, rerr := resp.Body.Read(buf)
-			perr := p.feed(buf[:n], func(data []byte) bool {
-				if r, err := decodeResponse(data, req.ID); err == nil {
-					found = r
-					return true
-				}
-				return false // a notification or a request of the upstream's, or another answer
-			})
-			if found != nil {
-				break
-			}
-			if perr != nil {
-				return nil, fmt.Errorf("%s: %w", req.Method, perr)
-			}
-			if rerr != nil {
-				if errors.Is(rerr, io.EOF) {
-					rerr = io.ErrUnexpectedEOF
-				}
-				return nil, fmt.Errorf("%s: the upstream's event stream ended before it answered: %w", req.Method, rerr)
-			}
-		}
-		return found, nil
+		return h.readStream(ctx, caps, req, resp)
 	}
 	return nil, fmt.Errorf("%s: the upstream answered with content type %q (want application/json or text/event-stream)", req.Method, ct)
+}
+
+// maxResumes bounds how often one answer's event stream is resumed.
+const maxResumes = 50
+
+// readStream reads the answer to req from an event stream. A stream that
+// ends before the answer after an event with an ID (the server closing it
+// to be polled, SEP-1699) is resumed with a GET carrying Last-Event-ID, after
+// the server's retry delay, at most maxResumes times.
+func (h *httpRaw) readStream(ctx context.Context, caps taskCaps, req *jsonrpc.Request, resp *http.Response) (*jsonrpc.Response, error) {
+	p := &sseParser{max: maxRawBody}
+	body := resp.Body
+	for resumes := 0; ; resumes++ {
+		found, err := readEvents(body, p, req.ID)
+		if found != nil {
+			return found, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", req.Method, err)
+		}
+		if p.lastID == "" || resumes >= maxResumes {
+			return nil, fmt.Errorf("%s: the upstream's event stream ended before it answered", req.Method)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: waiting to resume the upstream's event stream: %w", req.Method, ctx.Err())
+		case <-time.After(min(max(p.retry, 100*time.Millisecond), 5*time.Second)):
+		}
+		g, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+		if err != nil {
+			return nil, err
+		}
+		g.Header.Set("Accept", "text/event-stream")
+		g.Header.Set("Last-Event-ID", p.lastID)
+		if caps.protocolVersion != "" {
+			g.Header.Set(headerProtocolVersion, caps.protocolVersion)
+		}
+		if sid := h.session(); sid != "" {
+			g.Header.Set(headerSessionID, sid)
+		}
+		gr, err := h.client.Do(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: resuming the upstream's event stream: %w", req.Method, err)
+		}
+		defer gr.Body.Close()
+		if ct, _, _ := mime.ParseMediaType(gr.Header.Get("Content-Type")); gr.StatusCode != http.StatusOK || ct != "text/event-stream" {
+			return nil, fmt.Errorf("%s: resuming the upstream's event stream: HTTP %d, content type %q", req.Method, gr.StatusCode, ct)
+		}
+		body = gr.Body
+		p = &sseParser{max: maxRawBody, lastID: p.lastID, retry: p.retry}
+	}
+}
+
+// readEvents parses body until the answer to id, the end of the stream (nil,
+// nil) or an error.
+func readEvents(body io.Reader, p *sseParser, id jsonrpc.ID) (*jsonrpc.Response, error) {
+	var found *jsonrpc.Response
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := body.Read(buf)
+		perr := p.feed(buf[:n], func(data []byte) bool {
+			if r, err := decodeResponse(data, id); err == nil {
+				found = r
+				return true
+			}
+			return false // a notification or a request of the upstream's, another answer, a priming event
+		})
+		if found != nil {
+			return found, nil
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		if errors.Is(rerr, io.EOF) {
+			return nil, nil
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("reading the upstream's event stream: %w", rerr)
+		}
+	}
 }
 
 // decodeResponse decodes the answer to the request with ID id.
@@ -212,11 +268,13 @@ func decodeResponse(b []byte, id jsonrpc.ID) (*jsonrpc.Response, error) {
 
 // sseParser splits a text/event-stream into the data of its events.
 type sseParser struct {
-	max  int
-	line []byte
-	data []byte
-	has  bool
-	done bool
+	max    int
+	line   []byte
+	data   []byte
+	has    bool
+	done   bool
+	lastID string        // the last event ID seen (for Last-Event-ID)
+	retry  time.Duration // the server's reconnection delay (retry:)
 }
 
 // feed parses b, calling emit with the data of each complete event until
@@ -248,6 +306,12 @@ func (p *sseParser) feed(b []byte, emit func([]byte) bool) error {
 			p.data, p.has = append(p.data, v...), true
 			if len(p.data) > p.max {
 				return fmt.Errorf("an event is larger than %d bytes", p.max)
+			}
+		case bytes.HasPrefix(line, []byte("id:")):
+			p.lastID = string(bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("id:")), []byte(" ")))
+		case bytes.HasPrefix(line, []byte("retry:")):
+			if ms, err := strconv.Atoi(string(bytes.TrimSpace(bytes.TrimPrefix(line, []byte("retry:"))))); err == nil && ms >= 0 {
+				p.retry = time.Duration(ms) * time.Millisecond
 			}
 		}
 		p.line = p.line[:0]

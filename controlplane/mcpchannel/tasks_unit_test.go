@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -119,8 +120,8 @@ func TestQueryWithoutTaskID(t *testing.T) {
 }
 
 // TestSSEParser: the data of each complete event, in any chunking, CRLF
-// or LF, multi-line data joined with newlines, comments and other fields
-// skipped; nothing after the event emit took.
+// or LF, multi-line data joined with newlines, comments skipped, the last
+// event ID and retry kept for a resume; nothing after the event emit took.
 func TestSSEParser(t *testing.T) {
 	stream := ": comment\r\nevent: message\r\nid: 1\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nretry: 10\n\ndata: two\n\ndata: three\n\n"
 	for _, chunk := range []int{1, 3, 7, len(stream)} {
@@ -135,6 +136,9 @@ func TestSSEParser(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"{\"a\":\n1}", "two"}, got); diff != "" {
 			t.Errorf("chunk %d: events (-want +got):\n%s", chunk, diff)
+		}
+		if p.lastID != "1" || p.retry != 10*time.Millisecond {
+			t.Errorf("chunk %d: last event ID %q retry %v, want 1 and 10ms", chunk, p.lastID, p.retry)
 		}
 	}
 	p := &sseParser{max: 8}

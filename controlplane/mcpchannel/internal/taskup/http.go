@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,7 +24,7 @@ func (s *server) serveHTTP(addr string) error {
 	url := "http://" + ln.Addr().String() + "/mcp"
 	os.WriteFile(filepath.Join(s.dir, "url.tmp"), []byte(url), 0o644)
 	os.Rename(filepath.Join(s.dir, "url.tmp"), filepath.Join(s.dir, "url"))
-	h := &httpServer{s: s, sessions: map[string]bool{}, token: os.Getenv("TASKUP_TOKEN")}
+	h := &httpServer{s: s, sessions: map[string]bool{}, polled: map[string]request{}, token: os.Getenv("TASKUP_TOKEN")}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	return http.Serve(ln, mux)
@@ -34,6 +35,8 @@ type httpServer struct {
 	token    string // with TASKUP_TOKEN, every request must carry it as a bearer token
 	mu       sync.Mutex
 	sessions map[string]bool
+	polled   map[string]request // tasks/result requests by the event ID of their closed stream
+	next     int
 }
 
 func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +46,9 @@ func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodPost:
+	case http.MethodGet:
+		h.resume(w, r)
+		return
 	case http.MethodDelete:
 		h.mu.Lock()
 		delete(h.sessions, r.Header.Get("Mcp-Session-Id"))
@@ -127,6 +133,41 @@ func (h *httpServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
 	}
+	if req.Method == "tasks/result" {
+		// SEP-1699 polling: a priming event with an ID, then the stream is
+		// closed; the answer comes on the GET that resumes it.
+		h.mu.Lock()
+		h.next++
+		eid := fmt.Sprintf("result-%d", h.next)
+		h.polled[eid] = req
+		h.mu.Unlock()
+		fmt.Fprintf(w, "id: %s\nretry: 20\ndata: \n\n", eid)
+		return
+	}
+	h.answer(w, req, stream)
+}
+
+// resume answers the GET resuming a closed tasks/result stream.
+func (h *httpServer) resume(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	req, ok := h.polled[r.Header.Get("Last-Event-ID")]
+	known := h.sessions[r.Header.Get("Mcp-Session-Id")]
+	h.mu.Unlock()
+	if !ok { // no standalone stream
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !known && !h.s.modern {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	h.answer(w, req, true)
+}
+
+func (h *httpServer) answer(w http.ResponseWriter, req request, stream bool) {
 	h.s.handle(req, func(result any, rerr *rpcError) {
 		msg := map[string]any{"jsonrpc": "2.0", "id": req.ID}
 		if rerr != nil {

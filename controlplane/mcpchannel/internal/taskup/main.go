@@ -22,8 +22,10 @@
 // not know, as after a restart), or with --modern sessionless 2026-07-28
 // requiring the Mcp-Method (and, for tools/call, Mcp-Name and charge's
 // Mcp-Param-Charge-Text) headers to match
-// the body. tools/call and tasks/result answer in an event stream, the other
-// methods in a JSON body. With TASKUP_TOKEN set, every HTTP request must
+// the body. tools/call answers in an event stream; tasks/result sends a
+// priming event with an ID and closes its stream, answering on the GET that
+// resumes it with Last-Event-ID (SEP-1699 polling); the other methods
+// answer in a JSON body. With TASKUP_TOKEN set, every HTTP request must
 // carry it as a bearer token (401 otherwise).
 package main
 
