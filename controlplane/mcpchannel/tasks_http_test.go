@@ -175,7 +175,7 @@ func TestHTTPUpstreamCutAfterCreateTask(t *testing.T) {
 	dir := t.TempDir()
 	data := t.TempDir()
 	srv := startTaskServer(t, dir, false)
-	startLatch(t, data, httpTaskCatalog(t, srv.url))
+	l := startLatch(t, data, httpTaskCatalog(t, srv.url))
 	c := client(t, data)
 	touch(t, filepath.Join(dir, "cut"))
 	r := submit(t, c, "tasker.charge", `{"text":"cut"}`)
@@ -202,6 +202,9 @@ func TestHTTPUpstreamCutAfterCreateTask(t *testing.T) {
 	}
 	if k := strings.Join(kinds, " "); !strings.Contains(k, "target_task") || !strings.Contains(k, "recovery") {
 		t.Errorf("journal kinds = %s, want the task recorded and the outcome recovered", k)
+	}
+	if !strings.Contains(l.stderr.String(), "upstream forgot Latch's session (HTTP 404)") {
+		t.Error("the log does not say the restarted upstream's 404 for the old session made Latch connect again")
 	}
 }
 
