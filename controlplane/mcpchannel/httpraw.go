@@ -368,6 +368,9 @@ func (s *sniffBody) try(data []byte) bool {
 // sniff wraps the body of resp, the answer to the SDK's request body, when
 // it is one the tap reads.
 func (t *tap) sniff(reqBody []byte, resp *http.Response) {
+	if !bytes.Contains(reqBody, []byte(`"initialize"`)) && !bytes.Contains(reqBody, []byte(`"server/discover"`)) && !bytes.Contains(reqBody, []byte(`"tools/list"`)) {
+		return // not worth decoding (a tool call's body may be large)
+	}
 	msg, err := jsonrpc.DecodeMessage(reqBody)
 	if err != nil {
 		return
