@@ -44,13 +44,14 @@
 //
 // # Tasks
 //
-// A stdio upstream that runs a tool as a task (2025-11-25:
+// An upstream that runs a tool as a task (2025-11-25:
 // capabilities.tasks.requests.tools.call and the tool's execution.taskSupport
 // optional or required; 2026-07-28: the io.modelcontextprotocol/tasks
 // extension in server/discover) is called task-augmented (tasks.go). The
-// go-sdk v1.8.0 client cannot make these calls, so the channel writes them
-// itself on the connection the SDK's session runs over (tap.go says why this
-// seam). The upstream answers CreateTaskResult once the task is durable on
+// go-sdk v1.8.0 client cannot make these calls, so the channel sends them
+// itself beside the SDK's session: on stdio on the connection the session
+// runs over (tap.go says why this seam), on Streamable HTTP as POSTs of its
+// own through the session's http.Client (httpraw.go). The upstream answers CreateTaskResult once the task is durable on
 // its side; the channel records the task ID through engine.Call.RecordTask
 // (journaled on the execution as target_task_id) before it waits, then polls
 // tasks/get within the tool's timeout. What a task's status proves:
@@ -69,6 +70,5 @@
 //
 // replay status_query is allowed for an upstream tool only when its
 // upstream, reached at load, runs it as a task; otherwise Source holds it
-// (and heldReason does at dispatch). HTTP upstreams are called without
-// tasks in this version (tap.go), so their status_query tools are held.
+// (and heldReason does at dispatch), on either transport.
 package mcpchannel

@@ -33,10 +33,11 @@ import (
 // Why this seam and not a JSON-RPC client of our own for every call: the
 // SDK keeps doing everything it does well (version negotiation, including
 // 2026-07-28 server/discover; pings; notifications), and the raw path is used
-// only for the calls the SDK cannot make. It is stdio only: the Streamable
-// HTTP client connection learns its session ID and protocol version through
-// an unexported method the SDK calls on its own type, which a wrapper cannot
-// forward, so HTTP upstreams are called without tasks in this version.
+// only for the calls the SDK cannot make. On stdio the tap wraps the
+// connection; the Streamable HTTP client connection learns its protocol
+// version through an unexported method the SDK calls on its own type, which a
+// wrapper cannot forward, so on HTTP the tap reads the SDK's HTTP traffic
+// instead and sends its own requests as POSTs of their own (httpraw.go).
 
 // rawIDPrefix marks the IDs of the requests the channel writes itself.
 const rawIDPrefix = "latch-"
@@ -76,7 +77,8 @@ type taskCaps struct {
 
 // tap is one connection's raw-request state.
 type tap struct {
-	conn mcp.Connection
+	conn mcp.Connection // stdio
+	http *httpRaw       // Streamable HTTP
 	next atomic.Int64
 
 	mu      sync.Mutex
@@ -246,6 +248,16 @@ func (t *tap) call(ctx context.Context, method string, params any, written func(
 	id, err := jsonrpc.MakeID(fmt.Sprintf("%s%d", rawIDPrefix, t.next.Add(1)))
 	if err != nil {
 		return nil, err
+	}
+	if t.http != nil {
+		resp, err := t.http.do(ctx, t.capsNow(), &jsonrpc.Request{ID: id, Method: method, Params: body}, written)
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
 	}
 	ch := make(chan *jsonrpc.Response, 1)
 	key := idKey(id)

@@ -110,6 +110,11 @@ func (c *Channel) dispatchTask(ctx context.Context, u *upstream, tp *tap, caps t
 	}
 	deadline := time.Now().Add(timeout)
 	callCtx := context.WithoutCancel(ctx) // a written call runs to its outcome; only the waiting stops
+	if caps.protocolVersion >= standardHeadersSince {
+		if lt := u.listedTools()[call.Tool.UpstreamTool]; lt != nil {
+			callCtx = withParamHeaders(callCtx, paramHeaders(lt.InputSchema, args))
+		}
+	}
 	type answer struct {
 		raw json.RawMessage
 		err error
@@ -361,9 +366,6 @@ func (c *Channel) rpcErrorResult(u *upstream, name string, werr *jsonrpc.Error, 
 func (u *upstream) statusQueryHold(t *tools.Tool) string {
 	if t.Replay != tools.ReplayStatusQuery {
 		return ""
-	}
-	if u.spec.Transport != tools.TransportStdio {
-		return fmt.Sprintf("held: %s has replay status_query, which needs tasks; this version calls tasks on stdio upstreams only, and %s is %s (use review, or idempotency_key with idempotency_argument)", t.Name, u.spec.Name, u.spec.Transport)
 	}
 	tp, err := u.tapNow()
 	if err != nil {

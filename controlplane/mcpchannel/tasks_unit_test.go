@@ -3,8 +3,13 @@ package mcpchannel
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/engine"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -114,16 +119,82 @@ func TestQueryWithoutTaskID(t *testing.T) {
 	}
 }
 
-// TestStatusQueryHeldOnHTTP: this version calls tasks on stdio upstreams
-// only, so an http upstream's status_query tool is held, and a tool of
-// another replay class never is on this account.
-func TestStatusQueryHeldOnHTTP(t *testing.T) {
-	c := newTestChannel(t, Config{})
-	u := &upstream{c: c, spec: tools.Upstream{Name: "pay", Transport: tools.TransportHTTP}}
-	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayStatusQuery}); !strings.Contains(h, "stdio upstreams only") {
-		t.Errorf("statusQueryHold(http, status_query) = %q, want held: tasks are stdio only", h)
+// TestSSEParser: the data of each complete event, in any chunking, CRLF
+// or LF, multi-line data joined with newlines, comments skipped, the last
+// event ID and retry kept for a resume; nothing after the event emit took.
+func TestSSEParser(t *testing.T) {
+	stream := ": comment\r\nevent: message\r\nid: 1\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nretry: 10\n\ndata: two\n\ndata: three\n\n"
+	for _, chunk := range []int{1, 3, 7, len(stream)} {
+		p := &sseParser{max: 1 << 10}
+		var got []string
+		for b := []byte(stream); len(b) > 0; {
+			n := min(chunk, len(b))
+			if err := p.feed(b[:n], func(d []byte) bool { got = append(got, string(d)); return string(d) == "two" }); err != nil {
+				t.Fatal(err)
+			}
+			b = b[n:]
+		}
+		if diff := cmp.Diff([]string{"{\"a\":\n1}", "two"}, got); diff != "" {
+			t.Errorf("chunk %d: events (-want +got):\n%s", chunk, diff)
+		}
+		if p.lastID != "1" || p.retry != 10*time.Millisecond {
+			t.Errorf("chunk %d: last event ID %q retry %v, want 1 and 10ms", chunk, p.lastID, p.retry)
+		}
 	}
-	if h := u.statusQueryHold(&tools.Tool{Name: "pay.refund", UpstreamTool: "refund", Replay: tools.ReplayReview}); h != "" {
-		t.Errorf("statusQueryHold(http, review) = %q, want not held", h)
+	p := &sseParser{max: 8}
+	if err := p.feed([]byte("data: 0123456789\n"), func([]byte) bool { return false }); err == nil {
+		t.Error("an event over the bound was accepted")
+	}
+}
+
+// TestSniffReadsTaskCaps: the tap reads the task fields of the SDK's
+// initialize and tools/list answers off the HTTP bodies, JSON or stream.
+func TestSniffReadsTaskCaps(t *testing.T) {
+	tp := newTap()
+	body := func(ct, s string) *http.Response {
+		return &http.Response{Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(s))}
+	}
+	r := body("application/json", `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{"requests":{"tools":{"call":{}}}}}}}`)
+	tp.sniff([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`), r)
+	io.ReadAll(r.Body)
+	r = body("text/event-stream", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[{\"name\":\"charge\",\"execution\":{\"taskSupport\":\"required\"}},{\"name\":\"plain\"}]}}\n\n")
+	tp.sniff([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`), r)
+	io.ReadAll(r.Body)
+	caps := tp.capsNow()
+	if !caps.legacy || caps.protocolVersion != "2025-11-25" {
+		t.Errorf("caps = %+v, want 2025-11-25 with tasks for tools/call", caps)
+	}
+	if ok, _ := taskCapable(caps, "charge"); !ok {
+		t.Error("charge (taskSupport required) is not task-capable")
+	}
+	if ok, _ := taskCapable(caps, "plain"); ok {
+		t.Error("plain (no taskSupport) is task-capable")
+	}
+}
+
+// TestParamHeaders: SEP-2243 x-mcp-header properties, nested too, as
+// headers; non-ASCII and edge whitespace Base64-wrapped; numbers only as
+// safe integers; absent and non-primitive arguments left out.
+func TestParamHeaders(t *testing.T) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+		"count":  map[string]any{"type": "integer", "x-mcp-header": "Count"},
+		"ratio":  map[string]any{"type": "integer", "x-mcp-header": "Ratio"},
+		"dry":    map[string]any{"type": "boolean", "x-mcp-header": "Dry"},
+		"note":   map[string]any{"type": "string", "x-mcp-header": "Note"},
+		"absent": map[string]any{"type": "string", "x-mcp-header": "Absent"},
+		"plain":  map[string]any{"type": "string"},
+		"inner":  map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "x-mcp-header": "Inner-Id"}}},
+	}}
+	args := map[string]any{"region": "eu-west-1", "count": 42, "ratio": 1.5, "dry": true, "note": "café ", "plain": "x", "inner": map[string]any{"id": "i-1"}}
+	want := map[string]string{
+		"Mcp-Param-Region":   "eu-west-1",
+		"Mcp-Param-Count":    "42",
+		"Mcp-Param-Dry":      "true",
+		"Mcp-Param-Note":     "=?base64?Y2Fmw6kg?=",
+		"Mcp-Param-Inner-Id": "i-1",
+	}
+	if diff := cmp.Diff(want, paramHeaders(schema, args)); diff != "" {
+		t.Errorf("paramHeaders (-want +got):\n%s", diff)
 	}
 }

@@ -51,7 +51,7 @@ type upstream struct {
 
 	mu      sync.Mutex
 	sess    *mcp.ClientSession
-	tap     *tap                 // the raw-request seam of sess (stdio; tap.go), nil for http
+	tap     *tap                 // the raw-request seam of sess (tap.go, httpraw.go)
 	listed  map[string]*mcp.Tool // the last tools/list, by the upstream's name
 	ended   int                  // connection attempts ended (success or failure)
 	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
@@ -234,15 +234,24 @@ func (u *upstream) connect() (*mcp.ClientSession, *os.Process, *tap, error) {
 	case tools.TransportStdio:
 		return u.connectStdio(ctx)
 	case tools.TransportHTTP:
+		// One http.Client for the SDK's requests and the tap's own: the
+		// same credential, written mark and address policy.
+		tp := newTap()
+		hc := &http.Client{Transport: &roundTripper{u: u, base: u.httpTransport(), tap: tp}}
+		tp.http = &httpRaw{url: u.spec.URL, client: hc}
 		sess, err := u.client().Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   u.spec.URL,
-			HTTPClient: &http.Client{Transport: &roundTripper{u: u, base: u.httpTransport()}},
+			HTTPClient: hc,
 			MaxRetries: -1,
 		}, nil)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("upstream %s: connecting to %s: %w", u.spec.Name, u.spec.URL, err)
 		}
-		return sess, nil, nil, nil
+		tp.http.setSessionGone(func() {
+			u.log.Info("upstream forgot Latch's session (HTTP 404); connecting again")
+			sess.Close()
+		})
+		return sess, nil, tp, nil
 	}
 	return nil, nil, nil, fmt.Errorf("upstream %s: unknown transport %q", u.spec.Name, u.spec.Transport)
 }
@@ -395,10 +404,13 @@ func (u *upstream) httpTransport() *http.Transport {
 }
 
 // roundTripper presents the upstream's credential and marks an attempt
-// written when httptrace reports the request written.
+// written when httptrace reports the request written; for the tap it keeps
+// the session ID the upstream assigns and reads the task fields of the
+// answers the SDK decodes without them (httpraw.go).
 type roundTripper struct {
 	u    *upstream
 	base http.RoundTripper
+	tap  *tap
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -421,7 +433,15 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		}}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 	}
-	return rt.base.RoundTrip(req)
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil || rt.tap == nil {
+		return resp, err
+	}
+	if sid := resp.Header.Get(headerSessionID); sid != "" && rt.tap.http != nil {
+		rt.tap.http.sawSession(sid)
+	}
+	rt.tap.sniff(body, resp)
+	return resp, nil
 }
 
 func (u *upstream) applyCredential(req *http.Request) error {
@@ -555,9 +575,6 @@ func (u *upstream) tapNow() (*tap, error) {
 	defer u.mu.Unlock()
 	if u.sess != nil && u.tap != nil {
 		return u.tap, nil
-	}
-	if u.sess != nil {
-		return nil, fmt.Errorf("upstream %s is %s: this version calls tasks on stdio upstreams only", u.spec.Name, u.spec.Transport)
 	}
 	if u.lastErr != nil {
 		return nil, fmt.Errorf("%w: upstream %s: %v", ErrNotConnected, u.spec.Name, u.lastErr)

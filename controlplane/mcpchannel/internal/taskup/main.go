@@ -15,7 +15,18 @@
 // execution_id text"); tasks/<task_id>.json; hold (while present, task work
 // waits, writing holding.<n> when it starts waiting); cut (if present when
 // a task is created, it is removed and the process exits right after writing
-// the CreateTaskResult, before doing the work).
+// the CreateTaskResult, before doing the work); url (with --http).
+//
+// With --http ADDR it serves Streamable HTTP at /mcp instead: 2025-11-25
+// with sessions (Mcp-Session-Id from initialize; 404 for a session it does
+// not know, as after a restart), or with --modern sessionless 2026-07-28
+// requiring the Mcp-Method (and, for tools/call, Mcp-Name and charge's
+// Mcp-Param-Charge-Text) headers to match
+// the body. tools/call answers in an event stream; tasks/result sends a
+// priming event with an ID and closes its stream, answering on the GET that
+// resumes it with Last-Event-ID (SEP-1699 polling); the other methods
+// answer in a JSON body. With TASKUP_TOKEN set, every HTTP request must
+// carry it as a bearer token (401 otherwise).
 package main
 
 import (
@@ -72,6 +83,7 @@ type rpcError struct {
 func main() {
 	dir := flag.String("state", "", "state directory (required)")
 	modern := flag.Bool("modern", false, "speak 2026-07-28 (server/discover, the tasks extension)")
+	httpAddr := flag.String("http", "", "serve Streamable HTTP on this address instead of stdio")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "taskup: --state is required")
@@ -84,6 +96,13 @@ func main() {
 	}
 	os.WriteFile(filepath.Join(s.dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o644)
 	s.resume()
+	if *httpAddr != "" {
+		if err := s.serveHTTP(*httpAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "taskup:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -95,7 +114,7 @@ func main() {
 		if len(req.ID) == 0 || req.Method == "" {
 			continue // a notification or a response
 		}
-		go s.handle(req)
+		go s.handle(req, func(result any, rerr *rpcError) { s.send(req.ID, result, rerr) })
 	}
 	// stdin closed (the client is gone): finish the work in hand, bounded.
 	done := make(chan struct{})
@@ -129,13 +148,13 @@ func (s *server) complete(m map[string]any) map[string]any {
 
 var tools = []map[string]any{
 	{"name": "charge", "description": "charges once, as a task",
-		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}, "required": []string{"text"}},
+		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string", "x-mcp-header": "Charge-Text"}}, "required": []string{"text"}},
 		"execution":   map[string]any{"taskSupport": "required"}},
 	{"name": "plain", "description": "answers at once; takes no task",
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}},
 }
 
-func (s *server) handle(req request) {
+func (s *server) handle(req request, reply func(result any, rerr *rpcError)) {
 	var p struct {
 		Name      string         `json:"name"`
 		Arguments map[string]any `json:"arguments"`
@@ -147,26 +166,26 @@ func (s *server) handle(req request) {
 	switch req.Method {
 	case "initialize":
 		if s.modern {
-			s.send(req.ID, nil, &rpcError{-32601, "use server/discover"})
+			reply(nil, &rpcError{-32601, "use server/discover"})
 			return
 		}
-		s.send(req.ID, map[string]any{
+		reply(map[string]any{
 			"protocolVersion": "2025-11-25",
 			"capabilities":    map[string]any{"tools": map[string]any{}, "tasks": map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}},
 			"serverInfo":      map[string]any{"name": "taskup", "version": "1"},
 		}, nil)
 	case "server/discover":
 		if !s.modern {
-			s.send(req.ID, nil, &rpcError{-32601, "method not found: server/discover"})
+			reply(nil, &rpcError{-32601, "method not found: server/discover"})
 			return
 		}
-		s.send(req.ID, s.complete(map[string]any{
+		reply(s.complete(map[string]any{
 			"supportedVersions": []string{"2026-07-28"},
 			"capabilities":      map[string]any{"tools": map[string]any{}, "extensions": map[string]any{extensionTasks: map[string]any{}}},
 			"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "taskup", "version": "1"}},
 		}), nil)
 	case "ping":
-		s.send(req.ID, s.complete(map[string]any{}), nil)
+		reply(s.complete(map[string]any{}), nil)
 	case "tools/list":
 		list := tools
 		if s.modern {
@@ -181,38 +200,38 @@ func (s *server) handle(req request) {
 				list = append(list, c)
 			}
 		}
-		s.send(req.ID, s.complete(map[string]any{"tools": list}), nil)
+		reply(s.complete(map[string]any{"tools": list}), nil)
 	case "tools/call":
-		s.call(req, p.Name, p.Arguments, p.Meta, p.Task != nil)
+		s.call(reply, p.Name, p.Arguments, p.Meta, p.Task != nil)
 	case "tasks/get":
 		t, ok := s.load(p.TaskID)
 		if !ok {
-			s.send(req.ID, nil, &rpcError{-32602, "Failed to retrieve task: Task not found"})
+			reply(nil, &rpcError{-32602, "Failed to retrieve task: Task not found"})
 			return
 		}
-		s.send(req.ID, s.wire(t, true), nil)
+		reply(s.wire(t, true), nil)
 	case "tasks/result":
 		if s.modern {
-			s.send(req.ID, nil, &rpcError{-32601, "method not found: tasks/result"})
+			reply(nil, &rpcError{-32601, "method not found: tasks/result"})
 			return
 		}
 		for {
 			t, ok := s.load(p.TaskID)
 			if !ok {
-				s.send(req.ID, nil, &rpcError{-32602, "Failed to retrieve task: Task not found"})
+				reply(nil, &rpcError{-32602, "Failed to retrieve task: Task not found"})
 				return
 			}
 			if t.Status == "completed" {
 				var res map[string]any
 				json.Unmarshal(t.Result, &res)
 				res["_meta"] = map[string]any{"io.modelcontextprotocol/related-task": map[string]any{"taskId": t.TaskID}}
-				s.send(req.ID, res, nil)
+				reply(res, nil)
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	default:
-		s.send(req.ID, nil, &rpcError{-32601, "method not found: " + req.Method})
+		reply(nil, &rpcError{-32601, "method not found: " + req.Method})
 	}
 }
 
@@ -223,22 +242,22 @@ func declaresTasks(meta map[string]any) bool {
 	return ok
 }
 
-func (s *server) call(req request, name string, args, meta map[string]any, asksTask bool) {
+func (s *server) call(reply func(any, *rpcError), name string, args, meta map[string]any, asksTask bool) {
 	execID, _ := meta["io.latch/execution_id"].(string)
 	switch name {
 	case "plain":
-		s.send(req.ID, s.complete(map[string]any{"content": []any{map[string]any{"type": "text", "text": "plain"}}}), nil)
+		reply(s.complete(map[string]any{"content": []any{map[string]any{"type": "text", "text": "plain"}}}), nil)
 		return
 	case "charge":
 	default:
-		s.send(req.ID, nil, &rpcError{-32602, "unknown tool " + name})
+		reply(nil, &rpcError{-32602, "unknown tool " + name})
 		return
 	}
 	if s.modern {
 		asksTask = declaresTasks(meta)
 	}
 	if !asksTask {
-		s.send(req.ID, nil, &rpcError{-32601, "tool charge must be called as a task"})
+		reply(nil, &rpcError{-32601, "tool charge must be called as a task"})
 		return
 	}
 	text, _ := args["text"].(string)
@@ -247,7 +266,7 @@ func (s *server) call(req request, name string, args, meta map[string]any, asksT
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	t := &task{TaskID: "task-" + hex.EncodeToString(b), Status: "working", Message: "charging", CreatedAt: now, UpdatedAt: now, ExecutionID: execID, Text: text}
 	if err := s.store(t); err != nil {
-		s.send(req.ID, nil, &rpcError{-32603, err.Error()})
+		reply(nil, &rpcError{-32603, err.Error()})
 		return
 	}
 	cut := false
@@ -257,14 +276,15 @@ func (s *server) call(req request, name string, args, meta map[string]any, asksT
 	w := s.wire(t, false)
 	if s.modern {
 		w["resultType"] = "task"
-		s.send(req.ID, w, nil)
+		reply(w, nil)
 	} else {
-		s.send(req.ID, map[string]any{"task": w}, nil)
+		reply(map[string]any{"task": w}, nil)
 	}
 	if cut {
 		os.Exit(3) // the stream ends after the CreateTaskResult; the work is left to the next process
 	}
-	s.run(t)
+	s.work.Add(1)
+	go func() { defer s.work.Done(); s.finish(t) }()
 }
 
 // wire is the task on the wire; full adds the inlined result (2026-07-28
@@ -335,12 +355,6 @@ func (s *server) resume() {
 			go func() { defer s.work.Done(); s.finish(t) }()
 		}
 	}
-}
-
-func (s *server) run(t *task) {
-	s.work.Add(1)
-	defer s.work.Done()
-	s.finish(t)
 }
 
 func (s *server) finish(t *task) {
