@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -115,6 +117,10 @@ func TestTasksSurviveControlPlaneRestart(t *testing.T) {
 
 	cp.stop()
 	cp.start()
+	// The front answers "could not reach its control plane; poll again"
+	// until its connection is back (a client polls again); wait for that
+	// here rather than in every poll below.
+	waitReady(t, conn)
 
 	if m := c.get(waiting); m["status"] != "working" || !strings.Contains(m["statusMessage"].(string), "latch approvals approve "+waiting) {
 		t.Errorf("task awaiting approval after the restart = %v, want working with the approve command", m)
@@ -132,5 +138,19 @@ func TestTasksSurviveControlPlaneRestart(t *testing.T) {
 	}
 	if n := effect.count("/v1/releases"); n != 1 {
 		t.Errorf("deploy effect count = %d, want 1", n)
+	}
+}
+
+// waitReady waits (at most 10 s) until conn is connected again.
+func waitReady(t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			t.Fatalf("the front's connection to the restarted control plane is still %v after 10 s", st)
+		}
+		conn.Connect()
 	}
 }
