@@ -257,16 +257,17 @@ func (e *Engine) work(it dueq.Item[job]) {
 	}
 }
 
-// orphan queues a retry of the transition into outcome_unknown for an
+// orphan queues, for later, the move to outcome_unknown (then recovery) of an
 // execution that nothing is sending any more (its dispatch ended) but whose
-// transition failed: it would otherwise stay dispatched until the next start.
+// next step (completion or outcome_unknown) could not be recorded: it would
+// otherwise stay dispatched until the next start.
 func (e *Engine) orphan(id string) {
 	x, err := e.st.Execution(id)
 	if err != nil || x.GetState() != recordv1.State_STATE_DISPATCHED {
 		// Unreadable: the next start finds it dispatched; moved on: done.
 		return
 	}
-	e.retry(e.item(x, jobOrphaned, e.cfg.Clock()), "cannot record outcome_unknown", nil)
+	e.retry(e.item(x, jobOrphaned, e.cfg.Clock()), "its dispatch ended but the step after it (completion or outcome_unknown) was not recorded", nil)
 }
 
 // retry queues an item again after a backoff that grows with each
