@@ -107,64 +107,6 @@ tools:
 `, url, strings.Join(append([]string{""}, extra...), "\n    ")))
 }
 
-// TestHTTPUpstreamTaskCompletes: over Streamable HTTP, in both protocol
-// eras (2025-11-25 with a session; 2026-07-28 sessionless, the upstream
-// refusing a request whose Mcp-Method or Mcp-Name header does not match its
-// body), a tool the upstream runs as a task is called task-augmented; its
-// task ID is on the execution, the task's result is the stored result, one
-// effect. A status_query tool the upstream does not run as a task is held.
-func TestHTTPUpstreamTaskCompletes(t *testing.T) {
-	for _, era := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run(era, func(t *testing.T) {
-			dir := t.TempDir()
-			data := t.TempDir()
-			srv := startTaskServer(t, dir, era == "2026-07-28")
-			l := startLatch(t, data, httpTaskCatalog(t, srv.url))
-			c := client(t, data)
-			lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, tl := range lt.GetTools() {
-				if strings.HasPrefix(tl.GetName(), "tasker.") {
-					names = append(names, tl.GetName())
-				}
-			}
-			want := "tasker.charge"
-			if era == "2026-07-28" {
-				want = "tasker.charge tasker.plain"
-			}
-			if strings.Join(names, " ") != want {
-				t.Errorf("listed = %v, want %s", names, want)
-			}
-			if era == "2025-11-25" && !strings.Contains(l.stderr.String(), "execution.taskSupport") {
-				t.Errorf("log does not say why tasker.plain is held:\n%s", l.stderr.String())
-			}
-
-			r := submit(t, c, "tasker.charge", `{"text":"card 42"}`)
-			id := r.GetExecution().GetId()
-			got := waitState(t, c, id, recordv1.State_STATE_COMPLETED)
-			x := got.GetExecution()
-			if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || !strings.Contains(string(got.GetResult().GetBody()), "charged: card 42") {
-				t.Errorf("outcome %v (%s) result %s, want succeeded with the task's result", x.GetOutcome(), x.GetReason(), got.GetResult().GetBody())
-			}
-			eff := taskEffects(t, dir)
-			if len(eff) != 1 || x.GetTargetTaskId() == "" || !strings.HasPrefix(eff[0], x.GetTargetTaskId()+" "+id+" ") {
-				t.Errorf("effects = %q, target_task_id %q: want one effect of that task under %s", eff, x.GetTargetTaskId(), id)
-			}
-			if era == "2026-07-28" {
-				// plain answers at once in the task-declaring call: no task.
-				r := submit(t, c, "tasker.plain", `{}`)
-				got := waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
-				if got.GetExecution().GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || got.GetExecution().GetTargetTaskId() != "" {
-					t.Errorf("plain: %v (%s) task %q, want succeeded without a task", got.GetExecution().GetOutcome(), got.GetExecution().GetReason(), got.GetExecution().GetTargetTaskId())
-				}
-			}
-		})
-	}
-}
-
 // TestHTTPUpstreamCutAfterCreateTask: the HTTP upstream's process exits
 // right after writing its CreateTaskResult in the event stream (the
 // connection cut, the task durable in its store). The dispatch is

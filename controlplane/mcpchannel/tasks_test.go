@@ -61,52 +61,71 @@ func touch(t *testing.T, path string) {
 	}
 }
 
-// TestUpstreamTaskCompletes: in both protocol eras a tool the upstream runs
-// as a task is called task-augmented; its task ID is on the execution, the
-// task's result is the stored result, one effect. A status_query tool the
-// upstream does not run as a task is held (not listed).
+// TestUpstreamTaskCompletes: over stdio and over Streamable HTTP, in both
+// protocol eras (on HTTP 2025-11-25 has a session; 2026-07-28 is
+// sessionless, the upstream refusing a request whose Mcp-Method or Mcp-Name
+// header does not match its body), a tool the upstream runs as a task is
+// called task-augmented; its task ID is on the execution, the task's result
+// is the stored result, one effect. A status_query tool the upstream does
+// not run as a task is held (not listed); in 2026-07-28 the server decides
+// per call, so plain is listed and answers without a task.
 func TestUpstreamTaskCompletes(t *testing.T) {
-	for _, era := range []string{"2025-11-25", "2026-07-28"} {
-		t.Run(era, func(t *testing.T) {
-			dir := t.TempDir()
-			data := t.TempDir()
-			l := startLatch(t, data, taskCatalog(t, dir, era == "2026-07-28"))
-			c := client(t, data)
-			lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, tl := range lt.GetTools() {
-				if strings.HasPrefix(tl.GetName(), "tasker.") {
-					names = append(names, tl.GetName())
+	for _, transport := range []string{"stdio", "http"} {
+		for _, era := range []string{"2025-11-25", "2026-07-28"} {
+			t.Run(transport+"/"+era, func(t *testing.T) {
+				dir := t.TempDir()
+				data := t.TempDir()
+				modern := era == "2026-07-28"
+				var cat string
+				if transport == "stdio" {
+					cat = taskCatalog(t, dir, modern)
+				} else {
+					cat = httpTaskCatalog(t, startTaskServer(t, dir, modern).url)
 				}
-			}
-			want := "tasker.charge"
-			if era == "2026-07-28" {
-				// The server decides per call in this era: every tool may
-				// answer with a task, so plain is not held.
-				want = "tasker.charge tasker.plain"
-			}
-			if strings.Join(names, " ") != want {
-				t.Errorf("listed = %v, want %s", names, want)
-			}
-			if era == "2025-11-25" && !strings.Contains(l.stderr.String(), "execution.taskSupport") {
-				t.Errorf("log does not say why tasker.plain is held:\n%s", l.stderr.String())
-			}
+				l := startLatch(t, data, cat)
+				c := client(t, data)
+				lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, tl := range lt.GetTools() {
+					if strings.HasPrefix(tl.GetName(), "tasker.") {
+						names = append(names, tl.GetName())
+					}
+				}
+				want := "tasker.charge"
+				if modern {
+					want = "tasker.charge tasker.plain"
+				}
+				if strings.Join(names, " ") != want {
+					t.Errorf("listed = %v, want %s", names, want)
+				}
+				if !modern && !strings.Contains(l.stderr.String(), "execution.taskSupport") {
+					t.Errorf("log does not say why tasker.plain is held:\n%s", l.stderr.String())
+				}
 
-			r := submit(t, c, "tasker.charge", `{"text":"card 42"}`)
-			id := r.GetExecution().GetId()
-			got := waitState(t, c, id, recordv1.State_STATE_COMPLETED)
-			x := got.GetExecution()
-			if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || !strings.Contains(string(got.GetResult().GetBody()), "charged: card 42") {
-				t.Errorf("outcome %v result %s, want succeeded with the task's result", x.GetOutcome(), got.GetResult().GetBody())
-			}
-			eff := taskEffects(t, dir)
-			if len(eff) != 1 || !strings.HasPrefix(eff[0], x.GetTargetTaskId()+" "+id+" ") || x.GetTargetTaskId() == "" {
-				t.Errorf("effects = %q, target_task_id %q: want one effect of that task under %s", eff, x.GetTargetTaskId(), id)
-			}
-		})
+				r := submit(t, c, "tasker.charge", `{"text":"card 42"}`)
+				id := r.GetExecution().GetId()
+				got := waitState(t, c, id, recordv1.State_STATE_COMPLETED)
+				x := got.GetExecution()
+				if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || !strings.Contains(string(got.GetResult().GetBody()), "charged: card 42") {
+					t.Errorf("outcome %v (%s) result %s, want succeeded with the task's result", x.GetOutcome(), x.GetReason(), got.GetResult().GetBody())
+				}
+				eff := taskEffects(t, dir)
+				if len(eff) != 1 || x.GetTargetTaskId() == "" || !strings.HasPrefix(eff[0], x.GetTargetTaskId()+" "+id+" ") {
+					t.Errorf("effects = %q, target_task_id %q: want one effect of that task under %s", eff, x.GetTargetTaskId(), id)
+				}
+				if modern {
+					// plain answers at once in the task-declaring call: no task.
+					r := submit(t, c, "tasker.plain", `{}`)
+					got := waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
+					if got.GetExecution().GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED || got.GetExecution().GetTargetTaskId() != "" {
+						t.Errorf("plain: %v (%s) task %q, want succeeded without a task", got.GetExecution().GetOutcome(), got.GetExecution().GetReason(), got.GetExecution().GetTargetTaskId())
+					}
+				}
+			})
+		}
 	}
 }
 
