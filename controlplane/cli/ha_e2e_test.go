@@ -193,10 +193,17 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 		}
 		return m != nil
 	})
-	if code, body := getStatus(t, opsB+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"role":"standby"`) || !strings.Contains(body, "is the active replica") {
+	// Its listeners start before its first read of the lease answers.
+	var code int
+	var body string
+	testbin.Eventually(t, "the standby's /readyz to name the active", func() bool {
+		code, body = getStatus(t, opsB+"/readyz")
+		return strings.Contains(body, "is the active replica")
+	})
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"role":"standby"`) {
 		t.Errorf("standby GET /readyz = %d %s, want 503 naming the active", code, body)
 	}
-	if code, body := getStatus(t, opsB+"/ui/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
+	if code, body = getStatus(t, opsB+"/ui/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
 		t.Errorf("standby GET /ui/ = %d %s, want 503 saying it is a standby", code, body)
 	}
 	cps := "unix://" + server.SocketPath(b.data) + ",unix://" + server.SocketPath(a.data)

@@ -251,7 +251,7 @@ func TestStandbyRole(t *testing.T) {
 		wantActive string
 		wantReady  string
 	}{
-		{"nobody holds it", &store.Lease{Now: db, Expires: db.Add(-time.Hour)}, 0, "", "no replica holds the store lease"},
+		{"not read yet", nil, 0, "", "has not read the store lease yet"},
 		{"lease runs", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 100 * time.Millisecond, "cp1:7400", "a/1 is the active replica (epoch 3) at cp1:7400"},
 		{"lease ran out since the read", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 3 * time.Second, "", "a/1 is the active replica (epoch 3) at an address it does not advertise, or its lease is expiring"},
 		{"no address advertised", &store.Lease{Holder: "a/1", Epoch: 3, Now: db, Expires: db.Add(2 * time.Second)}, 0, "", "at an address it does not advertise"},

@@ -129,7 +129,9 @@ func roleReady(r Role) error {
 		return fmt.Errorf("taking over: this replica holds the store lease (epoch %d) and is loading the state and recovering what was in flight", r.Epoch)
 	}
 	if r.Holder == "" {
-		return errors.New("standby: no replica holds the store lease; this one takes it in a moment")
+		// A standby's Holder is empty until its first read of the lease
+		// answers (a lease nobody holds is taken, not reported).
+		return errors.New("standby: has not read the store lease yet (it just started, or the database does not answer: see the store check); it takes the lease if nobody holds it")
 	}
 	at := r.Active
 	if at == "" {
