@@ -129,10 +129,16 @@ type PostgresOptions struct {
 // they find disagreeing.
 type PostgresKV struct {
 	pool *pgxpool.Pool
-	log  hclog.Logger
-	opts PostgresOptions
+	// wpool is Commit's own connection (one), so a group commit never
+	// queues behind reads (up to the pool's size of them run at once on a
+	// busy replica) and runs on a backend whose caches its last commit
+	// warmed. Commits are serial anyway: the store has one in flight.
+	wpool *pgxpool.Pool
+	log   hclog.Logger
+	opts  PostgresOptions
 
 	closed atomic.Bool
+	gets   getBatcher // pgget.go
 	// epoch, once a lease is acquired, fences every commit.
 	epoch atomic.Int64
 	// broken holds the error every commit returns after an unknown outcome.
@@ -208,13 +214,21 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	if err != nil {
 		return nil, err
 	}
+	wcfg := cfg.Copy()
+	wcfg.MaxConns, wcfg.MinConns = 1, 0
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to PostgreSQL: %w", err)
 	}
-	k := &PostgresKV{pool: pool, log: o.Logger, opts: o}
+	wpool, err := pgxpool.NewWithConfig(ctx, wcfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: connect to PostgreSQL: %w", err)
+	}
+	k := &PostgresKV{pool: pool, wpool: wpool, log: o.Logger, opts: o}
 	if err := k.open(ctx); err != nil {
 		pool.Close()
+		wpool.Close()
 		return nil, err
 	}
 	return k, nil
@@ -343,23 +357,6 @@ func (k *PostgresKV) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), k.opts.OpTimeout)
 }
 
-func (k *PostgresKV) Get(key []byte) ([]byte, error) {
-	if k.closed.Load() {
-		return nil, ErrClosed
-	}
-	ctx, cancel := k.ctx()
-	defer cancel()
-	var v []byte
-	err := k.pool.QueryRow(ctx, "SELECT v FROM latch_kv WHERE k = $1", key).Scan(&v)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, ErrNotFound
-	case err != nil:
-		return nil, k.readErr("read", err)
-	}
-	return v, nil
-}
-
 func (k *PostgresKV) readErr(what string, err error) error {
 	if k.closed.Load() {
 		return ErrClosed
@@ -392,11 +389,27 @@ const (
 	qAscOpen      = "SELECT k, v FROM latch_kv WHERE k >= $1 ORDER BY k LIMIT $2"
 	qDescBounded  = "SELECT k, v FROM latch_kv WHERE k >= $1 AND k < $2 ORDER BY k DESC LIMIT $3"
 	qDescOpen     = "SELECT k, v FROM latch_kv WHERE k >= $1 ORDER BY k DESC LIMIT $2"
-	upsertWrites  = "INSERT INTO latch_kv (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
-	deleteWrites  = "DELETE FROM latch_kv WHERE k = ANY($1::bytea[])"
-	writeToken    = "UPDATE latch_commit SET token = $1, at = now() WHERE id = 1"
 	resolveCommit = "SELECT token FROM latch_commit WHERE id = 1 FOR UPDATE"
 	fenceCommit   = "SELECT latch_fence($1)"
+)
+
+// A commit is one statement: the deletions ($1), the upserts ($2 keys, $3
+// values) and the commit token ($4), and for a lease holder the fence ($5)
+// the token's UPDATE joins, so it runs whenever the statement does. One
+// statement is one executor start, one snapshot and one row of statement
+// statistics instead of four; any part's error (the fence's LF001, a
+// constraint) fails the statement, and with it the transaction. The parts
+// run under one snapshot and do not see one another's rows, which is safe
+// because Commit gives them disjoint keys (the last write of each key wins
+// before they are built).
+const (
+	commitWrites = `WITH del AS (DELETE FROM latch_kv WHERE k = ANY($1::bytea[])),
+	ups AS (INSERT INTO latch_kv (k, v) SELECT * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v)
+	UPDATE latch_commit SET token = $4, at = now() WHERE id = 1`
+	commitFenced = `WITH fence AS (SELECT latch_fence($5)),
+	del AS (DELETE FROM latch_kv WHERE k = ANY($1::bytea[])),
+	ups AS (INSERT INTO latch_kv (k, v) SELECT * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v)
+	UPDATE latch_commit SET token = $4, at = now() FROM fence WHERE id = 1`
 )
 
 func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
@@ -520,7 +533,7 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	for i, w := range writes {
 		last[string(w.Key)] = i
 	}
-	var setK, setV, delK [][]byte
+	setK, setV, delK := make([][]byte, 0, len(writes)), make([][]byte, 0, len(writes)), [][]byte{}
 	for i, w := range writes {
 		if last[string(w.Key)] != i {
 			continue
@@ -541,22 +554,17 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	}
 	ctx, cancel := k.ctx()
 	defer cancel()
-	// One round trip: the statements are pipelined and end in one Sync, so
-	// PostgreSQL runs them as one implicit transaction, committed (and
-	// flushed per synchronous_commit) before it answers the Sync. Any
-	// statement's error rolls the whole batch back.
-	b := &pgx.Batch{}
+	// One round trip of one statement (Bind, Execute, Sync of a statement
+	// prepared once per connection): PostgreSQL runs it as an implicit
+	// transaction, committed (and flushed per synchronous_commit) before it
+	// answers. It goes over the writer's own connection (wpool), so it never
+	// waits behind reads for one of the shared pool.
+	var err error
 	if e := k.epoch.Load(); e != 0 {
-		b.Queue(fenceCommit, e)
+		_, err = k.wpool.Exec(ctx, commitFenced, delK, setK, setV, token, e)
+	} else {
+		_, err = k.wpool.Exec(ctx, commitWrites, delK, setK, setV, token)
 	}
-	if len(delK) > 0 {
-		b.Queue(deleteWrites, delK)
-	}
-	if len(setK) > 0 {
-		b.Queue(upsertWrites, setK, setV)
-	}
-	b.Queue(writeToken, token)
-	err := k.pool.SendBatch(ctx, b).Close()
 	if err == nil {
 		return nil
 	}
@@ -627,6 +635,7 @@ func (k *PostgresKV) Close() error {
 		return nil
 	}
 	k.pool.Close() // waits for the connections in use to be released
+	k.wpool.Close()
 	return nil
 }
 

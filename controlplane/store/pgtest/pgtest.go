@@ -303,3 +303,49 @@ func (s *Server) Stop() {
 func (s *Server) DSN(db string) string {
 	return strings.Join([]string{"host=127.0.0.1", "port=" + strconv.Itoa(s.port), "user=latch", "dbname=" + db, "sslmode=disable"}, " ")
 }
+
+// CPU is the processor time (user and system) the server's processes
+// have used so far: the postmaster and every process it started that is
+// still running (backends, WAL writer, checkpointer, autovacuum), read
+// from /proc. A benchmark reads it before and after a run to report the
+// database's share per operation, which unlike throughput does not depend
+// on what else the machine is doing. Processes that exited in between are
+// not counted (a pool keeps its connections, so a benchmark's backends
+// stay). Linux only: elsewhere it returns an error.
+func (s *Server) CPU() (time.Duration, error) {
+	pid := s.cmd.Process.Pid
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: read the server's CPU time: %w", err)
+	}
+	var ticks int64
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ... utime stime: fields 14 and 15; comm
+		// may hold spaces, so count from its closing parenthesis.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if p != pid && ppid != pid {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	// USER_HZ is 100 on every Linux architecture Go supports.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
