@@ -110,8 +110,9 @@ func commitP50(b *testing.B, st *store.Store) time.Duration {
 }
 
 // BenchmarkSubmit: new executions on a real on-disk Badger with SyncWrites,
-// at concurrency 1 and 64. Reports executions/s and p50 latency, and the
-// machine's fsync p50 next to it.
+// at concurrency 1 and 64. Reports executions/s and p50 latency, the
+// processor time per execution of this process and of PostgreSQL
+// (cpu-µs/op, db-cpu-µs/op), and the machine's fsync p50 next to it.
 func BenchmarkSubmit(b *testing.B) {
 	for _, backend := range benchBackends {
 		for _, conc := range []int{1, 64} {
@@ -119,6 +120,11 @@ func BenchmarkSubmit(b *testing.B) {
 				e, st := benchEngineOn(b, backend, b.TempDir())
 				fs := fsyncP50(b)
 				bc := commitP50(b, st)
+				var db func() (time.Duration, error)
+				if backend == "postgres" {
+					db = pgtest.Shared(b).CPU
+				}
+				cpu := testbin.StartCPU(db)
 				testbin.Load(b, conc, func(i int64) error {
 					args, _ := json.Marshal(map[string]string{"service": "api", "version": strconv.FormatInt(i, 10)})
 					r, err := e.Submit(context.Background(), SubmitInput{Actor: "bench", Tool: "deploy", Arguments: args})
@@ -130,6 +136,7 @@ func BenchmarkSubmit(b *testing.B) {
 					}
 					return nil
 				})
+				cpu.Report(b)
 				b.ReportMetric(float64(fs.Microseconds()), "fsync-p50-µs")
 				b.ReportMetric(float64(bc.Microseconds()), "bare-commit-p50-µs")
 			})

@@ -42,7 +42,9 @@ tools:
 // authorized), dispatched, the HTTP call, completed — on Badger with
 // SyncWrites, and on PostgreSQL (a real server on this machine, fsync and
 // synchronous_commit on) — next to a plain Go HTTP client calling the same
-// target.
+// target. cpu-µs/op is this process's processor time per action (the
+// engine, the store, and the target and client, which run here too) and
+// db-cpu-µs/op PostgreSQL's (all its processes).
 func BenchmarkDurablePath(b *testing.B) {
 	demo := demotarget.New(demotarget.Config{Logger: hclog.NewNullLogger()})
 	ts := httptest.NewServer(demo)
@@ -76,6 +78,12 @@ func BenchmarkDurablePath(b *testing.B) {
 				}
 				defer e.Close()
 				prefix := fmt.Sprintf("c%d-%d-", conc, time.Now().UnixNano())
+				var db func() (time.Duration, error)
+				if backend == "postgres" {
+					db = pgtest.Shared(b).CPU
+				}
+				cpu := testbin.StartCPU(db)
+				defer cpu.Report(b)
 				testbin.Load(b, conc, func(i int64) error {
 					r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
 						Arguments: []byte(`{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `"}`)})
@@ -99,6 +107,8 @@ func BenchmarkDurablePath(b *testing.B) {
 		b.Run(fmt.Sprintf("plain/conc=%d", conc), func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			prefix := fmt.Sprintf("p%d-%d-", conc, time.Now().UnixNano())
+			cpu := testbin.StartCPU(nil)
+			defer cpu.Report(b)
 			testbin.Load(b, conc, func(i int64) error {
 				body := `{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `","region":"us-east-1"}`
 				req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/releases", bytes.NewReader([]byte(body)))

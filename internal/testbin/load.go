@@ -2,7 +2,9 @@ package testbin
 
 import (
 	"context"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/latchhq/latch/internal/loadgen"
 )
@@ -21,4 +23,46 @@ func Load(b *testing.B, workers int, op func(i int64) error) {
 	if res.Ops > 0 {
 		b.ReportMetric(float64(res.Percentile(0.5).Microseconds()), "p50-µs")
 	}
+}
+
+// CPUMeter reports a benchmark's processor time per operation: this
+// process's (user and system, so everything the benchmark runs in it) as
+// cpu-µs/op and, when db is set, the database server's as db-cpu-µs/op.
+// Unlike ops/s these do not depend on what else the machine is doing.
+type CPUMeter struct {
+	db        func() (time.Duration, error)
+	self, dbt time.Duration
+}
+
+// StartCPU reads the processor times before a run; db (nil: none) reads
+// the database server's, e.g. pgtest's Server.CPU.
+func StartCPU(db func() (time.Duration, error)) *CPUMeter {
+	m := &CPUMeter{db: db, self: processCPU()}
+	if db != nil {
+		m.dbt, _ = db()
+	}
+	return m
+}
+
+// Report reads them again after a run of b.N operations and reports the
+// differences per operation.
+func (m *CPUMeter) Report(b *testing.B) {
+	n := float64(max(b.N, 1))
+	b.ReportMetric(float64((processCPU()-m.self).Microseconds())/n, "cpu-µs/op")
+	if m.db != nil {
+		d, err := m.db()
+		if err != nil {
+			b.Logf("database CPU time not reported: %v", err)
+			return
+		}
+		b.ReportMetric(float64((d-m.dbt).Microseconds())/n, "db-cpu-µs/op")
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
