@@ -64,7 +64,9 @@ func benchEngineOn(b *testing.B, backend, dir string) (*Engine, *store.Store) {
 		b.Fatal(err)
 	}
 	fp, _ := fingerprint.New(bytes.Repeat([]byte{9}, 32))
-	e, err := New(Config{Store: st, Catalog: cat, Fingerprinter: fp})
+	// The channel is never called (every call awaits approval), but the
+	// engine refuses a tool whose channel it does not serve.
+	e, err := New(Config{Store: st, Catalog: cat, Fingerprinter: fp, Channels: map[tools.Channel]Channel{tools.ChannelHTTP: &fakeChannel{}}})
 	if err != nil {
 		b.Fatal(err)
 	}

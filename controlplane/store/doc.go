@@ -7,12 +7,13 @@
 //
 // PostgresKV keeps the same keys in one table, latch_kv (k bytea primary
 // key, v bytea): bytea orders bytewise, so scans see Badger's key order. A
-// group is one pipelined batch in one implicit transaction; a commit marker
-// (latch_commit) written in it tells, after a lost answer, whether it
-// landed. Schema versions are embedded migrations (pgschema/, table
-// latch_schema_version). The lease (latch_lease: holder, epoch, expiry)
-// makes one replica active; its commits call latch_fence(epoch) first, so
-// after a takeover they fail with ErrFenced.
+// group is one statement (deletions, upserts, the commit marker and the
+// fence as parts of one WITH) in one implicit transaction; the commit marker (latch_commit) written in it tells, after a
+// lost answer, whether it landed. Concurrent Gets are coalesced into one
+// query (pgget.go). Schema versions are embedded migrations (pgschema/,
+// table latch_schema_version). The lease (latch_lease: holder, epoch,
+// expiry) makes one replica active; its commits call latch_fence(epoch) in
+// the same statement, so after a takeover they fail with ErrFenced.
 //
 // Beside the records, the tables every replica shares (pgsecrets.go,
 // pgreplicas.go): latch_keys (the fingerprint and journal keys, sealed by
