@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -148,4 +150,78 @@ func BenchmarkVerifyAll(b *testing.B) {
 	}
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(records)/(cpuTime(b)-cpu).Seconds(), "records/cpu-s")
+}
+
+// TestVerifyAllSharesTheJournalRead: the state check VerifyAll runs on the
+// journal it read for the journal check says what the store's own check
+// (reading the journal again) says, on a sound data dir and on damaged
+// ones: forged state, a journal record gone, a record that is not a leaf
+// record, one that does not decode, one past the end.
+func TestVerifyAllSharesTheJournalRead(t *testing.T) {
+	id := func(i int) string { return fmt.Sprintf("act_01JDX%021d", i) }
+	leafKey := func(i int) []byte { return fmt.Appendf(nil, "j/%016x", i) }
+	tests := []struct {
+		name  string
+		forge func(kv store.KV) error
+		sound bool
+	}{
+		{name: "sound", sound: true, forge: func(store.KV) error { return nil }},
+		{name: "state", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.State, id(2), id(3)) }},
+		{name: "result", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.ResultBody, id(2), id(3)) }},
+		{name: "deleted record", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.Deleted, id(2), id(3)) }},
+		{name: "journal record gone", forge: func(kv store.KV) error {
+			return kv.Commit([]store.Write{{Key: leafKey(9), Delete: true}})
+		}},
+		{name: "journal record not a leaf record", forge: func(kv store.KV) error {
+			return kv.Commit([]store.Write{{Key: leafKey(5), Value: []byte{0}}})
+		}},
+		{name: "journal entry that does not decode", forge: func(kv store.KV) error {
+			v, err := kv.Get(leafKey(6))
+			if err != nil {
+				return err
+			}
+			v = append(v[:1+int(v[0])*32:1+int(v[0])*32], 0xff, 0xff)
+			return kv.Commit([]store.Write{{Key: leafKey(6), Value: v}})
+		}},
+		{name: "journal record past the end", forge: func(kv store.KV) error {
+			v, err := kv.Get(leafKey(7))
+			if err != nil {
+				return err
+			}
+			return kv.Commit([]store.Write{{Key: leafKey(1000), Value: v}})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := t.TempDir()
+			stateDataDir(t, data, 6)
+			kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.forge(kv); err != nil {
+				t.Fatal(err)
+			}
+			kv.Close()
+			rep, shared, err := VerifyAll(t.Context(), data, journal.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := Open(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			own, err := d.State(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(own, shared); diff != "" {
+				t.Errorf("state check on the shared read differs from the store's own (-own +shared):\n%s", diff)
+			}
+			if sound := rep.OK() && shared.OK(); sound != tt.sound {
+				t.Errorf("VerifyAll sound = %v, want %v:\n%s\n%s", sound, tt.sound, rep, shared)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"sync"
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -15,7 +16,8 @@ func (d *Dir) State(ctx context.Context) (*store.StateReport, error) {
 }
 
 // VerifyAll verifies the data dir's journal (plus any external checkpoint
-// copy) and then its state against that journal, opening the dir once. The
+// copy) and then its state against that journal, opening the dir once and
+// reading the journal once for both. The two checks run side by side. The
 // data dir is sound only when both reports are OK.
 func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*journal.Report, *store.StateReport, error) {
 	d, err := open(dataDir, opts.Progress)
@@ -23,13 +25,19 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 		return nil, nil, err
 	}
 	defer d.Close()
+	var (
+		state    *store.StateReport
+		stateErr error
+		wg       sync.WaitGroup
+	)
+	wg.Go(func() { state, stateErr = d.st.CheckAllFrom(ctx, d.journal.leaves) })
 	rep, err := journal.VerifyWith(d, d.Verifier, opts)
+	wg.Wait()
 	if err != nil {
 		return nil, nil, err
 	}
-	state, err := d.State(ctx)
-	if err != nil {
-		return rep, nil, err
+	if stateErr != nil {
+		return rep, nil, stateErr
 	}
 	return rep, state, nil
 }

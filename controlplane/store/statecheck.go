@@ -216,20 +216,49 @@ const fnvOffset = 14695981039346656037
 // each in one sequential scan. Only a disagreement is looked at again
 // record by record, to say which fields differ.
 func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
-	rep := &StateReport{Scope: CheckAll}
-	info := map[string]*journaled{}
-	tokens := map[string]*recordv1.AgentToken{} // the last journal record of each token
+	return s.checkAllFrom(ctx, s.readJournalLeaves)
+}
+
+// JournalLeaves reads a journal in key order: fn gets each record's key
+// index and, when the record is a leaf record (leaf true), its entry's
+// data; it stops when fn returns false.
+type JournalLeaves func(fn func(keyIndex int64, data []byte, leaf bool) bool) error
+
+// CheckAllFrom is CheckState(ctx, CheckAll) reading the journal through
+// read instead of from the store: for a reader that already holds the
+// store's journal as it is now (audit verify reads it once for the
+// journal check and this one). read must hand over every journal record
+// of the store, in key order.
+func (s *Store) CheckAllFrom(ctx context.Context, read JournalLeaves) (*StateReport, error) {
+	return s.checkAllFrom(ctx, read)
+}
+
+// readJournalLeaves is the store's own journal as JournalLeaves.
+func (s *Store) readJournalLeaves(fn func(keyIndex int64, data []byte, leaf bool) bool) error {
 	var derr error
-	dg := newDigester()
 	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
-		rep.Journal++
 		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
 		if err != nil {
 			derr = fmt.Errorf("store: journal key %q is malformed", k)
 			return false
 		}
 		_, data, ok := decodeLeaf(v)
-		if !ok {
+		return fn(i, data, ok)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
+func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateReport, error) {
+	rep := &StateReport{Scope: CheckAll}
+	info := map[string]*journaled{}
+	tokens := map[string]*recordv1.AgentToken{} // the last journal record of each token
+	dg := newDigester()
+	err := read(func(i int64, data []byte, leaf bool) bool {
+		rep.Journal++
+		if !leaf {
 			return true // the journal check reports damaged leaves
 		}
 		// The entry's fields the check needs, from its wire form when
@@ -243,8 +272,8 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 		we, fast := readWireEntry(data)
 		if fast {
 			id, changes = we.executionID, we.hasExec && string(we.kind) != "attach"
-			if changes {
-				w, fast = dg.execution(we.execution)
+			if we.hasExec {
+				w, fast = dg.execution(we.execution) // also what makes the entry sound
 			}
 		}
 		if !fast {
@@ -287,9 +316,6 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 		}
 		return ctx.Err() == nil
 	})
-	if err == nil {
-		err = derr
-	}
 	if err != nil {
 		return nil, fmt.Errorf("store: state check: read the journal: %w", err)
 	}

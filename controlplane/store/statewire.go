@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"hash"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -32,6 +33,15 @@ import (
 var (
 	entryFields = fieldNumbers((&recordv1.JournalEntry{}).ProtoReflect().Descriptor())
 	execFields  = fieldNumbers((&recordv1.Execution{}).ProtoReflect().Descriptor())
+
+	// entryFieldsShallow is entryFields without the walk into the
+	// execution snapshot: the check walks it itself (digester.execution).
+	entryFieldsShallow = func() *wireFields {
+		f := *entryFields
+		f.sub = slices.Clone(f.sub)
+		f.sub[entryExecution] = nil
+		return &f
+	}()
 
 	entryExecutionID = entryFields.num("execution_id")
 	entryKind        = entryFields.num("kind")
@@ -255,12 +265,14 @@ type wireEntry struct {
 	hasExec     bool
 }
 
-// entry reads an encoded recordv1.JournalEntry; ok is false when the fast
-// path does not read it (see walk), or when it carries a token, which the
-// check decodes.
+// readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
+// the fast path does not read it (see walk), or when it carries a token,
+// which the check decodes. It does not look into the execution snapshot:
+// whoever reads the entry must read e.execution with digester.execution
+// (which refuses what walk refuses) before taking the entry as sound.
 func readWireEntry(b []byte) (e wireEntry, ok bool) {
 	token := false
-	ok = entryFields.walk(b, 0, func(fl field) {
+	ok = entryFieldsShallow.walk(b, 0, func(fl field) {
 		switch fl.num {
 		case entryExecutionID:
 			e.executionID = string(fl.value)
