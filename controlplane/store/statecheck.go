@@ -264,7 +264,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		// The entry's fields the check needs, from its wire form when
 		// the fast path reads it (statewire.go), else decoded.
 		var (
-			id      string
+			id      []byte // aliases data or x: a string is made only for a new execution
 			changes bool
 			x       *recordv1.Execution // the snapshot, when decoded
 			w       wireDigests         // the snapshot's wire digests, when not
@@ -284,15 +284,15 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			if t := e.GetToken(); t != nil && t.GetId() != "" {
 				tokens[t.GetId()] = t
 			}
-			id, changes, x = e.GetExecutionId(), changesRecord(e), e.GetExecution()
+			id, changes, x = []byte(e.GetExecutionId()), changesRecord(e), e.GetExecution()
 		}
-		if id == "" {
+		if len(id) == 0 {
 			return true
 		}
-		j := info[id]
+		j := info[string(id)]
 		if j == nil {
 			j = &journaled{first: -1, last: -1, hist: fnvOffset}
-			info[id] = j
+			info[string(id)] = j
 		}
 		j.n++
 		j.hist = fnvIndex(j.hist, i)

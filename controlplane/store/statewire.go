@@ -259,7 +259,7 @@ func (d *digester) execution(b []byte) (w wireDigests, ok bool) {
 
 // wireEntry is what the full check reads of a journal entry.
 type wireEntry struct {
-	executionID string
+	executionID []byte // aliases the input
 	kind        []byte
 	execution   []byte // the encoded snapshot; nil when the entry has none
 	hasExec     bool
@@ -275,7 +275,7 @@ func readWireEntry(b []byte) (e wireEntry, ok bool) {
 	ok = entryFieldsShallow.walk(b, 0, func(fl field) {
 		switch fl.num {
 		case entryExecutionID:
-			e.executionID = string(fl.value)
+			e.executionID = fl.value
 		case entryKind:
 			e.kind = fl.value
 		case entryExecution:
