@@ -225,3 +225,32 @@ func TestVerifyAllSharesTheJournalRead(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyAllProgress: VerifyAll reports its stages in order (reading,
+// hashing, then the state check while it goes on), each with done within
+// total, from one goroutine at a time (the race detector would see two).
+func TestVerifyAllProgress(t *testing.T) {
+	data := t.TempDir()
+	stateDataDir(t, data, 40)
+	old := stateProgressEvery
+	stateProgressEvery = time.Microsecond
+	t.Cleanup(func() { stateProgressEvery = old })
+	order := map[string]int{journal.StageRead: 0, journal.StageVerify: 1, StageState: 2}
+	var seen []journal.Progress
+	rep, state, err := VerifyAll(t.Context(), data, journal.Options{Progress: func(p journal.Progress) { seen = append(seen, p) }})
+	if err != nil || !rep.OK() || !state.OK() {
+		t.Fatal(err, rep, state)
+	}
+	if len(seen) == 0 || seen[len(seen)-1].Stage == journal.StageRead {
+		t.Fatalf("progress = %v, want at least the hashing stage", seen)
+	}
+	for i, p := range seen {
+		rank, ok := order[p.Stage]
+		if !ok || p.Done < 0 || p.Done > p.Total || p.Total != rep.Size {
+			t.Fatalf("progress %d = %+v: unknown stage or done out of [0, %d]", i, p, rep.Size)
+		}
+		if i > 0 && rank < order[seen[i-1].Stage] {
+			t.Fatalf("progress went back from stage %q to %q: %v", seen[i-1].Stage, p.Stage, seen)
+		}
+	}
+}
