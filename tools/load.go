@@ -463,29 +463,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			t.Replay, replayOK = Replay(s), true
 		}
 	}
-	if ae, ok := f["approval"]; ok {
-		if s, ok := p.str(ae, what+": approval"); ok {
-			if !slices.Contains(approvals, s) {
-				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
-			} else {
-				t.Approval = Approval(s)
-			}
-		}
-	}
-	if we, ok := f["attach_window"]; ok {
-		n := deref(we.val)
-		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
-			t.UntilResolved = true
-		} else if n == nil || n.Kind != yaml.ScalarNode {
-			p.addf(we.keyNode, "%s: attach_window must be a duration like 30m or 2h, or until_resolved", what)
-		} else if d, err := time.ParseDuration(n.Value); err != nil || d <= 0 {
-			p.addf(we.keyNode, "%s: attach_window %q must be a positive duration like 30m or 2h, or until_resolved", what, n.Value)
-		} else {
-			t.AttachWindow = d
-		}
-	} else if replayOK && t.SideEffecting() {
-		t.AttachWindow = DefaultAttachWindow
-	}
+	p.approvalAndWindow(t, f, what, replayOK)
 	if te, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(te, what+": timeout")
 	}
@@ -666,4 +644,33 @@ func (p *parser) fingerprint(f map[string]kv, t *Tool, info *schemaInfo, what st
 		}
 	}
 	t.Fingerprint = Fingerprint{Ignore: lists["ignore"], Secret: lists["secret"]}
+}
+
+// approvalAndWindow parses a tool's approval and attach_window (catalog
+// and upstream tools alike); a side-effecting tool whose replay parsed
+// gets DefaultAttachWindow when it sets none.
+func (p *parser) approvalAndWindow(t *Tool, f map[string]kv, what string, replayOK bool) {
+	if ae, ok := f["approval"]; ok {
+		if s, ok := p.str(ae, what+": approval"); ok {
+			if !slices.Contains(approvals, s) {
+				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
+			} else {
+				t.Approval = Approval(s)
+			}
+		}
+	}
+	if we, ok := f["attach_window"]; ok {
+		n := deref(we.val)
+		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
+			t.UntilResolved = true
+		} else if n == nil || n.Kind != yaml.ScalarNode {
+			p.addf(we.keyNode, "%s: attach_window must be a duration like 30m or 2h, or until_resolved", what)
+		} else if d, err := time.ParseDuration(n.Value); err != nil || d <= 0 {
+			p.addf(we.keyNode, "%s: attach_window %q must be a positive duration like 30m or 2h, or until_resolved", what, n.Value)
+		} else {
+			t.AttachWindow = d
+		}
+	} else if replayOK && t.SideEffecting() {
+		t.AttachWindow = DefaultAttachWindow
+	}
 }

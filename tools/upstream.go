@@ -349,27 +349,7 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 			p.addf(re.keyNode, "%s: unknown replay class %q (want %s)", what, s, strings.Join(replays, ", "))
 		}
 	}
-	if ae, ok := f["approval"]; ok {
-		if s, ok := p.str(ae, what+": approval"); ok {
-			if !slices.Contains(approvals, s) {
-				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
-			} else {
-				t.Approval = Approval(s)
-			}
-		}
-	}
-	if we, ok := f["attach_window"]; ok {
-		n := deref(we.val)
-		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
-			t.UntilResolved = true
-		} else if d, err := time.ParseDuration(scalarValue(n)); err != nil || d <= 0 {
-			p.addf(we.keyNode, "%s: attach_window must be a positive duration like 30m or 2h, or until_resolved", what)
-		} else {
-			t.AttachWindow = d
-		}
-	} else if replayOK && t.SideEffecting() {
-		t.AttachWindow = DefaultAttachWindow
-	}
+	p.approvalAndWindow(t, f, what, replayOK)
 	// The schema is the upstream's: fingerprint names are checked when it
 	// is bound (BindUpstreamSchema).
 	p.fingerprint(f, t, nil, what)
@@ -377,13 +357,6 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 		p.addf(f["idempotency_argument"].keyNode, "%s: idempotency_argument %s is set by Latch, not by the agent: do not list it under fingerprint", what, t.IdempotencyArgument)
 	}
 	return t
-}
-
-func scalarValue(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }
 
 // BindUpstreamSchema returns a copy of upstream tool t with the upstream's
