@@ -131,3 +131,28 @@ func encryptedSSHKey(t testing.TB) []byte {
 	}
 	return pem.EncodeToMemory(block)
 }
+
+// validateCase is one change to a valid credential and whether Validate
+// accepts the result.
+type validateCase struct {
+	name string
+	mod  func(*Credential)
+	ok   bool
+}
+
+// checkValidate applies each case to a fresh base() and checks Validate's
+// verdict, and that no error quotes secret.
+func checkValidate(t *testing.T, base func() Credential, secret string, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		c := base()
+		tt.mod(&c)
+		err := c.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: Validate() error quotes the secret", tt.name)
+		}
+	}
+}

@@ -184,11 +184,7 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 }
 
 func TestOAuth2Validate(t *testing.T) {
-	tests := []struct {
-		name string
-		mod  func(*Credential)
-		ok   bool
-	}{
+	checkValidate(t, func() Credential { return oauthCred("http://127.0.0.1:9/token") }, oauthSecret, []validateCase{
 		{"complete", func(*Credential) {}, true},
 		{"no scopes or audience", func(c *Credential) { c.Scopes, c.Audience = nil, "" }, true},
 		{"https elsewhere", func(c *Credential) { c.TokenURL = "https://auth.example.com/oauth/token" }, true},
@@ -197,18 +193,7 @@ func TestOAuth2Validate(t *testing.T) {
 		{"no secret", func(c *Credential) { c.ClientSecret = "" }, false},
 		{"scope with a space", func(c *Credential) { c.Scopes = []string{"a b"} }, false},
 		{"field of another kind", func(c *Credential) { c.Password = "x" }, false},
-	}
-	for _, tt := range tests {
-		c := oauthCred("http://127.0.0.1:9/token")
-		tt.mod(&c)
-		err := c.Validate()
-		if (err == nil) != tt.ok {
-			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
-		}
-		if err != nil && strings.Contains(err.Error(), oauthSecret) {
-			t.Errorf("%s: Validate() error quotes the secret", tt.name)
-		}
-	}
+	})
 	for _, v := range []any{oauthCred("x"), mustHTTP(t, oauthCred("http://127.0.0.1:9/t")), mustHTTP(t, sigv4Cred("tok-secret"))} {
 		for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 			if s := fmt.Sprintf(format, v); strings.Contains(s, oauthSecret) || strings.Contains(s, testSecret) || strings.Contains(s, "tok-secret") {
