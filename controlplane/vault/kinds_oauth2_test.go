@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -93,7 +94,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	if err := v.Put("api", c); err != nil {
 		t.Fatal(err)
 	}
-	dlog, dbuf := testLogger(t)
+	dlog := testlog.New(t, hclog.Trace)
 	d, err := httpdispatch.New(httpdispatch.Config{Logger: dlog})
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +145,8 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	for _, b := range bodies {
 		assertNoSecret(t, "stored body", b, secrets)
 	}
-	assertNoSecret(t, "dispatcher log", dbuf.String(), secrets)
-	assertNoSecret(t, "vault log", vlog.String(), secrets)
+	assertNoSecret(t, "dispatcher log", dlog.Logged(), secrets)
+	assertNoSecret(t, "vault log", vlog.Logged(), secrets)
 
 	offset = 0
 	v.Lock()
