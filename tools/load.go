@@ -335,15 +335,21 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 }
 
 // checkHost refuses base_urls whose host is an address literal the HTTP
-// dispatcher would refuse anyway: link-local (cloud metadata) always,
-// loopback and private ones unless allow_private is set. Host names are
-// checked by the dispatcher when it resolves them.
+// dispatcher would refuse anyway (checkHostAddr). Host names are checked by
+// the dispatcher when it resolves them.
 func (p *parser) checkHost(e kv, t *Target, what string) {
 	u, err := url.Parse(t.BaseURL)
 	if err != nil {
 		return
 	}
-	host := u.Hostname()
+	p.checkHostAddr(e, "base_url", u.Hostname(), t.AllowPrivate, what, "sends")
+}
+
+// checkHostAddr refuses a host (of setting field) that is an address
+// literal Latch never reaches: link-local (cloud metadata), unspecified or
+// multicast always, loopback and private ones unless allowPrivate. verb is
+// what Latch would do there ("sends", "connects"). A host name passes.
+func (p *parser) checkHostAddr(e kv, field, host string, allowPrivate bool, what, verb string) {
 	addr := host
 	if strings.EqualFold(host, "localhost") {
 		addr = "127.0.0.1"
@@ -355,9 +361,9 @@ func (p *parser) checkHost(e kv, t *Target, what string) {
 	ip = ip.Unmap()
 	switch {
 	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
-		p.addf(e.keyNode, "%s: base_url host %s is a link-local, unspecified or multicast address; Latch never sends there", what, host)
-	case (ip.IsLoopback() || ip.IsPrivate()) && !t.AllowPrivate:
-		p.addf(e.keyNode, "%s: base_url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
+		p.addf(e.keyNode, "%s: %s host %s is a link-local, unspecified or multicast address; Latch never %s there", what, field, host, verb)
+	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
+		p.addf(e.keyNode, "%s: %s host %s is a loopback or private address; set allow_private: true if that is intended", what, field, host)
 	}
 }
 

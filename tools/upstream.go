@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -214,7 +213,7 @@ func (p *parser) upstream(e kv) *Upstream {
 				p.addf(ue.keyNode, "%s: url must not have a fragment", what)
 			default:
 				u.URL = s
-				p.checkUpstreamHost(ue, uu.Hostname(), u.AllowPrivate, what)
+				p.checkHostAddr(ue, "url", uu.Hostname(), u.AllowPrivate, what, "connects")
 			}
 		}
 	}
@@ -222,27 +221,6 @@ func (p *parser) upstream(e kv) *Upstream {
 		return nil
 	}
 	return u
-}
-
-// checkUpstreamHost refuses url hosts that are address literals the control
-// plane never dials (link-local, metadata), and loopback or private ones
-// unless allow_private, as for HTTP targets (checkHost).
-func (p *parser) checkUpstreamHost(e kv, host string, allowPrivate bool, what string) {
-	addr := host
-	if strings.EqualFold(host, "localhost") {
-		addr = "127.0.0.1"
-	}
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
-		return
-	}
-	ip = ip.Unmap()
-	switch {
-	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
-		p.addf(e.keyNode, "%s: url host %s is a link-local, unspecified or multicast address; Latch never connects there", what, host)
-	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
-		p.addf(e.keyNode, "%s: url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
-	}
 }
 
 func (p *parser) upstreamCommand(e kv, what string) []string {
