@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/internal/testlog"
 )
 
@@ -128,4 +129,16 @@ func checkValidate(t *testing.T, base func() Credential, secret string, tests []
 			t.Errorf("%s: Validate() error quotes the secret", tt.name)
 		}
 	}
+}
+
+// newDispatcher is an HTTP dispatcher logging to log, closed when the test
+// ends: credentials are tested as the HTTP channel applies them.
+func newDispatcher(t testing.TB, log hclog.Logger) *httpdispatch.Dispatcher {
+	t.Helper()
+	d, err := httpdispatch.New(httpdispatch.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
 }

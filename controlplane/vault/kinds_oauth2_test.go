@@ -95,11 +95,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	dlog := testlog.New(t, hclog.Trace)
-	d, err := httpdispatch.New(httpdispatch.Config{Logger: dlog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDispatcher(t, dlog)
 	var offset time.Duration // the cache's clock runs this far ahead
 	var bodies []string
 	call := func(i int) {
@@ -170,11 +166,7 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := httpdispatch.New(httpdispatch.Config{Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDispatcher(t, hclog.NewNullLogger())
 	_, err = d.Send(t.Context(), httpdispatch.Call{
 		ExecutionID: "act_x", Target: &tools.Target{Name: "api", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
 		Method: http.MethodGet, Path: "/v1/things", Credential: kind,

@@ -111,11 +111,7 @@ func TestSigV4ThroughTheDispatcher(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := httpdispatch.New(httpdispatch.Config{Logger: hclog.NewNullLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			d := newDispatcher(t, hclog.NewNullLogger())
 			call := httpdispatch.Call{
 				ExecutionID: "act_1",
 				Target:      &tools.Target{Name: "aws", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
