@@ -202,6 +202,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Held returns how many bytes written so far are held back.
+func (w *Writer) Held() int { return len(w.pending) }
+
 // Flush writes out what was held back, as the end of the text; cut says the
 // text was truncated (a tail that is the start of a needle is then dropped).
 // Writing after Flush starts a new text.
