@@ -15,6 +15,7 @@ import (
 	"github.com/latchhq/latch/hostagent/markers"
 	"github.com/latchhq/latch/hostagent/proc"
 	"github.com/latchhq/latch/hostagent/shim"
+	"github.com/latchhq/latch/internal/redact"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -196,6 +197,9 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 		return nil, err
 	}
 	a.notify.fire(id)
+	if !red.Empty() {
+		a.redactors.Store(id, red) // supervise deletes it
+	}
 	if err := h.Open(); err != nil {
 		log.Warn("telling the shim to open the gate failed; watching the process", "error", err)
 	}
@@ -203,9 +207,19 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
+		defer a.redactors.Delete(id)
 		a.supervise(log, id, dir, h, proc.Identity{PID: st.PID, StartTicks: st.StartTicks, BootID: st.BootID})
 	}()
 	return running, nil
+}
+
+// redactorOf returns the redactor of the secret env values of the command
+// running under id (nil when none runs, or it has no secrets).
+func (a *Agent) redactorOf(id string) *redact.Redactor {
+	if v, ok := a.redactors.Load(id); ok {
+		return v.(*redact.Redactor)
+	}
+	return nil
 }
 
 // supervise waits for the shim's word, falling back to watching processes.

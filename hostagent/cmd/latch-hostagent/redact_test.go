@@ -119,8 +119,14 @@ func TestSecretEnvRedactedOnTheHost(t *testing.T) {
 	b.Stop()
 	assertNoSecret(t, "first agent's log", []byte(a.Log.String()))
 	assertNoSecret(t, "second agent's log", []byte(b.Log.String()))
+	assertNoSecretInDir(t, data)
+}
+
+// assertNoSecretInDir reads every regular file under dir.
+func assertNoSecretInDir(t *testing.T, dir string) {
+	t.Helper()
 	files := 0
-	err = filepath.WalkDir(data, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !d.Type().IsRegular() {
 			return err
 		}
@@ -129,7 +135,7 @@ func TestSecretEnvRedactedOnTheHost(t *testing.T) {
 			return err
 		}
 		files++
-		assertNoSecret(t, "data file "+strings.TrimPrefix(p, data), bs)
+		assertNoSecret(t, "data file "+strings.TrimPrefix(p, dir), bs)
 		return nil
 	})
 	if err != nil {
@@ -138,6 +144,45 @@ func TestSecretEnvRedactedOnTheHost(t *testing.T) {
 	if files == 0 {
 		t.Fatal("the walk found no files in the data dir: it proves nothing")
 	}
+}
+
+// TestScriptMarkerOfASecretRunRedacted: a migration script run with a
+// secret env value writes it into its script marker's op and failure
+// reason; the marker store, the mirror log and the answers hold
+// "[REDACTED]" instead.
+func TestScriptMarkerOfASecretRunRedacted(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, agentOpts{data: data})
+	const id = "act_secret_script"
+	script := `"$1" marker begin --op "migrate $TOKEN" && "$1" marker fail --reason "connect failed: password=$TOKEN"; echo "fail=$?"`
+	a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", script, "sh", binPath},
+		Env: map[string]string{"TOKEN": plantedSecret}, SecretEnv: []string{"TOKEN"}})
+	if m := a.wait(id); m.GetState() != stateExited || m.GetExitCode() != 0 {
+		t.Fatalf("run marker = %v, want exited 0", m)
+	}
+	list, err := a.Client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script1 *hostagentv1.Marker
+	for _, m := range list.GetMarkers() {
+		if m.GetState() == hostagentv1.MarkerState_MARKER_STATE_FAILED {
+			script1 = m
+		}
+	}
+	if script1.GetOp() != "migrate [REDACTED]" || script1.GetReason() != "connect failed: password=[REDACTED]" {
+		t.Errorf("script marker = %v, want op and reason redacted", script1)
+	}
+	out, err := a.Client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id})
+	// The marker CLI prints the markers it got back: redacted already.
+	if err != nil || !strings.HasSuffix(string(out.GetData()), "fail=0\n") || !strings.Contains(string(out.GetData()), `password=[REDACTED]`) {
+		t.Errorf("Output = %q, %v; want the redacted markers, then fail=0", out.GetData(), err)
+	}
+	bs, _ := protojson.Marshal(list)
+	assertNoSecret(t, "ListMarkers", bs)
+	a.Stop()
+	assertNoSecret(t, "agent log", []byte(a.Log.String()))
+	assertNoSecretInDir(t, data)
 }
 
 // TestSecretEnvAbsentRedactsNothing: a control plane that does not send
