@@ -90,6 +90,7 @@ func Needles(out [][]byte, v any) [][]byte {
 type Redactor struct {
 	needles [][]byte  // longest first, distinct
 	first   [256]bool // first bytes of the needles
+	firsts  []byte    // the same, as a list
 }
 
 // New returns a Redactor for needles (usually built with Needles), or nil
@@ -113,9 +114,32 @@ func New(needles [][]byte) *Redactor {
 	keep = slices.CompactFunc(keep, bytes.Equal)
 	r := &Redactor{needles: keep}
 	for _, n := range keep {
-		r.first[n[0]] = true
+		if !r.first[n[0]] {
+			r.first[n[0]] = true
+			r.firsts = append(r.firsts, n[0])
+		}
 	}
 	return r
+}
+
+// next returns the first index of p where a needle may start, or len(p).
+func (r *Redactor) next(p []byte) int {
+	if len(r.firsts) <= 2 {
+		// IndexByte is vectorised: far faster than a loop over each byte.
+		best := len(p)
+		for _, c := range r.firsts {
+			if i := bytes.IndexByte(p[:best], c); i >= 0 {
+				best = i
+			}
+		}
+		return best
+	}
+	for i, c := range p {
+		if r.first[c] {
+			return i
+		}
+	}
+	return len(p)
 }
 
 // Empty reports whether r redacts nothing.
@@ -226,6 +250,10 @@ func (w *Writer) drain(final, cut bool) error {
 	lit := 0 // start of the literal run not yet copied to out
 	i := 0
 	for i < len(p) {
+		i += w.r.next(p[i:])
+		if i == len(p) {
+			break
+		}
 		n := w.r.match(p[i:], final)
 		if n < 0 {
 			break // the rest may still become a secret: hold it
