@@ -2,21 +2,25 @@ package mcpfront
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // blockingDeliveries records MarkDelivered requests; the first one waits
-// until release is closed.
+// until release is closed; with fail, every one fails.
 type blockingDeliveries struct {
 	controlplanev1.ControlPlaneClient
 	started chan struct{}
 	release chan struct{}
+	fail    bool
 	mu      sync.Mutex
 	got     [][]string
 }
@@ -29,6 +33,9 @@ func (c *blockingDeliveries) MarkDelivered(_ context.Context, req *controlplanev
 	if first {
 		close(c.started)
 		<-c.release
+	}
+	if c.fail {
+		return nil, status.Error(codes.Unavailable, "control plane down")
 	}
 	return &controlplanev1.MarkDeliveredResponse{}, nil
 }
@@ -62,5 +69,36 @@ func TestDeliveriesBatch(t *testing.T) {
 	}
 	if len(f.pending) != 0 || len(f.deliverQ) != 0 {
 		t.Errorf("after Close: pending %v, queue %v; want none", f.pending, f.deliverQ)
+	}
+}
+
+// TestDeliveriesDroppedOnCloseWhenDown: a front closing while the control
+// plane refuses its deliveries stops after the failing call instead of
+// trying every batch left; those executions stay completed, not delivered.
+func TestDeliveriesDroppedOnCloseWhenDown(t *testing.T) {
+	cp := &blockingDeliveries{started: make(chan struct{}), release: make(chan struct{}), fail: true}
+	f, err := New(Config{ControlPlane: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 3*maxDeliveryBatch)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("act_%d", i)
+		f.expectDelivery(ids[i])
+	}
+	f.markDelivered(ids[0])
+	<-cp.started
+	for _, id := range ids[1:] {
+		f.markDelivered(id)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.Close() }()
+	<-f.closing // Close has begun; now the call in flight fails
+	close(cp.release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.got) != 1 {
+		t.Errorf("MarkDelivered called %d times while closing with the control plane down, want 1 (the one in flight)", len(cp.got))
 	}
 }

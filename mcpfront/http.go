@@ -255,6 +255,22 @@ func (f *Front) sendDeliveries() {
 		cancel()
 		if err != nil {
 			f.log.Warn("could not record delivery", "execution_id", batch[0], "executions", len(batch), "error", err)
+			select {
+			case <-f.closing:
+				// Closing with the control plane unreachable: one failed
+				// call at a time would hold Close for every batch left.
+				// What is dropped stays completed, not delivered (the safe
+				// side: an attach returns the stored result).
+				f.deliverMu.Lock()
+				left := len(f.deliverQ)
+				f.deliverQ, f.delivering = nil, false
+				f.deliverMu.Unlock()
+				if left > 0 {
+					f.log.Warn("front closing: deliveries not recorded; those executions stay completed, not delivered", "executions", left)
+				}
+				return
+			default:
+			}
 			continue
 		}
 		f.log.Trace("delivered", "execution_id", batch[0], "executions", len(batch))
