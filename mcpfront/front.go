@@ -131,6 +131,11 @@ type Front struct {
 	// cannot mark another execution delivered.
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
+	// deliverQ holds delivered ids not yet sent to the control plane;
+	// delivering is true while sendDeliveries runs (http.go).
+	deliverMu  sync.Mutex
+	deliverQ   []string
+	delivering bool
 
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.

@@ -217,17 +217,64 @@ func (f *Front) markDelivered(id string) {
 	if !ok {
 		return
 	}
+	f.deliverMu.Lock()
+	defer f.deliverMu.Unlock()
+	f.deliverQ = append(f.deliverQ, id)
+	if f.delivering {
+		return // the sender in flight takes it with the next batch
+	}
+	f.delivering = true
 	f.bg.Add(1)
-	go func() {
-		defer f.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: id}); err != nil {
-			f.log.Warn("could not record delivery", "execution_id", id, "error", err)
+	go f.sendDeliveries()
+}
+
+// maxDeliveryBatch bounds the executions of one MarkDelivered (the control
+// plane takes up to 1000).
+const maxDeliveryBatch = 256
+
+// sendDeliveries sends the queued deliveries until none is left: one
+// MarkDelivered at a time, each with every id queued while the previous one
+// was in flight (one RPC and one group commit for many answers under load,
+// one per answer when calls come one by one).
+func (f *Front) sendDeliveries() {
+	defer f.bg.Done()
+	for {
+		f.deliverMu.Lock()
+		n := min(len(f.deliverQ), maxDeliveryBatch)
+		if n == 0 {
+			f.delivering = false
+			f.deliverMu.Unlock()
 			return
 		}
-		f.log.Trace("delivered", "execution_id", id)
-	}()
+		batch := append([]string(nil), f.deliverQ[:n]...)
+		f.deliverQ = append(f.deliverQ[:0], f.deliverQ[n:]...)
+		f.deliverMu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: batch[0], MoreExecutionIds: batch[1:]})
+		cancel()
+		if err != nil {
+			f.log.Warn("could not record delivery", "execution_id", batch[0], "executions", len(batch), "error", err)
+			select {
+			case <-f.closing:
+				// Closing with the control plane unreachable: one failed
+				// call at a time would hold Close for every batch left.
+				// What is dropped stays completed, not delivered (the safe
+				// side: an attach returns the stored result).
+				f.deliverMu.Lock()
+				left := len(f.deliverQ)
+				f.deliverQ, f.delivering = nil, false
+				f.deliverMu.Unlock()
+				if left > 0 {
+					f.log.Warn("front closing: deliveries not recorded; those executions stay completed, not delivered", "executions", left)
+				}
+				return
+			default:
+			}
+			continue
+		}
+		f.log.Trace("delivered", "execution_id", batch[0], "executions", len(batch))
+	}
 }
 
 // Close waits for pending delivery records.

@@ -335,15 +335,21 @@ func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
 }
 
 // checkHost refuses base_urls whose host is an address literal the HTTP
-// dispatcher would refuse anyway: link-local (cloud metadata) always,
-// loopback and private ones unless allow_private is set. Host names are
-// checked by the dispatcher when it resolves them.
+// dispatcher would refuse anyway (checkHostAddr). Host names are checked by
+// the dispatcher when it resolves them.
 func (p *parser) checkHost(e kv, t *Target, what string) {
 	u, err := url.Parse(t.BaseURL)
 	if err != nil {
 		return
 	}
-	host := u.Hostname()
+	p.checkHostAddr(e, "base_url", u.Hostname(), t.AllowPrivate, what, "sends")
+}
+
+// checkHostAddr refuses a host (of setting field) that is an address
+// literal Latch never reaches: link-local (cloud metadata), unspecified or
+// multicast always, loopback and private ones unless allowPrivate. verb is
+// what Latch would do there ("sends", "connects"). A host name passes.
+func (p *parser) checkHostAddr(e kv, field, host string, allowPrivate bool, what, verb string) {
 	addr := host
 	if strings.EqualFold(host, "localhost") {
 		addr = "127.0.0.1"
@@ -355,9 +361,9 @@ func (p *parser) checkHost(e kv, t *Target, what string) {
 	ip = ip.Unmap()
 	switch {
 	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
-		p.addf(e.keyNode, "%s: base_url host %s is a link-local, unspecified or multicast address; Latch never sends there", what, host)
-	case (ip.IsLoopback() || ip.IsPrivate()) && !t.AllowPrivate:
-		p.addf(e.keyNode, "%s: base_url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
+		p.addf(e.keyNode, "%s: %s host %s is a link-local, unspecified or multicast address; Latch never %s there", what, field, host, verb)
+	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
+		p.addf(e.keyNode, "%s: %s host %s is a loopback or private address; set allow_private: true if that is intended", what, field, host)
 	}
 }
 
@@ -463,29 +469,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			t.Replay, replayOK = Replay(s), true
 		}
 	}
-	if ae, ok := f["approval"]; ok {
-		if s, ok := p.str(ae, what+": approval"); ok {
-			if !slices.Contains(approvals, s) {
-				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
-			} else {
-				t.Approval = Approval(s)
-			}
-		}
-	}
-	if we, ok := f["attach_window"]; ok {
-		n := deref(we.val)
-		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
-			t.UntilResolved = true
-		} else if n == nil || n.Kind != yaml.ScalarNode {
-			p.addf(we.keyNode, "%s: attach_window must be a duration like 30m or 2h, or until_resolved", what)
-		} else if d, err := time.ParseDuration(n.Value); err != nil || d <= 0 {
-			p.addf(we.keyNode, "%s: attach_window %q must be a positive duration like 30m or 2h, or until_resolved", what, n.Value)
-		} else {
-			t.AttachWindow = d
-		}
-	} else if replayOK && t.SideEffecting() {
-		t.AttachWindow = DefaultAttachWindow
-	}
+	p.approvalAndWindow(t, f, what, replayOK)
 	if te, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(te, what+": timeout")
 	}
@@ -545,8 +529,9 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 }
 
 // checkSecretUse refuses secret arguments where their values would be seen:
-// URLs (path and query end up in access logs and traces) and argv (visible
-// to every user of the host through /proc). Bodies, headers and env are fine.
+// URLs (path and query end up in access logs and traces), argv (visible
+// to every user of the host through /proc) and cwd (in the host agent's
+// marker). Bodies, headers and env are fine.
 func (p *parser) checkSecretUse(f map[string]kv, t *Tool, what string) {
 	uses := func(s string) []string {
 		names, _ := templateArgs(s)
@@ -572,6 +557,9 @@ func (p *parser) checkSecretUse(f map[string]kv, t *Tool, what string) {
 		for _, n := range uses(el) {
 			p.addf(f["command"].keyNode, "%s: secret argument %s must not appear in command (argv is visible to every user of the host); pass it in env", what, n)
 		}
+	}
+	for _, n := range uses(t.Cwd) {
+		p.addf(f["cwd"].keyNode, "%s: secret argument %s must not appear in cwd (the host agent records the directory in its marker, and it is visible in /proc); pass it in env", what, n)
 	}
 }
 
@@ -666,4 +654,33 @@ func (p *parser) fingerprint(f map[string]kv, t *Tool, info *schemaInfo, what st
 		}
 	}
 	t.Fingerprint = Fingerprint{Ignore: lists["ignore"], Secret: lists["secret"]}
+}
+
+// approvalAndWindow parses a tool's approval and attach_window (catalog
+// and upstream tools alike); a side-effecting tool whose replay parsed
+// gets DefaultAttachWindow when it sets none.
+func (p *parser) approvalAndWindow(t *Tool, f map[string]kv, what string, replayOK bool) {
+	if ae, ok := f["approval"]; ok {
+		if s, ok := p.str(ae, what+": approval"); ok {
+			if !slices.Contains(approvals, s) {
+				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
+			} else {
+				t.Approval = Approval(s)
+			}
+		}
+	}
+	if we, ok := f["attach_window"]; ok {
+		n := deref(we.val)
+		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
+			t.UntilResolved = true
+		} else if n == nil || n.Kind != yaml.ScalarNode {
+			p.addf(we.keyNode, "%s: attach_window must be a duration like 30m or 2h, or until_resolved", what)
+		} else if d, err := time.ParseDuration(n.Value); err != nil || d <= 0 {
+			p.addf(we.keyNode, "%s: attach_window %q must be a positive duration like 30m or 2h, or until_resolved", what, n.Value)
+		} else {
+			t.AttachWindow = d
+		}
+	} else if replayOK && t.SideEffecting() {
+		t.AttachWindow = DefaultAttachWindow
+	}
 }

@@ -1,11 +1,13 @@
 package tools
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/latchhq/latch/internal/jsonstring"
 )
 
 // Raw-argument checking. encoding/json, which decodes the arguments, is
@@ -236,78 +238,23 @@ func (s *rawScanner) str(at string, decode bool) (string, error) {
 	}
 }
 
+// escape decodes the escape sequence at s.pos (jsonstring: the same
+// decoder as the fingerprint's JCS parser).
 func (s *rawScanner) escape(at string, what func() string, sb *strings.Builder) error {
-	if s.pos+1 >= len(s.data) {
-		return s.syntax(at, "unterminated escape")
-	}
-	e := s.data[s.pos+1]
-	switch e {
-	case '"', '\\', '/':
-		sb.WriteByte(e)
-	case 'b':
-		sb.WriteByte('\b')
-	case 'f':
-		sb.WriteByte('\f')
-	case 'n':
-		sb.WriteByte('\n')
-	case 'r':
-		sb.WriteByte('\r')
-	case 't':
-		sb.WriteByte('\t')
-	case 'u':
-		start := s.pos
-		s.pos += 2
-		r, err := s.hex4(at)
-		if err != nil {
-			return err
-		}
-		switch {
-		case utf16.IsSurrogate(r) && r < 0xdc00:
-			if !strings.HasPrefix(string(s.data[s.pos:min(len(s.data), s.pos+2)]), `\u`) {
-				return argError("%s holds a lone UTF-16 surrogate \\u%04x at offset %d (not a character); send valid Unicode", what(), r, start)
-			}
-			s.pos += 2
-			r2, err := s.hex4(at)
-			if err != nil {
-				return err
-			}
-			if r2 < 0xdc00 || r2 > 0xdfff {
-				return argError("%s holds a lone UTF-16 surrogate \\u%04x at offset %d (not a character); send valid Unicode", what(), r, start)
-			}
-			sb.WriteRune(utf16.DecodeRune(r, r2))
-		case utf16.IsSurrogate(r):
-			return argError("%s holds a lone UTF-16 surrogate \\u%04x at offset %d (not a character); send valid Unicode", what(), r, start)
-		default:
-			sb.WriteRune(r)
-		}
+	n, err := jsonstring.DecodeEscape(s.data[s.pos:], sb)
+	var e *jsonstring.EscapeError
+	switch {
+	case err == nil:
+		s.pos += n
 		return nil
+	case !errors.As(err, &e):
+		return s.syntax(at, "%v", err)
+	case errors.Is(e, jsonstring.ErrLoneSurrogate):
+		return argError("%s holds a lone UTF-16 surrogate \\u%04x at offset %d (not a character); send valid Unicode", what(), e.Rune, s.pos)
 	default:
-		return s.syntax(at, "invalid escape \\%c", rune(e))
+		s.pos += e.Offset
+		return s.syntax(at, "%s", e.Detail)
 	}
-	s.pos += 2
-	return nil
-}
-
-func (s *rawScanner) hex4(at string) (rune, error) {
-	if s.pos+4 > len(s.data) {
-		return 0, s.syntax(at, "truncated \\u escape")
-	}
-	var r rune
-	for _, c := range s.data[s.pos : s.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, s.syntax(at, "invalid \\u escape")
-		}
-	}
-	s.pos += 4
-	return r, nil
 }
 
 // number checks the JSON number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?

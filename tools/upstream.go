@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -214,7 +213,7 @@ func (p *parser) upstream(e kv) *Upstream {
 				p.addf(ue.keyNode, "%s: url must not have a fragment", what)
 			default:
 				u.URL = s
-				p.checkUpstreamHost(ue, uu.Hostname(), u.AllowPrivate, what)
+				p.checkHostAddr(ue, "url", uu.Hostname(), u.AllowPrivate, what, "connects")
 			}
 		}
 	}
@@ -222,27 +221,6 @@ func (p *parser) upstream(e kv) *Upstream {
 		return nil
 	}
 	return u
-}
-
-// checkUpstreamHost refuses url hosts that are address literals the control
-// plane never dials (link-local, metadata), and loopback or private ones
-// unless allow_private, as for HTTP targets (checkHost).
-func (p *parser) checkUpstreamHost(e kv, host string, allowPrivate bool, what string) {
-	addr := host
-	if strings.EqualFold(host, "localhost") {
-		addr = "127.0.0.1"
-	}
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
-		return
-	}
-	ip = ip.Unmap()
-	switch {
-	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
-		p.addf(e.keyNode, "%s: url host %s is a link-local, unspecified or multicast address; Latch never connects there", what, host)
-	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
-		p.addf(e.keyNode, "%s: url host %s is a loopback or private address; set allow_private: true if that is intended", what, host)
-	}
 }
 
 func (p *parser) upstreamCommand(e kv, what string) []string {
@@ -349,27 +327,7 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 			p.addf(re.keyNode, "%s: unknown replay class %q (want %s)", what, s, strings.Join(replays, ", "))
 		}
 	}
-	if ae, ok := f["approval"]; ok {
-		if s, ok := p.str(ae, what+": approval"); ok {
-			if !slices.Contains(approvals, s) {
-				p.addf(ae.keyNode, "%s: unknown approval %q (want %s)", what, s, strings.Join(approvals, ", "))
-			} else {
-				t.Approval = Approval(s)
-			}
-		}
-	}
-	if we, ok := f["attach_window"]; ok {
-		n := deref(we.val)
-		if n != nil && n.Kind == yaml.ScalarNode && n.Value == "until_resolved" {
-			t.UntilResolved = true
-		} else if d, err := time.ParseDuration(scalarValue(n)); err != nil || d <= 0 {
-			p.addf(we.keyNode, "%s: attach_window must be a positive duration like 30m or 2h, or until_resolved", what)
-		} else {
-			t.AttachWindow = d
-		}
-	} else if replayOK && t.SideEffecting() {
-		t.AttachWindow = DefaultAttachWindow
-	}
+	p.approvalAndWindow(t, f, what, replayOK)
 	// The schema is the upstream's: fingerprint names are checked when it
 	// is bound (BindUpstreamSchema).
 	p.fingerprint(f, t, nil, what)
@@ -377,13 +335,6 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 		p.addf(f["idempotency_argument"].keyNode, "%s: idempotency_argument %s is set by Latch, not by the agent: do not list it under fingerprint", what, t.IdempotencyArgument)
 	}
 	return t
-}
-
-func scalarValue(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }
 
 // BindUpstreamSchema returns a copy of upstream tool t with the upstream's

@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -207,12 +208,40 @@ func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStre
 	return stream.Context().Err()
 }
 
+// maxDeliveredPerCall bounds the executions of one MarkDelivered.
+const maxDeliveredPerCall = 1000
+
+// MarkDelivered records delivery of execution_id and of every one in
+// more_execution_ids. Each is its own lazy update (engine.MarkDelivered),
+// made at once, so they all join one group commit; the answer comes when
+// every one is durable. The response carries execution_id's execution; the
+// first failure, if any, is the error (the others are recorded still).
 func (s *Service) MarkDelivered(ctx context.Context, req *controlplanev1.MarkDeliveredRequest) (*controlplanev1.MarkDeliveredResponse, error) {
-	x, err := s.e.MarkDelivered(ctx, req.GetExecutionId())
-	if err != nil {
-		return nil, s.toStatus(err)
+	more := req.GetMoreExecutionIds()
+	if len(more) >= maxDeliveredPerCall {
+		return nil, status.Errorf(codes.InvalidArgument, "MarkDelivered names %d executions; at most %d per call", len(more)+1, maxDeliveredPerCall)
 	}
-	return &controlplanev1.MarkDeliveredResponse{Execution: x}, nil
+	if len(more) == 0 {
+		x, err := s.e.MarkDelivered(ctx, req.GetExecutionId())
+		if err != nil {
+			return nil, s.toStatus(err)
+		}
+		return &controlplanev1.MarkDeliveredResponse{Execution: x}, nil
+	}
+	ids := append([]string{req.GetExecutionId()}, more...)
+	xs := make([]*recordv1.Execution, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { xs[i], errs[i] = s.e.MarkDelivered(ctx, id) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, s.toStatus(fmt.Errorf("delivery of %s: %w", ids[i], err))
+		}
+	}
+	return &controlplanev1.MarkDeliveredResponse{Execution: xs[0]}, nil
 }
 
 func (s *Service) Cancel(ctx context.Context, req *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error) {

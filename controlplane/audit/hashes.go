@@ -16,6 +16,10 @@ import (
 // verification does no lookup per hash.
 type journalCopy struct {
 	entries [][]byte
+	// keys[p] is the key index of position p; leaf[p] is false when its
+	// value is not a leaf record (entries[p] is then the value whole).
+	keys []int64
+	leaf []bool
 	// stored[x] is the stored hash at index x, when have[x]; indexes
 	// past the scanned journal's own (a damaged store's) are in extra.
 	stored []tlog.Hash
@@ -54,6 +58,8 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 	}
 	type part struct {
 		entries [][]byte
+		keys    []int64
+		leaf    []bool
 		hashes  []leafHash
 		err     error
 	}
@@ -70,10 +76,14 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 		}
 		p := &ps[w]
 		p.entries = make([][]byte, 0, size/int64(parts)+1)
+		p.keys = make([]int64, 0, size/int64(parts)+1)
+		p.leaf = make([]bool, 0, size/int64(parts)+1)
 		p.hashes = make([]leafHash, 0, 2*(size/int64(parts)+1))
 		wg.Go(func() {
 			p.err = st.ScanJournalRange(from, to, func(k int64, data []byte, hs []tlog.Hash) bool {
 				p.entries = append(p.entries, data)
+				p.keys = append(p.keys, k)
+				p.leaf = append(p.leaf, hs != nil)
 				if n := read.Add(1); progress != nil && n%journal.ProgressEvery == 0 {
 					progMu.Lock()
 					progress(journal.Progress{Stage: journal.StageRead, Done: n, Total: max(size, n)})
@@ -101,8 +111,11 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 		total += len(p.entries)
 	}
 	j.entries = make([][]byte, 0, total)
+	j.keys, j.leaf = make([]int64, 0, total), make([]bool, 0, total)
 	for _, p := range ps {
 		j.entries = append(j.entries, p.entries...)
+		j.keys = append(j.keys, p.keys...)
+		j.leaf = append(j.leaf, p.leaf...)
 	}
 	count := tlog.StoredHashCount(int64(len(j.entries)))
 	j.stored, j.have = make([]tlog.Hash, count), make([]bool, count)
@@ -125,4 +138,15 @@ func (j *journalCopy) storedHash(index int64) (tlog.Hash, bool) {
 	}
 	h, ok := j.extra[index]
 	return h, ok
+}
+
+// leaves hands the journal read to the state check (store.JournalLeaves),
+// which then need not read it again.
+func (j *journalCopy) leaves(fn func(keyIndex int64, data []byte, leaf bool) bool) error {
+	for p, data := range j.entries {
+		if !fn(j.keys[p], data, j.leaf[p]) {
+			return nil
+		}
+	}
+	return nil
 }

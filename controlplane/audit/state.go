@@ -2,6 +2,8 @@ package audit
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -14,8 +16,19 @@ func (d *Dir) State(ctx context.Context) (*store.StateReport, error) {
 	return d.st.CheckState(ctx, store.CheckAll)
 }
 
+// StageState is the progress stage VerifyAll reports while the state
+// check is still reading the journal after the journal check is done.
+const StageState = "checking state against the journal"
+
+// stateProgressEvery is how often VerifyAll reports the state check's
+// progress once the journal check is done.
+var stateProgressEvery = 250 * time.Millisecond
+
 // VerifyAll verifies the data dir's journal (plus any external checkpoint
-// copy) and then its state against that journal, opening the dir once. The
+// copy) and then its state against that journal, opening the dir once and
+// reading the journal once for both. The two checks run side by side; the
+// progress callback (when set) is called from this goroutine only, with
+// StageState after the journal check while the state check goes on. The
 // data dir is sound only when both reports are OK.
 func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*journal.Report, *store.StateReport, error) {
 	d, err := open(dataDir, opts.Progress)
@@ -23,13 +36,46 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 		return nil, nil, err
 	}
 	defer d.Close()
+	var (
+		state    *store.StateReport
+		stateErr error
+		read     atomic.Int64 // journal records the state check has been handed
+		done     = make(chan struct{})
+	)
+	leaves := func(fn func(int64, []byte, bool) bool) error {
+		return d.journal.leaves(func(k int64, data []byte, leaf bool) bool {
+			read.Add(1)
+			return fn(k, data, leaf)
+		})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(done)
+		state, stateErr = d.st.CheckAllFrom(ctx, leaves)
+	}()
 	rep, err := journal.VerifyWith(d, d.Verifier, opts)
+	if err != nil {
+		cancel() // the check cannot be done: the state check's verdict is not needed
+	}
+	if opts.Progress != nil && err == nil {
+		tick := time.NewTicker(stateProgressEvery)
+		for waiting := true; waiting; {
+			select {
+			case <-done:
+				waiting = false
+			case <-tick.C:
+				opts.Progress(journal.Progress{Stage: StageState, Done: read.Load(), Total: d.Size()})
+			}
+		}
+		tick.Stop()
+	}
+	<-done
 	if err != nil {
 		return nil, nil, err
 	}
-	state, err := d.State(ctx)
-	if err != nil {
-		return rep, nil, err
+	if stateErr != nil {
+		return rep, nil, stateErr
 	}
 	return rep, state, nil
 }

@@ -74,7 +74,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	conc := fs.Int("concurrency", 1, fmt.Sprintf("calls in flight at once, 1-%d", benchMaxConc))
 	count := fs.Int("count", benchDefaultCount, fmt.Sprintf("calls per path and round, 1-%d", benchMaxCount))
 	rounds := fs.Int("rounds", 1, fmt.Sprintf("rounds of all paths, interleaved, 1-%d", benchMaxRounds))
-	profile := fs.String("profile", "", "write CPU and block profiles and an execution trace of this process per path and round into this directory")
+	profile := fs.String("profile", "", "write CPU and allocation profiles of this process per path and round into this directory")
+	traced := fs.Bool("trace", false, "with --profile, also write block profiles and execution traces (they cost CPU themselves and skew the CPU profile)")
 	maxDur := fs.Duration("max-duration", benchDefaultDur, fmt.Sprintf("stop each path's round after this long (at most %s)", benchMaxDur))
 	if pos, err := parse(fs, args); err != nil {
 		return err
@@ -90,6 +91,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return usagef("--rounds %d: must be 1-%d", *rounds, benchMaxRounds)
 	case *maxDur <= 0 || *maxDur > benchMaxDur:
 		return usagef("--max-duration %s: must be above 0 and at most %s", *maxDur, benchMaxDur)
+	case *traced && *profile == "":
+		return usagef("--trace needs --profile DIR (where to write the traces)")
 	}
 	if *profile != "" {
 		if err := os.MkdirAll(*profile, 0o755); err != nil {
@@ -113,6 +116,10 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	clock := cpuClock{}
+	if *data != "" {
+		clock.devPID = info.PID
+	}
 	cp, closeFn, err := (&target{data: dir}).dial(ctx)
 	if err != nil {
 		return err
@@ -127,9 +134,10 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	fmt.Fprintf(env.Stdout, "latch bench: %d %s calls per path and round, %d round(s) interleaved, at concurrency %d, against %s\n", *count, benchTool, *rounds, *conc, where)
 	fmt.Fprintf(env.Stdout, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
 	results := make([][]loadgen.Result, len(paths))
+	cpus := make([]benchCPU, len(paths))
 	for round := 1; round <= *rounds; round++ {
 		for k, p := range paths {
-			res, err := runBenchPath(ctx, p, *conc, *count, *maxDur, *profile, round, *rounds)
+			res, cpu, err := runBenchPath(ctx, p, clock, *conc, *count, *maxDur, benchProfile{dir: *profile, trace: *traced}, round, *rounds)
 			if err != nil {
 				return fmt.Errorf("%s path: %w", p.name, err)
 			}
@@ -137,24 +145,52 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 				return ctx.Err()
 			}
 			results[k] = append(results[k], res)
+			if round == 1 {
+				cpus[k] = cpu
+			} else {
+				cpus[k] = cpus[k].add(cpu)
+			}
 		}
 	}
+	split := clock.devPID > 0 && cpus[0].devOK
 	merged := make(map[string]loadgen.Result, len(paths))
+	cpuOf := make(map[string]benchCPU, len(paths))
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\t")
+	head := "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\tCPU/call\t"
+	if split {
+		head += "bench CPU/call\tdev CPU/call\t"
+	}
+	fmt.Fprintln(tw, head)
 	for k, p := range paths {
 		res := loadgen.Merge(results[k]...)
-		merged[p.name] = res
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n", p.name, benchCalls(res), res.Rate(), ms(res.Percentile(0.5)), ms(res.Percentile(0.99)),
-			ratio(res, merged["direct"]), overP50(res, merged["direct"], k == 0))
+		merged[p.name], cpuOf[p.name] = res, cpus[k]
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t", p.name, benchCalls(res), res.Rate(), ms(res.Percentile(0.5)), ms(res.Percentile(0.99)),
+			ratio(res, merged["direct"]), overP50(res, merged["direct"], k == 0), perCall(cpus[k].total(), res.Ops))
+		if split {
+			fmt.Fprintf(tw, "%s\t%s\t", perCall(cpus[k].self, res.Ops), perCall(cpus[k].dev, res.Ops))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintln(env.Stdout)
 	for _, p := range paths {
 		fmt.Fprintf(env.Stdout, "  %-8s %s\n", p.name, p.what)
 	}
+	switch {
+	case split:
+		fmt.Fprintf(env.Stdout, "  CPU/call is user+system time of this process (bench: the clients and the bare server) and of the `latch dev` process %d (dev: front, control plane, demo target) over the calls made.\n", clock.devPID)
+	case clock.devPID > 0 || *data != "":
+		fmt.Fprintln(env.Stdout, "  CPU/call is user+system time of this process only: the `latch dev` process's could not be read (no pid in its dev.json, or no /proc).")
+	default:
+		fmt.Fprintln(env.Stdout, "  CPU/call is user+system time of this process over the calls made: clients, bare server and the whole `latch dev` stack run in it.")
+	}
 	m, b := merged["mcp"], merged["bare"]
-	fmt.Fprintf(env.Stdout, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s.\n", overP50(m, b, false), ratio(m, b))
+	fmt.Fprintf(env.Stdout, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s, CPU/call %s.\n", overP50(m, b, false), ratio(m, b), cpuRatio(cpuOf["mcp"], m, cpuOf["bare"], b))
+	if mc, bc := cpuOf["mcp"].total(), cpuOf["bare"].total(); mc > 0 && bc > 0 && m.Ops > 0 && b.Ops > 0 {
+		n := runtime.NumCPU()
+		fmt.Fprintf(env.Stdout, "CPU-bound, %d cores run at most %.0f mcp and %.0f bare calls/s (cores / CPU per call, if nothing else ran).\n",
+			n, float64(n)/(mc.Seconds()/float64(m.Ops)), float64(n)/(bc.Seconds()/float64(b.Ops)))
+	}
 	if *rounds > 1 {
 		fmt.Fprintln(env.Stdout, "Per round (calls/s):")
 		for k, p := range paths {
@@ -172,55 +208,111 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// runBenchPath runs one round of one path, profiled into dir when set.
-func runBenchPath(ctx context.Context, p benchPath, conc, count int, maxDur time.Duration, dir string, round, rounds int) (loadgen.Result, error) {
+// benchProfile says what runBenchPath profiles: nothing when dir is "".
+type benchProfile struct {
+	dir   string
+	trace bool
+}
+
+// runBenchPath runs one round of one path, profiled when prof says so, and
+// returns what it measured with the CPU the processes spent meanwhile.
+func runBenchPath(ctx context.Context, p benchPath, clock cpuClock, conc, count int, maxDur time.Duration, prof benchProfile, round, rounds int) (loadgen.Result, benchCPU, error) {
 	pctx, cancel := context.WithTimeout(ctx, maxDur)
 	defer cancel()
 	// Each round's calls are numbered after the last round's, so they are
 	// new intents too (the same numbers would attach).
 	offset := int64(round-1) * int64(count)
 	op := func(ctx context.Context, i int64) error { return p.op(ctx, offset+i) }
-	if dir == "" {
-		return loadgen.Run(pctx, conc, int64(count), op)
+	run := func() (loadgen.Result, benchCPU, error) {
+		before := clock.read()
+		res, err := loadgen.Run(pctx, conc, int64(count), op)
+		return res, clock.read().since(before), err
+	}
+	if prof.dir == "" {
+		return run()
 	}
 	name := p.name
 	if rounds > 1 {
 		name = fmt.Sprintf("%s-r%d", p.name, round)
 	}
-	cpu, err := os.Create(filepath.Join(dir, "cpu-"+name+".pprof"))
+	var res loadgen.Result
+	var cpu benchCPU
+	err := profileRound(prof, name, func() error {
+		var err error
+		res, cpu, err = run()
+		return err
+	})
+	return res, cpu, err
+}
+
+// profileRound runs round under a CPU profile (and, with prof.trace, an
+// execution trace and the block profiler) and writes them with the
+// allocations it made into prof.dir, named after name.
+func profileRound(prof benchProfile, name string, round func() error) error {
+	path := func(kind, ext string) string { return filepath.Join(prof.dir, kind+"-"+name+ext) }
+	cpu, err := os.Create(path("cpu", ".pprof"))
 	if err != nil {
-		return loadgen.Result{}, fmt.Errorf("bench: profile: %w", err)
+		return fmt.Errorf("bench: profile: %w", err)
 	}
 	defer cpu.Close()
+	// The allocation profile counts from the start of the process: the
+	// one before the round is written too, so the round's own
+	// allocations are go tool pprof -sample_index=alloc_space -base
+	// allocs-NAME.before.pprof allocs-NAME.pprof.
+	runtime.GC()
+	if err := writeProfile("allocs", path("allocs", ".before.pprof")); err != nil {
+		return err
+	}
 	if err := pprof.StartCPUProfile(cpu); err != nil {
-		return loadgen.Result{}, fmt.Errorf("bench: CPU profile: %w (is another profile running?)", err)
+		return fmt.Errorf("bench: CPU profile: %w (is another profile running?)", err)
 	}
-	tf, err := os.Create(filepath.Join(dir, "trace-"+name+".out"))
-	if err != nil {
-		pprof.StopCPUProfile()
-		return loadgen.Result{}, fmt.Errorf("bench: trace: %w", err)
+	if prof.trace {
+		tf, err := os.Create(path("trace", ".out"))
+		if err != nil {
+			pprof.StopCPUProfile()
+			return fmt.Errorf("bench: trace: %w", err)
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			pprof.StopCPUProfile()
+			return fmt.Errorf("bench: trace: %w", err)
+		}
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
 	}
-	defer tf.Close()
-	if err := trace.Start(tf); err != nil {
-		pprof.StopCPUProfile()
-		return loadgen.Result{}, fmt.Errorf("bench: trace: %w", err)
+	err = round()
+	if prof.trace {
+		trace.Stop()
 	}
-	runtime.SetBlockProfileRate(int(10 * time.Microsecond))
-	res, err := loadgen.Run(pctx, conc, int64(count), op)
-	trace.Stop()
 	pprof.StopCPUProfile()
-	block, ferr := os.Create(filepath.Join(dir, "block-"+name+".pprof"))
-	if ferr == nil {
-		ferr = pprof.Lookup("block").WriteTo(block, 0)
-		block.Close()
+	runtime.GC() // the allocation profile is as of the last GC
+	ferr := writeProfile("allocs", path("allocs", ".pprof"))
+	if prof.trace {
+		// The block profile cannot be reset: each file holds every path
+		// before it too (go tool pprof -base PREVIOUS FILE shows one path).
+		if berr := writeProfile("block", path("block", ".pprof")); ferr == nil {
+			ferr = berr
+		}
+		runtime.SetBlockProfileRate(0)
 	}
-	// The block profile cannot be reset: each file holds every path
-	// before it too (go tool pprof -base PREVIOUS FILE shows one path).
-	runtime.SetBlockProfileRate(0)
-	if err == nil && ferr != nil {
-		err = fmt.Errorf("bench: block profile: %w", ferr)
+	if err == nil {
+		err = ferr
 	}
-	return res, err
+	return err
+}
+
+func writeProfile(kind, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("bench: %s profile: %w", kind, err)
+	}
+	if err := pprof.Lookup(kind).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: %s profile %s: %w", kind, file, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bench: %s profile %s: %w", kind, file, err)
+	}
+	return nil
 }
 
 func benchCalls(r loadgen.Result) string {
@@ -249,6 +341,16 @@ func overP50(r, base loadgen.Result, self bool) string {
 		return "-" + ms(-d)
 	}
 	return "+" + ms(d)
+}
+
+// cpuRatio is "A against B (R×)", a's CPU per call against b's.
+func cpuRatio(a benchCPU, ar loadgen.Result, b benchCPU, br loadgen.Result) string {
+	if ar.Ops == 0 || br.Ops == 0 || b.total() <= 0 {
+		return "—"
+	}
+	ap := a.total().Seconds() / float64(ar.Ops)
+	bp := b.total().Seconds() / float64(br.Ops)
+	return fmt.Sprintf("%s against %s (%.2f×)", perCall(a.total(), ar.Ops), perCall(b.total(), br.Ops), ap/bp)
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
@@ -341,7 +443,7 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 	_, _ = rand.Read(nonce[:])
 	run := hex.EncodeToString(nonce[:])
 	version := func(path string, i int64) string { return fmt.Sprintf("bench-%s-%s-%d", run, path, i) }
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc, MaxIdleConns: conc}, Timeout: benchCallTimeout}
+	hc := &http.Client{Transport: benchTransport(conc), Timeout: benchCallTimeout}
 
 	// direct makes call i, or the call for version v when v is set.
 	direct := func(ctx context.Context, i int64, v string) error {
@@ -391,7 +493,10 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 			_ = s.Close()
 		}
 	}
-	mhc := &http.Client{Transport: bearer{info.Token}, Timeout: benchCallTimeout}
+	// Each MCP client keeps a connection per worker alive, as the front's
+	// and the bare server's own clients do (http.DefaultTransport keeps 2
+	// per host: at higher concurrency most calls would dial a connection).
+	mhc := &http.Client{Transport: benchBearer{token: info.Token, rt: benchTransport(conc)}, Timeout: benchCallTimeout}
 	for range conc {
 		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
 		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: mhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
@@ -425,7 +530,7 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		}
 		closeBare()
 	}
-	bhc := &http.Client{Timeout: benchCallTimeout}
+	bhc := &http.Client{Transport: benchTransport(conc), Timeout: benchCallTimeout}
 	for range conc {
 		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
 		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bareURL, HTTPClient: bhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
@@ -442,6 +547,25 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
 		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
 	}, closeAll, nil
+}
+
+// benchTransport keeps conc connections alive per host.
+func benchTransport(conc int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = conc, conc
+	return t
+}
+
+// benchBearer sends the dev token on every request over rt.
+type benchBearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
 }
 
 // callTools makes call i of a path through one of the sessions (one per

@@ -6,17 +6,19 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchOutputShape runs `latch bench --count 50` on its own in-process
 // stack and checks the shape of the report (never the timings): one row per
-// path with all 50 calls, a rate, p50/p99 and the ratio to the direct call.
+// path with all 50 calls, a rate, p50/p99, the ratio to the direct call and
+// the CPU time per call.
 func TestBenchOutputShape(t *testing.T) {
 	out, code := runCLI(t, "bench", "--count", "50", "--concurrency", "4")
 	if code != ExitOK {
 		t.Fatalf("latch bench = %d:\n%s", code, out)
 	}
-	row := `\s+%s\s+50\s+\d+\.\d\s+\d+\.\d\dms\s+\d+\.\d\dms\s+\d+\.\d\d×\s+%s`
+	row := `\s+%s\s+50\s+\d+\.\d\s+\d+\.\d\dms\s+\d+\.\d\dms\s+\d+\.\d\d×\s+%s\s+\d+\.\d\d\dms`
 	for _, tc := range []struct{ path, over string }{
 		{"direct", "—"},
 		{"bare", `[+-]\d+\.\d\dms`},
@@ -31,18 +33,18 @@ func TestBenchOutputShape(t *testing.T) {
 	if !strings.Contains(out, "50 deploy_release calls per path and round, 1 round(s) interleaved, at concurrency 4") {
 		t.Errorf("header missing count, rounds and concurrency:\n%s", out)
 	}
-	if !regexp.MustCompile(`mcp against bare\): p50 [+-]\d+\.\d\dms, rate \d+\.\d\d×`).MatchString(out) {
+	if !regexp.MustCompile(`mcp against bare\): p50 [+-]\d+\.\d\dms, rate \d+\.\d\d×, CPU/call \d+\.\d\d\dms against \d+\.\d\d\dms \(\d+\.\d\d×\)`).MatchString(out) {
 		t.Errorf("no mcp-against-bare line in:\n%s", out)
 	}
 }
 
 // TestBenchRoundsAndProfile: --rounds runs every path that many times
 // (each row counts all rounds' calls, one rate per round is listed) and
-// --profile writes a CPU profile, a block profile and a trace per path and
-// round.
+// --profile --trace writes a CPU profile, the allocation profiles before and
+// after, a block profile and a trace per path and round.
 func TestBenchRoundsAndProfile(t *testing.T) {
 	dir := t.TempDir()
-	out, code := runCLI(t, "bench", "--count", "10", "--rounds", "2", "--profile", dir)
+	out, code := runCLI(t, "bench", "--count", "10", "--rounds", "2", "--profile", dir, "--trace")
 	if code != ExitOK {
 		t.Fatalf("latch bench = %d:\n%s", code, out)
 	}
@@ -53,7 +55,7 @@ func TestBenchRoundsAndProfile(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^  ` + path + `\s+\d+\.\d\s+\d+\.\d\s*$`).MatchString(out) {
 			t.Errorf("no per-round rates for %s in:\n%s", path, out)
 		}
-		for _, f := range []string{"cpu-" + path + "-r1.pprof", "block-" + path + "-r2.pprof", "trace-" + path + "-r2.out"} {
+		for _, f := range []string{"cpu-" + path + "-r1.pprof", "allocs-" + path + "-r1.before.pprof", "allocs-" + path + "-r2.pprof", "block-" + path + "-r2.pprof", "trace-" + path + "-r2.out"} {
 			if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 				t.Errorf("profile %s: %v (want a non-empty file)", f, err)
 			}
@@ -79,6 +81,7 @@ func TestBenchRefusals(t *testing.T) {
 		{"bench", "--max-duration", "1h"},
 		{"bench", "--rounds", "0"},
 		{"bench", "--rounds", "11"},
+		{"bench", "--trace"},
 		{"bench", "extra"},
 	} {
 		if out, code := runCLI(t, args...); code != ExitUsage {
@@ -93,5 +96,68 @@ func TestBenchRefusals(t *testing.T) {
 	out, code := runCLI(t, "bench", "--data", dir, "--count", "1")
 	if code == ExitOK || !strings.Contains(out, "only calls loopback targets") {
 		t.Errorf("latch bench against 192.0.2.10 = %d, want a refusal naming loopback:\n%s", code, out)
+	}
+}
+
+// TestBenchProfileWithoutTrace: --profile alone writes CPU and allocation
+// profiles, not the block profile and trace that skew them.
+func TestBenchProfileWithoutTrace(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := runCLI(t, "bench", "--count", "5", "--profile", dir); code != ExitOK {
+		t.Fatalf("latch bench = %d:\n%s", code, out)
+	}
+	for _, f := range []string{"cpu-mcp.pprof", "allocs-mcp.before.pprof", "allocs-mcp.pprof"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s: %v (want a non-empty file)", f, err)
+		}
+	}
+	for _, f := range []string{"block-mcp.pprof", "trace-mcp.out"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s written without --trace", f)
+		}
+	}
+}
+
+// TestParseProcCPU reads utime and stime after the command name, which may
+// hold spaces and parentheses, and refuses lines that are not a stat line.
+func TestParseProcCPU(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want time.Duration
+		ok   bool
+	}{
+		{"4242 (latch) S 1 4242 4242 0 -1 4194560 9000 0 0 0 250 130 0 0 20 0 12 0 100 0 0", 3800 * time.Millisecond, true},
+		{"7 (a b) (c)) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 1 0 0", 30 * time.Millisecond, true},
+		{"7 (latch) S 1 7", 0, false},
+		{"no parenthesis here", 0, false},
+		{"7 (latch) S 1 7 7 0 -1 0 0 0 0 0 x 2 0", 0, false},
+	} {
+		got, ok := parseProcCPU(tc.line)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseProcCPU(%q) = %v, %v; want %v, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestProcCPUOfSelf: this process's CPU time read through /proc agrees with
+// getrusage to within the /proc clock tick and a little work, so the two
+// clocks of a --data run count alike.
+func TestProcCPUOfSelf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	x := 0
+	for i := range 20_000_000 { // some CPU time to read
+		x ^= i
+	}
+	_ = x
+	before := selfCPU()
+	got, ok := procCPU(os.Getpid())
+	after := selfCPU()
+	if !ok {
+		t.Fatal("procCPU of this process: not read")
+	}
+	if got > after || got < before-2*time.Second/userHZ {
+		t.Errorf("procCPU = %v, getrusage between %v and %v", got, before, after)
 	}
 }

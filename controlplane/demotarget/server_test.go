@@ -12,18 +12,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testlog"
 )
-
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
 
 func start(tb testing.TB) (*Server, string) {
 	tb.Helper()
-	s := New(Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: tbWriter{tb}})})
+	s := New(Config{Logger: testlog.New(tb, hclog.Trace)})
 	srv := httptest.NewServer(s)
 	tb.Cleanup(srv.Close)
 	return s, srv.URL

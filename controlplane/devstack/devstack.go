@@ -270,7 +270,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.CatalogPath != "" {
 		catalog = cfg.CatalogPath
 	}
-	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog}); err != nil {
+	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog, PID: os.Getpid()}); err != nil {
 		return err
 	}
 	defer os.Remove(InfoPath(cfg.DataDir))
@@ -290,6 +290,9 @@ type Info struct {
 	// Catalog is CatalogExample or the --catalog file; "" from a dev.json
 	// written before it was recorded.
 	Catalog string `json:"catalog,omitempty"`
+	// PID is the `latch dev` process (latch bench reads its CPU time); 0
+	// in a dev.json written before it was recorded.
+	PID int `json:"pid,omitempty"`
 }
 
 // CatalogExample is Info.Catalog for the embedded example catalog.

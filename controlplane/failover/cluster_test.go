@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,10 +20,10 @@ import (
 
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/countingtarget"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // Timing of every cluster. Every target request ends by holdFor after it
@@ -37,60 +36,20 @@ const (
 	holdFor         = 700 * time.Millisecond
 )
 
-// Tools, one per replay class.
-const (
-	toolIdem   = "fo_idem"
-	toolStatus = "fo_status"
-	toolReview = "fo_review"
+// The catalog: the counting target's tools, one per replay class.
+var fo = countingtarget.CatalogConfig{Prefix: "fo", Timeout: dispatchTimeout, Settle: settle}
+
+var (
+	toolIdem   = fo.Tool(countingtarget.ClassIdem)
+	toolStatus = fo.Tool(countingtarget.ClassStatus)
+	toolReview = fo.Tool(countingtarget.ClassReview)
 )
 
-const catalogTemplate = `
-targets:
-  idem:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    timeout: %[2]s
-    settle: %[3]s
-  status:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    status: {method: GET, path: "/status/by-key/{execution_id}"}
-    timeout: %[2]s
-    settle: %[3]s
-  review:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    timeout: %[2]s
-    settle: %[3]s
-tools:
-  fo_idem:
-    description: Count one effect (the target honours Idempotency-Key).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: idem
-    request: {method: POST, path: /idem/effect, body: {intent: "{{intent}}"}}
-    replay: idempotency_key
-    attach_window: 1h
-  fo_status:
-    description: Count one effect (the target answers a status query by key).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: status
-    request: {method: POST, path: /status/effect, body: {intent: "{{intent}}"}}
-    replay: status_query
-    attach_window: 1h
-  fo_review:
-    description: Count one effect (irreversible; an operator decides an unknown outcome).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: review
-    request: {method: POST, path: /review/effect, body: {intent: "{{intent}}"}}
-    replay: review
-    attach_window: 1h
-`
+// held says whether the target holds every request of intent (for
+// holdFor, whatever happens to the sender meanwhile): an intent whose name
+// ends in "_h", so that a test can kill the active while the target holds
+// one of its requests.
+func held(intent string) bool { return strings.HasSuffix(intent, "_h") }
 
 // actors of the agents: a front serves one; the replicas trust them all.
 var actors = []string{"a0", "a1"}
@@ -116,9 +75,7 @@ type cluster struct {
 	catalog string
 	opts    clusterOpts
 
-	tgt *target
-	srv *http.Server
-	ln  net.Listener
+	tgt *countingtarget.Target
 
 	replicas []*replica
 	fronts   []*testbin.Proc
@@ -159,19 +116,6 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		}
 		os.RemoveAll(dir)
 	})
-	c.tgt = newTarget(holdFor, c.pids)
-	c.ln, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.srv = &http.Server{Handler: c.tgt, ConnContext: c.tgt.connContext, ReadHeaderTimeout: 10 * time.Second}
-	text := fmt.Sprintf(catalogTemplate, c.ln.Addr(), dispatchTimeout, settle)
-	if _, err := tools.Parse(c.catalog, []byte(text)); err != nil {
-		t.Fatalf("catalog refused: %v", err)
-	}
-	if err := os.WriteFile(c.catalog, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	for i := range opts.replicas {
 		r := &replica{c: c, idx: i, name: fmt.Sprintf("r%d", i), data: filepath.Join(dir, fmt.Sprintf("r%d", i)), store: opts.store}
 		if err := os.MkdirAll(r.data, 0o700); err != nil {
@@ -190,7 +134,12 @@ func newCluster(t *testing.T, opts clusterOpts) *cluster {
 		c.replicas = append(c.replicas, r)
 	}
 	// c.replicas is fixed from here on: the target reads it.
-	go c.srv.Serve(c.ln) //nolint:errcheck // ends with Close
+	c.tgt = countingtarget.Start(countingtarget.Config{MaxHold: holdFor, HoldEvery: held, Senders: c.pids})
+	cat := fo
+	cat.Addr = c.tgt.Addr()
+	if err := countingtarget.WriteCatalog(c.catalog, cat); err != nil {
+		t.Fatal(err)
+	}
 	watch := opts.watch
 	if watch == "" {
 		watch = opts.store
@@ -251,11 +200,8 @@ func (c *cluster) close() {
 	if c.lease != nil {
 		c.lease.close()
 	}
-	if c.srv != nil {
-		c.srv.Close()
-	}
 	if c.tgt != nil {
-		c.tgt.close()
+		c.tgt.Close()
 	}
 }
 
@@ -541,7 +487,7 @@ func (c *cluster) senders() map[int]epochRec {
 func (c *cluster) checkFencing(t *testing.T) (violations, unattributed int) {
 	t.Helper()
 	epochs := c.lease.all()
-	bad, unattributed := fencingViolations(epochs, c.senders(), c.tgt.arrivalsSoFar())
+	bad, unattributed := fencingViolations(epochs, c.senders(), c.tgt.Arrivals())
 	for _, b := range bad {
 		t.Error(b)
 	}
@@ -554,7 +500,7 @@ func (c *cluster) checkFencing(t *testing.T) (violations, unattributed int) {
 // fencingViolations returns one line per arrival sent by a process that
 // never held the lease, or sent after an epoch later than its own began,
 // and the number of arrivals whose sender is unknown (PID 0).
-func fencingViolations(epochs []epochRec, senders map[int]epochRec, arrivals []arrival) (bad []string, unattributed int) {
+func fencingViolations(epochs []epochRec, senders map[int]epochRec, arrivals []countingtarget.Arrival) (bad []string, unattributed int) {
 	sorted := append([]epochRec(nil), epochs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Epoch < sorted[j].Epoch })
 	for _, a := range arrivals {
@@ -644,7 +590,7 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 	for _, a := range acks {
 		ids[a.ID] = true
 	}
-	for id := range c.tgt.committedKeys() {
+	for id := range c.tgt.CommittedKeys() {
 		ids[id] = true
 	}
 	get := func(id string) (*recordv1.Execution, error) {
@@ -667,10 +613,10 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 				// Dispatched with nothing sending it is stuck: only
 				// recovery moves it, and recovery must have by now.
 				if x, err := get(id); err == nil && x.GetState() == recordv1.State_STATE_DISPATCHED {
-					t.Errorf("still dispatched after waiting %s for recovery: nothing is recovering it: %s target: %s", time.Since(waitStart).Round(time.Second), journalOf(op, id), c.tgt.describe(id))
+					t.Errorf("still dispatched after waiting %s for recovery: nothing is recovering it: %s target: %s", time.Since(waitStart).Round(time.Second), journalOf(op, id), c.tgt.Describe(id))
 					continue
 				}
-				t.Logf("still unsettled after the bound (visible as such): %s target: %s", journalOf(op, id), c.tgt.describe(id))
+				t.Logf("still unsettled after the bound (visible as such): %s target: %s", journalOf(op, id), c.tgt.Describe(id))
 			}
 			break
 		}
@@ -701,14 +647,14 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		}
 	}
 	dups := 0
-	for intent, n := range c.tgt.effectsOf() {
+	for intent, n := range c.tgt.Effects() {
 		if n > 1 {
 			dups += n - 1
 			t.Errorf("intent %s has %d effects at the target, want at most 1", intent, n)
 		}
 	}
 	invisible := 0
-	for id, intent := range c.tgt.committedKeys() {
+	for id, intent := range c.tgt.CommittedKeys() {
 		x, err := get(id)
 		if err != nil || !mayHaveEffect[x.GetState()] {
 			invisible++
@@ -716,5 +662,5 @@ func (c *cluster) verify(t *testing.T, acks []ack) {
 		}
 	}
 	t.Logf("final states of the acknowledged executions: %v", final)
-	t.Logf("verified %d acknowledgements of %d executions (%d lost), %d effects at the target (%d duplicate), %d invisible", len(acks), len(counted), lost, len(c.tgt.committedKeys()), dups, invisible)
+	t.Logf("verified %d acknowledgements of %d executions (%d lost), %d effects at the target (%d duplicate), %d invisible", len(acks), len(counted), lost, len(c.tgt.CommittedKeys()), dups, invisible)
 }

@@ -109,7 +109,7 @@ func (c *cluster) verifyLoss(t *testing.T, acks []ack, strict bool) int {
 	} else {
 		// Losing an execution's records can let its retry run again: a
 		// duplicate effect is what asynchronous replication risks.
-		for intent, n := range c.tgt.effectsOf() {
+		for intent, n := range c.tgt.Effects() {
 			if n > 1 {
 				t.Logf("asynchronous replication: intent %s has %d effects at the target", intent, n)
 			}

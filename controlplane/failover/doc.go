@@ -1,8 +1,9 @@
 // Package failover tests Latch's replicas on PostgreSQL under failure,
 // with real processes: `latch serve` replicas on one database, MCP fronts
 // (`latch-mcp`) that know every replica, agents calling through them, and
-// a counting HTTP target in the test process that knows which process sent
-// each request (it looks the sending socket up in /proc). It holds no code
+// the counting HTTP target (internal/countingtarget) in the test process,
+// which knows which process sent each request (it looks the sending socket
+// up in /proc). It holds no code
 // a binary can import; everything is in its _test.go files.
 //
 // Tests:

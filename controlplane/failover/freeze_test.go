@@ -58,7 +58,7 @@ func TestFreezeStopsDispatch(t *testing.T) {
 	acks := l.finish(t)
 
 	late := 0
-	for _, a := range c.tgt.arrivalsSoFar() {
+	for _, a := range c.tgt.Arrivals() {
 		if a.PID == oldProc.PID() && a.At.After(frozeAt) {
 			late++
 			t.Logf("the old active sent %s (intent %s) %s after the freeze", a.Key, a.Intent, a.At.Sub(frozeAt).Round(time.Millisecond))

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +16,6 @@ import (
 	"github.com/latchhq/latch/mcpfront"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
-
-var mcpURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`)
 
 // startFronts runs n latch-mcp fronts, front i serving actor i mod
 // len(actors), each given every replica's socket as --control-plane.
@@ -37,21 +33,11 @@ func (c *cluster) startFronts(t *testing.T, n int) {
 			t.Fatal(err)
 		}
 		c.fronts = append(c.fronts, p)
-		url := ""
-		for range 1500 {
-			b, _ := os.ReadFile(logPath)
-			if m := mcpURL.FindSubmatch(b); m != nil {
-				url = string(m[1])
-				break
-			}
-			if p.Exited() {
-				t.Fatalf("latch-mcp exited at start:\n%s", b)
-			}
-			time.Sleep(20 * time.Millisecond)
+		m, err := p.WaitLog(testbin.FrontURL, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if url == "" {
-			t.Fatalf("latch-mcp did not log its URL within 30s; see %s", logPath)
-		}
+		url := m[1]
 		c.urls = append(c.urls, url)
 	}
 }

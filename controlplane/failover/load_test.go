@@ -120,7 +120,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	c.verify(t, acks)
 	c.reportFailover(t, fails, acks)
 	t.Logf("%d failures (%s) in %s; %d acknowledged calls by 8 agents; %d target arrivals (%d not attributed to a process, %d fencing violations)",
-		len(fails), modeCounts(fails), wall.Round(time.Second), len(acks), len(c.tgt.arrivalsSoFar()), u, v)
+		len(fails), modeCounts(fails), wall.Round(time.Second), len(acks), len(c.tgt.Arrivals()), u, v)
 }
 
 // killOnTarget SIGKILLs p from inside the target: while it holds one of
@@ -140,11 +140,11 @@ func (c *cluster) killOnTarget(p *testbin.Proc, mode killMode, bound time.Durati
 		})
 	}
 	if mode == killHolding {
-		c.tgt.hooks(hook, nil)
+		c.tgt.SetHooks(hook, nil)
 	} else {
-		c.tgt.hooks(nil, hook)
+		c.tgt.SetHooks(nil, hook)
 	}
-	defer c.tgt.hooks(nil, nil)
+	defer c.tgt.SetHooks(nil, nil)
 	select {
 	case at := <-fired:
 		return at, mode

@@ -3,9 +3,10 @@
 // holds no code a binary can import; everything is in its _test.go files.
 //
 // Each lane runs the real binaries (`latch serve`, `latch-mcp` and
-// `latch-hostagent`) on loopback, in front of a counting HTTP target that
-// lives in the test process behind a faultproxy, and a local host-agent tool
-// whose command appends to a file. A trial picks, from its seed:
+// `latch-hostagent`) on loopback, in front of a counting HTTP target
+// (internal/countingtarget) that lives in the test process behind a
+// faultproxy, and a local host-agent tool whose command appends to a file.
+// A trial picks, from its seed:
 //
 //   - a fault point: a cut before the target receives the request, a cut
 //     while the target holds it, a cut after its effect and before the

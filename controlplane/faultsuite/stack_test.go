@@ -7,14 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,10 +21,10 @@ import (
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
+	"github.com/latchhq/latch/internal/countingtarget"
 	"github.com/latchhq/latch/internal/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // Timing of every lane. The target's dispatch timeout is short so that
@@ -47,74 +43,41 @@ const (
 	actor = "local"
 )
 
+// The catalog: the counting target's three HTTP tools (fx_idem,
+// fx_status, fx_review) and two host tools on the host agent.
+var fx = countingtarget.CatalogConfig{Prefix: "fx", Timeout: dispatchTimeout}
+
 // Tools of the catalog, one per replay class and channel.
+var (
+	toolIdem   = fx.Tool(countingtarget.ClassIdem)
+	toolStatus = fx.Tool(countingtarget.ClassStatus)
+	toolReview = fx.Tool(countingtarget.ClassReview)
+)
+
 const (
-	toolIdem       = "fx_idem"
-	toolStatus     = "fx_status"
-	toolReview     = "fx_review"
 	toolHostStatus = "fx_host_status"
 	toolHostReview = "fx_host_review"
 )
 
-const catalogTemplate = `
-targets:
-  idem:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    timeout: %[2]s%[5]s
-  status:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    status: {method: GET, path: "/status/by-key/{execution_id}"}
-    timeout: %[2]s%[5]s
-  review:
-    channel: http
-    base_url: http://%[1]s
-    allow_private: true
-    idempotency_header: Idempotency-Key
-    timeout: %[2]s%[5]s
-  host:
+// hostTarget and hostTools are the host agent's part of the catalog.
+const hostTarget = `  host:
     channel: local
-    hostagent_socket: %[3]s
-    timeout: 5s%[5]s
-tools:
-  fx_idem:
-    description: Count one effect (the target honours Idempotency-Key).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: idem
-    request: {method: POST, path: /idem/effect, body: {intent: "{{intent}}"}}
-    replay: idempotency_key
-    attach_window: 1h
-  fx_status:
-    description: Count one effect (the target answers a status query by key).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: status
-    request: {method: POST, path: /status/effect, body: {intent: "{{intent}}"}}
-    replay: status_query
-    attach_window: 1h
-  fx_review:
-    description: Count one effect (irreversible; an operator decides an unknown outcome).
-    input_schema: {type: object, required: [intent], properties: {intent: {type: string}}}
-    target: review
-    request: {method: POST, path: /review/effect, body: {intent: "{{intent}}"}}
-    replay: review
-    attach_window: 1h
-  fx_host_status:
+    hostagent_socket: %[1]s
+    timeout: 5s%[3]s
+`
+
+const hostTools = `  fx_host_status:
     description: Append one line on this host (the host agent's marker answers).
     input_schema: {type: object, required: [intent], properties: {intent: {type: string, pattern: "^[A-Za-z0-9_]+$"}}}
     target: host
-    command: [%[4]q, "{{intent}}"]
+    command: [%[2]q, "{{intent}}"]
     replay: status_query
     attach_window: 1h
   fx_host_review:
     description: Append one line on this host (an operator decides an unknown outcome).
     input_schema: {type: object, required: [intent], properties: {intent: {type: string, pattern: "^[A-Za-z0-9_]+$"}}}
     target: host
-    command: [%[4]q, "{{intent}}"]
+    command: [%[2]q, "{{intent}}"]
     replay: review
     attach_window: 1h
 `
@@ -132,72 +95,22 @@ echo "$LATCH_EXECUTION_ID" >> "$d/$1.effect"
 // build's loader knows the field, and reports whether it did.
 func writeCatalog(path, proxyAddr, agentSock, script string) (bool, error) {
 	for _, withSettle := range []bool{true, false} {
+		c := fx
+		c.Addr = proxyAddr
 		extra := ""
 		if withSettle {
+			c.Settle = settle
 			extra = "\n    settle: " + settle.String()
 		}
-		text := fmt.Sprintf(catalogTemplate, proxyAddr, dispatchTimeout, agentSock, script, extra)
-		if _, err := tools.Parse(path, []byte(text)); err != nil {
-			if withSettle && strings.Contains(err.Error(), "settle") {
-				continue
-			}
-			return false, fmt.Errorf("catalog refused: %w", err)
+		c.ExtraTargets = fmt.Sprintf(hostTarget, agentSock, script, extra)
+		c.ExtraTools = fmt.Sprintf(hostTools, agentSock, script)
+		err := countingtarget.WriteCatalog(path, c)
+		if err != nil && withSettle && strings.Contains(err.Error(), "settle") {
+			continue
 		}
-		return withSettle, os.WriteFile(path, []byte(text), 0o600)
+		return withSettle, err
 	}
 	return false, errors.New("unreachable")
-}
-
-// proc is one running binary: started by the test, stopped by its PID,
-// waited on exactly once.
-type proc struct {
-	name string
-	args []string
-	log  *os.File
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startProc(bin string, args []string, logPath string, env ...string) (*proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	p := &proc{name: filepath.Base(bin), args: args, log: f, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	go func() { _ = p.cmd.Wait(); f.Close(); close(p.done) }()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// kill SIGKILLs the process and waits for it.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// stop sends SIGTERM, waits (bounded), then SIGKILLs.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
 }
 
 // lane is one independent stack: control plane, MCP front, host agent,
@@ -211,13 +124,12 @@ type lane struct {
 	effects string // host tool's effect files
 	settle  bool   // the catalog carries settle
 
-	target *target
-	http   *httptest.Server
+	target *countingtarget.Target
 	proxy  *faultproxy.Proxy
 
 	mu    sync.Mutex
-	cp    *proc
-	mcp   *proc
+	cp    *testbin.Proc
+	mcp   *testbin.Proc
 	agent *hostagenttest.Process
 	url   string
 
@@ -247,9 +159,8 @@ func newLane(t *testing.T, id int) *lane {
 	if err := os.WriteFile(script, []byte(fmt.Sprintf(hostScript, l.effects, hostHold)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l.target = newTarget(maxHold)
-	l.http = httptest.NewServer(l.target)
-	l.proxy, err = faultproxy.Start(strings.TrimPrefix(l.http.URL, "http://"))
+	l.target = countingtarget.Start(countingtarget.Config{MaxHold: maxHold})
+	l.proxy, err = faultproxy.Start(l.target.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,10 +193,10 @@ func (l *lane) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mcp != nil {
-		l.mcp.stop()
+		l.mcp.Stop()
 	}
 	if l.cp != nil {
-		l.cp.stop()
+		l.cp.Stop()
 	}
 	if l.conn != nil {
 		l.conn.Close()
@@ -294,10 +205,7 @@ func (l *lane) close() {
 		l.proxy.Close()
 	}
 	if l.target != nil {
-		l.target.close()
-	}
-	if l.http != nil {
-		l.http.Close()
+		l.target.Close()
 	}
 }
 
@@ -306,7 +214,7 @@ func (l *lane) close() {
 func (l *lane) startCP() error {
 	args := []string{"serve", "--data", l.data, "--catalog", l.catalog, "--vault-key-file", filepath.Join(l.dir, "vault.key"),
 		"--actor", actor, "--trusted-actor", actor, "--log-level", "debug"}
-	p, err := startProc(latchBin, args, filepath.Join(l.dir, "cp.log"))
+	p, err := testbin.StartProc(latchBin, args, filepath.Join(l.dir, "cp.log"))
 	if err != nil {
 		return err
 	}
@@ -319,52 +227,43 @@ func (l *lane) startCP() error {
 			l.mu.Unlock()
 			return nil
 		}
-		if p.exited() {
+		if p.Exited() {
 			return fmt.Errorf("latch serve exited at start; see %s", filepath.Join(l.dir, "cp.log"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	p.kill()
+	p.Kill()
 	return fmt.Errorf("latch serve did not open %s within 10s; see %s", sock, filepath.Join(l.dir, "cp.log"))
 }
 
 // cpProc is the running control plane process.
-func (l *lane) cpProc() *proc {
+func (l *lane) cpProc() *testbin.Proc {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cp
 }
 
-var mcpURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`)
-
 // startMCP runs latch-mcp against the control plane's socket on a free
 // loopback port (it logs the URL it serves).
 func (l *lane) startMCP() error {
-	logPath := filepath.Join(l.dir, "mcp.log")
 	args := []string{"--control-plane", "unix://" + server.SocketPath(l.data), "--listen", "127.0.0.1:0", "--actor", actor}
-	p, err := startProc(mcpBin, args, logPath)
+	p, err := testbin.StartProc(mcpBin, args, filepath.Join(l.dir, "mcp.log"))
 	if err != nil {
 		return err
 	}
-	for range 1000 {
-		b, _ := os.ReadFile(logPath)
-		if m := mcpURL.FindSubmatch(b); m != nil {
-			l.mcp, l.url = p, string(m[1])
-			return nil
-		}
-		if p.exited() {
-			return fmt.Errorf("latch-mcp exited at start: %s", b)
-		}
-		time.Sleep(10 * time.Millisecond)
+	m, err := p.WaitLog(testbin.FrontURL, 10*time.Second)
+	if err != nil {
+		p.Kill()
+		return err
 	}
-	p.kill()
-	return fmt.Errorf("latch-mcp did not log its URL within 10s; see %s", logPath)
+	l.mcp, l.url = p, m[1]
+	return nil
 }
 
 // restartCP waits for the killed control plane to be gone and starts it
 // again on the same data dir.
-func (l *lane) restartCP(killed *proc) error {
-	<-killed.done
+func (l *lane) restartCP(killed *testbin.Proc) error {
+	<-killed.Done()
 	return l.startCP()
 }
 

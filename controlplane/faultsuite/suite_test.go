@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/internal/countingtarget"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -132,7 +133,7 @@ func (l *lane) sweep(t *testing.T, vs []*verdict) {
 		silentBefore := v.silent
 		for _, id := range v.retriedNew {
 			for _, k := range keys {
-				if k.Key != id && k.State == keyCommitted {
+				if k.Key != id && k.State == countingtarget.Committed {
 					v.silent++
 					v.notef("after the sweep: the re-issue answered new (%s) although %s of the same intent had its effect", id, k.Key)
 					break
@@ -141,7 +142,7 @@ func (l *lane) sweep(t *testing.T, vs []*verdict) {
 		}
 		late := 0
 		for _, k := range keys {
-			if k.State != keyCommitted || v.flagged[k.Key] {
+			if k.State != countingtarget.Committed || v.flagged[k.Key] {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
+	"github.com/latchhq/latch/internal/countingtarget"
+	"github.com/latchhq/latch/internal/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -163,12 +165,12 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 	args := map[string]any{"intent": tr.intent}
 	hold := tr.fault == fpCutHolding || tr.fault == fpCutAfterEffect || tr.fault == fpKillCPHolding || tr.fault == fpSlow
 	var answered func()
-	killedCP := make(chan *proc, 1)
+	killedCP := make(chan *testbin.Proc, 1)
 	if tr.fault == fpKillCPAnswered {
 		p := l.cpProc()
-		answered = func() { p.kill(); killedCP <- p }
+		answered = func() { p.Kill(); killedCP <- p }
 	}
-	arrival := l.target.plan(tr.intent, hold && !host, answered)
+	arrival := l.target.Plan(tr.intent, hold && !host, answered)
 	waitArrival := func() bool {
 		select {
 		case <-arrival:
@@ -211,9 +213,9 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 			}
 			return
 		}
-		if k, live := l.target.anyLive(tr.intent, o.res.ExecutionID); live {
+		if k, live := l.target.AnyLive(tr.intent, o.res.ExecutionID); live {
 			v.silent++
-			keys, _ := l.target.truth(tr.intent)
+			keys, _ := l.target.Truth(tr.intent)
 			v.notef("%s answered new (%s, state %s) while %s had reached the target (target: %v)", who, o.res.ExecutionID, o.res.State, k, keys)
 		} else if who != "first call" {
 			v.retriedNew = append(v.retriedNew, o.res.ExecutionID)
@@ -252,8 +254,8 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 		}
 		cancelFirst() // the agent's stream breaks
 		record("first call", <-first)
-		how := []releaseMsg{{how: relCommitLate, delay: tr.between(0, 1500*time.Millisecond)}, {how: relAbort}, {how: relCommit}}[tr.rng.IntN(3)]
-		later(tr.between(0, 800*time.Millisecond), func() { l.target.releaseFirst(tr.intent, how) })
+		how := []countingtarget.Release{{How: countingtarget.CommitLate, Delay: tr.between(0, 1500*time.Millisecond)}, {How: countingtarget.Abort}, {How: countingtarget.Commit}}[tr.rng.IntN(3)]
+		later(tr.between(0, 800*time.Millisecond), func() { l.target.ReleaseFirst(tr.intent, how) })
 	case fpCutAfterEffect:
 		if !waitArrival() {
 			break
@@ -262,9 +264,9 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 			if err := l.proxy.SetMode(faultproxy.Cut(0)); err != nil {
 				t.Fatal(err)
 			}
-			l.target.releaseFirst(tr.intent, releaseMsg{how: relCommit})
+			l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.Commit})
 		} else {
-			l.target.releaseFirst(tr.intent, releaseMsg{how: relCommitClose})
+			l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.CommitClose})
 		}
 		record("first call", <-first)
 		if err := l.proxy.SetMode(faultproxy.Pass); err != nil {
@@ -275,16 +277,16 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 			break
 		}
 		p := l.cpProc()
-		p.kill()
+		p.Kill()
 		early := tr.rng.IntN(2) == 0
 		if early {
-			l.target.releaseFirst(tr.intent, releaseMsg{how: relCommit})
+			l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.Commit})
 		}
 		if err := l.restartCP(p); err != nil {
 			t.Fatal(err)
 		}
 		if !early {
-			later(tr.between(0, time.Second), func() { l.target.releaseFirst(tr.intent, releaseMsg{how: relCommit}) })
+			later(tr.between(0, time.Second), func() { l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.Commit}) })
 		}
 		record("first call", <-first)
 	case fpKillCPAnswered:
@@ -320,14 +322,14 @@ func (l *lane) run(t *testing.T, tr *trial) *verdict {
 			break
 		}
 		later(dispatchTimeout+tr.between(100*time.Millisecond, 900*time.Millisecond), func() {
-			l.target.releaseFirst(tr.intent, releaseMsg{how: relCommit})
+			l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.Commit})
 		})
 		record("first call", <-first)
 	}
 	if v.inconclusive != "" {
 		cancelFirst()
 		<-first
-		l.target.releaseFirst(tr.intent, releaseMsg{how: relCommit})
+		l.target.ReleaseFirst(tr.intent, countingtarget.Release{How: countingtarget.Commit})
 		return v
 	}
 
@@ -511,17 +513,17 @@ func statusOfRetrying(ctx context.Context, cs *mcp.ClientSession, id string) (mc
 
 // truthOf is the target's (or the host's) truth for the intent: each
 // execution ID that reached it, and whether it had an effect.
-func (l *lane) truthOf(t testing.TB, tr *trial) (keys []keyView, effects int) {
+func (l *lane) truthOf(t testing.TB, tr *trial) (keys []countingtarget.KeyView, effects int) {
 	if tr.fault != fpKillAgent {
-		return l.target.truth(tr.intent)
+		return l.target.Truth(tr.intent)
 	}
 	done := l.hostLines(t, tr.intent, "effect")
 	for _, k := range l.hostLines(t, tr.intent, "start") {
-		s := keyHeld
+		s := countingtarget.Held
 		if slices.Contains(done, k) {
-			s = keyCommitted
+			s = countingtarget.Committed
 		}
-		keys = append(keys, keyView{Key: k, State: s})
+		keys = append(keys, countingtarget.KeyView{Key: k, State: s})
 	}
 	return keys, len(done)
 }
@@ -530,11 +532,11 @@ func (l *lane) truthOf(t testing.TB, tr *trial) (keys []keyView, effects int) {
 // no execution of it moves by itself, then applies the invariants.
 func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 	deadline := time.Now().Add(maxHold + 5*time.Second)
-	var keys []keyView
+	var keys []countingtarget.KeyView
 	var effects int
 	for {
 		keys, effects = l.truthOf(t, tr)
-		held := slices.ContainsFunc(keys, func(k keyView) bool { return k.State == keyHeld })
+		held := slices.ContainsFunc(keys, func(k countingtarget.KeyView) bool { return k.State == countingtarget.Held })
 		if !held || time.Now().After(deadline) {
 			break
 		}
@@ -561,7 +563,7 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 		return
 	}
 	defer cs.Close()
-	truth := map[string]keyState{}
+	truth := map[string]countingtarget.KeyState{}
 	for _, k := range keys {
 		truth[k.Key] = k.State
 	}
@@ -569,13 +571,13 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 		cr, err := statusOfRetrying(ctx, cs, id)
 		state, reached := truth[id]
 		if !reached {
-			state = keyAborted // never reached the target: no effect
+			state = countingtarget.Aborted // never reached the target: no effect
 		}
 		if err == nil && (cr.State == "completed" || cr.State == "delivered") {
 			// Recovery may have replayed the request since the truth was
 			// read: a definite outcome is compared with the truth after it.
 			keys, _ = l.truthOf(t, tr)
-			state, reached = keyAborted, false
+			state, reached = countingtarget.Aborted, false
 			for _, k := range keys {
 				if k.Key == id {
 					state, reached = k.State, true
@@ -587,14 +589,14 @@ func (l *lane) check(t testing.TB, tr *trial, v *verdict) {
 			v.invisible++
 			v.flag(id)
 			v.notef("%s is not visible through latch_execution_status: %v", id, err)
-		case reached && state != keyAborted && !mayHaveEffect[cr.State]:
+		case reached && state != countingtarget.Aborted && !mayHaveEffect[cr.State]:
 			v.invisible++
 			v.flag(id)
 			v.notef("%s reached the target (%s) but shows %s", id, state, cr.State)
-		case (cr.State == "completed" || cr.State == "delivered") && cr.Outcome == "succeeded" && state != keyCommitted:
+		case (cr.State == "completed" || cr.State == "delivered") && cr.Outcome == "succeeded" && state != countingtarget.Committed:
 			v.misreported++
 			v.notef("%s shows completed/succeeded but the target has no effect for it (%v)", id, keys)
-		case (cr.State == "completed" || cr.State == "delivered") && cr.Outcome != "succeeded" && state == keyCommitted:
+		case (cr.State == "completed" || cr.State == "delivered") && cr.Outcome != "succeeded" && state == countingtarget.Committed:
 			v.misreported++
 			v.notef("%s shows completed/%s (status %d) but the target committed its effect", id, cr.Outcome, cr.TargetStatus)
 		}
@@ -632,7 +634,7 @@ func (l *lane) journalOf(id string) string {
 }
 
 // explain adds the journal of every execution of the intent to the notes.
-func (l *lane) explain(v *verdict, keys []keyView) {
+func (l *lane) explain(v *verdict, keys []countingtarget.KeyView) {
 	for _, k := range keys {
 		v.notef("journal %s", l.journalOf(k.Key))
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/latchhq/latch/internal/jsonstring"
 )
 
 // Errors returned by Canonicalize and CanonicalizeValue. Every one of them
@@ -269,77 +271,23 @@ func (p *parser) string() (string, error) {
 	}
 }
 
+// escape decodes the escape sequence at p.pos (jsonstring: the same
+// decoder as the catalog's argument scanner); a lone surrogate is
+// ErrInvalidUTF8, anything else malformed ErrSyntax.
 func (p *parser) escape(sb *strings.Builder) error {
-	if p.pos+1 >= len(p.data) {
-		return p.errorf("unterminated escape")
-	}
-	e := p.data[p.pos+1]
-	p.pos += 2
-	switch e {
-	case '"', '\\', '/':
-		sb.WriteByte(e)
-	case 'b':
-		sb.WriteByte('\b')
-	case 'f':
-		sb.WriteByte('\f')
-	case 'n':
-		sb.WriteByte('\n')
-	case 'r':
-		sb.WriteByte('\r')
-	case 't':
-		sb.WriteByte('\t')
-	case 'u':
-		r, err := p.hex4()
-		if err != nil {
-			return err
-		}
-		switch {
-		case utf16.IsSurrogate(r) && r < 0xdc00:
-			// A high surrogate must be followed by an escaped low one.
-			if !bytes.HasPrefix(p.data[p.pos:], []byte(`\u`)) {
-				return fmt.Errorf("%w at offset %d: high surrogate \\u%04x without a low surrogate", ErrInvalidUTF8, p.pos-6, r)
-			}
-			p.pos += 2
-			r2, err := p.hex4()
-			if err != nil {
-				return err
-			}
-			if r2 < 0xdc00 || r2 > 0xdfff {
-				return fmt.Errorf("%w at offset %d: high surrogate \\u%04x followed by \\u%04x", ErrInvalidUTF8, p.pos-12, r, r2)
-			}
-			sb.WriteRune(utf16.DecodeRune(r, r2))
-		case utf16.IsSurrogate(r):
-			return fmt.Errorf("%w at offset %d: lone low surrogate \\u%04x", ErrInvalidUTF8, p.pos-6, r)
-		default:
-			sb.WriteRune(r)
-		}
+	n, err := jsonstring.DecodeEscape(p.data[p.pos:], sb)
+	var e *jsonstring.EscapeError
+	switch {
+	case err == nil:
+		p.pos += n
+		return nil
+	case !errors.As(err, &e):
+		return fmt.Errorf("%w at offset %d: %v", ErrSyntax, p.pos, err)
+	case errors.Is(e, jsonstring.ErrLoneSurrogate):
+		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, p.pos+e.Offset, e.Detail)
 	default:
-		p.pos -= 2
-		return p.errorf("invalid escape \\%c", rune(e))
+		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos+e.Offset, e.Detail)
 	}
-	return nil
-}
-
-func (p *parser) hex4() (rune, error) {
-	if p.pos+4 > len(p.data) {
-		return 0, p.errorf("truncated \\u escape")
-	}
-	var r rune
-	for _, c := range p.data[p.pos : p.pos+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, p.errorf("invalid hex digit %q in \\u escape", rune(c))
-		}
-	}
-	p.pos += 4
-	return r, nil
 }
 
 // number parses the RFC 8259 number grammar

@@ -7,12 +7,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testlog"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/ssh"
@@ -57,34 +57,6 @@ func (a *agentProc) marker(tb testing.TB, id string) *hostagentv1.Marker {
 		return nil
 	}
 	return resp.GetMarker()
-}
-
-// testLogger writes through t.Log until the test's cleanups have run.
-func testLogger(tb testing.TB) hclog.Logger {
-	w := &tbWriter{tb: tb}
-	tb.Cleanup(w.stop)
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Output: w, Level: hclog.Debug})
-}
-
-type tbWriter struct {
-	mu   sync.Mutex
-	tb   testing.TB
-	done bool
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.tb.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *tbWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
 }
 
 func ctxT(tb testing.TB) context.Context {
@@ -137,7 +109,7 @@ func newKey(tb testing.TB) (ssh.Signer, vault.Credential) {
 func newPool(tb testing.TB) *sshdial.Pool {
 	tb.Helper()
 	p, err := sshdial.New(sshdial.Config{
-		Logger:            testLogger(tb),
+		Logger:            testlog.New(tb, hclog.Debug),
 		KeepaliveInterval: 200 * time.Millisecond, KeepaliveTimeout: time.Second,
 	})
 	if err != nil {
@@ -150,7 +122,7 @@ func newPool(tb testing.TB) *sshdial.Pool {
 func newChannel(tb testing.TB, cfg Config) *Channel {
 	tb.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = testLogger(tb)
+		cfg.Logger = testlog.New(tb, hclog.Debug)
 	}
 	c, err := New(cfg)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/testlog"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -205,7 +206,7 @@ func laggingStatusEndpoint(t *testing.T, cut bool, timeout time.Duration) {
 	}
 	clk := &manualClock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
 	e, err := engine.New(engine.Config{
-		Logger: hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Debug}),
+		Logger: testlog.New(t, hclog.Debug),
 		Store:  st, Catalog: cat, Fingerprinter: fp, Clock: clk.Now,
 		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch},
 		Recovery: engine.RecoveryConfig{Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
@@ -300,15 +301,6 @@ func waitExec(t *testing.T, e *engine.Engine, id, what string, ok func(*recordv1
 	}
 	t.Fatalf("execution %s never reached %s; last seen %s: %s", id, what, last.GetState(), last.GetReason())
 	return nil
-}
-
-// testWriter sends log lines to t.Log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 const codesCatalog = `

@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -168,9 +170,9 @@ func TestCredentials(t *testing.T) {
 	})
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			log, logs := testLogger(t)
+			logs := testlog.New(t, hclog.Trace)
 			d := newDispatcher(t, Config{
-				Logger:        log,
+				Logger:        logs,
 				ResultHeaders: []string{"Location", "X-Api-Key", "X-Echo", "Content-Type"},
 			})
 			tg := demoTarget("http", srv.Listener.Addr().String())
@@ -195,8 +197,8 @@ func TestCredentials(t *testing.T) {
 				if strings.Contains(dump, s) {
 					t.Errorf("observation or formatted credential contains the secret: %s", dump)
 				}
-				if strings.Contains(logs.String(), s) {
-					t.Errorf("log contains the secret: %s", logs.String())
+				if strings.Contains(logs.Logged(), s) {
+					t.Errorf("log contains the secret: %s", logs.Logged())
 				}
 			}
 			if !strings.Contains(string(obs.Body), "[REDACTED]") {

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -230,7 +233,7 @@ func TestFixtureSeesTransportRetry(t *testing.T) {
 }
 
 func TestTLSTarget(t *testing.T) {
-	log, _ := testLogger(t)
+	log := testlog.New(t, hclog.Trace)
 	demo := demotarget.New(demotarget.Config{Logger: log})
 	srv := httptest.NewTLSServer(demo)
 	t.Cleanup(srv.Close)

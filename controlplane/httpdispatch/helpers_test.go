@@ -1,7 +1,6 @@
 package httpdispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -19,40 +18,14 @@ import (
 
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
-
-// tbWriter sends log lines to t.Log and keeps a copy for secret checks.
-type tbWriter struct {
-	tb  testing.TB
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	w.buf.Write(p)
-	w.mu.Unlock()
-	w.tb.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-func (w *tbWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func testLogger(tb testing.TB) (hclog.Logger, *tbWriter) {
-	tb.Helper()
-	w := &tbWriter{tb: tb}
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Trace, Output: w}), w
-}
 
 func newDispatcher(tb testing.TB, cfg Config) *Dispatcher {
 	tb.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger, _ = testLogger(tb)
+		cfg.Logger = testlog.New(tb, hclog.Trace)
 	}
 	d, err := New(cfg)
 	if err != nil {
@@ -65,8 +38,7 @@ func newDispatcher(tb testing.TB, cfg Config) *Dispatcher {
 // startDemo runs a demo target on loopback.
 func startDemo(tb testing.TB) (*demotarget.Server, *httptest.Server) {
 	tb.Helper()
-	log, _ := testLogger(tb)
-	demo := demotarget.New(demotarget.Config{Logger: log})
+	demo := demotarget.New(demotarget.Config{Logger: testlog.New(tb, hclog.Trace)})
 	srv := httptest.NewServer(demo)
 	tb.Cleanup(srv.Close)
 	return demo, srv

@@ -1,57 +1,31 @@
 package vault
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/pem"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/internal/testlog"
 )
-
-// logBuffer collects log output so tests can grep it for secrets.
-type logBuffer struct {
-	t  testing.TB
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.t.Log(strings.TrimRight(string(p), "\n"))
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// testLogger logs at Trace through t.Log and into the returned buffer.
-func testLogger(t testing.TB) (hclog.Logger, *logBuffer) {
-	t.Helper()
-	buf := &logBuffer{t: t}
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Trace, Output: buf}), buf
-}
 
 // testConfig is a Config for a vault file in a fresh temp dir with cheap
 // argon2id parameters.
-func testConfig(t testing.TB) (Config, *logBuffer) {
+func testConfig(t testing.TB) (Config, *testlog.Logger) {
 	t.Helper()
-	log, buf := testLogger(t)
+	log := testlog.New(t, hclog.Trace)
 	return Config{
 		Path:   filepath.Join(t.TempDir(), "vault.json"),
 		Logger: log,
 		KDF:    FastInsecureParams(),
-	}, buf
+	}, log
 }
 
 func mustNew(t testing.TB, cfg Config) *Vault {
@@ -64,7 +38,7 @@ func mustNew(t testing.TB, cfg Config) *Vault {
 }
 
 // newUnlocked returns an initialized, unlocked passphrase vault.
-func newUnlocked(t testing.TB, passphrase string) (*Vault, Config, *logBuffer) {
+func newUnlocked(t testing.TB, passphrase string) (*Vault, Config, *testlog.Logger) {
 	t.Helper()
 	cfg, buf := testConfig(t)
 	v := mustNew(t, cfg)
@@ -130,4 +104,41 @@ func encryptedSSHKey(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(block)
+}
+
+// validateCase is one change to a valid credential and whether Validate
+// accepts the result.
+type validateCase struct {
+	name string
+	mod  func(*Credential)
+	ok   bool
+}
+
+// checkValidate applies each case to a fresh base() and checks Validate's
+// verdict, and that no error quotes secret.
+func checkValidate(t *testing.T, base func() Credential, secret string, tests []validateCase) {
+	t.Helper()
+	for _, tt := range tests {
+		c := base()
+		tt.mod(&c)
+		err := c.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: Validate() error quotes the secret", tt.name)
+		}
+	}
+}
+
+// newDispatcher is an HTTP dispatcher logging to log, closed when the test
+// ends: credentials are tested as the HTTP channel applies them.
+func newDispatcher(t testing.TB, log hclog.Logger) *httpdispatch.Dispatcher {
+	t.Helper()
+	d, err := httpdispatch.New(httpdispatch.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
 }

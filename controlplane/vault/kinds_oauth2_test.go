@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -93,12 +94,8 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	if err := v.Put("api", c); err != nil {
 		t.Fatal(err)
 	}
-	dlog, dbuf := testLogger(t)
-	d, err := httpdispatch.New(httpdispatch.Config{Logger: dlog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	dlog := testlog.New(t, hclog.Trace)
+	d := newDispatcher(t, dlog)
 	var offset time.Duration // the cache's clock runs this far ahead
 	var bodies []string
 	call := func(i int) {
@@ -144,8 +141,8 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 	for _, b := range bodies {
 		assertNoSecret(t, "stored body", b, secrets)
 	}
-	assertNoSecret(t, "dispatcher log", dbuf.String(), secrets)
-	assertNoSecret(t, "vault log", vlog.String(), secrets)
+	assertNoSecret(t, "dispatcher log", dlog.Logged(), secrets)
+	assertNoSecret(t, "vault log", vlog.Logged(), secrets)
 
 	offset = 0
 	v.Lock()
@@ -169,11 +166,7 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := httpdispatch.New(httpdispatch.Config{Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := newDispatcher(t, hclog.NewNullLogger())
 	_, err = d.Send(t.Context(), httpdispatch.Call{
 		ExecutionID: "act_x", Target: &tools.Target{Name: "api", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
 		Method: http.MethodGet, Path: "/v1/things", Credential: kind,
@@ -184,11 +177,7 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 }
 
 func TestOAuth2Validate(t *testing.T) {
-	tests := []struct {
-		name string
-		mod  func(*Credential)
-		ok   bool
-	}{
+	checkValidate(t, func() Credential { return oauthCred("http://127.0.0.1:9/token") }, oauthSecret, []validateCase{
 		{"complete", func(*Credential) {}, true},
 		{"no scopes or audience", func(c *Credential) { c.Scopes, c.Audience = nil, "" }, true},
 		{"https elsewhere", func(c *Credential) { c.TokenURL = "https://auth.example.com/oauth/token" }, true},
@@ -197,18 +186,7 @@ func TestOAuth2Validate(t *testing.T) {
 		{"no secret", func(c *Credential) { c.ClientSecret = "" }, false},
 		{"scope with a space", func(c *Credential) { c.Scopes = []string{"a b"} }, false},
 		{"field of another kind", func(c *Credential) { c.Password = "x" }, false},
-	}
-	for _, tt := range tests {
-		c := oauthCred("http://127.0.0.1:9/token")
-		tt.mod(&c)
-		err := c.Validate()
-		if (err == nil) != tt.ok {
-			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
-		}
-		if err != nil && strings.Contains(err.Error(), oauthSecret) {
-			t.Errorf("%s: Validate() error quotes the secret", tt.name)
-		}
-	}
+	})
 	for _, v := range []any{oauthCred("x"), mustHTTP(t, oauthCred("http://127.0.0.1:9/t")), mustHTTP(t, sigv4Cred("tok-secret"))} {
 		for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
 			if s := fmt.Sprintf(format, v); strings.Contains(s, oauthSecret) || strings.Contains(s, testSecret) || strings.Contains(s, "tok-secret") {

@@ -73,7 +73,7 @@ func TestRoundTripAcrossReopen(t *testing.T) {
 	if _, err := x.Get("payments"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get(payments) after Delete = %v, want ErrNotFound", err)
 	}
-	assertNoSecret(t, "log output", logs.String(), secrets)
+	assertNoSecret(t, "log output", logs.Logged(), secrets)
 }
 
 func TestWrongPassphrase(t *testing.T) {
@@ -280,7 +280,7 @@ func TestNoPlaintextInFile(t *testing.T) {
 		t.Fatalf("vault file does not name its entries; the secret check below would prove nothing")
 	}
 	assertNoSecret(t, "vault file", string(data), secrets)
-	assertNoSecret(t, "log output", logs.String(), secrets)
+	assertNoSecret(t, "log output", logs.Logged(), secrets)
 	for _, s := range []string{"svc-payments", "X-Api-Key"} { // not secret, but sealed too
 		if bytes.Contains(data, []byte(s)) {
 			t.Errorf("vault file contains %q in clear", s)

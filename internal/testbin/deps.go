@@ -47,6 +47,8 @@ func ForbidDepsExcept(t *testing.T, allowed []string, forbidden ...string) {
 var TestSupport = []string{
 	"testing",
 	"github.com/latchhq/latch/internal/testbin",
+	"github.com/latchhq/latch/internal/countingtarget",
+	"github.com/latchhq/latch/internal/testlog",
 	"github.com/latchhq/latch/internal/testpki",
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
 	"github.com/latchhq/latch/controlplane/internal/faultproxy",

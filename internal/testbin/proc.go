@@ -5,9 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"time"
 )
+
+// FrontURL matches the line latch-mcp logs when it serves, with its MCP
+// URL as the first submatch (it serves on a free loopback port given
+// --listen 127.0.0.1:0).
+var FrontURL = regexp.MustCompile(`url=(http://127\.0\.0\.1:\d+/mcp)`)
 
 // Proc is one process a test started: its output goes to a log file, it
 // is waited on exactly once, and it is stopped by its PID, never by name.
@@ -85,4 +91,25 @@ func (p *Proc) Stop() {
 func (p *Proc) ReadLog() string {
 	b, _ := os.ReadFile(p.Log)
 	return string(b)
+}
+
+// WaitLog polls the process's log every 20ms until re matches and returns
+// the match's submatches (the whole match first). It fails when the
+// process exits first or after bound.
+func (p *Proc) WaitLog(re *regexp.Regexp, bound time.Duration) ([]string, error) {
+	deadline := time.Now().Add(bound)
+	for {
+		exited := p.Exited() // before reading: what it logged before exiting is read
+		log := p.ReadLog()
+		if m := re.FindStringSubmatch(log); m != nil {
+			return m, nil
+		}
+		if exited {
+			return nil, fmt.Errorf("%s exited (code %d) before logging %q:\n%s", p.Name, p.ExitCode(), re, log)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not log %q within %s; see %s", p.Name, re, bound, p.Log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -82,6 +82,21 @@ func startProxy(tb testing.TB, backend string) *Proxy {
 	return p
 }
 
+// startPair starts a line backend and a proxy in front of it.
+func startPair(tb testing.TB) (*lineBackend, *Proxy) {
+	tb.Helper()
+	b := startBackend(tb)
+	return b, startProxy(tb, b.ln.Addr().String())
+}
+
+// setMode sets p's mode, failing tb if it cannot.
+func setMode(tb testing.TB, p *Proxy, m Mode) {
+	tb.Helper()
+	if err := p.SetMode(m); err != nil {
+		tb.Fatalf("SetMode(%+v): %v", m, err)
+	}
+}
+
 func dial(tb testing.TB, addr string) net.Conn {
 	tb.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -103,8 +118,7 @@ func exchange(c net.Conn, line string) (string, error) {
 }
 
 func TestPass(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	_, p := startPair(t)
 	c := dial(t, p.Addr())
 	for _, line := range []string{"one\n", "two\n"} {
 		got, err := exchange(c, line)
@@ -118,16 +132,13 @@ func TestPass(t *testing.T) {
 }
 
 func TestCutAfterRequest(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	b, p := startPair(t)
 	c := dial(t, p.Addr())
 	if _, err := exchange(c, "warm\n"); err != nil {
 		t.Fatal(err)
 	}
 	// Applies to the existing connection.
-	if err := p.SetMode(Cut(0)); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Cut(0))
 	got, err := exchange(c, "deploy\n")
 	if got != "" || err == nil {
 		t.Fatalf("exchange through a cut = %q, %v; want no answer and an error", got, err)
@@ -139,11 +150,8 @@ func TestCutAfterRequest(t *testing.T) {
 }
 
 func TestCutAfterBytes(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
-	if err := p.SetMode(Cut(3)); err != nil {
-		t.Fatal(err)
-	}
+	b, p := startPair(t)
+	setMode(t, p, Cut(3))
 	c := dial(t, p.Addr())
 	if got, err := exchange(c, "abcdef\n"); got != "" || err == nil {
 		t.Fatalf("exchange = %q, %v; want no answer and an error", got, err)
@@ -155,29 +163,22 @@ func TestCutAfterBytes(t *testing.T) {
 }
 
 func TestRefuseAndDrop(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	b, p := startPair(t)
 
-	if err := p.SetMode(Refuse); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Refuse)
 	_, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial while refusing = %v, want connection refused", err)
 	}
 
-	if err := p.SetMode(Drop); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Drop)
 	c := dial(t, p.Addr())
 	buf := make([]byte, 1)
 	if n, err := c.Read(buf); n != 0 || err == nil {
 		t.Fatalf("read on a dropped connection = %d, %v; want an immediate close", n, err)
 	}
 
-	if err := p.SetMode(Pass); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Pass)
 	c = dial(t, p.Addr())
 	if got, err := exchange(c, "again\n"); err != nil || got != "ok: again\n" {
 		t.Fatalf("exchange after Pass = %q, %v", got, err)
@@ -191,8 +192,7 @@ func TestRefuseAndDrop(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	_, p := startPair(t)
 	c := dial(t, p.Addr())
 	if _, err := exchange(c, "x\n"); err != nil {
 		t.Fatal(err)
@@ -230,15 +230,12 @@ func silent(c net.Conn, d time.Duration) bool {
 }
 
 func TestFreezeHoldsThenThaws(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	b, p := startPair(t)
 	old := dial(t, p.Addr())
 	if _, err := exchange(old, "warm\n"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetMode(Freeze); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Freeze)
 	// An existing connection: the request waits in the proxy.
 	if _, err := io.WriteString(old, "held\n"); err != nil {
 		t.Fatal(err)
@@ -254,9 +251,7 @@ func TestFreezeHoldsThenThaws(t *testing.T) {
 	if r := b.received(); len(r) != 1 {
 		t.Fatalf("backend received %q while frozen, want only the request sent before", r)
 	}
-	if err := p.SetMode(Pass); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Pass)
 	for name, c := range map[string]net.Conn{"held": old, "new": fresh} {
 		got, err := bufio.NewReader(c).ReadString('\n')
 		if err != nil || got != "ok: "+name+"\n" {
@@ -266,15 +261,12 @@ func TestFreezeHoldsThenThaws(t *testing.T) {
 }
 
 func TestFreezeThenCutAll(t *testing.T) {
-	b := startBackend(t)
-	p := startProxy(t, b.ln.Addr().String())
+	b, p := startPair(t)
 	old := dial(t, p.Addr())
 	if _, err := exchange(old, "warm\n"); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetMode(Freeze); err != nil {
-		t.Fatal(err)
-	}
+	setMode(t, p, Freeze)
 	fresh := dial(t, p.Addr())
 	if _, err := io.WriteString(old, "held\n"); err != nil {
 		t.Fatal(err)

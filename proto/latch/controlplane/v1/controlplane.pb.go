@@ -874,10 +874,16 @@ func (x *WatchResponse) GetResult() *v1.Result {
 }
 
 type MarkDeliveredRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// More executions whose results reached their callers, recorded with
+	// execution_id in the same group commit (a front sends the deliveries
+	// that piled up while its previous MarkDelivered was in flight). A
+	// control plane that predates the field records execution_id only; the
+	// others stay completed, not delivered, the safe side.
+	MoreExecutionIds []string `protobuf:"bytes,2,rep,name=more_execution_ids,json=moreExecutionIds,proto3" json:"more_execution_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *MarkDeliveredRequest) Reset() {
@@ -915,6 +921,13 @@ func (x *MarkDeliveredRequest) GetExecutionId() string {
 		return x.ExecutionId
 	}
 	return ""
+}
+
+func (x *MarkDeliveredRequest) GetMoreExecutionIds() []string {
+	if x != nil {
+		return x.MoreExecutionIds
+	}
+	return nil
 }
 
 type MarkDeliveredResponse struct {
@@ -1979,9 +1992,10 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"credential\"z\n" +
 	"\rWatchResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"9\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"g\n" +
 	"\x14MarkDeliveredRequest\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"Q\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12,\n" +
+	"\x12more_execution_ids\x18\x02 \x03(\tR\x10moreExecutionIds\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x80\x01\n" +
 	"\rCancelRequest\x12!\n" +

@@ -57,7 +57,7 @@ type ControlPlaneClient interface {
 	// Watch streams an execution's state: the current one first, then every
 	// transition, and ends after a terminal state.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
-	// MarkDelivered records that the result reached the caller.
+	// MarkDelivered records that the results reached their callers.
 	MarkDelivered(ctx context.Context, in *MarkDeliveredRequest, opts ...grpc.CallOption) (*MarkDeliveredResponse, error)
 	// Cancel cancels an execution that has not been dispatched.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
@@ -284,7 +284,7 @@ type ControlPlaneServer interface {
 	// Watch streams an execution's state: the current one first, then every
 	// transition, and ends after a terminal state.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
-	// MarkDelivered records that the result reached the caller.
+	// MarkDelivered records that the results reached their callers.
 	MarkDelivered(context.Context, *MarkDeliveredRequest) (*MarkDeliveredResponse, error)
 	// Cancel cancels an execution that has not been dispatched.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)

@@ -1,0 +1,288 @@
+package store
+
+import (
+	"crypto/sha256"
+	"hash"
+	"slices"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// The full state check's fast path: digests of execution records taken
+// from their wire form, without decoding and re-encoding them.
+//
+// An execution record and the journal snapshot it must equal are both the
+// protobuf encoding of one recordv1.Execution, so when their bytes agree
+// (field by field, leaving out journal_index, which the snapshot holds one
+// step behind, and keeping the fields fixed at acceptance apart) the
+// records agree: equal bytes decode to equal messages. The converse does
+// not hold (an encoder may order or split fields otherwise), so a wire
+// digest that differs only sends the execution to the record-by-record
+// comparison of the decoded messages (checkAll's differ list), which
+// decides as the decoding check always did: the fast path can only skip
+// the decoding of records whose bytes are already those the journal holds.
+// Any wire form it does not read plainly (see walk) falls back to
+// decoding that one record.
+
+// Field numbers the fast path reads, from the descriptors so that a
+// renumbering cannot go unnoticed.
+var (
+	entryFields = fieldNumbers((&recordv1.JournalEntry{}).ProtoReflect().Descriptor())
+	execFields  = fieldNumbers((&recordv1.Execution{}).ProtoReflect().Descriptor())
+
+	// entryFieldsShallow is entryFields without the walk into the
+	// execution snapshot: the check walks it itself (digester.execution).
+	entryFieldsShallow = func() *wireFields {
+		f := *entryFields
+		f.sub = slices.Clone(f.sub)
+		f.sub[entryExecution] = nil
+		return &f
+	}()
+
+	entryExecutionID = entryFields.num("execution_id")
+	entryKind        = entryFields.num("kind")
+	entryExecution   = entryFields.num("execution")
+	entryToken       = entryFields.num("token")
+
+	execFingerprint     = execFields.num("fingerprint")
+	execState           = execFields.num("state")
+	execJournalIndex    = execFields.num("journal_index")
+	execResultSha256    = execFields.num("result_sha256")
+	execCanonicalIntent = execFields.num("canonical_intent")
+	execArguments       = execFields.num("arguments")
+	execEvidence        = execFields.num("evidence")
+)
+
+// wireFields is what the fast path knows of a message type's fields, by
+// field number: how the field is read, its schema's wire type, whether it
+// is a string, and for a message field its type's fields.
+type wireFields struct {
+	desc protoreflect.MessageDescriptor
+	how  []fieldHow
+	wire []protowire.Type
+	str  []bool
+	sub  []*wireFields
+}
+
+type fieldHow uint8
+
+const (
+	fieldUnknown fieldHow = iota // not in the schema: kept as it is, as proto keeps it
+	fieldSingular
+	fieldRefused // repeated, map or group: the fast path does not read it
+)
+
+// fieldNumbers reads md's schema, and those of the message types of its
+// fields (seen holds the types already read, for recursive schemas).
+func fieldNumbers(md protoreflect.MessageDescriptor) *wireFields {
+	return fieldNumbersOf(md, map[protoreflect.FullName]*wireFields{})
+}
+
+func fieldNumbersOf(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]*wireFields) *wireFields {
+	if f, ok := seen[md.FullName()]; ok {
+		return f
+	}
+	f := &wireFields{desc: md}
+	seen[md.FullName()] = f
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		n := int(fd.Number())
+		if n > maxWireField {
+			continue // read as unknown: present only in a foreign encoding, which then goes slow
+		}
+		for len(f.how) <= n {
+			f.how, f.wire, f.str, f.sub = append(f.how, fieldUnknown), append(f.wire, 0), append(f.str, false), append(f.sub, nil)
+		}
+		f.how[n], f.str[n] = fieldSingular, fd.Kind() == protoreflect.StringKind
+		switch fd.Kind() {
+		case protoreflect.MessageKind:
+			f.wire[n] = protowire.BytesType
+			if !fd.IsList() && !fd.IsMap() {
+				f.sub[n] = fieldNumbersOf(fd.Message(), seen)
+			}
+		case protoreflect.StringKind, protoreflect.BytesKind:
+			f.wire[n] = protowire.BytesType
+		case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+			f.wire[n] = protowire.Fixed32Type
+		case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+			f.wire[n] = protowire.Fixed64Type
+		case protoreflect.GroupKind:
+			f.how[n] = fieldRefused
+		default:
+			f.wire[n] = protowire.VarintType
+		}
+		if fd.IsList() || fd.IsMap() {
+			f.how[n] = fieldRefused
+		}
+	}
+	return f
+}
+
+// maxWireField bounds the field numbers walk tracks.
+const maxWireField = 255
+
+// num is the number of the singular field called name; it panics at start
+// when the schema lost it (a programming error every test of the package
+// would show).
+func (f *wireFields) num(name protoreflect.Name) protowire.Number {
+	fd := f.desc.Fields().ByName(name)
+	if fd == nil || fd.IsList() || fd.IsMap() || int(fd.Number()) > maxWireField {
+		panic("store: " + string(f.desc.FullName()) + " has no singular field " + string(name))
+	}
+	return fd.Number()
+}
+
+// field is one top-level field of a wire message: its number, wire type,
+// the bytes of its value (for a length-delimited field, without the
+// length) and the bytes of the whole field, tag included.
+type field struct {
+	num   protowire.Number
+	typ   protowire.Type
+	value []byte
+	raw   []byte
+}
+
+// walk calls fn (when set) for each top-level field of b, in order. It
+// returns false when b is not plainly a message of f's schema: malformed
+// wire data, a field of the schema given twice, with another wire type,
+// repeated or a group, or a string that is not UTF-8, at any depth (nested
+// messages are walked too, so that what walk accepts proto.Unmarshal
+// decodes). Fields the schema does not have are passed on as they are.
+func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
+	if depth > maxWireDepth {
+		return false
+	}
+	var seen [maxWireField + 1]bool
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return false
+		}
+		fl := field{num: num, typ: typ, raw: b[:n+m], value: b[n : n+m]}
+		b = b[n+m:]
+		how := fieldUnknown
+		if int(num) < len(f.how) {
+			how = f.how[num]
+		}
+		switch how {
+		case fieldRefused:
+			return false
+		case fieldSingular:
+			if typ != f.wire[num] || seen[num] {
+				return false
+			}
+			seen[num] = true
+			if typ == protowire.BytesType {
+				v, k := protowire.ConsumeBytes(fl.value)
+				if k < 0 || (f.str[num] && !utf8.Valid(v)) {
+					return false
+				}
+				if sub := f.sub[num]; sub != nil && !sub.walk(v, depth+1, nil) {
+					return false
+				}
+				fl.value = v
+			}
+		}
+		if fn != nil {
+			fn(fl)
+		}
+	}
+	return true
+}
+
+// maxWireDepth bounds how deep walk follows nested messages.
+const maxWireDepth = 16
+
+// wireDigests are an execution record's digests read from its wire form.
+// They are comparable only with other wire digests.
+type wireDigests struct {
+	rest, fixed  [16]byte // the fields fixed at acceptance apart, journal_index left out
+	journalIndex uint64
+	state        recordv1.State
+	fingerprint  []byte // aliases the input
+	result       []byte // aliases the input
+}
+
+// digester hashes wire records; one per check (not safe for concurrent use).
+type digester struct {
+	rest, fixed hash.Hash
+	sum         []byte
+}
+
+func newDigester() *digester { return &digester{rest: sha256.New(), fixed: sha256.New()} }
+
+// execution returns the wire digests of an encoded recordv1.Execution, ok
+// false when the fast path does not read it (see walk).
+func (d *digester) execution(b []byte) (w wireDigests, ok bool) {
+	d.rest.Reset()
+	d.fixed.Reset()
+	ok = execFields.walk(b, 0, func(fl field) {
+		switch fl.num {
+		case execJournalIndex:
+			v, n := protowire.ConsumeVarint(fl.value)
+			if n < 0 {
+				return // cannot happen: walk consumed it as a varint
+			}
+			w.journalIndex = v
+			return
+		case execCanonicalIntent, execArguments, execEvidence:
+			d.fixed.Write(fl.raw)
+			return
+		case execState:
+			v, _ := protowire.ConsumeVarint(fl.value)
+			w.state = recordv1.State(int32(v))
+		case execFingerprint:
+			w.fingerprint = fl.value
+		case execResultSha256:
+			w.result = fl.value
+		}
+		d.rest.Write(fl.raw)
+	})
+	if !ok {
+		return wireDigests{}, false
+	}
+	d.sum = d.rest.Sum(d.sum[:0])
+	copy(w.rest[:], d.sum)
+	d.sum = d.fixed.Sum(d.sum[:0])
+	copy(w.fixed[:], d.sum)
+	return w, true
+}
+
+// wireEntry is what the full check reads of a journal entry.
+type wireEntry struct {
+	executionID []byte // aliases the input
+	kind        []byte
+	execution   []byte // the encoded snapshot; nil when the entry has none
+	hasExec     bool
+}
+
+// readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
+// the fast path does not read it (see walk), or when it carries a token,
+// which the check decodes. It does not look into the execution snapshot:
+// whoever reads the entry must read e.execution with digester.execution
+// (which refuses what walk refuses) before taking the entry as sound.
+func readWireEntry(b []byte) (e wireEntry, ok bool) {
+	token := false
+	ok = entryFieldsShallow.walk(b, 0, func(fl field) {
+		switch fl.num {
+		case entryExecutionID:
+			e.executionID = fl.value
+		case entryKind:
+			e.kind = fl.value
+		case entryExecution:
+			e.execution, e.hasExec = fl.value, true
+		case entryToken:
+			token = true
+		}
+	})
+	return e, ok && !token
+}
