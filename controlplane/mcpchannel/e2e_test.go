@@ -72,13 +72,11 @@ func (c *counter) waitHolding(n int) {
 	})
 }
 
+// pid is the upstream's process ID. A bad pid file fails the test: PID 0
+// or -1 handed to kill(2) would signal the test's own process group.
 func (c *counter) pid() int {
-	b, err := os.ReadFile(filepath.Join(c.dir, "pid"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(string(b))
-	return n
+	c.t.Helper()
+	return readPid(c.t, c.dir)
 }
 
 // serveHTTP runs the counter as an HTTP upstream (its own process, outside
