@@ -344,7 +344,13 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 	// The lines are written by the telemetry's logger goroutine, after
 	// the commit a Get sees.
 	testbin.Eventually(t, "the two settled lines in the log", func() bool {
-		return strings.Count(stderr.String(), `"execution settled"`) >= 2
+		n := 0
+		for _, l := range jsonLines(t, stderr.String()) { // complete lines only
+			if l["@message"] == "execution settled" {
+				n++
+			}
+		}
+		return n >= 2
 	})
 	settled := map[string]map[string]any{}
 	for _, l := range jsonLines(t, stderr.String()) {
