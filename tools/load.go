@@ -545,8 +545,9 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 }
 
 // checkSecretUse refuses secret arguments where their values would be seen:
-// URLs (path and query end up in access logs and traces) and argv (visible
-// to every user of the host through /proc). Bodies, headers and env are fine.
+// URLs (path and query end up in access logs and traces), argv (visible
+// to every user of the host through /proc) and cwd (in the host agent's
+// marker). Bodies, headers and env are fine.
 func (p *parser) checkSecretUse(f map[string]kv, t *Tool, what string) {
 	uses := func(s string) []string {
 		names, _ := templateArgs(s)
@@ -572,6 +573,9 @@ func (p *parser) checkSecretUse(f map[string]kv, t *Tool, what string) {
 		for _, n := range uses(el) {
 			p.addf(f["command"].keyNode, "%s: secret argument %s must not appear in command (argv is visible to every user of the host); pass it in env", what, n)
 		}
+	}
+	for _, n := range uses(t.Cwd) {
+		p.addf(f["cwd"].keyNode, "%s: secret argument %s must not appear in cwd (the host agent records the directory in its marker, and it is visible in /proc); pass it in env", what, n)
 	}
 }
 

@@ -199,6 +199,24 @@ func (t *Tool) RenderCommand(args map[string]any) (argv []string, cwd string, en
 	return argv, cwd, env, nil
 }
 
+// SecretEnv returns, sorted, the names of the tool's env entries whose
+// templates reference a secret argument (fingerprint.secret): the values
+// the host agent must redact from the output it keeps.
+func (t *Tool) SecretEnv() []string {
+	var out []string
+	for k, tmpl := range t.Env {
+		names, _ := templateArgs(tmpl)
+		for _, n := range names {
+			if slices.Contains(t.Fingerprint.Secret, n) {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // renderCwd renders a cwd template. Arguments may name a directory under
 // the template's literal prefix, never leave it: like a URL path element, a
 // substituted value may not contain "/" (nor NUL), and an element holding a

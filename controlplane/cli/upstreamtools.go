@@ -62,6 +62,12 @@ func printUpstreamTools(w io.Writer, resp *controlplanev1.ListUpstreamToolsRespo
 		if d := strings.TrimSpace(tl.GetDescription()); d != "" {
 			fmt.Fprintf(w, "  description: %s\n", oneLine(d, 200))
 		}
+		switch c := tl.GetCalls(); {
+		case c == "task":
+			fmt.Fprintf(w, "  called task-augmented: when the upstream answers with a task, its task ID is recorded before Latch waits for the end\n")
+		case c != "":
+			fmt.Fprintf(w, "  called without a task: %s\n", strings.TrimPrefix(c, "plain: "))
+		}
 		if a := hints(tl.GetAnnotations()); a != "" {
 			fmt.Fprintf(w, "  annotations (the upstream's hints, not trusted): %s\n", a)
 		}

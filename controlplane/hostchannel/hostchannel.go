@@ -199,6 +199,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
 		ExecutionId: id, Argv: argv, Cwd: cwd, Env: env, TimeoutMs: timeout.Milliseconds(),
+		SecretEnv: secretEnv(call.Tool, env),
 	})
 	cancel()
 	if err != nil {
@@ -234,6 +235,20 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 		return a
 	}
 	return c.classify(ctx, ac, call.Target.Name, m, false)
+}
+
+// secretEnv names the rendered env entries that carry a secret argument,
+// for the agent to redact from the output it keeps on the host. An entry
+// whose template puts other text around the secret ("Bearer {{token}}") is
+// redacted as its whole value: the agent never sees the bare secret apart.
+func secretEnv(tool *tools.Tool, env map[string]string) []string {
+	var out []string
+	for _, k := range tool.SecretEnv() {
+		if _, ok := env[k]; ok { // an optional entry may be left out
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // notConnected is the attempt of a dispatch that could not connect: nothing

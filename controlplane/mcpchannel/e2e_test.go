@@ -437,6 +437,7 @@ func TestCatalogUpstreamTools(t *testing.T) {
 		"upstream counter (stdio " + countupBin,
 		"add_note\n  exposed as counter.add_note",
 		"rpc_error\n  not exposed: no contract in the catalog",
+		"  called without a task: it does not advertise tasks for tools/call",
 		"annotations (the upstream's hints, not trusted): readOnlyHint=false destructiveHint=true idempotentHint=true",
 		`"required":["text"],"type":"object"}`,
 		"  counter.rpc_error:\n    upstream: counter\n    tool: rpc_error\n    replay: review\n",

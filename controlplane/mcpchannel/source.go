@@ -217,6 +217,7 @@ func (c *Channel) listUpstream(ctx context.Context, cat *tools.Catalog, name str
 		if lt.Annotations != nil {
 			ut.Annotations, _ = json.Marshal(lt.Annotations)
 		}
+		ut.Calls = u.callsAs(tn)
 		if ut.Contract != "" {
 			ut.Held = heldBy[ut.Contract]
 			if inForce != nil && ut.Held == "" && inForce.Tools[ut.Contract] != nil {

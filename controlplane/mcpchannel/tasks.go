@@ -82,6 +82,20 @@ func taskCapable(caps taskCaps, tool string) (bool, string) {
 	return false, fmt.Sprintf("its tool %s does not take tasks (execution.taskSupport is %q)", tool, caps.support[tool])
 }
 
+// callsAs says how tool (the upstream's name) is called on the upstream's
+// current connection, for latch catalog upstream-tools: "task", or "plain:"
+// and why not as a task.
+func (u *upstream) callsAs(tool string) string {
+	tp, err := u.tapNow()
+	if err != nil {
+		return "plain: no live connection to the upstream to read its task capabilities from"
+	}
+	if ok, why := taskCapable(tp.capsNow(), tool); !ok {
+		return "plain: " + why
+	}
+	return "task"
+}
+
 // reqMeta is the _meta of a raw request: the execution ID, and on a
 // 2026-07-28 connection the per-request protocol fields with the tasks
 // extension declared.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -107,6 +108,22 @@ func TestUpstreamTaskCompletes(t *testing.T) {
 					testbin.Eventually(t, "the log to say why tasker.plain is held (execution.taskSupport)", func() bool {
 						return strings.Contains(l.stderr.String(), "execution.taskSupport")
 					})
+				}
+				// The listing says how each tool is called.
+				out, err := exec.Command(latchBin, "catalog", "upstream-tools", "tasker", "--data", data).CombinedOutput()
+				if err != nil {
+					t.Fatalf("latch catalog upstream-tools tasker: %v\n%s", err, out)
+				}
+				wantCalls := map[string]string{"charge": "  called task-augmented: "}
+				if modern {
+					wantCalls["plain"] = "  called task-augmented: "
+				} else {
+					wantCalls["plain"] = `  called without a task: its tool plain does not take tasks (execution.taskSupport is "forbidden")`
+				}
+				for tool, w := range wantCalls {
+					if b := toolBlock(string(out), tool); !strings.Contains(b, w) {
+						t.Errorf("upstream-tools block of %s lacks %q:\n%s", tool, w, out)
+					}
 				}
 
 				r := submit(t, c, "tasker.charge", `{"text":"card 42"}`)
@@ -259,4 +276,15 @@ func TestUpstreamCutAfterCreateTask(t *testing.T) {
 	if k := strings.Join(kinds, " "); !strings.Contains(k, "target_task") || !strings.Contains(k, "recovery") {
 		t.Errorf("journal kinds = %s, want the task recorded and the outcome recovered", k)
 	}
+}
+
+// toolBlock is the paragraph of latch catalog upstream-tools output about
+// tool (from its name line to the next blank line).
+func toolBlock(out, tool string) string {
+	for _, b := range strings.Split(out, "\n\n") {
+		if strings.HasPrefix(b, tool+"\n") {
+			return b
+		}
+	}
+	return ""
 }

@@ -81,10 +81,14 @@ type Agent struct {
 	store       *markers.Store
 	notify      *notifier
 	scriptLocks [64]sync.Mutex
-	bg          sync.WaitGroup
-	bgCtx       context.Context
-	bgStop      context.CancelFunc
-	lockFil     *os.File
+	// redactors holds, while a command runs, the redactor of its secret
+	// env values (execution ID → *redact.Redactor), for the script markers
+	// it writes under its ID. Memory only: lost on restart.
+	redactors sync.Map
+	bg        sync.WaitGroup
+	bgCtx     context.Context
+	bgStop    context.CancelFunc
+	lockFil   *os.File
 }
 
 var _ hostagentv1.HostAgentServer = (*Agent)(nil)

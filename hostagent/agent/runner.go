@@ -15,6 +15,7 @@ import (
 	"github.com/latchhq/latch/hostagent/markers"
 	"github.com/latchhq/latch/hostagent/proc"
 	"github.com/latchhq/latch/hostagent/shim"
+	"github.com/latchhq/latch/internal/redact"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -48,6 +49,12 @@ func validateRun(req *hostagentv1.RunRequest) error {
 	for k, v := range req.GetEnv() {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return fmt.Errorf("%w: bad environment variable name %q", errInvalid, k)
+		}
+	}
+	for _, k := range req.GetSecretEnv() {
+		// Only the name is quoted: the value is the secret.
+		if _, ok := req.GetEnv()[k]; !ok {
+			return fmt.Errorf("%w: secret_env names %q, which env does not set; name only entries of env", errInvalid, k)
 		}
 	}
 	if req.GetTimeoutMs() < 0 {
@@ -117,29 +124,12 @@ func (a *Agent) Run(ctx context.Context, req *hostagentv1.RunRequest) (resp *hos
 
 // start takes a freshly created `starting` marker to `running` (or to a final
 // not_started/lost when nothing could run).
+//
+// The secret values the request names (secret_env) stay in memory: the shim
+// gets them only inside the environment on its control channel and redacts
+// the output it writes; the reasons recorded here are redacted too.
 func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.RunRequest) (*hostagentv1.Marker, error) {
 	id := m.GetExecutionId()
-	dir := execdir.Path(a.cfg.DataDir, id)
-	if err := os.MkdirAll(execdir.Root(a.cfg.DataDir), 0o700); err != nil {
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "create exec directory: "+err.Error())
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			// A directory without a marker: an earlier run under this ID may
-			// have happened (store rebuilt?). Never run twice.
-			return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_LOST,
-				"execution directory already existed without a marker; not run again, inspect "+dir)
-		}
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "create exec directory: "+err.Error())
-	}
-	// The new directory entry must survive a crash: a rebuilt store finds
-	// executions by their directories.
-	if err := execdir.SyncDir(execdir.Root(a.cfg.DataDir)); err != nil {
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
-	}
-	if err := execdir.WriteArgv(dir, m); err != nil {
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
-	}
 	spec := shim.Spec{
 		ExecutionID: id,
 		Argv:        req.GetArgv(),
@@ -147,13 +137,39 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 		Env:         a.commandEnv(id, req.GetEnv()),
 		Timeout:     time.Duration(req.GetTimeoutMs()) * time.Millisecond,
 		OutputCap:   a.cfg.OutputCap,
+		SecretEnv:   req.GetSecretEnv(),
 	}
 	if spec.Cwd == "" {
 		spec.Cwd = "/"
 	}
+	red := spec.Redactor()
+	settle := func(state hostagentv1.MarkerState, reason string) (*hostagentv1.Marker, error) {
+		return a.settle(log, id, state, red.String(reason))
+	}
+	dir := execdir.Path(a.cfg.DataDir, id)
+	if err := os.MkdirAll(execdir.Root(a.cfg.DataDir), 0o700); err != nil {
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "create exec directory: "+err.Error())
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			// A directory without a marker: an earlier run under this ID may
+			// have happened (store rebuilt?). Never run twice.
+			return settle(hostagentv1.MarkerState_MARKER_STATE_LOST,
+				"execution directory already existed without a marker; not run again, inspect "+dir)
+		}
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "create exec directory: "+err.Error())
+	}
+	// The new directory entry must survive a crash: a rebuilt store finds
+	// executions by their directories.
+	if err := execdir.SyncDir(execdir.Root(a.cfg.DataDir)); err != nil {
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
+	}
+	if err := execdir.WriteArgv(dir, m); err != nil {
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
+	}
 	h, err := shim.Spawn(dir, spec)
 	if err != nil {
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, err.Error())
 	}
 	st, err := h.AwaitStarted(a.cfg.StartTimeout)
 	if err != nil {
@@ -161,7 +177,7 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 		// shim close it for good.
 		h.Abort(err.Error())
 		_ = h.Close()
-		return a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "shim did not start the command: "+err.Error())
+		return settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "shim did not start the command: "+err.Error())
 	}
 	running, err := a.store.Update(markers.Runs, id, func(m *hostagentv1.Marker) error {
 		if err := hostagent.CheckMarker(m.GetState(), hostagentv1.MarkerState_MARKER_STATE_RUNNING); err != nil {
@@ -177,10 +193,13 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 	if err != nil {
 		h.Abort("running marker not durable")
 		_ = h.Close()
-		_, _ = a.settle(log, id, hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "recording running failed: "+err.Error())
+		_, _ = settle(hostagentv1.MarkerState_MARKER_STATE_NOT_STARTED, "recording running failed: "+err.Error())
 		return nil, err
 	}
 	a.notify.fire(id)
+	if !red.Empty() {
+		a.redactors.Store(id, red) // supervise deletes it
+	}
 	if err := h.Open(); err != nil {
 		log.Warn("telling the shim to open the gate failed; watching the process", "error", err)
 	}
@@ -188,9 +207,19 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
+		defer a.redactors.Delete(id)
 		a.supervise(log, id, dir, h, proc.Identity{PID: st.PID, StartTicks: st.StartTicks, BootID: st.BootID})
 	}()
 	return running, nil
+}
+
+// redactorOf returns the redactor of the secret env values of the command
+// running under id (nil when none runs, or it has no secrets).
+func (a *Agent) redactorOf(id string) *redact.Redactor {
+	if v, ok := a.redactors.Load(id); ok {
+		return v.(*redact.Redactor)
+	}
+	return nil
 }
 
 // supervise waits for the shim's word, falling back to watching processes.

@@ -162,6 +162,10 @@ func (a *Agent) Output(_ context.Context, req *hostagentv1.OutputRequest) (*host
 
 // MarkerBegin implements HostAgent.MarkerBegin: create-if-absent of a script
 // marker in state begun. An existing marker is returned with begun=false.
+//
+// A script marker written by a command the agent runs under the same
+// execution ID (the default ID of the marker CLI) has that command's secret
+// env values redacted from its op, result and reason, as its output has.
 func (a *Agent) MarkerBegin(ctx context.Context, req *hostagentv1.MarkerBeginRequest) (*hostagentv1.MarkerBeginResponse, error) {
 	if err := validID(req.GetExecutionId()); err != nil {
 		return nil, a.toStatus(err)
@@ -176,7 +180,7 @@ func (a *Agent) MarkerBegin(ctx context.Context, req *hostagentv1.MarkerBeginReq
 	m, created, err := a.store.Create(markers.Scripts, &hostagentv1.Marker{
 		ExecutionId:     req.GetExecutionId(),
 		State:           hostagentv1.MarkerState_MARKER_STATE_BEGUN,
-		Op:              req.GetOp(),
+		Op:              a.redactorOf(req.GetExecutionId()).String(req.GetOp()),
 		PeerUid:         uid,
 		CreatedUnixNano: now,
 		UpdatedUnixNano: now,
@@ -186,7 +190,7 @@ func (a *Agent) MarkerBegin(ctx context.Context, req *hostagentv1.MarkerBeginReq
 	}
 	if created {
 		a.notify.fire(req.GetExecutionId())
-		a.log.Debug("marker begun", "execution_id", req.GetExecutionId(), "op", req.GetOp(), "peer_uid", uid)
+		a.log.Debug("marker begun", "execution_id", req.GetExecutionId(), "op", m.GetOp(), "peer_uid", uid)
 	}
 	return &hostagentv1.MarkerBeginResponse{Marker: m, Begun: created}, nil
 }
@@ -228,7 +232,7 @@ func (a *Agent) MarkerComplete(_ context.Context, req *hostagentv1.MarkerComplet
 		return nil, a.toStatus(fmt.Errorf("%w: result longer than %d bytes", errInvalid, maxResultLength))
 	}
 	m, err := a.finishScript(req.GetExecutionId(), hostagentv1.MarkerState_MARKER_STATE_COMPLETED, func(m *hostagentv1.Marker) {
-		m.ResultJson = req.GetResultJson()
+		m.ResultJson = a.redactorOf(req.GetExecutionId()).String(req.GetResultJson())
 	})
 	if err != nil {
 		return nil, a.toStatus(err)
@@ -245,7 +249,7 @@ func (a *Agent) MarkerFail(_ context.Context, req *hostagentv1.MarkerFailRequest
 		return nil, a.toStatus(fmt.Errorf("%w: a reason of 1-%d bytes is required", errInvalid, maxReasonLength))
 	}
 	m, err := a.finishScript(req.GetExecutionId(), hostagentv1.MarkerState_MARKER_STATE_FAILED, func(m *hostagentv1.Marker) {
-		m.Reason = req.GetReason()
+		m.Reason = a.redactorOf(req.GetExecutionId()).String(req.GetReason())
 	})
 	if err != nil {
 		return nil, a.toStatus(err)

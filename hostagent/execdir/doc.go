@@ -9,7 +9,9 @@
 //	shim.pid     "<pid> <start_ticks> <boot_id>" of the shim, written by the shim
 //	command.pid  the same for the command, written by the shim before it asks
 //	             the agent to record `running`
-//	output       stdout and stderr of the command, combined, capped
+//	output       stdout and stderr of the command, combined, with the values
+//	             of the request's secret_env replaced by [REDACTED] (by the
+//	             shim, before writing), capped
 //	shim.log     the shim's own stdout/stderr
 //	status       the outcome, written once by the shim (temp file, fsync,
 //	             rename, fsync of the directory): a protojson

@@ -11,7 +11,7 @@
 //
 // Control protocol (JSON lines on the socketpair):
 //
-//	agent → shim  {"spec": {...}}               what to run (argv, cwd, env, timeout, cap)
+//	agent → shim  {"spec": {...}}               what to run (argv, cwd, env, timeout, cap, secret_env)
 //	shim  → agent {"started": {pid, start_ticks, boot_id}}   the command waits at the gate
 //	agent → shim  {"open": true}                sent only after `running` is durable
 //	shim  → agent {"done": true}                the status file is durable
@@ -30,6 +30,12 @@
 // polling delay, it carries the spec (the environment may hold secrets and
 // never touches the disk), and the death of either side is seen at once as
 // EOF.
+//
+// Secret values: the spec names the env entries that hold them
+// (secret_env); the shim redacts those values from the output as it copies
+// it (package internal/redact's streaming Writer, so a secret split over two
+// reads of the pipe is still caught) and from the status file's reason. It
+// holds them in memory only, for the run.
 //
 // Only the host agent imports this package.
 package shim

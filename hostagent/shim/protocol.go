@@ -2,7 +2,11 @@ package shim
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/latchhq/latch/internal/redact"
 )
 
 // ExitGateClosed is the gate's exit code when the gate never opened.
@@ -31,6 +35,27 @@ type Spec struct {
 	Env         []string      `json:"env"`
 	Timeout     time.Duration `json:"timeout,omitempty"`
 	OutputCap   int64         `json:"output_cap"`
+	// SecretEnv names the entries of Env whose values are secret: the shim
+	// redacts them from the output file and the status file's reason. The
+	// values travel only in Env, over the control channel.
+	SecretEnv []string `json:"secret_env,omitempty"`
+}
+
+// Redactor returns the redactor of the secret values of s (nil when it
+// names none): every value of an Env entry SecretEnv names, in the forms
+// package redact looks for.
+func (s *Spec) Redactor() *redact.Redactor {
+	if len(s.SecretEnv) == 0 {
+		return nil
+	}
+	var needles [][]byte
+	for _, kv := range s.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && slices.Contains(s.SecretEnv, k) {
+			needles = redact.Needles(needles, v)
+		}
+	}
+	return redact.New(needles)
 }
 
 // Started names the command waiting at the gate.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/latchhq/latch/hostagent/execdir"
 	"github.com/latchhq/latch/hostagent/proc"
+	"github.com/latchhq/latch/internal/redact"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -72,6 +73,9 @@ func run(dir string, log hclog.Logger) error {
 	}
 	spec := msg.Spec
 	log = log.With("execution_id", spec.ExecutionID)
+	// The secret values live in this process's memory for the run only:
+	// never in a file, a log line or the status file.
+	red := spec.Redactor()
 
 	out, err := os.OpenFile(filepath.Join(dir, execdir.OutputFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -106,7 +110,7 @@ func run(dir string, log hclog.Logger) error {
 	pid := cmd.Process.Pid
 
 	copied := make(chan copyResult, 1)
-	go func() { copied <- copyCapped(out, outR, spec.OutputCap) }()
+	go func() { copied <- copyCapped(out, outR, spec.OutputCap, red) }()
 
 	opened := false
 	var reason string
@@ -180,6 +184,7 @@ func run(dir string, log hclog.Logger) error {
 			status.Reason = fmt.Sprintf("timed out after %s; process group killed", spec.Timeout)
 		}
 	}
+	status.Reason = red.String(status.Reason)
 	if err := execdir.WriteStatus(dir, status); err != nil {
 		// Without a status file the outcome is unknown: the agent will say lost.
 		return fmt.Errorf("shim: write status: %w", err)
@@ -251,31 +256,62 @@ type copyResult struct {
 	truncated bool
 }
 
-// copyCapped copies r to w until EOF, keeping at most limit bytes and
-// draining the rest so the command never blocks on a full pipe.
-func copyCapped(w io.Writer, r io.Reader, limit int64) copyResult {
-	var res copyResult
+// copyCapped copies r to w through red until r ends, keeping at most limit
+// bytes (of redacted output) and draining the rest so the command never
+// blocks on a full pipe. A secret split over two reads is still redacted
+// (red holds back a tail that may be the start of one); when the output was
+// cut (the cap, or the pipe closed before EOF) a held-back start of a
+// secret is dropped, never written.
+func copyCapped(w io.Writer, r io.Reader, limit int64, red *redact.Redactor) copyResult {
+	cw := &cappedWriter{w: w, limit: limit}
+	rw := redact.NewWriter(cw, red)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			keep := int64(n)
-			if room := limit - res.written; keep > room {
-				keep = max(room, 0)
-				res.truncated = true
-			}
-			if keep > 0 {
-				if _, werr := w.Write(buf[:keep]); werr != nil {
-					res.truncated = true
-				} else {
-					res.written += keep
-				}
+			if cw.res.written >= limit {
+				cw.res.truncated = true // drain only: nothing more is kept
+			} else {
+				_, _ = rw.Write(buf[:n]) // cappedWriter never fails
 			}
 		}
 		if err != nil {
-			return res
+			// What is held back is cut too when it does not fit under the
+			// cap (the output is then truncated, and says so).
+			held := rw.Held()
+			cut := cw.res.truncated || !errors.Is(err, io.EOF) || int64(held) > limit-cw.res.written
+			if cut && held > 0 {
+				cw.res.truncated = true
+			}
+			_ = rw.Flush(cut)
+			return cw.res
 		}
 	}
+}
+
+// cappedWriter writes at most limit bytes to w and counts what it kept. A
+// failed write marks the output truncated; it never returns an error, so
+// the command's output is drained to the end either way.
+type cappedWriter struct {
+	w     io.Writer
+	limit int64
+	res   copyResult
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	keep := int64(len(p))
+	if room := c.limit - c.res.written; keep > room {
+		keep = max(room, 0)
+		c.res.truncated = true
+	}
+	if keep > 0 {
+		if _, err := c.w.Write(p[:keep]); err != nil {
+			c.res.truncated = true
+		} else {
+			c.res.written += keep
+		}
+	}
+	return len(p), nil
 }
 
 // channel is one end of the control socketpair.

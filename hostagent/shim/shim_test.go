@@ -25,7 +25,7 @@ func TestCopyCapped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			res := copyCapped(&out, io.LimitReader(strings.NewReader(tt.in), int64(len(tt.in))), tt.limit)
+			res := copyCapped(&out, io.LimitReader(strings.NewReader(tt.in), int64(len(tt.in))), tt.limit, nil)
 			if out.String() != tt.want || res.truncated != tt.truncated || res.written != int64(len(tt.want)) {
 				t.Errorf("copyCapped(%q, %d) = %q %+v, want %q truncated %v", tt.in, tt.limit, out.String(), res, tt.want, tt.truncated)
 			}
@@ -40,7 +40,7 @@ func (o oneByteReader) Read(p []byte) (int, error) { return o.r.Read(p[:min(1, l
 func TestCopyCappedDrainsPastTheCap(t *testing.T) {
 	src := strings.NewReader(strings.Repeat("x", 100))
 	var out bytes.Buffer
-	res := copyCapped(&out, oneByteReader{src}, 10)
+	res := copyCapped(&out, oneByteReader{src}, 10, nil)
 	if res.written != 10 || !res.truncated || src.Len() != 0 {
 		t.Errorf("copyCapped = %+v, %d bytes unread; want 10 written, truncated, all drained", res, src.Len())
 	}
@@ -51,8 +51,53 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestCopyCappedWriteErrorMarksTruncated(t *testing.T) {
-	res := copyCapped(failingWriter{}, strings.NewReader("abc"), 10)
+	res := copyCapped(failingWriter{}, strings.NewReader("abc"), 10, nil)
 	if !res.truncated || res.written != 0 {
 		t.Errorf("copyCapped to a failing writer = %+v, want truncated with 0 written", res)
+	}
+}
+
+func TestCopyCappedRedacts(t *testing.T) {
+	const secret = "Zq9-planted-SECRET-4471"
+	spec := &Spec{Env: []string{"PATH=/bin", "TOKEN=" + secret, "OTHER=" + secret + "-not-named"}, SecretEnv: []string{"TOKEN"}}
+	red := spec.Redactor()
+	tests := []struct {
+		name      string
+		in        string
+		limit     int64
+		oneByte   bool
+		want      string
+		truncated bool
+	}{
+		{name: "one read", in: "a " + secret + " b", limit: 100, want: "a [REDACTED] b"},
+		{name: "split over one-byte reads", in: "a " + secret + " b " + secret, limit: 100, oneByte: true, want: "a [REDACTED] b [REDACTED]"},
+		{name: "cap counts redacted bytes", in: secret + secret, limit: 15, want: "[REDACTED][REDA", truncated: true},
+		{name: "untruncated end in a secret's start is kept", in: "x " + secret[:6], limit: 100, oneByte: true, want: "x " + secret[:6]},
+		{name: "a held-back start that is no secret is released", in: "0123456789" + secret[:8] + strings.Repeat("y", 50), limit: 12, oneByte: true, want: "0123456789Zq", truncated: true},
+		{name: "output ending in a secret's start that the cap cuts", in: strings.Repeat("y", 20) + secret[:8], limit: 25, oneByte: true, want: strings.Repeat("y", 20), truncated: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r io.Reader = strings.NewReader(tt.in)
+			if tt.oneByte {
+				r = oneByteReader{r}
+			}
+			var out bytes.Buffer
+			res := copyCapped(&out, r, tt.limit, red)
+			if out.String() != tt.want || res.truncated != tt.truncated || res.written != int64(len(tt.want)) {
+				t.Errorf("copyCapped = %q %+v, want %q truncated %v", out.String(), res, tt.want, tt.truncated)
+			}
+		})
+	}
+}
+
+func TestSpecRedactorOnlyNamedEntries(t *testing.T) {
+	spec := &Spec{Env: []string{"A=first-secret", "B=second-value", "C=x=with=equals"}, SecretEnv: []string{"A", "C"}}
+	got := spec.Redactor().String("first-secret second-value x=with=equals")
+	if got != "[REDACTED] second-value [REDACTED]" {
+		t.Errorf("Redactor().String = %q", got)
+	}
+	if r := (&Spec{Env: spec.Env}).Redactor(); !r.Empty() {
+		t.Error("a spec naming no secret env has a redactor")
 	}
 }

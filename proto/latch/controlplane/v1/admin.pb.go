@@ -1295,7 +1295,11 @@ type UpstreamTool struct {
 	// when it has none (it is not exposed).
 	Contract string `protobuf:"bytes,5,opt,name=contract,proto3" json:"contract,omitempty"`
 	// Why the contracted tool is not exposed now ("" when it is).
-	Held          string `protobuf:"bytes,6,opt,name=held,proto3" json:"held,omitempty"`
+	Held string `protobuf:"bytes,6,opt,name=held,proto3" json:"held,omitempty"`
+	// How Latch calls it on the upstream's current connection: "task" (a
+	// task-augmented tools/call, its task ID recorded before Latch waits),
+	// or "plain" with the reason it is not called as a task ("plain: ...").
+	Calls         string `protobuf:"bytes,7,opt,name=calls,proto3" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1368,6 +1372,13 @@ func (x *UpstreamTool) GetContract() string {
 func (x *UpstreamTool) GetHeld() string {
 	if x != nil {
 		return x.Held
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetCalls() string {
+	if x != nil {
+		return x.Calls
 	}
 	return ""
 }
@@ -1467,14 +1478,15 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x129\n" +
-	"\x05tools\x18\x03 \x03(\v2#.latch.controlplane.v1.UpstreamToolR\x05tools\"\xb9\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2#.latch.controlplane.v1.UpstreamToolR\x05tools\"\xcf\x01\n" +
 	"\fUpstreamTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
 	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12 \n" +
 	"\vannotations\x18\x04 \x01(\fR\vannotations\x12\x1a\n" +
 	"\bcontract\x18\x05 \x01(\tR\bcontract\x12\x12\n" +
-	"\x04held\x18\x06 \x01(\tR\x04held2\x83\b\n" +
+	"\x04held\x18\x06 \x01(\tR\x04held\x12\x14\n" +
+	"\x05calls\x18\a \x01(\tR\x05calls2\x83\b\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +

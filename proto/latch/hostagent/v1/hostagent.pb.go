@@ -266,12 +266,20 @@ func (x *Marker) GetOutputTruncated() bool {
 }
 
 type RunRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutionId   string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	Argv          []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
-	Cwd           string                 `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	Env           map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	TimeoutMs     int64                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	Argv        []string               `protobuf:"bytes,2,rep,name=argv,proto3" json:"argv,omitempty"`
+	Cwd         string                 `protobuf:"bytes,3,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env         map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TimeoutMs   int64                  `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Names of env entries whose values are secret. The agent replaces every
+	// occurrence of those values (and of their JSON- and URL-escaped forms)
+	// with "[REDACTED]" in the output it keeps and returns, before it reaches
+	// the disk, and in the reasons it records. Each name must be set in env.
+	// The values are held in memory for the run only, never written. An
+	// agent older than this field ignores it (nothing is redacted on the
+	// host); a control plane that does not send it gets no redaction.
+	SecretEnv     []string `protobuf:"bytes,6,rep,name=secret_env,json=secretEnv,proto3" json:"secret_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,6 +347,13 @@ func (x *RunRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *RunRequest) GetSecretEnv() []string {
+	if x != nil {
+		return x.SecretEnv
+	}
+	return nil
 }
 
 type RunResponse struct {
@@ -1117,7 +1132,7 @@ const file_latch_hostagent_v1_hostagent_proto_rawDesc = "" +
 	"\x11updated_unix_nano\x18\x0f \x01(\x03R\x0fupdatedUnixNano\x12\x1f\n" +
 	"\voutput_size\x18\x10 \x01(\x03R\n" +
 	"outputSize\x12)\n" +
-	"\x10output_truncated\x18\x11 \x01(\bR\x0foutputTruncated\"\xe7\x01\n" +
+	"\x10output_truncated\x18\x11 \x01(\bR\x0foutputTruncated\"\x86\x02\n" +
 	"\n" +
 	"RunRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x12\n" +
@@ -1125,7 +1140,9 @@ const file_latch_hostagent_v1_hostagent_proto_rawDesc = "" +
 	"\x03cwd\x18\x03 \x01(\tR\x03cwd\x129\n" +
 	"\x03env\x18\x04 \x03(\v2'.latch.hostagent.v1.RunRequest.EnvEntryR\x03env\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x1a6\n" +
+	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"secret_env\x18\x06 \x03(\tR\tsecretEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +

@@ -1,0 +1,298 @@
+// Package redact replaces secret values in text a target sent back (an HTTP
+// body, a command's output) with "[REDACTED]", in one piece (Redactor.Bytes)
+// or as a stream (Writer), with the same result either way.
+//
+// Who imports it: the control plane's engine (results it stores) and the host
+// agent's shim (the output copy it keeps on the target host). It imports
+// nothing of either, so the host agent's import rule holds.
+//
+// The rules, shared by both:
+//
+//   - every string leaf of a secret value is a needle (an object-valued
+//     secret is redacted field by field), and so are numbers; booleans and
+//     null carry nothing secret (Needles);
+//   - each needle is also looked for in the forms a target is likely to echo
+//     it in: JSON-escaped (with and without HTML escaping), URL query- and
+//     path-escaped;
+//   - needles shorter than MinLen bytes are left alone: they would match
+//     ordinary text, and a value that short is guessable anyway; a needle
+//     found inside Mark is dropped too (redacting would grow the text each
+//     time it is applied);
+//   - matching is leftmost, and at one position the longest needle wins, so
+//     a needle inside a longer one does not break it up; replaced text is not
+//     searched again;
+//   - when a text was cut (an output cap), a tail that is the start of a
+//     needle is cut too, so a truncated text never ends in half a secret.
+package redact
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+)
+
+// MinLen is the shortest needle that is redacted.
+const MinLen = 4
+
+// Mark replaces a secret value.
+const Mark = "[REDACTED]"
+
+// Needles appends to out the byte strings that stand for secret value v: a
+// string, a float64 (a JSON number) or a JSON object or array of them, as
+// encoding/json decodes into any.
+func Needles(out [][]byte, v any) [][]byte {
+	switch tv := v.(type) {
+	case string:
+		if len(tv) < MinLen {
+			return out
+		}
+		forms := []string{tv, url.QueryEscape(tv), url.PathEscape(tv)}
+		if b, err := json.Marshal(tv); err == nil {
+			forms = append(forms, string(b[1:len(b)-1]))
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(tv) == nil {
+			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			forms = append(forms, string(b[1:len(b)-1]))
+		}
+		for _, f := range forms {
+			if len(f) >= MinLen {
+				out = append(out, []byte(f))
+			}
+		}
+	case float64:
+		if s := strconv.FormatFloat(tv, 'f', -1, 64); len(s) >= MinLen {
+			out = append(out, []byte(s))
+		}
+		if b, err := json.Marshal(tv); err == nil && len(b) >= MinLen {
+			out = append(out, b)
+		}
+	case map[string]any:
+		for _, e := range tv {
+			out = Needles(out, e)
+		}
+	case []any:
+		for _, e := range tv {
+			out = Needles(out, e)
+		}
+	}
+	return out
+}
+
+// Redactor replaces a fixed set of needles. The zero value and nil redact
+// nothing. It is safe for concurrent use; a Writer is not.
+type Redactor struct {
+	needles [][]byte  // longest first, distinct
+	first   [256]bool // first bytes of the needles
+	firsts  []byte    // the same, as a list
+}
+
+// New returns a Redactor for needles (usually built with Needles), or nil
+// when none is worth redacting. It keeps its own copy of the needles.
+func New(needles [][]byte) *Redactor {
+	var keep [][]byte
+	for _, n := range needles {
+		if len(n) >= MinLen && !bytes.Contains([]byte(Mark), n) {
+			keep = append(keep, bytes.Clone(n))
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	slices.SortFunc(keep, func(p, q []byte) int {
+		if c := cmp.Compare(len(q), len(p)); c != 0 {
+			return c
+		}
+		return bytes.Compare(p, q)
+	})
+	keep = slices.CompactFunc(keep, bytes.Equal)
+	r := &Redactor{needles: keep}
+	for _, n := range keep {
+		if !r.first[n[0]] {
+			r.first[n[0]] = true
+			r.firsts = append(r.firsts, n[0])
+		}
+	}
+	return r
+}
+
+// next returns the first index of p where a needle may start, or len(p).
+func (r *Redactor) next(p []byte) int {
+	if len(r.firsts) <= 2 {
+		// IndexByte is vectorised: far faster than a loop over each byte.
+		best := len(p)
+		for _, c := range r.firsts {
+			if i := bytes.IndexByte(p[:best], c); i >= 0 {
+				best = i
+			}
+		}
+		return best
+	}
+	for i, c := range p {
+		if r.first[c] {
+			return i
+		}
+	}
+	return len(p)
+}
+
+// Empty reports whether r redacts nothing.
+func (r *Redactor) Empty() bool { return r == nil || len(r.needles) == 0 }
+
+// Bytes returns b with every needle replaced by Mark; cut says b was
+// truncated, and then a tail that is the start of a needle is dropped. b is
+// never modified; when nothing changes, b itself is returned.
+func (r *Redactor) Bytes(b []byte, cut bool) []byte {
+	if r.Empty() || len(b) == 0 {
+		return b
+	}
+	var out bytes.Buffer
+	w := &Writer{r: r, w: &out}
+	_, _ = w.Write(b)
+	_ = w.Flush(cut)
+	if bytes.Equal(out.Bytes(), b) {
+		return b
+	}
+	return out.Bytes()
+}
+
+// String is Bytes for a string that was not cut.
+func (r *Redactor) String(s string) string {
+	if r.Empty() || s == "" {
+		return s
+	}
+	return string(r.Bytes([]byte(s), false))
+}
+
+// match returns the length of the longest needle at the start of p, 0 when
+// none is there, or -1 when p is too short to tell (p is a proper prefix of
+// a longer needle and more text may complete it).
+func (r *Redactor) match(p []byte, final bool) int {
+	if len(p) == 0 || !r.first[p[0]] {
+		return 0
+	}
+	for _, n := range r.needles {
+		if len(n) <= len(p) {
+			if bytes.HasPrefix(p, n) {
+				return len(n)
+			}
+		} else if !final && bytes.HasPrefix(n, p) {
+			return -1
+		}
+	}
+	return 0
+}
+
+// Writer redacts a stream: what it writes to the underlying writer is what
+// Redactor.Bytes returns for everything written to it, however the stream
+// was split into writes (a secret split over two reads of a pipe is still
+// replaced). It holds back at most the longest needle's length minus one
+// byte, the part of the text that could still become a secret; Flush writes
+// it out at the end. Not safe for concurrent use.
+type Writer struct {
+	r       *Redactor
+	w       io.Writer
+	pending []byte
+	err     error
+}
+
+// NewWriter returns a Writer that redacts with r into w. With an empty r it
+// still works, and holds nothing back.
+func NewWriter(w io.Writer, r *Redactor) *Writer { return &Writer{r: r, w: w} }
+
+// Write redacts p into the underlying writer and reports len(p) unless the
+// underlying writer failed (then that error, now and for every later call).
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.r.Empty() {
+		if _, err := w.w.Write(p); err != nil {
+			w.err = err
+			return 0, err
+		}
+		return len(p), nil
+	}
+	w.pending = append(w.pending, p...)
+	if err := w.drain(false, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Held returns how many bytes written so far are held back.
+func (w *Writer) Held() int { return len(w.pending) }
+
+// Flush writes out what was held back, as the end of the text; cut says the
+// text was truncated (a tail that is the start of a needle is then dropped).
+// Writing after Flush starts a new text.
+func (w *Writer) Flush(cut bool) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.r.Empty() {
+		return nil // Write held nothing back
+	}
+	return w.drain(true, cut)
+}
+
+// drain writes out every byte of pending that no later text can turn into
+// part of a secret (all of it when final).
+func (w *Writer) drain(final, cut bool) error {
+	p := w.pending
+	var out []byte
+	lit := 0 // start of the literal run not yet copied to out
+	i := 0
+	for i < len(p) {
+		i += w.r.next(p[i:])
+		if i == len(p) {
+			break
+		}
+		n := w.r.match(p[i:], final)
+		if n < 0 {
+			break // the rest may still become a secret: hold it
+		}
+		if n == 0 {
+			i++
+			continue
+		}
+		out = append(out, p[lit:i]...)
+		out = append(out, Mark...)
+		i += n
+		lit = i
+	}
+	out = append(out, p[lit:i]...)
+	if final && cut {
+		out = w.r.cutTail(out)
+	}
+	rest := copy(w.pending, p[i:])
+	w.pending = w.pending[:rest]
+	if len(out) == 0 {
+		return nil
+	}
+	if _, err := w.w.Write(out); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// cutTail drops a tail of b that is the start of a needle (for each needle
+// in turn, the longest such start).
+func (r *Redactor) cutTail(b []byte) []byte {
+	for _, n := range r.needles {
+		for k := min(len(n)-1, len(b)); k >= 1; k-- {
+			if bytes.HasSuffix(b, n[:k]) {
+				b = b[:len(b)-k]
+				break
+			}
+		}
+	}
+	return b
+}
