@@ -266,7 +266,7 @@ func TestSameIntentTwoSessionsOneExecution(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newTestStack(t, stackOptions{ProgressInterval: 10 * time.Second})
-			var results [2]CallResult
+			var answers [2]*mcp.CallToolResult
 			var wg sync.WaitGroup
 			pws := [2]*progressWaiter{newProgressWaiter(), newProgressWaiter()}
 			for i := range 2 {
@@ -287,7 +287,7 @@ func TestSameIntentTwoSessionsOneExecution(t *testing.T) {
 						t.Errorf("CallTool(slow_job) session %d: %v", i, err)
 						return
 					}
-					results[i] = decodeResult(t, res)
+					answers[i] = res // decoded below: decodeResult may t.Fatal, which only the test goroutine may
 				}()
 			}
 			// Both calls were submitted (each got its first progress) before
@@ -296,6 +296,10 @@ func TestSameIntentTwoSessionsOneExecution(t *testing.T) {
 			pws[1].wait(t, "act_")
 			st.effect.release()
 			wg.Wait()
+			if answers[0] == nil || answers[1] == nil {
+				t.FailNow() // the call's error is reported above
+			}
+			results := [2]CallResult{decodeResult(t, answers[0]), decodeResult(t, answers[1])}
 			if results[0].ExecutionID == "" || results[0].ExecutionID != results[1].ExecutionID {
 				t.Fatalf("execution ids = %q, %q; want one execution", results[0].ExecutionID, results[1].ExecutionID)
 			}
@@ -517,15 +521,13 @@ func TestProgressForSlowCall(t *testing.T) {
 			st := newTestStack(t, stackOptions{ProgressInterval: 20 * time.Millisecond})
 			pw := newProgressWaiter()
 			cs := st.connect(t, "alice", clientOptions{Era: era, Progress: pw.handle})
-			done := make(chan CallResult, 1)
+			done := make(chan *mcp.CallToolResult, 1)
 			go func() {
 				res, err := callWithProgress(context.Background(), cs, "slow_job", map[string]any{"job": "progress"})
 				if err != nil {
 					t.Errorf("CallTool(slow_job): %v", err)
-					close(done)
-					return
 				}
-				done <- decodeResult(t, res)
+				done <- res // nil on error; decoded in the test goroutine (decodeResult may t.Fatal)
 			}()
 			st.waitArrived(t)
 			// Transitions up to dispatched, then the keep-alive ticks.
@@ -533,8 +535,11 @@ func TestProgressForSlowCall(t *testing.T) {
 			pw.wait(t, "dispatched")
 			pw.wait(t, "dispatched")
 			st.effect.release()
-			cr := <-done
-			if cr.State != "completed" {
+			res := <-done
+			if res == nil {
+				t.FailNow()
+			}
+			if cr := decodeResult(t, res); cr.State != "completed" {
 				t.Errorf("slow call result = %+v, want completed", cr)
 			}
 		})

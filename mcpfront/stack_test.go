@@ -422,8 +422,8 @@ func (st *testStack) get(t testing.TB, id string) *recordv1.Execution {
 // recorded off the response path, so it lands a moment after the answer.
 func (st *testStack) waitState(t testing.TB, id string, want recordv1.State) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; i < 2000 && time.Now().Before(deadline); i++ {
+	deadline := time.Now().Add(30 * time.Second) // a loaded CI machine's bound, as testbin.Eventually
+	for i := 0; i < 6000 && time.Now().Before(deadline); i++ {
 		if st.get(t, id).GetState() == want {
 			return
 		}

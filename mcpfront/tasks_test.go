@@ -259,7 +259,7 @@ func (c *rpcClient) get(id string) map[string]any {
 func (c *rpcClient) pollUntil(id string, want TaskStatus) map[string]any {
 	c.t.Helper()
 	var m map[string]any
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < 3000; i++ { // 30s and more: a loaded CI machine's bound
 		m = c.get(id)
 		if m["status"] == string(want) {
 			return m

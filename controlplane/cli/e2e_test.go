@@ -566,9 +566,10 @@ func TestExecWatchFollowsChanges(t *testing.T) {
 			t.Errorf("exec watch exit = %d, want 0 after interrupt", code)
 		}
 	}()
-	// Submit until watch has printed one (it polls for new executions).
+	// Submit until watch has printed one (it polls for new executions);
+	// bounded at 30s, a loaded machine's budget, not 10s.
 	var id string
-	for i := 0; i < 200 && !strings.Contains(out.String(), "completed"); i++ {
+	for i := 0; i < 600 && !strings.Contains(out.String(), "completed"); i++ {
 		if id == "" || i%20 == 0 {
 			r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(fmt.Sprintf(`{"service":"api","version":"9.%d"}`, i))})
 			if err != nil {

@@ -108,7 +108,11 @@ func TestThousandIdenticalSubmitsAcrossTwoReplicas(t *testing.T) {
 	catalog := writeCatalog(t, tgt)
 	a, b := startPair(t, url, catalog)
 	ab, ba := replicaConn(t, a.data, b.data), replicaConn(t, b.data, a.data)
-	demo.SetDelay(1500 * time.Millisecond)
+	// The target holds the one request until the active dies (its
+	// connection closing ends the hold): a fixed delay could run out while
+	// the first 500 submits are still answered on a loaded machine, and the
+	// request would never be seen in flight.
+	demo.Hold()
 
 	const n = 1000
 	results := make([]*controlplanev1.SubmitResponse, n)
@@ -234,7 +238,7 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 		t.Fatalf("first call through the standby-first front: state %v (%v), want completed", sc["state"], sc)
 	}
 
-	demo.SetDelay(1500 * time.Millisecond)
+	demo.Hold() // until the active dies: no slow machine closes the window early
 	done := make(chan map[string]any, 1)
 	go func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy_release", Arguments: map[string]any{"service": "api", "version": "12.1.0"}})

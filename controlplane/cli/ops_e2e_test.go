@@ -215,6 +215,38 @@ func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) fl
 	return 0
 }
 
+// metric is one series of sample and the value it must have.
+type metric struct {
+	want   float64
+	name   string
+	labels []string
+}
+
+// waitMetrics scrapes url's /metrics until every series has its value, and
+// fails naming those that do not within the bound (30s). A single scrape
+// right after a state is seen can be early: the transition counters,
+// latch_executions and latch_recovery_queue_depth move in the store's
+// OnGroup hook, which runs after the commit that a concurrent Get may
+// already see.
+func waitMetrics(t *testing.T, url, when string, ms ...metric) {
+	t.Helper()
+	var off []string
+	for range 1500 {
+		fams := scrapeURL(t, url)
+		off = off[:0]
+		for _, m := range ms {
+			if got := sample(fams, m.name, m.labels...); got != m.want {
+				off = append(off, fmt.Sprintf("%s%v = %v, want %v", m.name, m.labels, got, m.want))
+			}
+		}
+		if len(off) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("%s, still after 30s: %s", when, strings.Join(off, "; "))
+}
+
 func getStatus(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -261,27 +293,23 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 		}
 		return r
 	}
-	check := func(when string, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
-		t.Helper()
-		if got := sample(fams, name, labels...); got != want {
-			t.Errorf("%s: %s%v = %v, want %v", when, name, labels, got, want)
-		}
-	}
 
 	// A new execution, then its retry.
 	first := submit("1.0")
 	waitFor(t, c, first.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
-	m := scrapeURL(t, ops)
-	check("after one call", m, 1, "latch_submit_total", "tool", "deploy_release", "disposition", "new")
-	check("after one call", m, 1, "latch_transitions_total", "tool", "deploy_release", "from", "dispatched", "to", "completed")
-	check("after one call", m, 1, "latch_executions", "state", "completed")
-	check("after one call", m, 1, "latch_dispatch_duration_seconds", "channel", "http", "tool", "deploy_release")
+	waitMetrics(t, ops, "after one call",
+		metric{1, "latch_submit_total", []string{"tool", "deploy_release", "disposition", "new"}},
+		metric{1, "latch_transitions_total", []string{"tool", "deploy_release", "from", "dispatched", "to", "completed"}},
+		metric{1, "latch_executions", []string{"state", "completed"}},
+		metric{1, "latch_dispatch_duration_seconds", []string{"channel", "http", "tool", "deploy_release"}},
+	)
 	if again := submit("1.0"); again.GetDisposition() != recordv1.Disposition_DISPOSITION_ATTACHED {
 		t.Fatalf("retry disposition %v, want attached", again.GetDisposition())
 	}
-	m = scrapeURL(t, ops)
-	check("after the retry", m, 1, "latch_submit_total", "tool", "deploy_release", "disposition", "attached")
-	check("after the retry", m, 1, "latch_submit_total", "tool", "deploy_release", "disposition", "new")
+	waitMetrics(t, ops, "after the retry",
+		metric{1, "latch_submit_total", []string{"tool", "deploy_release", "disposition", "attached"}},
+		metric{1, "latch_submit_total", []string{"tool", "deploy_release", "disposition", "new"}},
+	)
 
 	// An unknown outcome (the target holds the request past the 500ms
 	// dispatch timeout and its status endpoint says "in progress"), a retry
@@ -294,29 +322,36 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 	if again := submit("2.0"); again.GetDisposition() != recordv1.Disposition_DISPOSITION_RECOVERED {
 		t.Errorf("retry of the unknown outcome: disposition %v, want recovered", again.GetDisposition())
 	}
-	m = scrapeURL(t, ops)
-	check("while unknown", m, 1, "latch_submit_total", "tool", "deploy_release", "disposition", "recovered")
-	check("while unknown", m, 1, "latch_transitions_total", "tool", "deploy_release", "from", "dispatched", "to", "outcome_unknown")
-	check("while unknown", m, 1, "latch_recovery_queue_depth")
+	waitMetrics(t, ops, "while unknown",
+		metric{1, "latch_submit_total", []string{"tool", "deploy_release", "disposition", "recovered"}},
+		metric{1, "latch_transitions_total", []string{"tool", "deploy_release", "from", "dispatched", "to", "outcome_unknown"}},
+		metric{1, "latch_recovery_queue_depth", nil},
+	)
 	tg.release()
 	waitFor(t, c, id, recordv1.State_STATE_COMPLETED)
-	m = scrapeURL(t, ops)
-	check("after recovery", m, 1, "latch_transitions_total", "tool", "deploy_release", "from", "outcome_unknown", "to", "completed")
-	check("after recovery", m, 1, "latch_recovery_attempts_total", "tool", "deploy_release", "result", "observed")
-	check("after recovery", m, 0, "latch_executions", "state", "outcome_unknown")
-	check("after recovery", m, 0, "latch_recovery_queue_depth")
-	check("after recovery", m, 2, "latch_executions", "state", "completed")
+	waitMetrics(t, ops, "after recovery",
+		metric{1, "latch_transitions_total", []string{"tool", "deploy_release", "from", "outcome_unknown", "to", "completed"}},
+		metric{1, "latch_recovery_attempts_total", []string{"tool", "deploy_release", "result", "observed"}},
+		metric{0, "latch_executions", []string{"state", "outcome_unknown"}},
+		metric{0, "latch_recovery_queue_depth", nil},
+		metric{2, "latch_executions", []string{"state", "completed"}},
+	)
 	if got := tg.count(); got != 2 {
 		t.Errorf("target effects = %d, want 2 (one per intent)", got)
 	}
 
 	// One info line per settled execution, with its fields.
-	for range 100 {
-		if strings.Count(stderr.String(), `"execution settled"`) >= 2 {
-			break
+	// The lines are written by the telemetry's logger goroutine, after
+	// the commit a Get sees.
+	testbin.Eventually(t, "the two settled lines in the log", func() bool {
+		n := 0
+		for _, l := range jsonLines(t, stderr.String()) { // complete lines only
+			if l["@message"] == "execution settled" {
+				n++
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n >= 2
+	})
 	settled := map[string]map[string]any{}
 	for _, l := range jsonLines(t, stderr.String()) {
 		if l["@message"] == "execution settled" {
@@ -343,7 +378,7 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"name":"vault","ready":false`) || !strings.Contains(body, "latch vault unlock") {
 		t.Errorf("GET /readyz with the vault locked = %d %s, want 503 naming the vault and what to do", code, body)
 	}
-	check("vault locked", scrapeURL(t, ops), 1, "latch_vault_locked")
+	waitMetrics(t, ops, "vault locked", metric{1, "latch_vault_locked", nil})
 }
 
 // TestServeRefusesPublicOpsWithoutTLS: a non-loopback --http-listen needs

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
@@ -41,7 +40,7 @@ func TestServeOnPostgres(t *testing.T) {
 	data := t.TempDir()
 	p := startServe(t, data, catalog, "--store", url)
 	c := client(t, data)
-	demo.SetDelay(3 * time.Second)
+	demo.Hold() // the answer waits until the control plane is killed
 	args := `{"service":"api","version":"9.0.0"}`
 	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(args)})
 	if err != nil {
@@ -49,15 +48,10 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	id := r.GetExecution().GetId()
 	waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
-	for i := 0; i < 200 && demo.InFlight() == 0; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if demo.InFlight() == 0 {
-		t.Fatal("the request never reached the target")
-	}
+	testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.cmd.Wait()
-	demo.SetDelay(0)
+	demo.Release()
 
 	startServe(t, data, catalog, "--store", url)
 	c = client(t, data)
@@ -140,7 +134,7 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	})
 
 	c := client(t, dataA)
-	demo.SetDelay(3 * time.Second)
+	demo.Hold() // until the active is killed: no slow machine closes the window early
 	args := `{"service":"api","version":"10.0.0"}`
 	r, err := c.Submit(context.Background(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(args)})
 	if err != nil {
@@ -156,7 +150,7 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	}
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
-	demo.SetDelay(0)
+	demo.Release()
 
 	testbin.Eventually(t, "the standby to take over and serve", func() bool { return serving(dataB) })
 	cb := client(t, dataB)

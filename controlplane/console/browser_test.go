@@ -58,10 +58,16 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// run runs browser actions with a bound.
+// pollBound bounds a chromedp.Poll for what the page shows once the
+// control plane and the browser get to it: 30s, like testbin.Eventually (a
+// loaded CI machine runs chromium, race-built binaries and other tests).
+const pollBound = 30 * time.Second
+
+// run runs browser actions with a bound (above pollBound: one run may
+// navigate, then poll).
 func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(rctx, steps...); err != nil {
 		t.Fatalf("%s: %v", what, err)

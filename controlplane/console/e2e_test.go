@@ -334,7 +334,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	run(t, ctx, "open the used link", chromedp.Navigate(d.signIn), chromedp.WaitVisible(".error"))
 
 	// An MCP call appears in the list live, with an XSS payload.
-	run(t, ctx, "open the list", chromedp.Navigate(d.base+"/ui/"), chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+	run(t, ctx, "open the list", chromedp.Navigate(d.base+"/ui/"), chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(pollBound)))
 	eval[bool](t, ctx, `window.__sameDocument = true`)
 	agent := d.agent(t)
 	payload := `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`
@@ -343,7 +343,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatalf("write_note: %v %+v", err, res)
 	}
 	noteID := executionID(t, res)
-	run(t, ctx, "the call appears in the list", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#executions tr[data-id=%q]')`, noteID), chromedp.WithPollingTimeout(10*time.Second)))
+	run(t, ctx, "the call appears in the list", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#executions tr[data-id=%q]')`, noteID), chromedp.WithPollingTimeout(pollBound)))
 	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
 		t.Error("the row appeared only after a reload, want it pushed to the open page")
 	}
@@ -355,7 +355,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	var proven bool
 	for range 50 { // until a checkpoint (every 200ms) covers every record
 		run(t, ctx, "open the detail page", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#timeline"),
-			chromedp.Poll[chromedp.Void](`document.body.dataset.proofs === 'done'`, chromedp.WithPollingTimeout(10*time.Second)))
+			chromedp.Poll[chromedp.Void](`document.body.dataset.proofs === 'done'`, chromedp.WithPollingTimeout(pollBound)))
 		if eval[bool](t, ctx, `[...document.querySelectorAll('[data-proof-index]')].every(e => e.classList.contains('ok'))`) {
 			proven = true
 			break
@@ -401,8 +401,9 @@ func TestConsoleInABrowser(t *testing.T) {
 		err error
 	}
 	waiting := make(chan callResult, 1)
+	billing := d.agent(t) // connected here: agent may t.Fatal, which only the test goroutine may
 	go func() {
-		r, err := d.agent(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "billing"}})
+		r, err := billing.CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "billing"}})
 		waiting <- callResult{r, err}
 	}()
 	var pending string
@@ -452,8 +453,9 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	// The open page of an execution follows it live: approved with the CLI
 	// meanwhile, it shows the new state without a reload.
+	search := d.agent(t)
 	go func() {
-		r, err := d.agent(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "search"}})
+		r, err := search.CallTool(context.Background(), &mcp.CallToolParams{Name: "rotate_key", Arguments: map[string]any{"service": "search"}})
 		waiting <- callResult{r, err}
 	}()
 	var second string
@@ -466,12 +468,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 	lastDetail = d.base + "/ui/executions/" + second
 	run(t, ctx, "open the second approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+		chromedp.Poll[chromedp.Void](`document.querySelector('#live-status.ok')`, chromedp.WithPollingTimeout(pollBound)))
 	eval[bool](t, ctx, `window.__sameDocument = true`)
 	if out, err := exec.Command(latchBin, "approvals", "approve", second, "--data", d.data, "--operator", "cli-op").CombinedOutput(); err != nil {
 		t.Fatalf("latch approvals approve: %v\n%s", err, out)
 	}
-	run(t, ctx, "the page follows the approval", chromedp.Poll[chromedp.Void](`['completed', 'delivered'].includes(document.getElementById('state').textContent)`, chromedp.WithPollingTimeout(15*time.Second)))
+	run(t, ctx, "the page follows the approval", chromedp.Poll[chromedp.Void](`['completed', 'delivered'].includes(document.getElementById('state').textContent)`, chromedp.WithPollingTimeout(pollBound)))
 	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
 		t.Error("the detail page reloaded, want the new state pushed to it")
 	}
@@ -511,7 +513,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	// The audit page checks the newest checkpoint's signature in the
 	// browser too.
 	run(t, ctx, "open the audit page", chromedp.Navigate(d.base+"/ui/audit"), chromedp.WaitVisible("#checkpoints"),
-		chromedp.Poll[chromedp.Void](`document.getElementById('sig-browser').classList.contains('ok')`, chromedp.WithPollingTimeout(10*time.Second)))
+		chromedp.Poll[chromedp.Void](`document.getElementById('sig-browser').classList.contains('ok')`, chromedp.WithPollingTimeout(pollBound)))
 	if cmd := eval[string](t, ctx, `document.getElementById('verify-command').textContent`); cmd != "latch audit verify "+d.data {
 		t.Errorf("the audit page's verify command = %q, want latch audit verify %s", cmd, d.data)
 	}

@@ -72,13 +72,11 @@ func (c *counter) waitHolding(n int) {
 	})
 }
 
+// pid is the upstream's process ID. A bad pid file fails the test: PID 0
+// or -1 handed to kill(2) would signal the test's own process group.
 func (c *counter) pid() int {
-	b, err := os.ReadFile(filepath.Join(c.dir, "pid"))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(string(b))
-	return n
+	c.t.Helper()
+	return readPid(c.t, c.dir)
 }
 
 // serveHTTP runs the counter as an HTTP upstream (its own process, outside
@@ -199,11 +197,14 @@ func submit(t *testing.T, c controlplanev1.ControlPlaneClient, tool, args string
 	return r
 }
 
-// waitState polls the execution until it is in one of want (bounded).
+// waitState polls the execution until it is in one of want (bounded at
+// 90s: after an upstream or the control plane is killed, recovery waits 1,
+// 2, 4, 8, 16, 32s between its rounds, and an upstream restarted on a
+// loaded machine may miss the first ones).
 func waitState(t *testing.T, c controlplanev1.ControlPlaneClient, id string, want ...recordv1.State) *controlplanev1.GetResponse {
 	t.Helper()
 	var last *controlplanev1.GetResponse
-	for i := 0; i < 600; i++ {
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
 		r, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
 		if err == nil {
 			last = r

@@ -145,9 +145,11 @@ func TestHTTPUpstreamCutAfterCreateTask(t *testing.T) {
 	if k := strings.Join(kinds, " "); !strings.Contains(k, "target_task") || !strings.Contains(k, "recovery") {
 		t.Errorf("journal kinds = %s, want the task recorded and the outcome recovered", k)
 	}
-	if !strings.Contains(l.stderr.String(), "upstream forgot Latch's session (HTTP 404)") {
-		t.Error("the log does not say the restarted upstream's 404 for the old session made Latch connect again")
-	}
+	// Logged before the recovery completed, but copied from the process's
+	// stderr pipe by a goroutine of its own: waited for, not read once.
+	testbin.Eventually(t, "the log to say the restarted upstream's 404 for the old session made Latch connect again", func() bool {
+		return strings.Contains(l.stderr.String(), "upstream forgot Latch's session (HTTP 404)")
+	})
 }
 
 // TestLatchKilledWhileHTTPUpstreamTaskRuns: the control plane is SIGKILLed

@@ -277,23 +277,53 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// stdout and stderr are pipes of our own, not StdoutPipe's: cmd.Wait
+	// closes those as soon as the process exits, dropping what it wrote
+	// last and was not read yet (a CreateTaskResult or a tools/call result
+	// written just before it exits, which made a recoverable call
+	// needs_review). Ours are read to their end.
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, nil, nil, err
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
+		outR.Close()
+		outW.Close()
 		return nil, nil, nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close() // the child has its copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
 	}
-	go u.logStderr(stderr, cmd.Process.Pid)
-	// Wait reaps the process; its result ends the session through stdout's EOF.
+	stdout := &drainedReader{f: outR, done: make(chan struct{})}
+	stderrDone := make(chan struct{})
+	go func() { u.logStderr(errR, cmd.Process.Pid); close(stderrDone) }()
+	// Wait reaps the process; the session ends at stdout's EOF, once what
+	// it wrote is read. A process it left behind may hold the pipes open:
+	// they are closed terminateWait after the exit.
 	waited := make(chan struct{})
 	go func() {
 		err := cmd.Wait()
 		u.log.Info("upstream process exited", "pid", cmd.Process.Pid, "status", exitStatus(err))
+		drain := time.NewTimer(terminateWait)
+		for _, done := range []chan struct{}{stdout.done, stderrDone} {
+			select {
+			case <-done:
+			case <-drain.C:
+				drain.Reset(0)
+			}
+		}
+		drain.Stop()
+		outR.Close()
+		errR.Close()
 		close(waited)
 	}()
 	proc := &procHandle{p: cmd.Process, waited: waited}
@@ -363,6 +393,24 @@ func (u *upstream) logStderr(r io.Reader, pid int) {
 		u.log.Debug("upstream stderr", "pid", pid, "line", clip(u.c.scrub(u, sc.Bytes()), 500))
 	}
 }
+
+// drainedReader is a stdio upstream's stdout; done is closed once a read
+// fails (EOF: the process and whatever it started closed it; or closed).
+type drainedReader struct {
+	f    *os.File
+	once sync.Once
+	done chan struct{}
+}
+
+func (r *drainedReader) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	if err != nil {
+		r.once.Do(func() { close(r.done) })
+	}
+	return n, err
+}
+
+func (r *drainedReader) Close() error { return r.f.Close() }
 
 // stdinWriter marks an attempt written once the line carrying its execution
 // ID is in the process's stdin.

@@ -157,7 +157,7 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	b := newReplica("b")
 	_, doneB := run(b)
 	aAddr := "unix://" + a.cfg.Socket
-	for deadline := time.Now().Add(10 * time.Second); b.Role().Active != aAddr; {
+	for deadline := time.Now().Add(30 * time.Second); b.Role().Active != aAddr; {
 		if time.Now().After(deadline) {
 			t.Fatalf("standby role = %+v, want it to name the active at %s", b.Role(), aAddr)
 		}

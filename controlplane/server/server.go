@@ -715,9 +715,12 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 	if s.pg != nil {
 		s.role.set(RoleActive, s.pg.Epoch())
 	}
+	// Health first: once any API call is answered, health says SERVING
+	// (the other order let a client that was just answered see
+	// NOT_SERVING for a moment).
+	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.active.Store(true)
 	close(s.activeCh)
-	s.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("control plane ready", "socket", s.cfg.Socket, "tcp", s.TCPAddr(), "journal_size", s.Store.JournalSize())
 	// The engine's start-up scan (the unsettled executions to resume) runs
 	// while serving: on a large store it takes seconds, and nothing needs

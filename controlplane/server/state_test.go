@@ -14,6 +14,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -73,16 +74,10 @@ func TestStateCheckAtStartAndInTheBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := r.Execution.GetId()
-	for i := 0; ; i++ {
+	testbin.Eventually(t, "execution "+id+" to complete", func() bool {
 		x, err := srv.Store.Execution(id)
-		if err == nil && x.GetState() == recordv1.State_STATE_COMPLETED {
-			break
-		}
-		if i == 500 {
-			t.Fatalf("execution %s did not complete: %v %v", id, x.GetState(), err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && x.GetState() == recordv1.State_STATE_COMPLETED
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)

@@ -44,7 +44,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "countup:", err)
 		os.Exit(1)
 	}
-	os.WriteFile(filepath.Join(s.dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o644)
+	// Renamed into place: a test reading pid while a restarted process
+	// writes it sees the old or the new PID, never an empty file.
+	os.WriteFile(filepath.Join(s.dir, "pid.tmp"), []byte(fmt.Sprint(os.Getpid())), 0o644)
+	os.Rename(filepath.Join(s.dir, "pid.tmp"), filepath.Join(s.dir, "pid"))
 	variant, _ := os.ReadFile(filepath.Join(s.dir, "variant"))
 	srv := s.mcpServer(strings.TrimSpace(string(variant)))
 	if *httpAddr == "" {
