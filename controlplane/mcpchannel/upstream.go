@@ -392,6 +392,11 @@ func (u *upstream) logStderr(r io.Reader, pid int) {
 	for sc.Scan() {
 		u.log.Debug("upstream stderr", "pid", pid, "line", clip(u.c.scrub(u, sc.Bytes()), 500))
 	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		// Keep reading, or the upstream blocks writing to a full pipe.
+		u.log.Debug("upstream stderr: a line over 64 KiB; the rest of its stderr is discarded", "pid", pid)
+		_, _ = io.Copy(io.Discard, r)
+	}
 }
 
 // drainedReader is a stdio upstream's stdout; done is closed once a read

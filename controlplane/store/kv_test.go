@@ -314,6 +314,37 @@ func TestPostgresLostCommitAnswer(t *testing.T) {
 	}
 }
 
+// TestPostgresFenceWithoutCommitMarker: the fence does not depend on the
+// commit-marker row. With the row deleted by hand, a stale active's commit
+// is still fenced (nothing lands), and the holder's commit is refused with
+// ErrCommitUnknown saying how to restore the row, as is every later one.
+func TestPostgresFenceWithoutCommitMarker(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	a, b := openPG(t, url), openPG(t, url)
+	if _, err := a.AcquireLease(ctx, "replica-a", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// b believes it holds an epoch the database never gave it.
+	b.epoch.Store(7)
+	if _, err := a.pool.Exec(ctx, "DELETE FROM latch_commit"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit([]Write{{Key: []byte("k"), Value: []byte("stale")}}); !errors.Is(err, ErrFenced) {
+		t.Errorf("a stale epoch's commit without the marker row = %v, want ErrFenced", err)
+	}
+	if v, _ := a.Get([]byte("k")); v != nil {
+		t.Errorf("k = %q after a fenced commit, want nothing", v)
+	}
+	err := a.Commit([]Write{{Key: []byte("k"), Value: []byte("a1")}})
+	if !errors.Is(err, ErrCommitUnknown) || !strings.Contains(err.Error(), "INSERT INTO latch_commit") {
+		t.Errorf("the holder's commit without the marker row = %v, want ErrCommitUnknown saying how to restore it", err)
+	}
+	if err := a.Commit([]Write{{Key: []byte("k2"), Value: []byte("a2")}}); !errors.Is(err, ErrCommitUnknown) {
+		t.Errorf("a later commit = %v, want ErrCommitUnknown", err)
+	}
+}
+
 // TestPostgresLeaseFencesAStaleActive: one replica holds the lease; another
 // cannot take it until it expires; once taken, the old holder's commits and
 // renewals fail with ErrFenced (through the Store too) and nothing it wrote

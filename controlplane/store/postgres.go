@@ -381,22 +381,23 @@ const (
 )
 
 // A commit is one statement: the deletions ($1), the upserts ($2 keys, $3
-// values) and the commit token ($4), and for a lease holder the fence ($5)
-// the token's UPDATE joins, so it runs whenever the statement does. One
-// statement is one executor start, one snapshot and one row of statement
-// statistics instead of four; any part's error (the fence's LF001, a
-// constraint) fails the statement, and with it the transaction. The parts
-// run under one snapshot and do not see one another's rows, which is safe
-// because Commit gives them disjoint keys (the last write of each key wins
-// before they are built).
+// values) and the commit token ($4) as data-modifying CTEs, which always
+// run to completion, and for a lease holder the fence ($5) in the main
+// SELECT, which has no FROM and so always runs: the fence never depends on
+// a row being found. The SELECT answers how many commit-marker rows took
+// the token (1, or the marker row is gone). One statement is one executor
+// start, one snapshot and one row of statement statistics instead of four;
+// any part's error (the fence's LF001, a constraint) fails the statement,
+// and with it the transaction. The parts run under one snapshot and do not
+// see one another's rows, which is safe because Commit gives them disjoint
+// keys (the last write of each key wins before they are built).
 const (
-	commitWrites = `WITH del AS (DELETE FROM latch_kv WHERE k = ANY($1::bytea[])),
-	ups AS (INSERT INTO latch_kv (k, v) SELECT * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v)
-	UPDATE latch_commit SET token = $4, at = now() WHERE id = 1`
-	commitFenced = `WITH fence AS (SELECT latch_fence($5)),
-	del AS (DELETE FROM latch_kv WHERE k = ANY($1::bytea[])),
-	ups AS (INSERT INTO latch_kv (k, v) SELECT * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v)
-	UPDATE latch_commit SET token = $4, at = now() FROM fence WHERE id = 1`
+	commitParts = `WITH del AS (DELETE FROM latch_kv WHERE k = ANY($1::bytea[])),
+	ups AS (INSERT INTO latch_kv (k, v) SELECT * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v),
+	tok AS (UPDATE latch_commit SET token = $4, at = now() WHERE id = 1 RETURNING 1)
+	`
+	commitWrites = commitParts + `SELECT (SELECT count(*) FROM tok)`
+	commitFenced = commitParts + `SELECT (SELECT count(*) FROM tok), latch_fence($5)::text`
 )
 
 func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
@@ -549,10 +550,17 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	// its own measured worse at c=1 on a loaded machine: a Get and a commit
 	// then wake two backends per action instead of one.)
 	var err error
+	var marked int64
 	if e := k.epoch.Load(); e != 0 {
-		_, err = k.pool.Exec(ctx, commitFenced, delK, setK, setV, token, e)
+		var fence string
+		err = k.pool.QueryRow(ctx, commitFenced, delK, setK, setV, token, e).Scan(&marked, &fence)
 	} else {
-		_, err = k.pool.Exec(ctx, commitWrites, delK, setK, setV, token)
+		err = k.pool.QueryRow(ctx, commitWrites, delK, setK, setV, token).Scan(&marked)
+	}
+	if err == nil && marked != 1 {
+		// The writes committed (fenced), but without the token a lost
+		// answer could not be resolved later: refuse further commits.
+		return k.markBroken(fmt.Errorf("%w: the commit marker row (latch_commit id 1) is missing, so a commit whose answer is lost could not be resolved; the schema was changed by hand: restore the row (INSERT INTO latch_commit (id, token) VALUES (1, '\\x00')) and restart latch serve", ErrCommitUnknown))
 	}
 	if err == nil {
 		return nil
@@ -611,7 +619,11 @@ func (k *PostgresKV) resolve(token []byte, cause error) error {
 	case err == nil:
 		return fmt.Errorf("%w: PostgreSQL commit failed (the connection was lost before it committed): %w", ErrNotCommitted, cause)
 	}
-	broken := fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", ErrCommitUnknown, cause, err)
+	return k.markBroken(fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", ErrCommitUnknown, cause, err))
+}
+
+// markBroken makes every later commit fail with broken, and returns it.
+func (k *PostgresKV) markBroken(broken error) error {
 	k.brokenMu.Lock()
 	k.broken = broken
 	k.brokenMu.Unlock()

@@ -79,17 +79,17 @@ func run(dir string, log hclog.Logger) error {
 
 	out, err := os.OpenFile(filepath.Join(dir, execdir.OutputFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return notStarted(dir, ch, fmt.Sprintf("create output file: %v", err))
+		return notStarted(dir, ch, red.String(fmt.Sprintf("create output file: %v", err)))
 	}
 	defer out.Close()
 
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		return notStarted(dir, ch, fmt.Sprintf("gate pipe: %v", err))
+		return notStarted(dir, ch, red.String(fmt.Sprintf("gate pipe: %v", err)))
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return notStarted(dir, ch, fmt.Sprintf("output pipe: %v", err))
+		return notStarted(dir, ch, red.String(fmt.Sprintf("output pipe: %v", err)))
 	}
 	cmd := exec.Command("/proc/self/exe", append([]string{"gate", "--"}, spec.Argv...)...)
 	cmd.Dir = spec.Cwd
@@ -103,7 +103,7 @@ func run(dir string, log hclog.Logger) error {
 		_ = gateW.Close()
 		_ = outR.Close()
 		_ = outW.Close()
-		return notStarted(dir, ch, fmt.Sprintf("start command: %v", err))
+		return notStarted(dir, ch, red.String(fmt.Sprintf("start command: %v", err)))
 	}
 	_ = gateR.Close()
 	_ = outW.Close()

@@ -18,9 +18,10 @@
 //     ordinary text, and a value that short is guessable anyway; a needle
 //     found inside Mark is dropped too (redacting would grow the text each
 //     time it is applied);
-//   - matching is leftmost, and at one position the longest needle wins, so
-//     a needle inside a longer one does not break it up; replaced text is not
-//     searched again;
+//   - every byte of every occurrence of a needle is replaced: overlapping
+//     occurrences (of one needle, "abab" in "ababab", or of two, "xabc" and
+//     "abcdef" in "xabcdef") are replaced as one span by one Mark;
+//     replaced text is not searched again;
 //   - when a text was cut (an output cap), a tail that is the start of a
 //     needle is cut too, so a truncated text never ends in half a secret.
 package redact
@@ -199,6 +200,7 @@ type Writer struct {
 	r       *Redactor
 	w       io.Writer
 	pending []byte
+	covered int // bytes at the start of pending inside a span already replaced
 	err     error
 }
 
@@ -243,36 +245,51 @@ func (w *Writer) Flush(cut bool) error {
 }
 
 // drain writes out every byte of pending that no later text can turn into
-// part of a secret (all of it when final).
+// part of a secret (all of it when final). A needle found starts a span
+// replaced by one Mark; the span grows to the end of every needle that
+// starts inside it ("xabc" and "abcdef" in "xabcdef", "abab" in "ababab"),
+// so no byte of any occurrence is left. What is held back starts at the
+// first position still undecided, so it stays shorter than the longest
+// needle; covered says how much of it the current span already replaced.
 func (w *Writer) drain(final, cut bool) error {
 	p := w.pending
 	var out []byte
-	lit := 0 // start of the literal run not yet copied to out
+	cover := w.covered // p[:cover] is inside a span whose Mark is written
+	lit := cover       // start of the literal run not yet copied to out
 	i := 0
 	for i < len(p) {
-		i += w.r.next(p[i:])
-		if i == len(p) {
-			break
+		if i >= cover {
+			i += w.r.next(p[i:])
+			if i == len(p) {
+				break
+			}
 		}
 		n := w.r.match(p[i:], final)
 		if n < 0 {
 			break // the rest may still become a secret: hold it
 		}
-		if n == 0 {
-			i++
-			continue
+		if n > 0 {
+			if i >= cover { // a new span
+				out = append(out, p[lit:i]...)
+				out = append(out, Mark...)
+			}
+			cover = max(cover, i+n)
+			lit = cover
 		}
-		out = append(out, p[lit:i]...)
-		out = append(out, Mark...)
-		i += n
-		lit = i
+		i++
 	}
-	out = append(out, p[lit:i]...)
+	if lit < i {
+		out = append(out, p[lit:i]...)
+	}
 	if final && cut {
 		out = w.r.cutTail(out)
 	}
 	rest := copy(w.pending, p[i:])
 	w.pending = w.pending[:rest]
+	w.covered = max(cover-i, 0)
+	if final {
+		w.covered = 0 // a new text starts after Flush
+	}
 	if len(out) == 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestBytes(t *testing.T) {
 		{name: "short secret left alone", secret: "abc", in: `abcabc`, want: `abcabc`},
 		{name: "inside the mark left alone", secret: "DACT", in: `REDACTED`, want: `REDACTED`},
 		{name: "adjacent occurrences", secret: "TOPSECRET99", in: `TOPSECRET99TOPSECRET99`, want: `[REDACTED][REDACTED]`},
-		{name: "overlapping occurrences: leftmost wins", secret: "abab", in: `ababab`, want: `[REDACTED]ab`},
+		{name: "overlapping occurrences: one span, nothing left", secret: "abab", in: `ababab`, want: `[REDACTED]`},
 		{name: "truncated text ending in part of the secret", secret: "TOPSECRET99", in: `ok TOPSECRET99 then TOPSEC`, cut: true, want: `ok [REDACTED] then `},
 		{name: "untruncated text ending in part of the secret keeps it", secret: "TOPSECRET99", in: `then TOPSEC`, want: `then TOPSEC`},
 		{name: "nothing to find", secret: "TOPSECRET99", in: `nothing here`, want: `nothing here`},
@@ -69,6 +70,70 @@ func TestLongestNeedleWins(t *testing.T) {
 	if got := r.String("a secret-token b secret c"); got != "a [REDACTED] b [REDACTED] c" {
 		t.Errorf("String = %q", got)
 	}
+}
+
+// TestOverlappingNeedles: every byte of every occurrence is replaced, also
+// where occurrences overlap (one span, one mark), whatever the writes.
+func TestOverlappingNeedles(t *testing.T) {
+	tests := []struct {
+		needles []string
+		in      string
+		want    string
+	}{
+		{[]string{"xabc", "abcdef"}, "xabcdef", "[REDACTED]"},
+		{[]string{"xabc", "abcdef"}, "1 xabcdef 2", "1 [REDACTED] 2"},
+		{[]string{"aaaa"}, "aaaaaa", "[REDACTED]"},
+		{[]string{"abab"}, "ababab.", "[REDACTED]."},
+		{[]string{"abcd", "cdef", "efgh"}, "abcdefgh", "[REDACTED]"},
+		{[]string{"abcd"}, "abcdabcd", "[REDACTED][REDACTED]"}, // adjacent, not overlapping
+	}
+	for _, tt := range tests {
+		var ns [][]byte
+		for _, n := range tt.needles {
+			ns = append(ns, []byte(n))
+		}
+		r := New(ns)
+		if got := r.String(tt.in); got != tt.want {
+			t.Errorf("needles %q: String(%q) = %q, want %q", tt.needles, tt.in, got, tt.want)
+		}
+		if got := reference(r, []byte(tt.in)); got != tt.want {
+			t.Errorf("needles %q: reference(%q) = %q, want %q (the test's reference is wrong)", tt.needles, tt.in, got, tt.want)
+		}
+		for i := 0; i <= len(tt.in); i++ {
+			if got, _ := writeChunks(t, r, []byte(tt.in), []int{i}, false); got != tt.want {
+				t.Errorf("needles %q, split at %d: %q, want %q", tt.needles, i, got, tt.want)
+			}
+		}
+	}
+}
+
+// reference is the redaction rule written plainly: every occurrence of
+// every needle is an interval; intervals that overlap merge; each merged
+// interval becomes one Mark.
+func reference(r *Redactor, in []byte) string {
+	type iv struct{ lo, hi int }
+	var ivs []iv
+	for _, n := range r.needles {
+		for i := 0; i+len(n) <= len(in); i++ {
+			if bytes.Equal(in[i:i+len(n)], n) {
+				ivs = append(ivs, iv{i, i + len(n)})
+			}
+		}
+	}
+	slices.SortFunc(ivs, func(a, b iv) int { return a.lo - b.lo })
+	var out strings.Builder
+	pos := 0
+	for k := 0; k < len(ivs); {
+		lo, hi := ivs[k].lo, ivs[k].hi
+		for k++; k < len(ivs) && ivs[k].lo < hi; k++ {
+			hi = max(hi, ivs[k].hi)
+		}
+		out.Write(in[pos:lo])
+		out.WriteString(Mark)
+		pos = hi
+	}
+	out.Write(in[pos:])
+	return out.String()
 }
 
 func TestEmptyRedactor(t *testing.T) {
@@ -200,6 +265,11 @@ func FuzzWriterChunks(f *testing.F) {
 		}
 		if r.Empty() {
 			return
+		}
+		if !cut {
+			if ref := reference(r, in); got != ref {
+				t.Fatalf("result %q, want %q (every occurrence replaced, overlaps as one span)", got, ref)
+			}
 		}
 		clean := func(s string) bool { return !strings.ContainsAny(s, Mark) }
 		for _, n := range []string{n1, n2, n3} {
