@@ -2,10 +2,10 @@ package testbin
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/internal/cputime"
 	"github.com/latchhq/latch/internal/loadgen"
 )
 
@@ -37,7 +37,7 @@ type CPUMeter struct {
 // StartCPU reads the processor times before a run; db (nil: none) reads
 // the database server's, e.g. pgtest's Server.CPU.
 func StartCPU(db func() (time.Duration, error)) *CPUMeter {
-	m := &CPUMeter{db: db, self: processCPU()}
+	m := &CPUMeter{db: db, self: cputime.Self()}
 	if db != nil {
 		m.dbt, _ = db()
 	}
@@ -48,7 +48,7 @@ func StartCPU(db func() (time.Duration, error)) *CPUMeter {
 // differences per operation.
 func (m *CPUMeter) Report(b *testing.B) {
 	n := float64(max(b.N, 1))
-	b.ReportMetric(float64((processCPU()-m.self).Microseconds())/n, "cpu-µs/op")
+	b.ReportMetric(float64((cputime.Self()-m.self).Microseconds())/n, "cpu-µs/op")
 	if m.db != nil {
 		d, err := m.db()
 		if err != nil {
@@ -57,12 +57,4 @@ func (m *CPUMeter) Report(b *testing.B) {
 		}
 		b.ReportMetric(float64((d-m.dbt).Microseconds())/n, "db-cpu-µs/op")
 	}
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

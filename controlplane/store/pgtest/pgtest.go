@@ -38,6 +38,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/latchhq/latch/internal/cputime"
 	"github.com/latchhq/latch/internal/testbin"
 )
 
@@ -318,34 +319,17 @@ func (s *Server) CPU() (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pgtest: read the server's CPU time: %w", err)
 	}
-	var ticks int64
+	var total time.Duration
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // exited meanwhile
+		st, ok := cputime.Process(p)
+		if !ok || (p != pid && st.PPID != pid) {
+			continue // exited meanwhile, or not the server's
 		}
-		// pid (comm) state ppid ... utime stime: fields 14 and 15; comm
-		// may hold spaces, so count from its closing parenthesis.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		if p != pid && ppid != pid {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
+		total += st.CPU
 	}
-	// USER_HZ is 100 on every Linux architecture Go supports.
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	return total, nil
 }
