@@ -254,7 +254,10 @@ func (f *Front) sendDeliveries() {
 		_, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: batch[0], MoreExecutionIds: batch[1:]})
 		cancel()
 		if err != nil {
-			f.log.Warn("could not record delivery", "execution_id", batch[0], "executions", len(batch), "error", err)
+			// The control plane records every id it can and answers the
+			// first failure: some of the batch may be recorded, the rest
+			// stay completed, not delivered (an attach returns the result).
+			f.log.Warn("could not record every delivery of a batch; those not recorded stay completed, not delivered", "first_execution_id", batch[0], "executions", len(batch), "error", err)
 			select {
 			case <-f.closing:
 				// Closing with the control plane unreachable: one failed

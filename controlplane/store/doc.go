@@ -7,9 +7,10 @@
 //
 // PostgresKV keeps the same keys in one table, latch_kv (k bytea primary
 // key, v bytea): bytea orders bytewise, so scans see Badger's key order. A
-// group is one statement (deletions, upserts, the commit marker and the
-// fence as parts of one WITH) in one implicit transaction; the commit marker (latch_commit) written in it tells, after a
-// lost answer, whether it landed. Concurrent Gets are coalesced into one
+// group is one statement in one implicit transaction: the deletions, the
+// upserts and the commit marker (latch_commit, which tells after a lost
+// answer whether the group landed) as data-modifying parts of a WITH, and
+// the fence in its main SELECT, so it runs whatever the parts find. Concurrent Gets are coalesced into one
 // query (pgget.go). Schema versions are embedded migrations (pgschema/,
 // table latch_schema_version). The lease (latch_lease: holder, epoch,
 // expiry) makes one replica active; its commits call latch_fence(epoch) in

@@ -15,7 +15,11 @@ import (
 // replica the reads of the hot path (the fingerprint lookup of each new
 // intent, Store.WarmLatest) then cost the database one round trip per
 // batch instead of one per key, and hold at most maxGetsInFlight of the
-// pool's connections; alone, a Get is sent at once as before.
+// pool's connections; alone, a Get is sent at once as before. A waiting
+// Get is answered only by a query sent after it arrived (it never sees a
+// value older than a commit that returned before it), and its wait is
+// bounded by the queries ahead of it: up to about twice OpTimeout when the
+// database hangs.
 const (
 	maxGetsInFlight = 2
 	maxGetBatch     = 256

@@ -503,7 +503,7 @@ func readPage(ctx context.Context, q querier, lo, hi []byte, reverse bool, n, pa
 }
 
 // Commit applies the writes in one transaction. Repeated keys keep their
-// last write. When the connection is lost after the batch was sent, the
+// last write. When the connection is lost after the statement was sent, the
 // outcome is read back through the commit marker (waiting on its row lock,
 // so an in-flight commit finishes first); if it cannot be read the backend
 // refuses every later commit with ErrCommitUnknown.
