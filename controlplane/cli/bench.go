@@ -496,7 +496,7 @@ func benchPaths(ctx context.Context, info devInfo, cp controlplanev1.ControlPlan
 	// Each MCP client keeps a connection per worker alive, as the front's
 	// and the bare server's own clients do (http.DefaultTransport keeps 2
 	// per host: at higher concurrency most calls would dial a connection).
-	mhc := &http.Client{Transport: benchBearer{token: info.Token, rt: benchTransport(conc)}, Timeout: benchCallTimeout}
+	mhc := &http.Client{Transport: bearer{token: info.Token, rt: benchTransport(conc)}, Timeout: benchCallTimeout}
 	for range conc {
 		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
 		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: mhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
@@ -554,18 +554,6 @@ func benchTransport(conc int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = conc, conc
 	return t
-}
-
-// benchBearer sends the dev token on every request over rt.
-type benchBearer struct {
-	token string
-	rt    http.RoundTripper
-}
-
-func (b benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.rt.RoundTrip(r)
 }
 
 // callTools makes call i of a path through one of the sessions (one per
