@@ -217,6 +217,34 @@ func (t *Tool) SecretEnv() []string {
 	return out
 }
 
+// EmbeddedSecrets returns, sorted, "ENV: argument" for each secret argument
+// the tool's env uses only inside a longer value ("Bearer {{token}}"): the
+// host agent redacts whole env values, so the argument printed alone would
+// stay in the output it keeps. An env entry that is exactly the reference
+// ("TOKEN: '{{token}}'") makes the bare value redacted too.
+func (t *Tool) EmbeddedSecrets() []string {
+	alone := map[string]bool{}
+	for _, tmpl := range t.Env {
+		if n, ok := exactArg(tmpl); ok {
+			alone[n] = true
+		}
+	}
+	var out []string
+	for k, tmpl := range t.Env {
+		if _, ok := exactArg(tmpl); ok {
+			continue
+		}
+		names, _ := templateArgs(tmpl)
+		for _, n := range names {
+			if slices.Contains(t.Fingerprint.Secret, n) && !alone[n] {
+				out = append(out, k+": "+n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // renderCwd renders a cwd template. Arguments may name a directory under
 // the template's literal prefix, never leave it: like a URL path element, a
 // substituted value may not contain "/" (nor NUL), and an element holding a

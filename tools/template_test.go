@@ -378,3 +378,26 @@ func TestRenderCwdLiteralEscape(t *testing.T) {
 		t.Fatalf("RenderCommand = %q, %v; want refused as not under /srv", cwd, err)
 	}
 }
+
+func TestEmbeddedSecrets(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{name: "only inside a longer value", env: map[string]string{"AUTH": "Bearer {{token}}"}, want: []string{"AUTH: token"}},
+		{name: "also alone: the bare value is redacted", env: map[string]string{"AUTH": "Bearer {{token}}", "TOKEN": "{{ token }}"}},
+		{name: "alone only", env: map[string]string{"TOKEN": "{{token}}"}},
+		{name: "not a secret", env: map[string]string{"HELLO": "hi {{greeting}}"}},
+		{name: "two secrets in one value", env: map[string]string{"DSN": "u={{user}} p={{token}} u2={{user}}"}, want: []string{"DSN: token", "DSN: user"}},
+		{name: "no env"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tool := &Tool{Env: tt.env, Fingerprint: Fingerprint{Secret: []string{"token", "user"}}}
+			if diff := cmp.Diff(tt.want, tool.EmbeddedSecrets()); diff != "" {
+				t.Errorf("EmbeddedSecrets (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
