@@ -493,10 +493,17 @@ func (s *Server) CatalogManager() *catalog.Manager {
 	return s.Catalog
 }
 
+// maxUnixPath is the longest path a unix socket can bind on Linux
+// (sockaddr_un.sun_path holds 108 bytes with the terminating NUL).
+const maxUnixPath = 107
+
 // Listen binds the API socket. Run calls it when it was not called before.
 func (s *Server) Listen() error {
 	if s.lis != nil {
 		return nil
+	}
+	if n := len(s.cfg.Socket); n > maxUnixPath {
+		return fmt.Errorf("server: the API socket path %s is %d bytes, and Linux allows at most %d for a unix socket: use a shorter --data path", s.cfg.Socket, n, maxUnixPath)
 	}
 	if c, err := net.DialTimeout("unix", s.cfg.Socket, time.Second); err == nil {
 		c.Close()

@@ -315,3 +315,12 @@ func accessDenied(t *testing.T, srv *Server) []denied {
 	}
 	return out
 }
+
+// TestListenRefusesALongSocketPath: a data dir whose socket path Linux
+// cannot bind is refused with its length and what to do.
+func TestListenRefusesALongSocketPath(t *testing.T) {
+	s := &Server{cfg: Config{Socket: SocketPath(filepath.Join(t.TempDir(), strings.Repeat("d", 120)))}}
+	if err := s.Listen(); err == nil || !strings.Contains(err.Error(), "at most 107") || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("Listen = %v, want a refusal naming the limit and --data", err)
+	}
+}

@@ -310,6 +310,10 @@ func (a *Agent) openStore() error {
 // the umask is tightened around bind), replacing a stale socket file but
 // never one a live process is listening on.
 func Listen(path string, mode os.FileMode) (net.Listener, error) {
+	// Linux's sockaddr_un holds 108 bytes with the terminating NUL.
+	if len(path) > 107 {
+		return nil, fmt.Errorf("agent: the socket path %s is %d bytes, and Linux allows at most 107 for a unix socket: use a shorter --socket path", path, len(path))
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("agent: %s exists and is not a socket; remove it or choose another --socket", path)
