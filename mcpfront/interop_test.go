@@ -23,17 +23,35 @@ const (
 	tsInstall   = "npm ci --prefix mcpfront/testdata/tsclient"
 )
 
+// tsNode is the node binary for the TypeScript SDK tests. Outside CI they
+// skip when node or the SDK is absent; in CI (.ci/run installs both) they
+// fail, so a broken install cannot pass unnoticed.
+func tsNode(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		nodeMissing(t, "node is not installed; install Node.js 20+ and run: "+tsInstall)
+	}
+	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		nodeMissing(t, "the TypeScript SDK is not installed; run from the repository root: "+tsInstall)
+	}
+	return node
+}
+
+// nodeMissing skips a test that needs a Node package, or fails it in CI.
+func nodeMissing(t *testing.T, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // The official TypeScript SDK calls a slow tool through a proxy that cuts
 // the response stream once; the client resumes on its own with GET +
 // Last-Event-ID and gets the result of the one execution.
 func TestInteropTypeScriptClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed; install Node.js 20+ and run: " + tsInstall)
-	}
-	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("the TypeScript SDK is not installed; run from the repository root: " + tsInstall)
-	}
+	node := tsNode(t)
 	st := newTestStack(t, stackOptions{ProgressInterval: 200 * time.Millisecond})
 
 	// A proxy between the client and the front that cuts the tools/call

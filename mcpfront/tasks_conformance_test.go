@@ -77,7 +77,7 @@ func TestConformanceTasks(t *testing.T) {
 	suite := filepath.Join(conformanceDir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, p := range []string{node, suite} {
 		if _, err := os.Stat(p); err != nil {
-			t.Skip("the MCP conformance suite is not installed; run from the repository root: " + conformanceInstall)
+			nodeMissing(t, "the MCP conformance suite is not installed; run from the repository root: "+conformanceInstall)
 		}
 	}
 	fx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

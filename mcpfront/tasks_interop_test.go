@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,13 +15,7 @@ import (
 // out. release, when set, runs once the target holds the call.
 func tsTasks(t *testing.T, st *testStack, out any, release bool, args ...string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed; install Node.js 20+ and run: " + tsInstall)
-	}
-	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("the TypeScript SDK is not installed; run from the repository root: " + tsInstall)
-	}
+	node := tsNode(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{"tasks.mjs", st.URL, st.tokens["alice"]}, args...)...)
