@@ -73,15 +73,9 @@ func dataDir(tb testing.TB, n int) string {
 				}
 			}
 			if done+batch >= n {
-				size, root, err := tx.TreeHash()
-				if err != nil {
+				if err := checkpoint(tx, signer); err != nil {
 					return err
 				}
-				note, err := signer.Sign(size, root, time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC))
-				if err != nil {
-					return err
-				}
-				tx.PutCheckpoint(size, note)
 			}
 			return nil
 		})
@@ -186,4 +180,18 @@ func cpuTime(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// checkpoint signs the tree as tx sees it and stores the checkpoint.
+func checkpoint(tx *store.Tx, signer *journal.Signer) error {
+	size, root, err := tx.TreeHash()
+	if err != nil {
+		return err
+	}
+	note, err := signer.Sign(size, root, time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC))
+	if err != nil {
+		return err
+	}
+	tx.PutCheckpoint(size, note)
+	return nil
 }
