@@ -164,19 +164,7 @@ func TestLatchKilledWhileHTTPUpstreamTaskRuns(t *testing.T) {
 	catalog := httpTaskCatalog(t, srv.url)
 	l := startLatch(t, data, catalog)
 	c := client(t, data)
-	touch(t, filepath.Join(dir, "hold"))
-	r := submit(t, c, "tasker.charge", `{"text":"ship it"}`)
-	id := r.GetExecution().GetId()
-	testbin.Eventually(t, "the upstream to hold the task", func() bool {
-		_, err := os.Stat(filepath.Join(dir, "holding.1"))
-		return err == nil
-	})
-	var taskID string
-	testbin.Eventually(t, "the task ID on the execution", func() bool {
-		g, err := c.Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: id})
-		taskID = g.GetExecution().GetTargetTaskId()
-		return err == nil && taskID != ""
-	})
+	id, taskID := submitHeldTask(t, c, dir)
 	l.kill()
 	os.Remove(filepath.Join(dir, "hold"))
 	testbin.Eventually(t, "the task to complete at the upstream", func() bool { return len(taskEffects(t, dir)) == 1 })
