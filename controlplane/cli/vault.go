@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -151,67 +149,6 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	return usagef("unknown vault subcommand %q (want status, unlock, lock, put or list)", sub)
-}
-
-func runToken(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "token", "create ACTOR [--ttl D] | list [--all] | revoke ID|ACTOR", args)
-	if err != nil {
-		return err
-	}
-	ttl := fs.Duration("ttl", 0, "create: the token expires after this long (e.g. 720h); default: until revoked")
-	all := fs.Bool("all", false, "list: include revoked and expired tokens")
-	asJSON := fs.Bool("json", false, "list: print one JSON line per token (never the token itself: Latch keeps only its hash)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if sub != "list" && len(pos) != 1 {
-		return usagef("token %s needs exactly one argument", sub)
-	}
-	if *ttl < 0 {
-		return usagef("--ttl must be positive")
-	}
-	c, closeFn, err := adminClient(ctx, t)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
-	switch sub {
-	case "create":
-		resp, err := c.CreateToken(ctx, &controlplanev1.CreateTokenRequest{Actor: pos[0], TtlSeconds: int64(ttl.Round(time.Second) / time.Second)})
-		if err != nil {
-			return rpcError(err)
-		}
-		exp := "never expires (latch token revoke " + resp.GetId() + ")"
-		if resp.GetExpiresAt() != "" {
-			exp = "expires " + resp.GetExpiresAt()
-		}
-		fmt.Fprintf(env.Stderr, "token %s for actor %s, %s (shown once; only its hash is stored):\n", resp.GetId(), resp.GetActor(), exp)
-		fmt.Fprintln(env.Stdout, resp.GetToken())
-		return nil
-	case "list":
-		resp, err := c.ListTokens(ctx, &controlplanev1.ListTokensRequest{All: *all})
-		if err != nil {
-			return rpcError(err)
-		}
-		if *asJSON {
-			return printJSONLines(env.Stdout, resp.GetTokens())
-		}
-		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tACTOR\tCREATED\tEXPIRES\tLAST USED\tREVOKED\tORIGIN")
-		for _, tk := range resp.GetTokens() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", tk.GetId(), tk.GetActor(), tk.GetCreatedAt(), or(tk.GetExpiresAt(), "never"), or(tk.GetLastUsedAt(), "-"), or(tk.GetRevokedAt(), "-"), tk.GetOrigin())
-		}
-		return tw.Flush()
-	case "revoke":
-		resp, err := c.RevokeToken(ctx, &controlplanev1.RevokeTokenRequest{IdOrActor: pos[0]})
-		if err != nil {
-			return rpcError(err)
-		}
-		fmt.Fprintf(env.Stdout, "revoked %d token(s); fronts refuse them within 5s\n", resp.GetRevoked())
-		return nil
-	}
-	return usagef("unknown token subcommand %q (want create, list or revoke)", sub)
 }
 
 func or(s, def string) string {
