@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -44,28 +43,7 @@ func stateStep(tx *store.Tx, x *recordv1.Execution, to recordv1.State) error {
 // fingerprint index, and a signed checkpoint of the whole journal.
 func stateDataDir(tb testing.TB, data string, n int) {
 	tb.Helper()
-	skey, vkey, err := journal.GenerateKey("latch.test/activity")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	signer, err := journal.NewSigner(skey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(server.VerifierPath(data)), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st, err := store.New(store.Config{KV: kv})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st, signer := openDataDir(tb, data)
 	accepted := timestamppb.New(time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC))
 	const batch = 250
 	for lo := 0; lo < n; lo += batch {

@@ -42,28 +42,7 @@ func entry(i int64) *recordv1.JournalEntry {
 func dataDir(tb testing.TB, n int) string {
 	tb.Helper()
 	data := tb.TempDir()
-	skey, vkey, err := journal.GenerateKey("latch.test/activity")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	signer, err := journal.NewSigner(skey)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(server.VerifierPath(data)), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	st, err := store.New(store.Config{KV: kv})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	st, signer := openDataDir(tb, data)
 	const batch = 1000
 	for done := 0; done < n; done += batch {
 		err := st.Update(context.Background(), func(tx *store.Tx) error {
@@ -194,4 +173,34 @@ func checkpoint(tx *store.Tx, signer *journal.Signer) error {
 	}
 	tx.PutCheckpoint(size, note)
 	return nil
+}
+
+// openDataDir creates the data dir data as a control plane would: a
+// journal key pair (the verifier under keys/) and an open Badger store; the
+// caller writes the journal with the signer and closes the store.
+func openDataDir(tb testing.TB, data string) (*store.Store, *journal.Signer) {
+	tb.Helper()
+	skey, vkey, err := journal.GenerateKey("latch.test/activity")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	signer, err := journal.NewSigner(skey)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(server.VerifierPath(data)), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, signer
 }

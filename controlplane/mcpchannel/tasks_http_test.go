@@ -94,17 +94,7 @@ upstreams:
     url: %s
     allow_private: true
     timeout: 20s%s
-tools:
-  tasker.charge:
-    upstream: tasker
-    tool: charge
-    replay: status_query
-    attach_window: 1h
-  tasker.plain:
-    upstream: tasker
-    tool: plain
-    replay: status_query
-`, url, strings.Join(append([]string{""}, extra...), "\n    ")))
+`, url, strings.Join(append([]string{""}, extra...), "\n    "))+taskerTools)
 }
 
 // TestHTTPUpstreamCutAfterCreateTask: the HTTP upstream's process exits

@@ -30,17 +30,7 @@ upstreams:
     transport: stdio
     command: %s
     timeout: 20s
-tools:
-  tasker.charge:
-    upstream: tasker
-    tool: charge
-    replay: status_query
-    attach_window: 1h
-  tasker.plain:
-    upstream: tasker
-    tool: plain
-    replay: status_query
-`, argv))
+`, argv)+taskerTools)
 }
 
 func taskEffects(t *testing.T, dir string) []string {
@@ -296,3 +286,17 @@ func submitHeldTask(t *testing.T, c controlplanev1.ControlPlaneClient, dir strin
 	})
 	return id, taskID
 }
+
+// taskerTools are the contracts of the task upstream's two tools, for the
+// stdio and the HTTP catalogs.
+const taskerTools = `tools:
+  tasker.charge:
+    upstream: tasker
+    tool: charge
+    replay: status_query
+    attach_window: 1h
+  tasker.plain:
+    upstream: tasker
+    tool: plain
+    replay: status_query
+`
