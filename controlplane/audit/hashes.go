@@ -40,6 +40,9 @@ var (
 	minParallelRead int64 = 1 << 15
 )
 
+// arenaBlock is the size of the blocks readJournal copies records into.
+const arenaBlock = 1 << 20
+
 // readJournal reads the journal, calling progress (when set) every
 // journal.ProgressEvery records. A large journal is read in readParts
 // consecutive key ranges at once, put together in key order.
@@ -57,6 +60,7 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 		parts = 1
 	}
 	type part struct {
+		arena   []byte // the block the part's records are being copied into
 		entries [][]byte
 		keys    []int64
 		leaf    []bool
@@ -80,7 +84,16 @@ func readJournal(st *store.Store, progress func(journal.Progress)) (*journalCopy
 		p.leaf = make([]bool, 0, size/int64(parts)+1)
 		p.hashes = make([]leafHash, 0, 2*(size/int64(parts)+1))
 		wg.Go(func() {
-			p.err = st.ScanJournalRange(from, to, func(k int64, data []byte, hs []tlog.Hash) bool {
+			p.err = st.ScanJournalRange(from, to, func(k int64, lent []byte, hs []tlog.Hash) bool {
+				// The scan lends its bytes: copy them into the part's
+				// current block (one allocation per arenaBlock bytes, none
+				// per record, and nothing for the collector to trace).
+				if cap(p.arena)-len(p.arena) < len(lent) {
+					p.arena = make([]byte, 0, max(arenaBlock, len(lent)))
+				}
+				off := len(p.arena)
+				p.arena = append(p.arena, lent...)
+				data := p.arena[off:len(p.arena):len(p.arena)]
 				p.entries = append(p.entries, data)
 				p.keys = append(p.keys, k)
 				p.leaf = append(p.leaf, hs != nil)

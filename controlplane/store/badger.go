@@ -168,6 +168,21 @@ func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) 
 }
 
 func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
+	// One allocation per item for the key and the value together (fn owns
+	// both: the KV contract hands over copies).
+	return k.ScanFromLent(prefix, start, reverse, func(key, value []byte) bool {
+		buf := make([]byte, len(key)+len(value))
+		copy(buf, key)
+		copy(buf[len(key):], value)
+		return fn(buf[:len(key):len(key)], buf[len(key):])
+	})
+}
+
+// ScanFromLent is ScanFrom lending Badger's own bytes: key and value are
+// valid only during the call to fn, which must copy what it keeps. Long
+// read-only passes (the state check, audit's journal read) use it to skip
+// a copy and an allocation per item (see lentScanner).
+func (k *BadgerKV) ScanFromLent(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if !k.enter() {
 		return ErrClosed
 	}
@@ -190,11 +205,14 @@ func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, val
 		}
 		for it.Seek(seek); it.ValidForPrefix(prefix); it.Next() {
 			item := it.Item()
-			v, err := item.ValueCopy(nil)
-			if err != nil {
+			more := true
+			if err := item.Value(func(v []byte) error {
+				more = fn(item.Key(), v)
+				return nil
+			}); err != nil {
 				return err
 			}
-			if !fn(item.KeyCopy(nil), v) {
+			if !more {
 				return nil
 			}
 		}

@@ -14,8 +14,9 @@ import (
 // stored hash at tlog.StoredHashIndex(l, (keyIndex+1)>>l - 1), the level-l
 // node leaf keyIndex completes (hashes[0] is its leaf hash), exactly what
 // StoredHash reads for that index. hashes is nil for a malformed record
-// (then data is the record whole, as ScanJournal gives it) and is valid
-// only during the call; data is a copy.
+// (then data is the record whole, as ScanJournal gives it). hashes and
+// data are valid only during the call (on Badger, data is the backend's
+// own bytes, lent): copy what you keep.
 func (s *Store) ScanJournalWithHashes(fn func(keyIndex int64, data []byte, hashes []tlog.Hash) bool) error {
 	return s.ScanJournalRange(0, -1, fn)
 }
@@ -35,12 +36,12 @@ func (s *Store) ScanJournalRange(from, to int64, fn func(keyIndex int64, data []
 	if to >= 0 {
 		stop = journalKey(to)
 	}
-	err := s.kv.ScanFrom([]byte("j/"), start, false, func(k, v []byte) bool {
+	err := s.scanLentFrom([]byte("j/"), start, func(k, v []byte) bool {
 		if stop != nil && bytes.Compare(k, stop) >= 0 {
 			return false
 		}
-		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
-		if err != nil {
+		i, ok := journalKeyIndex(k[2:])
+		if !ok {
 			perr = fmt.Errorf("store: journal key %q is malformed", k)
 			return false
 		}
@@ -60,4 +61,34 @@ func (s *Store) ScanJournalRange(from, to int64, fn func(keyIndex int64, data []
 		err = perr
 	}
 	return err
+}
+
+// journalKeyIndex is strconv.ParseInt(string(hex), 16, 64), without the
+// string for the 16 hex digits of a journal key (journalKey).
+func journalKeyIndex(hex []byte) (int64, bool) {
+	if len(hex) == 16 {
+		var v int64
+		for _, c := range hex {
+			var d byte
+			switch {
+			case c >= '0' && c <= '9':
+				d = c - '0'
+			case c >= 'a' && c <= 'f':
+				d = c - 'a' + 10
+			case c >= 'A' && c <= 'F':
+				d = c - 'A' + 10
+			default:
+				v = -1
+			}
+			if v < 0 {
+				break
+			}
+			v = v<<4 | int64(d)
+		}
+		if v >= 0 && hex[0] < '8' {
+			return v, true
+		}
+	}
+	i, err := strconv.ParseInt(string(hex), 16, 64)
+	return i, err == nil
 }

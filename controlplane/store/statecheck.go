@@ -174,6 +174,9 @@ type journaled struct {
 	recordWire, fixedWire bool
 
 	seen, histSeen, resultSeen bool
+	// pendRest, pendFixed: the records of the journal pass's current
+	// chunk that set record and fixed when it settles (-1: none).
+	pendRest, pendFixed int32
 }
 
 func digest(m proto.Message) [16]byte {
@@ -221,7 +224,9 @@ func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
 
 // JournalLeaves reads a journal in key order: fn gets each record's key
 // index and, when the record is a leaf record (leaf true), its entry's
-// data; it stops when fn returns false.
+// data; it stops when fn returns false. data must stay unchanged until
+// the check that reads it returns (it reads the journal in chunks, on every
+// CPU).
 type JournalLeaves func(fn func(keyIndex int64, data []byte, leaf bool) bool) error
 
 // CheckAllFrom is CheckState(ctx, CheckAll) reading the journal through
@@ -253,107 +258,70 @@ func (s *Store) readJournalLeaves(fn func(keyIndex int64, data []byte, leaf bool
 
 func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateReport, error) {
 	rep := &StateReport{Scope: CheckAll}
-	info := map[string]*journaled{}
-	tokens := map[string]*recordv1.AgentToken{} // the last journal record of each token
-	dg := newDigester()
-	err := read(func(i int64, data []byte, leaf bool) bool {
-		rep.Journal++
-		if !leaf {
-			return true // the journal check reports damaged leaves
-		}
-		// The entry's fields the check needs, from its wire form when
-		// the fast path reads it (statewire.go), else decoded.
-		var (
-			id      []byte // aliases data or x: a string is made only for a new execution
-			changes bool
-			x       *recordv1.Execution // the snapshot, when decoded
-			w       wireDigests         // the snapshot's wire digests, when not
-		)
-		we, fast := readWireEntry(data)
-		if fast {
-			id, changes = we.executionID, we.hasExec && string(we.kind) != "attach"
-			if we.hasExec {
-				w, fast = dg.execution(we.execution) // also what makes the entry sound
-			}
-		}
-		if !fast {
-			e := &recordv1.JournalEntry{}
-			if proto.Unmarshal(data, e) != nil {
-				return true // likewise
-			}
-			if t := e.GetToken(); t != nil && t.GetId() != "" {
-				tokens[t.GetId()] = t
-			}
-			id, changes, x = []byte(e.GetExecutionId()), changesRecord(e), e.GetExecution()
-		}
-		if len(id) == 0 {
-			return true
-		}
-		j := info[string(id)]
-		if j == nil {
-			j = &journaled{first: -1, last: -1, hist: fnvOffset}
-			info[string(id)] = j
-		}
-		j.n++
-		j.hist = fnvIndex(j.hist, i)
-		switch {
-		case !changes:
-		case x == nil:
-			if w.state == recordv1.State_STATE_ACCEPTED {
-				j.first, j.fixed, j.fixedWire = i, w.fixed, true
-			}
-			j.record, j.recordWire = w.rest, true
-			j.last, j.state, j.result, j.fp = i, w.state, bytes.Clone(w.result), fpDigest(string(w.fingerprint))
-		default:
-			if x.GetState() == recordv1.State_STATE_ACCEPTED {
-				j.first, j.fixedWire = i, false
-				_, j.fixed = recordDigests(x)
-			}
-			x.JournalIndex = uint64(i)
-			j.record, _ = recordDigests(x)
-			j.recordWire = false
-			j.last, j.state, j.result, j.fp = i, x.GetState(), x.GetResultSha256(), fpDigest(x.GetFingerprint())
-		}
-		return ctx.Err() == nil
-	})
+	// The state is read while the journal is (statecheck_read.go); the
+	// comparison below runs on what both read.
+	scanCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	scans := s.scanState(scanCtx)
+	pass := newJournalPass(ctx, rep)
+	err := read(pass.add)
+	if err == nil {
+		pass.flush()
+	} else {
+		cancel()
+	}
+	sc := scans()
 	if err != nil {
 		return nil, fmt.Errorf("store: state check: read the journal: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	info, tokens := pass.info, pass.tokens
 	add := func(id string, idx int64, key string, kind MismatchKind, format string, args ...any) {
 		rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
+	if err := sc.errs[0]; err != nil {
+		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
+	}
 	var differ []string
-	err = s.kv.Scan([]byte("x/"), false, func(k, v []byte) bool {
-		id := string(k[2:])
+	for _, r := range sc.records {
+		id := r.id
 		rep.Executions++
 		j := info[id]
 		if j == nil {
 			add(id, -1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
-			return true
+			continue
 		}
-		if j.recordWire && j.fixedWire {
+		if j.recordWire && j.fixedWire && r.wire {
 			// The journal's digests are of wire bytes: the record's,
 			// read the same way, agree only when its bytes are the
 			// snapshot's (then it is the record the journal implies).
-			if w, ok := dg.execution(v); ok {
+			j.seen = true
+			if len(j.result) > 0 {
+				rep.Results++
+			}
+			if j.last < 0 || j.first < 0 || r.rest != j.record || r.fixed != j.fixed || r.journalIndex != uint64(j.last) {
+				differ = append(differ, id)
+			}
+			continue
+		}
+		v := r.raw
+		if r.wire {
+			// Read plainly, but the journal's digests are of decoded
+			// records (or not all of wire bytes): decode it.
+			var gerr error
+			if v, gerr = s.kv.Get(execKey(id)); gerr != nil {
 				j.seen = true
-				if len(j.result) > 0 {
-					rep.Results++
-				}
-				if j.last < 0 || j.first < 0 || w.rest != j.record || w.fixed != j.fixed || w.journalIndex != uint64(j.last) {
-					differ = append(differ, id)
-				}
-				return ctx.Err() == nil
+				add(id, j.last, "x/"+id, MismatchRecord, "cannot read the record again: %v", gerr)
+				continue
 			}
 		}
 		x, err := decodeExecution(v, nil)
 		if err != nil {
 			j.seen = true
 			add(id, j.last, "x/"+id, MismatchRecord, "%v", err)
-			return true
+			continue
 		}
 		j.seen = true
 		if len(j.result) > 0 {
@@ -363,10 +331,6 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		if j.last < 0 || j.first < 0 || j.recordWire || j.fixedWire || rest != j.record || fixed != j.fixed {
 			differ = append(differ, id)
 		}
-		return ctx.Err() == nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
 	}
 	for _, id := range differ {
 		j := info[id]
@@ -410,26 +374,21 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		j := info[id]
 		add(id, j.last, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(j.state))
 	}
-	err = s.kv.Scan([]byte("e/"), false, func(k, v []byte) bool {
-		id := string(k[2:])
+	if err := sc.errs[1]; err != nil {
+		return nil, fmt.Errorf("store: state check: read history indexes: %w", err)
+	}
+	for _, h := range sc.histories {
+		id := h.id
 		j := info[id]
 		if j == nil {
 			add(id, -1, "e/"+id, MismatchUnjournaled, "a history index exists for an execution the journal does not hold")
-			return true
+			continue
 		}
 		j.histSeen = true
-		h := uint64(fnvOffset)
-		for b := v; len(b) >= 8; b = b[8:] {
-			h = fnvIndex(h, int64(binary.BigEndian.Uint64(b)))
-		}
-		if len(v)%8 != 0 || len(v)/8 != j.n || h != j.hist {
+		if h.ragged || h.n != j.n || h.hist != j.hist {
 			stored, _ := historyOf(s.kv.Get, id)
 			add(id, j.last, "e/"+id, MismatchHistory, "the history index lists journal records %v, not the %d records the journal holds for it", stored, j.n)
 		}
-		return ctx.Err() == nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: state check: read history indexes: %w", err)
 	}
 	for _, id := range missing {
 		if j := info[id]; !j.histSeen {
@@ -441,8 +400,11 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			add(id, j.last, "e/"+id, MismatchHistory, "the history index of this execution is gone")
 		}
 	}
-	err = s.kv.Scan([]byte("r/"), false, func(k, v []byte) bool {
-		id := string(k[2:])
+	if err := sc.errs[2]; err != nil {
+		return nil, fmt.Errorf("store: state check: read results: %w", err)
+	}
+	for _, r := range sc.results {
+		id := r.id
 		j := info[id]
 		switch {
 		case j == nil || !j.seen:
@@ -450,38 +412,33 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			add(id, j.lastIndex(), "r/"+id, MismatchUnjournaled, "a result is stored for an execution that has no record")
 		case len(j.result) == 0:
 			add(id, j.last, "r/"+id, MismatchResult, "a result is stored but no journal record commits one")
-		case !bytes.Equal(ResultSum(v), j.result):
-			add(id, j.last, "r/"+id, MismatchResult, "the stored result hashes to %s, the journal commits %s", ResultRef(ResultSum(v)), ResultRef(j.result))
+		case !bytes.Equal(r.sum[:], j.result):
+			add(id, j.last, "r/"+id, MismatchResult, "the stored result hashes to %s, the journal commits %s", ResultRef(r.sum[:]), ResultRef(j.result))
 		}
 		if j != nil {
 			j.resultSeen = true
 		}
-		return ctx.Err() == nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: state check: read results: %w", err)
 	}
 	for id, j := range info {
 		if j.seen && len(j.result) > 0 && !j.resultSeen {
 			add(id, j.last, "r/"+id, MismatchResult, "the journal commits result %s but no result is stored", ResultRef(j.result))
 		}
 	}
+	if err := sc.errs[3]; err != nil {
+		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
+	}
 	var foreign []int // mismatches whose intent's own execution is looked up below
-	err = s.kv.Scan([]byte("f/"), false, func(k, v []byte) bool {
+	for _, f := range sc.index {
 		rep.Index++
-		fp, id := string(k[2:]), string(v)
+		fp, id := f.fp, f.id
 		j := info[id]
 		switch {
 		case j == nil || !j.seen:
 			add(id, j.lastIndex(), "f/"+fp, MismatchIndex, "the fingerprint index points at an execution that has no record")
-		case j.fp != fpDigest(fp):
+		case j.fp != f.fpd:
 			foreign = append(foreign, len(rep.Mismatches))
 			add(id, j.last, "f/"+fp, MismatchIndex, "the fingerprint index points at %s, an execution of another intent", id)
 		}
-		return ctx.Err() == nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
 	}
 	if len(foreign) > 0 {
 		s.nameOwners(rep.Mismatches, foreign, info)

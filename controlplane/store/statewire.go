@@ -2,7 +2,6 @@ package store
 
 import (
 	"crypto/sha256"
-	"hash"
 	"slices"
 	"unicode/utf8"
 
@@ -157,13 +156,44 @@ func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
 	if depth > maxWireDepth {
 		return false
 	}
-	var seen [maxWireField + 1]bool
+	var seen [(maxWireField + 64) / 64]uint64
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		// protowire.ConsumeTag and ConsumeFieldValue, with the one-byte
+		// tags and lengths of every record Latch writes read inline.
+		var (
+			num protowire.Number
+			typ protowire.Type
+			n   int
+		)
+		if b[0] < 0x80 {
+			num, typ, n = protowire.Number(b[0]>>3), protowire.Type(b[0]&7), 1
+			if num == 0 {
+				return false
+			}
+		} else if num, typ, n = protowire.ConsumeTag(b); n < 0 {
 			return false
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		var (
+			m int
+			v []byte // a length-delimited field's value, without the length
+		)
+		switch rest := b[n:]; typ {
+		case protowire.VarintType:
+			if len(rest) > 0 && rest[0] < 0x80 {
+				m = 1
+			} else {
+				_, m = protowire.ConsumeVarint(rest)
+			}
+		case protowire.BytesType:
+			if len(rest) > 0 && rest[0] < 0x80 && int(rest[0]) < len(rest) {
+				m = 1 + int(rest[0])
+				v = rest[1:m:m]
+			} else {
+				v, m = protowire.ConsumeBytes(rest)
+			}
+		default:
+			m = protowire.ConsumeFieldValue(num, typ, rest)
+		}
 		if m < 0 {
 			return false
 		}
@@ -177,13 +207,13 @@ func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
 		case fieldRefused:
 			return false
 		case fieldSingular:
-			if typ != f.wire[num] || seen[num] {
+			bit := uint64(1) << (num & 63)
+			if typ != f.wire[num] || seen[num>>6]&bit != 0 {
 				return false
 			}
-			seen[num] = true
+			seen[num>>6] |= bit
 			if typ == protowire.BytesType {
-				v, k := protowire.ConsumeBytes(fl.value)
-				if k < 0 || (f.str[num] && !utf8.Valid(v)) {
+				if f.str[num] && !utf8.Valid(v) {
 					return false
 				}
 				if sub := f.sub[num]; sub != nil && !sub.walk(v, depth+1, nil) {
@@ -212,31 +242,42 @@ type wireDigests struct {
 	result       []byte // aliases the input
 }
 
-// digester hashes wire records; one per check (not safe for concurrent use).
+// digester hashes wire records; one per goroutine (its buffers are
+// scratch space).
 type digester struct {
-	rest, fixed hash.Hash
-	sum         []byte
+	rest, fixed []byte // the raw fields of each digest, in order
 }
 
-func newDigester() *digester { return &digester{rest: sha256.New(), fixed: sha256.New()} }
+func newDigester() *digester { return &digester{} }
+
+// emptyDigest is the digest of no fields (a record without the fields
+// fixed at acceptance).
+var emptyDigest = func() [16]byte {
+	s := sha256.Sum256(nil)
+	return [16]byte(s[:16])
+}()
 
 // execution returns the wire digests of an encoded recordv1.Execution, ok
 // false when the fast path does not read it (see walk).
 func (d *digester) execution(b []byte) (w wireDigests, ok bool) {
-	d.rest.Reset()
-	d.fixed.Reset()
+	if w, ok = execFacts(b); !ok {
+		return wireDigests{}, false
+	}
+	w.rest, w.fixed = d.digests(b, true, true)
+	return w, true
+}
+
+// execFacts walks an encoded recordv1.Execution as execution does and
+// reads its state, fingerprint, result and journal index, without hashing
+// it (see digests); ok is false when the fast path does not read it.
+func execFacts(b []byte) (w wireDigests, ok bool) {
 	ok = execFields.walk(b, 0, func(fl field) {
 		switch fl.num {
 		case execJournalIndex:
 			v, n := protowire.ConsumeVarint(fl.value)
-			if n < 0 {
-				return // cannot happen: walk consumed it as a varint
+			if n >= 0 { // cannot fail: walk consumed it as a varint
+				w.journalIndex = v
 			}
-			w.journalIndex = v
-			return
-		case execCanonicalIntent, execArguments, execEvidence:
-			d.fixed.Write(fl.raw)
-			return
 		case execState:
 			v, _ := protowire.ConsumeVarint(fl.value)
 			w.state = recordv1.State(int32(v))
@@ -245,16 +286,55 @@ func (d *digester) execution(b []byte) (w wireDigests, ok bool) {
 		case execResultSha256:
 			w.result = fl.value
 		}
-		d.rest.Write(fl.raw)
 	})
 	if !ok {
 		return wireDigests{}, false
 	}
-	d.sum = d.rest.Sum(d.sum[:0])
-	copy(w.rest[:], d.sum)
-	d.sum = d.fixed.Sum(d.sum[:0])
-	copy(w.fixed[:], d.sum)
 	return w, true
+}
+
+// digests hashes the top-level fields of b, an encoded
+// recordv1.Execution that execFacts accepted: rest is the digest of every
+// field but journal_index and those fixed at acceptance, in order, fixed
+// that of the fields fixed at acceptance; each only when asked for (the
+// other is zero).
+func (d *digester) digests(b []byte, wantRest, wantFixed bool) (rest, fixed [16]byte) {
+	d.rest, d.fixed = d.rest[:0], d.fixed[:0]
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break // cannot happen: walk accepted b
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			break // likewise
+		}
+		raw := b[:n+m]
+		b = b[n+m:]
+		switch num {
+		case execJournalIndex:
+		case execCanonicalIntent, execArguments, execEvidence:
+			if wantFixed {
+				d.fixed = append(d.fixed, raw...)
+			}
+		default:
+			if wantRest {
+				d.rest = append(d.rest, raw...)
+			}
+		}
+	}
+	if wantRest {
+		s := sha256.Sum256(d.rest)
+		rest = [16]byte(s[:16])
+	}
+	if wantFixed {
+		fixed = emptyDigest
+		if len(d.fixed) > 0 {
+			s := sha256.Sum256(d.fixed)
+			fixed = [16]byte(s[:16])
+		}
+	}
+	return rest, fixed
 }
 
 // wireEntry is what the full check reads of a journal entry.
