@@ -2,6 +2,7 @@ package journal
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -444,10 +445,16 @@ func (vr *verification) hashLeaves(start, end int64, data [][]byte, workers int)
 	vr.tree = slices.Grow(vr.tree, int(tlog.StoredHashCount(end))-len(vr.tree))[:tlog.StoredHashCount(end)]
 	tree := vr.tree
 	block := func(lo, hi int64) {
+		// tlog.RecordHash, SHA-256(0x00 || d), on one hash state per block
+		// (RecordHash allocates one per record).
+		h := sha256.New()
 		for p := lo; p < hi; p++ {
 			l := &vr.leaves[p]
 			d := data[p-start]
-			l.hash = tlog.RecordHash(d)
+			h.Reset()
+			h.Write(leafPrefix[:])
+			h.Write(d)
+			h.Sum(l.hash[:0])
 			tree[tlog.StoredHashIndex(0, p)] = l.hash
 			for lvl := 1; int64(1)<<lvl <= treeBlock && (p+1)&(int64(1)<<lvl-1) == 0; lvl++ {
 				n := (p+1)>>lvl - 1
@@ -481,6 +488,9 @@ func (vr *verification) hashLeaves(start, end int64, data [][]byte, workers int)
 		}
 	}
 }
+
+// leafPrefix starts the hashed form of a leaf (RFC 6962: 0x00 || data).
+var leafPrefix = [1]byte{0}
 
 // maxIndex is the largest index an entry may carry.
 const maxIndex = 1 << 62

@@ -263,7 +263,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 	scanCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	scans := s.scanState(scanCtx)
-	pass := newJournalPass(ctx, rep)
+	pass := newJournalPass(ctx, rep, s.JournalSize())
 	err := read(pass.add)
 	if err == nil {
 		pass.flush()

@@ -23,8 +23,8 @@ import (
 // in the order it always did.
 
 // stateChunk is how many journal records the journal pass collects before
-// reading them.
-const stateChunk = 1 << 12
+// reading them (a variable for the tests of chunk boundaries).
+var stateChunk = 1 << 12
 
 // entryFacts is what the journal pass reads of one journal record.
 type entryFacts struct {
@@ -85,8 +85,12 @@ type journalPass struct {
 	dgs     []*digester  // one per worker
 }
 
-func newJournalPass(ctx context.Context, rep *StateReport) *journalPass {
-	p := &journalPass{ctx: ctx, rep: rep, info: map[string]*journaled{}, tokens: map[string]*recordv1.AgentToken{},
+// newJournalPass starts a pass over a journal of about size records.
+func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
+	// An execution has about four journal records (accepted, authorized,
+	// dispatched, completed): sized so, the map rarely grows.
+	hint := int(min(max(size, 0)/4, 1<<20))
+	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, hint), tokens: map[string]*recordv1.AgentToken{},
 		chunk: make([]entryFacts, 0, stateChunk)}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
@@ -99,7 +103,7 @@ func newJournalPass(ctx context.Context, rep *StateReport) *journalPass {
 func (p *journalPass) add(i int64, data []byte, leaf bool) bool {
 	p.rep.Journal++
 	p.chunk = append(p.chunk, entryFacts{i: i, data: data, leaf: leaf})
-	if len(p.chunk) == stateChunk {
+	if len(p.chunk) >= stateChunk {
 		p.flush()
 	}
 	return p.ctx.Err() == nil
@@ -178,8 +182,9 @@ func (j *journaled) settle(c []entryFacts, dg *digester) {
 	j.pendRest, j.pendFixed = -1, -1
 }
 
-// parallelBlock is how many items a worker of parallel takes at a time.
-const parallelBlock = 64
+// parallelBlock is how many items a worker of parallel takes at a time (a
+// variable for the tests).
+var parallelBlock = 64
 
 // parallel calls fn(worker, k) for every k in [0, n) on up to workers
 // goroutines (worker in [0, workers)), taking blocks of items as each is
@@ -197,7 +202,7 @@ func parallel(n, workers int, fn func(worker, k int)) {
 	for w := range min(workers, (n+parallelBlock-1)/parallelBlock) {
 		wg.Go(func() {
 			for {
-				lo := int(next.Add(parallelBlock)) - parallelBlock
+				lo := int(next.Add(int64(parallelBlock))) - parallelBlock
 				if lo >= n {
 					return
 				}
