@@ -41,8 +41,22 @@ func Open(dataDir string) (*Dir, error) { return open(dataDir, nil) }
 
 // open is Open reporting its reading of the journal to progress (when set).
 func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
+	d, err := openDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.read(progress); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openDir opens a data dir or PostgreSQL store as open does, without
+// reading its journal yet (read does).
+func openDir(dataDir string) (*Dir, error) {
 	if store.IsPostgresURL(dataDir) {
-		return openStore(dataDir, progress)
+		return openStore(dataDir)
 	}
 	if _, err := os.Stat(server.DBDir(dataDir)); err != nil {
 		return nil, fmt.Errorf("audit: %s holds no control plane data (no %s): pass the --data dir of a control plane", dataDir, server.DBDir(dataDir))
@@ -61,22 +75,28 @@ func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
 			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 		}
 	}
-	return openKV(kv, strings.TrimSpace(string(vkey)), dataDir, progress)
+	return newDir(kv, strings.TrimSpace(string(vkey)), dataDir)
 }
 
-// openKV reads the journal of kv (which the Dir then owns).
-func openKV(kv store.KV, verifier, name string, progress func(journal.Progress)) (*Dir, error) {
+// newDir opens the store on kv (which the Dir then owns).
+func newDir(kv store.KV, verifier, name string) (*Dir, error) {
 	st, err := store.New(store.Config{KV: kv})
 	if err != nil {
 		kv.Close()
 		return nil, err
 	}
-	d := &Dir{st: st, Verifier: verifier, name: name}
-	if d.journal, err = readJournal(st, progress); err != nil {
-		d.Close()
-		return nil, err
+	return &Dir{st: st, Verifier: verifier, name: name}, nil
+}
+
+// read reads the journal into memory (once: every Dir method but Close
+// needs it).
+func (d *Dir) read(progress func(journal.Progress)) error {
+	j, err := readJournal(d.st, progress)
+	if err != nil {
+		return err
 	}
-	return d, nil
+	d.journal = j
+	return nil
 }
 
 // storeName is how a PostgreSQL store is named in messages.
@@ -105,7 +125,7 @@ func StoreVerifier(ctx context.Context, url string) (string, error) {
 // openStore opens a PostgreSQL store read-only: the journal's verifier key
 // from latch_keys (in clear: it is public), then one REPEATABLE READ
 // snapshot for everything else.
-func openStore(url string, progress func(journal.Progress)) (*Dir, error) {
+func openStore(url string) (*Dir, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
@@ -122,7 +142,7 @@ func openStore(url string, progress func(journal.Progress)) (*Dir, error) {
 		kv.Close()
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return openKV(snap, strings.TrimSpace(vkey), storeName, progress)
+	return newDir(snap, strings.TrimSpace(vkey), storeName)
 }
 
 // Close releases the directory.

@@ -26,12 +26,13 @@ var stateProgressEvery = 250 * time.Millisecond
 
 // VerifyAll verifies the data dir's journal (plus any external checkpoint
 // copy) and then its state against that journal, opening the dir once and
-// reading the journal once for both. The two checks run side by side; the
-// progress callback (when set) is called from this goroutine only, with
-// StageState after the journal check while the state check goes on. The
-// data dir is sound only when both reports are OK.
+// reading the journal once for both. The two checks run side by side (the
+// state check starts reading the state while the journal is still being
+// read); the progress callback (when set) is called from this goroutine
+// only, with StageState after the journal check while the state check
+// goes on. The data dir is sound only when both reports are OK.
 func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*journal.Report, *store.StateReport, error) {
-	d, err := open(dataDir, opts.Progress)
+	d, err := openDir(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,8 +42,16 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 		stateErr error
 		read     atomic.Int64 // journal records the state check has been handed
 		done     = make(chan struct{})
+		// ready is closed once the journal is read (readErr set when it
+		// could not be).
+		ready   = make(chan struct{})
+		readErr error
 	)
 	leaves := func(fn func(int64, []byte, bool) bool) error {
+		<-ready
+		if readErr != nil {
+			return readErr
+		}
 		return d.journal.leaves(func(k int64, data []byte, leaf bool) bool {
 			read.Add(1)
 			return fn(k, data, leaf)
@@ -54,6 +63,13 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 		defer close(done)
 		state, stateErr = d.st.CheckAllFrom(ctx, leaves)
 	}()
+	readErr = d.read(opts.Progress)
+	close(ready)
+	if readErr != nil {
+		cancel()
+		<-done
+		return nil, nil, readErr
+	}
 	rep, err := journal.VerifyWith(d, d.Verifier, opts)
 	if err != nil {
 		cancel() // the check cannot be done: the state check's verdict is not needed
