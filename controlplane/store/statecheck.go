@@ -219,7 +219,7 @@ const fnvOffset = 14695981039346656037
 // each in one sequential scan. Only a disagreement is looked at again
 // record by record, to say which fields differ.
 func (s *Store) checkAll(ctx context.Context) (*StateReport, error) {
-	return s.checkAllFrom(ctx, s.readJournalLeaves)
+	return s.checkAllFrom(ctx, s.readJournalLeaves, false)
 }
 
 // JournalLeaves reads a journal in key order: fn gets each record's key
@@ -234,8 +234,13 @@ type JournalLeaves func(fn func(keyIndex int64, data []byte, leaf bool) bool) er
 // store's journal as it is now (audit verify reads it once for the
 // journal check and this one). read must hand over every journal record
 // of the store, in key order.
+//
+// Unlike the store's own check, it reads the state (execution records,
+// histories, results, fingerprint index) while read runs, each prefix in
+// its own goroutine, keeping about 150 to 250 bytes per execution until the
+// comparison: a caller holding the journal in memory can spare that.
 func (s *Store) CheckAllFrom(ctx context.Context, read JournalLeaves) (*StateReport, error) {
-	return s.checkAllFrom(ctx, read)
+	return s.checkAllFrom(ctx, read, true)
 }
 
 // readJournalLeaves is the store's own journal as JournalLeaves.
@@ -256,21 +261,27 @@ func (s *Store) readJournalLeaves(fn func(keyIndex int64, data []byte, leaf bool
 	return err
 }
 
-func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateReport, error) {
+// checkAllFrom is the full check on the journal read hands over; with
+// prescan, the state is read while the journal is (statecheck_read.go),
+// else prefix by prefix after it.
+func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bool) (*StateReport, error) {
 	rep := &StateReport{Scope: CheckAll}
-	// The state is read while the journal is (statecheck_read.go); the
-	// comparison below runs on what both read.
 	scanCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	scans := s.scanState(scanCtx)
+	var rd *stateReader
+	if prescan {
+		rd = s.prescanState(scanCtx)
+	} else {
+		rd = s.streamState(scanCtx)
+	}
+	defer func() {
+		cancel()
+		rd.wait()
+	}()
 	pass := newJournalPass(ctx, rep, s.JournalSize())
 	err := read(pass.add)
 	if err == nil {
 		pass.flush()
-	} else {
-		cancel()
 	}
-	sc := scans()
 	if err != nil {
 		return nil, fmt.Errorf("store: state check: read the journal: %w", err)
 	}
@@ -281,17 +292,14 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 	add := func(id string, idx int64, key string, kind MismatchKind, format string, args ...any) {
 		rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	if err := sc.errs[0]; err != nil {
-		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
-	}
 	var differ []string
-	for _, r := range sc.records {
+	err = rd.records(func(r scannedRecord) bool {
 		id := r.id
 		rep.Executions++
 		j := info[id]
 		if j == nil {
 			add(id, -1, "x/"+id, MismatchUnjournaled, "no journal record of this execution exists; the record was not written by this control plane")
-			continue
+			return true
 		}
 		if j.recordWire && j.fixedWire && r.wire {
 			// The journal's digests are of wire bytes: the record's,
@@ -304,7 +312,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			if j.last < 0 || j.first < 0 || r.rest != j.record || r.fixed != j.fixed || r.journalIndex != uint64(j.last) {
 				differ = append(differ, id)
 			}
-			continue
+			return true
 		}
 		v := r.raw
 		if r.wire {
@@ -314,14 +322,14 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			if v, gerr = s.kv.Get(execKey(id)); gerr != nil {
 				j.seen = true
 				add(id, j.last, "x/"+id, MismatchRecord, "cannot read the record again: %v", gerr)
-				continue
+				return true
 			}
 		}
 		x, err := decodeExecution(v, nil)
 		if err != nil {
 			j.seen = true
 			add(id, j.last, "x/"+id, MismatchRecord, "%v", err)
-			continue
+			return true
 		}
 		j.seen = true
 		if len(j.result) > 0 {
@@ -331,6 +339,10 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		if j.last < 0 || j.first < 0 || j.recordWire || j.fixedWire || rest != j.record || fixed != j.fixed {
 			differ = append(differ, id)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read execution records: %w", err)
 	}
 	for _, id := range differ {
 		j := info[id]
@@ -374,21 +386,22 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		j := info[id]
 		add(id, j.last, "x/"+id, MismatchMissing, "the journal records this execution (last as %s) but its record is gone", lifecycle.Name(j.state))
 	}
-	if err := sc.errs[1]; err != nil {
-		return nil, fmt.Errorf("store: state check: read history indexes: %w", err)
-	}
-	for _, h := range sc.histories {
+	err = rd.histories(func(h scannedHistory) bool {
 		id := h.id
 		j := info[id]
 		if j == nil {
 			add(id, -1, "e/"+id, MismatchUnjournaled, "a history index exists for an execution the journal does not hold")
-			continue
+			return true
 		}
 		j.histSeen = true
 		if h.ragged || h.n != j.n || h.hist != j.hist {
 			stored, _ := historyOf(s.kv.Get, id)
 			add(id, j.last, "e/"+id, MismatchHistory, "the history index lists journal records %v, not the %d records the journal holds for it", stored, j.n)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read history indexes: %w", err)
 	}
 	for _, id := range missing {
 		if j := info[id]; !j.histSeen {
@@ -400,10 +413,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			add(id, j.last, "e/"+id, MismatchHistory, "the history index of this execution is gone")
 		}
 	}
-	if err := sc.errs[2]; err != nil {
-		return nil, fmt.Errorf("store: state check: read results: %w", err)
-	}
-	for _, r := range sc.results {
+	err = rd.results(func(r scannedResult) bool {
 		id := r.id
 		j := info[id]
 		switch {
@@ -418,17 +428,18 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 		if j != nil {
 			j.resultSeen = true
 		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read results: %w", err)
 	}
 	for id, j := range info {
 		if j.seen && len(j.result) > 0 && !j.resultSeen {
 			add(id, j.last, "r/"+id, MismatchResult, "the journal commits result %s but no result is stored", ResultRef(j.result))
 		}
 	}
-	if err := sc.errs[3]; err != nil {
-		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
-	}
 	var foreign []int // mismatches whose intent's own execution is looked up below
-	for _, f := range sc.index {
+	err = rd.index(func(f scannedIndex) bool {
 		rep.Index++
 		fp, id := f.fp, f.id
 		j := info[id]
@@ -439,6 +450,10 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves) (*StateRep
 			foreign = append(foreign, len(rep.Mismatches))
 			add(id, j.last, "f/"+fp, MismatchIndex, "the fingerprint index points at %s, an execution of another intent", id)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: state check: read the fingerprint index: %w", err)
 	}
 	if len(foreign) > 0 {
 		s.nameOwners(rep.Mismatches, foreign, info)

@@ -215,15 +215,16 @@ func parallel(n, workers int, fn func(worker, k int)) {
 	wg.Wait()
 }
 
-// stateScans is what the full check reads of the state, each prefix in key
-// order.
-type stateScans struct {
-	records   []scannedRecord  // x/
-	histories []scannedHistory // e/
-	results   []scannedResult  // r/
-	index     []scannedIndex   // f/
-	// errs are the scans' errors, in the order above.
-	errs [4]error
+// stateReader hands the comparison the state, one prefix at a time, each
+// in key order: the execution records (x/), history indexes (e/), results
+// (r/) and fingerprint index entries (f/), as the comparison needs them.
+type stateReader struct {
+	records   func(yield func(scannedRecord) bool) error
+	histories func(yield func(scannedHistory) bool) error
+	results   func(yield func(scannedResult) bool) error
+	index     func(yield func(scannedIndex) bool) error
+	// wait waits for whatever the reader still runs.
+	wait func()
 }
 
 // scannedRecord is an execution record as the comparison needs it: its
@@ -256,51 +257,95 @@ type scannedIndex struct {
 	fpd    [16]byte // fpDigest(fp)
 }
 
-// scanState reads x/, e/, r/ and f/ side by side (each in its own
-// goroutine), lending the backend's bytes where it can; wait returns what
-// they read.
-func (s *Store) scanState(ctx context.Context) (wait func() *stateScans) {
-	sc := &stateScans{}
-	errs := &sc.errs
+func (s *Store) scanRecords(ctx context.Context, yield func(scannedRecord) bool) error {
+	dg := newDigester()
+	return s.scanLent([]byte("x/"), func(k, v []byte) bool {
+		r := scannedRecord{id: string(k[2:])}
+		if w, ok := dg.execution(v); ok {
+			r.rest, r.fixed, r.journalIndex, r.wire = w.rest, w.fixed, w.journalIndex, true
+		} else {
+			r.raw = bytes.Clone(v)
+		}
+		return yield(r) && ctx.Err() == nil
+	})
+}
+
+func (s *Store) scanHistories(ctx context.Context, yield func(scannedHistory) bool) error {
+	return s.scanLent([]byte("e/"), func(k, v []byte) bool {
+		h := uint64(fnvOffset)
+		for b := v; len(b) >= 8; b = b[8:] {
+			h = fnvIndex(h, int64(binary.BigEndian.Uint64(b)))
+		}
+		return yield(scannedHistory{id: string(k[2:]), n: len(v) / 8, ragged: len(v)%8 != 0, hist: h}) && ctx.Err() == nil
+	})
+}
+
+func (s *Store) scanResults(ctx context.Context, yield func(scannedResult) bool) error {
+	return s.scanLent([]byte("r/"), func(k, v []byte) bool {
+		return yield(scannedResult{id: string(k[2:]), sum: sha256.Sum256(v)}) && ctx.Err() == nil
+	})
+}
+
+func (s *Store) scanIndex(ctx context.Context, yield func(scannedIndex) bool) error {
+	return s.scanLent([]byte("f/"), func(k, v []byte) bool {
+		return yield(scannedIndex{fp: string(k[2:]), id: string(v), fpd: fpDigestBytes(k[2:])}) && ctx.Err() == nil
+	})
+}
+
+// streamState reads each prefix when the comparison asks for it, inside
+// the scan: memory stays what the journal pass keeps (the store's own
+// check, at start-up and in the background on a large store).
+func (s *Store) streamState(ctx context.Context) *stateReader {
+	return &stateReader{
+		records:   func(y func(scannedRecord) bool) error { return s.scanRecords(ctx, y) },
+		histories: func(y func(scannedHistory) bool) error { return s.scanHistories(ctx, y) },
+		results:   func(y func(scannedResult) bool) error { return s.scanResults(ctx, y) },
+		index:     func(y func(scannedIndex) bool) error { return s.scanIndex(ctx, y) },
+		wait:      func() {},
+	}
+}
+
+// prescanState reads all four prefixes at once, each in its own goroutine,
+// while the journal is read, keeping per key only what the comparison
+// needs (about 150 to 250 bytes per execution in all): for CheckAllFrom,
+// whose caller holds the whole journal in memory anyway.
+func (s *Store) prescanState(ctx context.Context) *stateReader {
 	var wg sync.WaitGroup
+	rd := &stateReader{wait: wg.Wait}
+	rd.records = prescan(&wg, func(y func(scannedRecord) bool) error { return s.scanRecords(ctx, y) })
+	rd.histories = prescan(&wg, func(y func(scannedHistory) bool) error { return s.scanHistories(ctx, y) })
+	rd.results = prescan(&wg, func(y func(scannedResult) bool) error { return s.scanResults(ctx, y) })
+	rd.index = prescan(&wg, func(y func(scannedIndex) bool) error { return s.scanIndex(ctx, y) })
+	return rd
+}
+
+// prescan runs scan now, in a goroutine wg counts, into memory; the
+// returned function waits for it and hands over what it read (nothing but
+// the error when it failed).
+func prescan[T any](wg *sync.WaitGroup, scan func(yield func(T) bool) error) func(yield func(T) bool) error {
+	var (
+		list []T
+		err  error
+		done = make(chan struct{})
+	)
 	wg.Go(func() {
-		dg := newDigester()
-		errs[0] = s.scanLent([]byte("x/"), func(k, v []byte) bool {
-			r := scannedRecord{id: string(k[2:])}
-			if w, ok := dg.execution(v); ok {
-				r.rest, r.fixed, r.journalIndex, r.wire = w.rest, w.fixed, w.journalIndex, true
-			} else {
-				r.raw = bytes.Clone(v)
+		defer close(done)
+		err = scan(func(t T) bool {
+			list = append(list, t)
+			return true
+		})
+	})
+	return func(yield func(T) bool) error {
+		<-done
+		if err != nil {
+			return err
+		}
+		for _, t := range list {
+			if !yield(t) {
+				break
 			}
-			sc.records = append(sc.records, r)
-			return ctx.Err() == nil
-		})
-	})
-	wg.Go(func() {
-		errs[1] = s.scanLent([]byte("e/"), func(k, v []byte) bool {
-			h := uint64(fnvOffset)
-			for b := v; len(b) >= 8; b = b[8:] {
-				h = fnvIndex(h, int64(binary.BigEndian.Uint64(b)))
-			}
-			sc.histories = append(sc.histories, scannedHistory{id: string(k[2:]), n: len(v) / 8, ragged: len(v)%8 != 0, hist: h})
-			return ctx.Err() == nil
-		})
-	})
-	wg.Go(func() {
-		errs[2] = s.scanLent([]byte("r/"), func(k, v []byte) bool {
-			sc.results = append(sc.results, scannedResult{id: string(k[2:]), sum: sha256.Sum256(v)})
-			return ctx.Err() == nil
-		})
-	})
-	wg.Go(func() {
-		errs[3] = s.scanLent([]byte("f/"), func(k, v []byte) bool {
-			sc.index = append(sc.index, scannedIndex{fp: string(k[2:]), id: string(v), fpd: fpDigestBytes(k[2:])})
-			return ctx.Err() == nil
-		})
-	})
-	return func() *stateScans {
-		wg.Wait()
-		return sc
+		}
+		return nil
 	}
 }
 

@@ -16,8 +16,10 @@ import (
 // chunks, on several workers, and hashes only the snapshot that decides in
 // each chunk; on sound and damaged stores alike, its report is the same
 // whatever the chunk size (1: every record its own chunk; sizes that split
-// an execution's records across chunks; the default) and however the
-// workers share a chunk out.
+// an execution's records across chunks; the default), however the workers
+// share a chunk out, and whether the state is read prefix by prefix after
+// the journal (the store's own check) or all at once beside it
+// (CheckAllFrom's way).
 func TestCheckAllChunkingChangesNothing(t *testing.T) {
 	victim, other := idOf(1), idOf(2)
 	leafKey := func(i int) []byte { return fmt.Appendf(nil, "j/%016x", i) }
@@ -114,15 +116,19 @@ func TestCheckAllChunkingChangesNothing(t *testing.T) {
 			if want.OK() != tt.sound {
 				t.Fatalf("CheckState(CheckAll).OK() = %v, want %v: %v", want.OK(), tt.sound, want)
 			}
-			for _, c := range []struct{ chunk, block int }{{1, 1}, {2, 1}, {3, 1}, {5, 2}, {7, 1}, {64, 1}} {
+			for _, c := range []struct{ chunk, block int }{{4096, 64}, {1, 1}, {2, 1}, {3, 1}, {5, 2}, {7, 1}, {64, 1}} {
 				restore := store.SetStateChunking(c.chunk, c.block)
 				got, err := s.CheckState(t.Context(), store.CheckAll)
+				pre, perr := s.CheckAllPrescanned(t.Context())
 				restore()
-				if err != nil {
-					t.Fatal(err)
+				if err != nil || perr != nil {
+					t.Fatal(err, perr)
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("chunks of %d, blocks of %d: report differs from the default's (-default +got):\n%s", c.chunk, c.block, diff)
+				}
+				if diff := cmp.Diff(want, pre); diff != "" {
+					t.Errorf("chunks of %d, blocks of %d, state read beside the journal: report differs from the default's (-default +got):\n%s", c.chunk, c.block, diff)
 				}
 			}
 		})
