@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"unicode/utf8"
 
@@ -165,13 +166,19 @@ func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
 			typ protowire.Type
 			n   int
 		)
-		if b[0] < 0x80 {
+		switch {
+		case b[0] < 0x80:
 			num, typ, n = protowire.Number(b[0]>>3), protowire.Type(b[0]&7), 1
-			if num == 0 {
+		case len(b) > 1 && b[1] < 0x80: // fields 16 to 2047
+			t := uint64(b[0]&0x7f) | uint64(b[1])<<7
+			num, typ, n = protowire.Number(t>>3), protowire.Type(t&7), 2
+		default:
+			if num, typ, n = protowire.ConsumeTag(b); n < 0 {
 				return false
 			}
-		} else if num, typ, n = protowire.ConsumeTag(b); n < 0 {
-			return false
+		}
+		if num == 0 {
+			return false // ConsumeTag's errCodeFieldNumber
 		}
 		var (
 			m int
@@ -213,7 +220,7 @@ func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
 			}
 			seen[num>>6] |= bit
 			if typ == protowire.BytesType {
-				if f.str[num] && !utf8.Valid(v) {
+				if f.str[num] && !validUTF8(v) {
 					return false
 				}
 				if sub := f.sub[num]; sub != nil && !sub.walk(v, depth+1, nil) {
@@ -224,6 +231,24 @@ func (f *wireFields) walk(b []byte, depth int, fn func(field)) bool {
 		}
 		if fn != nil {
 			fn(fl)
+		}
+	}
+	return true
+}
+
+// validUTF8 is utf8.Valid with the all-ASCII case (every string Latch
+// writes but a user's) read 16 bytes at a time.
+func validUTF8(v []byte) bool {
+	p := v
+	for len(p) >= 16 {
+		if (binary.LittleEndian.Uint64(p)|binary.LittleEndian.Uint64(p[8:]))&0x8080808080808080 != 0 {
+			return utf8.Valid(v)
+		}
+		p = p[16:]
+	}
+	for _, c := range p {
+		if c >= 0x80 {
+			return utf8.Valid(v)
 		}
 	}
 	return true

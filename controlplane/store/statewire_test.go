@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -155,5 +156,60 @@ func TestWireWalkRefusesAToken(t *testing.T) {
 	}
 	if _, ok := readWireEntry(b); ok {
 		t.Fatal("readWireEntry read an entry with a token")
+	}
+}
+
+// BenchmarkWireRead measures the journal pass's read of one entry (its
+// fields and its snapshot's, without hashing) and the record scan's
+// digests of one record, on records of the shape Latch writes.
+func BenchmarkWireRead(b *testing.B) {
+	x := wireTestExecution()
+	xb, err := proto.Marshal(x)
+	if err != nil {
+		b.Fatal(err)
+	}
+	eb, err := proto.Marshal(&recordv1.JournalEntry{Index: 3, ExecutionId: "act_01", Kind: "transition", Execution: x, Reason: "target answered 201", Time: timestamppb.Now()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dg := newDigester()
+	b.Run("entry", func(b *testing.B) {
+		for b.Loop() {
+			we, ok := readWireEntry(eb)
+			if !ok {
+				b.Fatal("refused")
+			}
+			if _, ok := execFacts(we.execution); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("record", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := dg.execution(xb); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
+
+// TestValidUTF8: validUTF8 says what utf8.Valid says, for strings of every
+// length up to 40 with a non-ASCII byte, a valid multi-byte rune or an
+// invalid sequence at every position.
+func TestValidUTF8(t *testing.T) {
+	for n := range 41 {
+		base := bytes.Repeat([]byte{'a'}, n)
+		cases := [][]byte{base}
+		for i := range n {
+			for _, ins := range [][]byte{{0xff}, {0x80}, []byte("é"), []byte("€"), {0xe2, 0x82}, {0xc3}} {
+				c := append(append(append([]byte{}, base[:i]...), ins...), base[i:]...)
+				cases = append(cases, c)
+			}
+		}
+		for _, c := range cases {
+			if got, want := validUTF8(c), utf8.Valid(c); got != want {
+				t.Fatalf("validUTF8(%q) = %v, utf8.Valid says %v", c, got, want)
+			}
+		}
 	}
 }
