@@ -17,10 +17,11 @@ import (
 // The full state check's reading (checkAllFrom): the journal pass, which
 // collects the journal in chunks and reads each chunk's records on every
 // CPU before it folds them into the per-execution digests in order, and
-// the scans of the state held against them (x/, e/, r/, f/), which run
-// while the journal is read and keep of each key only what the comparison
-// needs. The comparison itself (statecheck.go) then runs on what they read,
-// in the order it always did.
+// the scans of the state held against them (x/, e/, r/, f/), which hand
+// over of each key only what the comparison needs: inside each scan, after
+// the journal (streamState, the store's own check), or read beforehand, all
+// four beside the journal (prescanState, CheckAllFrom). The comparison
+// itself (statecheck.go) is the same for both, in the order it always ran.
 
 // stateChunk is how many journal records the journal pass collects before
 // reading them (a variable for the tests of chunk boundaries).
@@ -87,10 +88,7 @@ type journalPass struct {
 
 // newJournalPass starts a pass over a journal of about size records.
 func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
-	// An execution has about four journal records (accepted, authorized,
-	// dispatched, completed): sized so, the map rarely grows.
-	hint := int(min(max(size, 0)/4, 1<<20))
-	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, hint), tokens: map[string]*recordv1.AgentToken{},
+	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, executionsHint(size)), tokens: map[string]*recordv1.AgentToken{},
 		chunk: make([]entryFacts, 0, stateChunk)}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
@@ -312,19 +310,26 @@ func (s *Store) streamState(ctx context.Context) *stateReader {
 func (s *Store) prescanState(ctx context.Context) *stateReader {
 	var wg sync.WaitGroup
 	rd := &stateReader{wait: wg.Wait}
-	rd.records = prescan(&wg, func(y func(scannedRecord) bool) error { return s.scanRecords(ctx, y) })
-	rd.histories = prescan(&wg, func(y func(scannedHistory) bool) error { return s.scanHistories(ctx, y) })
-	rd.results = prescan(&wg, func(y func(scannedResult) bool) error { return s.scanResults(ctx, y) })
-	rd.index = prescan(&wg, func(y func(scannedIndex) bool) error { return s.scanIndex(ctx, y) })
+	n := executionsHint(s.JournalSize())
+	rd.records = prescan(&wg, n, func(y func(scannedRecord) bool) error { return s.scanRecords(ctx, y) })
+	rd.histories = prescan(&wg, n, func(y func(scannedHistory) bool) error { return s.scanHistories(ctx, y) })
+	rd.results = prescan(&wg, n, func(y func(scannedResult) bool) error { return s.scanResults(ctx, y) })
+	rd.index = prescan(&wg, n, func(y func(scannedIndex) bool) error { return s.scanIndex(ctx, y) })
 	return rd
 }
 
-// prescan runs scan now, in a goroutine wg counts, into memory; the
-// returned function waits for it and hands over what it read (nothing but
-// the error when it failed).
-func prescan[T any](wg *sync.WaitGroup, scan func(yield func(T) bool) error) func(yield func(T) bool) error {
+// executionsHint is about how many executions a journal of size records
+// holds (about four records each: accepted, authorized, dispatched,
+// completed), to size what is kept per execution; bounded so that a
+// damaged size cannot make it allocate without bound.
+func executionsHint(size int64) int { return int(min(max(size, 0)/4, 1<<20)) }
+
+// prescan runs scan now, in a goroutine wg counts, into memory (room made
+// for about n items); the returned function waits for it and hands over
+// what it read (nothing but the error when it failed).
+func prescan[T any](wg *sync.WaitGroup, n int, scan func(yield func(T) bool) error) func(yield func(T) bool) error {
 	var (
-		list []T
+		list = make([]T, 0, n)
 		err  error
 		done = make(chan struct{})
 	)
