@@ -318,6 +318,9 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	s.backgroundCheck, s.gate = scope == store.CheckUnsettled, gate
+	if err := indexTokens(ctx, log, st); err != nil {
+		return err
+	}
 	if err := journalCreated(ctx, st, s.keys, cfg.Replica); err != nil {
 		return fmt.Errorf("server: journal the keys created: %w", err)
 	}
@@ -326,7 +329,7 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
+	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens, Verifier: s.verifier})
 	if err != nil {
 		return err
 	}
@@ -740,6 +743,7 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 		return nil
 	})
 	g.Go(func() error { return s.checkpointLoop(ctx) })
+	g.Go(func() error { return s.watchTokens(ctx) })
 	if s.backgroundCheck {
 		g.Go(func() error { return s.backgroundChecks(ctx) })
 	}

@@ -44,6 +44,39 @@ func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int6
 	return scope, nil, nil
 }
 
+// indexTokens builds the token journal index of a store written before it
+// (store.IndexTokens: one read of the journal, once per data dir), so
+// that every stored token can be checked against its journal record at
+// its first use (watchTokens) without reading the journal.
+func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
+	start := time.Now()
+	n, err := st.IndexTokens(ctx)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if n > 0 {
+		log.Named("server").Info("indexed the tokens' journal records (once, for a store written before the index)",
+			"tokens", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
+	}
+	return nil
+}
+
+// watchTokens stops the control plane when a stored token disagreed with
+// its journal record at its first use (tokens.Service checks each before
+// it authenticates anybody; the token was refused).
+func (s *Server) watchTokens(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.Tokens.Failed():
+	}
+	ms := s.Tokens.Mismatches()
+	err := fmt.Errorf("%w: %d mismatch(es), first: %s; stopped serving from %s (the token was refused: it authenticated nobody); run `latch audit verify %s` to see every mismatch",
+		ErrStateMismatch, len(ms), ms[0].String(), s.cfg.DataDir, s.cfg.DataDir)
+	s.log.Error("a stored token disagrees with its journal record; it authenticated nobody; stopping", "mismatches", len(ms), "error", err)
+	return err
+}
+
 // backgroundChecks runs, while serving, the start-up gate's pass over the
 // unsettled executions (if any), then the check of all state. A mismatch
 // stops the control plane (Run returns the error).

@@ -1,9 +1,13 @@
 package store
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -15,7 +19,34 @@ func tokenKey(id string) []byte        { return []byte("t/" + id) }
 func tokenHashKey(sum string) []byte   { return []byte("h/" + sum) }
 func catalogSourceKey(v string) []byte { return []byte("k/" + v) }
 
+// tokenJournalKey indexes a token's last journal record: tj/<token id> is
+// its journal index, 8 bytes big endian, written by Tx.Append in the same
+// commit as every journal record that carries the token (token_created,
+// token_migrated, token_revoked). Authentication checks a token against
+// the record it names (tokencheck.go) before the token is first used.
+func tokenJournalKey(id string) []byte { return []byte("tj/" + id) }
+
+// tokensIndexedKey is set ("1") once every token journal record is indexed
+// under tj/: by the first Append of a new store, or by IndexTokens on a
+// store written before the index. From then on a token with no tj/ entry
+// has no journal record.
+var tokensIndexedKey = []byte("m/tokens_indexed")
+
 var catalogKey = []byte("m/catalog")
+
+// indexToken keeps tj/ (and the marker that it is complete) when Append
+// adds journal record n: a record that carries a token is that token's
+// last one. The marker is written with the store's first journal record,
+// so a new store is indexed from the start; an older store is indexed by
+// IndexTokens first (the marker stays unset until then).
+func (t *Tx) indexToken(e *recordv1.JournalEntry, n int64) {
+	if n == 0 {
+		t.set(tokensIndexedKey, []byte("1"))
+	}
+	if id := e.GetToken().GetId(); id != "" {
+		t.set(tokenJournalKey(id), binary.BigEndian.AppendUint64(nil, uint64(n)))
+	}
+}
 
 // Token returns an agent token as this update sees it, or ErrNotFound.
 func (t *Tx) Token(id string) (*recordv1.AgentToken, error) {
@@ -86,6 +117,116 @@ func (s *Store) TokenByHash(sum string) (*recordv1.AgentToken, error) {
 // Tokens returns every stored token (revoked ones too), in id order.
 func (s *Store) Tokens() ([]*recordv1.AgentToken, error) {
 	return scanDecoded(s.kv, "t/", decodeToken)
+}
+
+// TokenJournalIndex returns the journal index tj/<id> names (the token's
+// last journal record), or ErrNotFound.
+func (s *Store) TokenJournalIndex(id string) (int64, error) {
+	return decodeIndex(s.kv.Get(tokenJournalKey(id)))
+}
+
+func decodeIndex(v []byte, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("store: token journal index is %d bytes, want 8", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// TokensIndexed reports whether every token journal record is indexed
+// under tj/ (see tokensIndexedKey).
+func (s *Store) TokensIndexed() (bool, error) {
+	_, err := s.kv.Get(tokensIndexedKey)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// IndexTokens builds the token journal index (tj/) of a store written
+// before it: one read of the journal, decoding only the records that carry
+// a token, then one commit of the index and its marker. It is start-up
+// work (nothing may write the store meanwhile but the writer's own
+// updates, which index themselves); on an indexed store it is one read.
+// It returns how many tokens it indexed. A stored token that no journal
+// record carries (planted) gets no entry, so it never authenticates.
+func (s *Store) IndexTokens(ctx context.Context) (int, error) {
+	if ok, err := s.TokensIndexed(); err != nil || ok {
+		return 0, err
+	}
+	if s.JournalSize() == 0 {
+		// Nothing journaled yet: the first Append sets the marker.
+		return 0, nil
+	}
+	last := map[string]int64{}
+	var derr error
+	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		_, data, ok := decodeLeaf(v)
+		if !ok || !carriesToken(data) {
+			return ctx.Err() == nil // the journal check reports damaged leaves
+		}
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) == nil && e.GetToken().GetId() != "" {
+			last[e.GetToken().GetId()] = i
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
+	}
+	err = s.Update(ctx, func(tx *Tx) error {
+		for id, i := range last {
+			// A token journaled since the scan indexed itself (Append).
+			if cur, err := decodeIndex(tx.get(tokenJournalKey(id))); err == nil && cur >= i {
+				continue
+			}
+			tx.set(tokenJournalKey(id), binary.BigEndian.AppendUint64(nil, uint64(i)))
+		}
+		tx.set(tokensIndexedKey, []byte("1"))
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
+	}
+	return len(last), nil
+}
+
+// journalEntryToken is the field number of JournalEntry.token.
+var journalEntryToken = (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().Fields().ByName("token").Number()
+
+// carriesToken reports whether an encoded JournalEntry has a token field,
+// reading only its top-level tags (most records carry none: decoding each
+// would cost the migration of a large store seconds).
+func carriesToken(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return true // let the decoder judge a malformed record
+		}
+		if num == journalEntryToken {
+			return true
+		}
+		b = b[n:]
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return true
+		}
+		b = b[n:]
+	}
+	return false
 }
 
 // Catalog returns the committed catalog version, or ErrNotFound.

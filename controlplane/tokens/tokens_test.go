@@ -51,9 +51,9 @@ func newServiceTB(t testing.TB) (*Service, *store.Store, *clock) {
 	return s, st, c
 }
 
-// journal returns every journal entry, oldest first, and fails when one
+// journalOf returns every journal entry, oldest first, and fails when one
 // holds any of the secrets.
-func journal(t *testing.T, st *store.Store, secrets ...string) []*recordv1.JournalEntry {
+func journalOf(t *testing.T, st *store.Store, secrets ...string) []*recordv1.JournalEntry {
 	t.Helper()
 	var out []*recordv1.JournalEntry
 	for i := range st.JournalSize() {
@@ -135,7 +135,7 @@ func TestCreateListRevokeAreJournaled(t *testing.T) {
 
 	type rec struct{ Kind, Actor, ID, Hash string }
 	var got []rec
-	for _, e := range journal(t, st, alice, bob1, bob2, Hash(alice), Hash(bob1), Hash(bob2)) {
+	for _, e := range journalOf(t, st, alice, bob1, bob2, Hash(alice), Hash(bob1), Hash(bob2)) {
 		got = append(got, rec{e.GetKind(), e.GetToken().GetActor(), e.GetToken().GetId(), e.GetToken().GetSha256()})
 	}
 	want := []rec{
@@ -245,7 +245,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("Migrate of an already imported file = %d, %v; want 0 imported, no error", n, err)
 	}
 	var kinds []string
-	for _, e := range journal(t, st, held, sum) {
+	for _, e := range journalOf(t, st, held, sum) {
 		kinds = append(kinds, e.GetKind()+":"+e.GetToken().GetActor())
 	}
 	if diff := cmp.Diff([]string{KindMigrated + ":alice"}, kinds); diff != "" {
@@ -319,7 +319,7 @@ func TestOperatorTokensAreTheirOwnKind(t *testing.T) {
 		t.Error("HasActor(bob) = true for an operator token, want false: operators are not agents")
 	}
 	var kinds []string
-	for _, e := range journal(t, st, agentTok, opTok) {
+	for _, e := range journalOf(t, st, agentTok, opTok) {
 		if e.GetToken().GetOperator() {
 			kinds = append(kinds, e.GetKind()+" "+e.GetToken().GetActor())
 		}
