@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +14,10 @@ import (
 
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -152,5 +156,186 @@ func TestPlantedTokenRefusedAtStart(t *testing.T) {
 	_, err = New(stateConfig(t, data, 0))
 	if !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), planted) {
 		t.Errorf("New with a planted token = %v, want ErrStateMismatch naming %s", err, planted)
+	}
+}
+
+// plantToken writes a token of secret into the stopped store of data by
+// hand: its record and hash index, and, with forgeAt >= 0, a journal
+// record carrying it in place of journal record forgeAt (one no state
+// depends on) and the token journal index entry naming it. It returns the
+// token's id.
+func plantToken(t *testing.T, kv store.KV, secret string, forgeAt int64) string {
+	t.Helper()
+	sum := tokens.Hash(secret)
+	id := "tok_" + sum[:12]
+	tk := &recordv1.AgentToken{Id: id, Actor: "mallory", Sha256: sum, Origin: "api", CreatedAt: timestamppb.New(time.Now().Truncate(time.Second))}
+	v, err := proto.Marshal(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []store.Write{{Key: []byte("t/" + id), Value: v}, {Key: []byte("h/" + sum), Value: []byte(id)}}
+	if forgeAt >= 0 {
+		key := fmt.Appendf(nil, "j/%016x", forgeAt)
+		leaf, err := kv.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := proto.Clone(tk).(*recordv1.AgentToken)
+		j.Sha256 = ""
+		data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(forgeAt), Kind: tokens.KindCreated, Actor: "mallory", Token: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stored hashes the leaf completed stay: only the record changes.
+		ws = append(ws, store.Write{Key: key, Value: append(append([]byte(nil), leaf[:1+int(leaf[0])*32]...), data...)},
+			store.Write{Key: []byte("tj/" + id), Value: binary.BigEndian.AppendUint64(nil, uint64(forgeAt))})
+	}
+	if err := kv.Commit(ws); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// madeToken runs a control plane on a new data dir once, creating alice's
+// token, and stops it (signing its final checkpoint); it returns the token.
+func madeToken(t *testing.T, data string) string {
+	t.Helper()
+	srv, err := New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := srv.Tokens.Create(context.Background(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return secret
+}
+
+// TestPlantedTokenRefusedAtFirstUseOnALargeStore: on a store large enough
+// that start-up serves before the full check (FullStateCheckUpTo -1, as
+// past store.SmallStore journal records), a token written by hand into the
+// stopped store is refused at its first use, before the background pass
+// reaches it, and Run stops with ErrStateMismatch naming it; the token
+// the control plane made authenticates at once. A store written before
+// the token journal index (no tj/, no marker) gets the index built at
+// start and behaves the same. The offline full check (what `latch audit
+// verify` runs) reports the planted token either way.
+func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		older bool
+	}{{"indexed store", false}, {"store written before the token index", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			sound := madeToken(t, data)
+			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const planted = tokens.Prefix + "planted-in-a-stopped-store"
+			id := plantToken(t, kv, planted, -1)
+			if tc.older {
+				ws := []store.Write{{Key: []byte("m/tokens_indexed"), Delete: true}}
+				if err := kv.Scan([]byte("tj/"), false, func(k, _ []byte) bool {
+					ws = append(ws, store.Write{Key: append([]byte(nil), k...), Delete: true})
+					return true
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if len(ws) < 2 {
+					t.Fatalf("the store holds no token journal index entry to remove")
+				}
+				if err := kv.Commit(ws); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kv.Close()
+
+			srv, err := New(stateConfig(t, data, -1))
+			if err != nil {
+				t.Fatalf("New on a large store = %v; it serves first and checks while serving", err)
+			}
+			if tk, err := srv.Tokens.Authenticate(context.Background(), sound); err != nil || tk.GetActor() != "alice" {
+				t.Errorf("Authenticate(the token the control plane made) = %v, %v; want alice", tk, err)
+			}
+			if tk, err := srv.Tokens.Authenticate(context.Background(), planted); !errors.Is(err, store.ErrStateMismatch) || tk != nil {
+				t.Errorf("Authenticate(planted) = %v, %v; want no token and a state mismatch", tk, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) {
+				t.Errorf("Run = %v, want ErrStateMismatch naming %s", err, id)
+			}
+
+			kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.New(store.Config{KV: kv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			rep, err := st.CheckState(context.Background(), store.CheckAll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Mismatches) != 1 || rep.Mismatches[0].ExecutionID != id || rep.Mismatches[0].Kind != store.MismatchUnjournaled {
+				t.Errorf("the full check = %s; want one mismatch: %s unjournaled", rep, id)
+			}
+		})
+	}
+}
+
+// TestForgedTokenRecordRefusedByTheCheckpoint: a token planted with a
+// journal record forged in place of a checkpointed one (and the index
+// naming it) agrees with the state check, which trusts journal leaves as
+// stored: a small store starts. Its first use proves the record against
+// the newest signed checkpoint, which refuses it, and Run stops.
+func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
+	data := t.TempDir()
+	sound := madeToken(t, data)
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record no state depends on: no execution, no token.
+	at := int64(-1)
+	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
+			at = int64(e.GetIndex())
+			return false
+		}
+		return true
+	}); err != nil || at < 0 {
+		t.Fatalf("no journal record without execution and token to forge (%v)", err)
+	}
+	const planted = tokens.Prefix + "planted-with-a-forged-record"
+	id := plantToken(t, kv, planted, at)
+	kv.Close()
+
+	srv, err := New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatalf("New = %v; the state check trusts journal leaves as stored, so it starts", err)
+	}
+	if _, err := srv.Tokens.Authenticate(context.Background(), sound); err != nil {
+		t.Errorf("Authenticate(the token the control plane made) = %v", err)
+	}
+	tk, err := srv.Tokens.Authenticate(context.Background(), planted)
+	if !errors.Is(err, store.ErrStateMismatch) || tk != nil || !strings.Contains(err.Error(), string(store.MismatchProof)) {
+		t.Errorf("Authenticate(planted with a forged record) = %v, %v; want a %s state mismatch", tk, err, store.MismatchProof)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "the token was refused") {
+		t.Errorf("Run = %v, want ErrStateMismatch naming %s, the token refused", err, id)
 	}
 }

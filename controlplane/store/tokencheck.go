@@ -253,10 +253,12 @@ func (s *Store) checkTokens(ctx context.Context, journaled map[string]*recordv1.
 			}
 		}
 	}
-	// Tokens journaled after the records read: checked again through tj/.
+	// Tokens journaled after the records read (at a record that exists:
+	// an index naming none keeps its mismatches): checked again through tj/.
 	again := map[string]bool{}
+	now := s.JournalSize()
 	for _, m := range ms {
-		if i, ok := index[m.id]; ok && i >= size && !again[m.id] {
+		if i, ok := index[m.id]; ok && i >= size && i < now {
 			again[m.id] = true
 		}
 	}

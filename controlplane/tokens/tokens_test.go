@@ -328,3 +328,83 @@ func TestOperatorTokensAreTheirOwnKind(t *testing.T) {
 		t.Errorf("operator token journal records (-want +got):\n%s", diff)
 	}
 }
+
+// TestStoredTokenCheckedAtFirstUse: a control plane restarted on a store
+// holding a token written by hand (record and hash index, no journal
+// record) refuses it at its first use with a state mismatch (not "invalid
+// credential": the store disagrees with its journal) and reports it
+// (Failed, Mismatches); the tokens it made before authenticate at once,
+// the operator token too, and a refused token stays refused.
+func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Service, *store.Store) {
+		t.Helper()
+		kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.New(store.Config{KV: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, st
+	}
+	s, st := open()
+	agent, _, err := s.Create(t.Context(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := s.CreateOperator(t.Context(), "olga", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	const planted = Prefix + "planted-by-hand"
+	sum := Hash(planted)
+	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := proto.Marshal(&recordv1.AgentToken{Id: idOf(sum), Actor: "mallory", Sha256: sum, Origin: OriginAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("t/" + idOf(sum)), Value: v}, {Key: []byte("h/" + sum), Value: []byte(idOf(sum))}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	s, st = open()
+	defer st.Close()
+	if tk, err := s.Authenticate(t.Context(), agent); err != nil || tk.GetActor() != "alice" {
+		t.Errorf("Authenticate(alice's token, made before the restart) = %v, %v; want alice", tk, err)
+	}
+	if tk, err := s.AuthenticateOperator(t.Context(), op); err != nil || tk.GetActor() != "olga" {
+		t.Errorf("AuthenticateOperator(olga's token) = %v, %v; want olga", tk, err)
+	}
+	select {
+	case <-s.Failed():
+		t.Fatalf("Failed closed on sound tokens: %v", s.Mismatches())
+	default:
+	}
+	for range 2 {
+		tk, err := s.Authenticate(t.Context(), planted)
+		if !errors.Is(err, store.ErrStateMismatch) || tk != nil {
+			t.Errorf("Authenticate(planted) = %v, %v; want no token and an error matching store.ErrStateMismatch", tk, err)
+		}
+	}
+	select {
+	case <-s.Failed():
+	default:
+		t.Errorf("Failed not closed after a planted token was refused")
+	}
+	ms := s.Mismatches()
+	if len(ms) == 0 || ms[0].ExecutionID != idOf(sum) || ms[0].Kind != store.MismatchUnjournaled {
+		t.Errorf("Mismatches = %v, want the planted token %s, unjournaled", ms, idOf(sum))
+	}
+}

@@ -1,0 +1,415 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// newToken is a token of secret as the tokens service stores it.
+func newToken(secret, actor string) *recordv1.AgentToken {
+	s := sha256.Sum256([]byte(secret))
+	sum := hex.EncodeToString(s[:])
+	return &recordv1.AgentToken{Id: "tok_" + sum[:12], Actor: actor, Sha256: sum, Origin: "api",
+		CreatedAt: timestamppb.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))}
+}
+
+// journaledToken is the token as its journal records carry it (no hash).
+func journaledToken(t *recordv1.AgentToken) *recordv1.AgentToken {
+	c := proto.Clone(t).(*recordv1.AgentToken)
+	c.Sha256 = ""
+	return c
+}
+
+// putToken stores t and journals it as kind, as the tokens service does.
+func putToken(tx *store.Tx, t *recordv1.AgentToken, kind string) (int64, error) {
+	if err := tx.PutToken(t); err != nil {
+		return 0, err
+	}
+	return tx.Append(&recordv1.JournalEntry{Kind: kind, Actor: t.GetActor(), Token: journaledToken(t)})
+}
+
+func indexValue(i int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+
+func journalKey(i int64) string { return fmt.Sprintf("j/%016x", i) }
+
+// tokenStore is a stopped Badger store holding alice's token, bob's token
+// (created, then revoked), a journal record that changes no state (filler)
+// and a signed checkpoint over all of it.
+type tokenStore struct {
+	dir                    string
+	alice, bob             *recordv1.AgentToken
+	aliceAt, bobAt, filler int64 // journal indexes: alice created, bob created, the filler
+	checkpoint             []byte
+	verifier               string
+}
+
+func buildTokenStore(t *testing.T) *tokenStore {
+	t.Helper()
+	ts := &tokenStore{dir: t.TempDir(), alice: newToken("latch_alice", "alice"), bob: newToken("latch_bob", "bob")}
+	skey, vkey, err := journal.GenerateKey("test/tokens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := journal.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.verifier = vkey
+	_, s := openBadger(t, ts.dir)
+	build(t, s, 5, 2)
+	err = s.Update(context.Background(), func(tx *store.Tx) error {
+		var err error
+		if ts.aliceAt, err = putToken(tx, ts.alice, "token_created"); err != nil {
+			return err
+		}
+		if ts.filler, err = tx.Append(&recordv1.JournalEntry{Kind: "key_created", Reason: "a record no state depends on"}); err != nil {
+			return err
+		}
+		if ts.bobAt, err = putToken(tx, ts.bob, "token_created"); err != nil {
+			return err
+		}
+		ts.bob.RevokedAt, ts.bob.RevokedBy = timestamppb.New(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)), "ops"
+		if _, err = putToken(tx, ts.bob, "token_revoked"); err != nil {
+			return err
+		}
+		n, root, err := tx.TreeHash()
+		if err != nil {
+			return err
+		}
+		if ts.checkpoint, err = signer.Sign(n, root, time.Now()); err != nil {
+			return err
+		}
+		tx.PutCheckpoint(n, ts.checkpoint)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	return ts
+}
+
+// plant writes a token into the stopped store by hand: its record and
+// hash index, and a token journal index entry when at >= 0.
+func plant(kv store.KV, x *recordv1.AgentToken, at int64) error {
+	v, err := proto.Marshal(x)
+	if err != nil {
+		return err
+	}
+	ws := []store.Write{{Key: []byte("t/" + x.GetId()), Value: v}, {Key: []byte("h/" + x.GetSha256()), Value: []byte(x.GetId())}}
+	if at >= 0 {
+		ws = append(ws, store.Write{Key: []byte("tj/" + x.GetId()), Value: indexValue(at)})
+	}
+	return kv.Commit(ws)
+}
+
+// TestCheckTokenAgainstItsIndexedRecord forges a stopped store once per
+// case and checks what CheckToken (one token, through tj/, the check a
+// token gets before it first authenticates) and the full check
+// (CheckAll, audit verify) report.
+func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
+	mallory := newToken("latch_mallory", "mallory")
+	tests := []struct {
+		name  string
+		forge func(kv store.KV, ts *tokenStore) error
+		// check is the token CheckToken is given (read from the store).
+		check func(ts *tokenStore) string
+		// token: what CheckToken reports with the checkpoint as anchor;
+		// unanchored: without it (nil: as token).
+		token, unanchored []found
+		all               []found
+	}{
+		{
+			name:  "sound",
+			forge: func(store.KV, *tokenStore) error { return nil },
+			check: func(ts *tokenStore) string { return ts.alice.GetId() },
+			token: []found{}, all: []found{},
+		},
+		{
+			name:  "sound revoked",
+			forge: func(store.KV, *tokenStore) error { return nil },
+			check: func(ts *tokenStore) string { return ts.bob.GetId() },
+			token: []found{}, all: []found{},
+		},
+		{
+			name:  "planted without an index entry",
+			forge: func(kv store.KV, _ *tokenStore) error { return plant(kv, mallory, -1) },
+			check: func(*tokenStore) string { return mallory.GetId() },
+			token: []found{{mallory.GetId(), store.MismatchUnjournaled}},
+			all:   []found{{mallory.GetId(), store.MismatchUnjournaled}},
+		},
+		{
+			name:  "planted with an index entry naming another token's record",
+			forge: func(kv store.KV, ts *tokenStore) error { return plant(kv, mallory, ts.aliceAt) },
+			check: func(*tokenStore) string { return mallory.GetId() },
+			token: []found{{mallory.GetId(), store.MismatchUnjournaled}},
+			all:   []found{{mallory.GetId(), store.MismatchUnjournaled}},
+		},
+		{
+			name:  "planted with an index entry past the journal",
+			forge: func(kv store.KV, _ *tokenStore) error { return plant(kv, mallory, 1<<40) },
+			check: func(*tokenStore) string { return mallory.GetId() },
+			token: []found{{mallory.GetId(), store.MismatchIndex}},
+			all:   []found{{mallory.GetId(), store.MismatchUnjournaled}},
+		},
+		{
+			name: "record edited",
+			forge: func(kv store.KV, ts *tokenStore) error {
+				x := proto.Clone(ts.alice).(*recordv1.AgentToken)
+				x.Actor = "root"
+				return put(kv, "t/"+x.GetId(), x)
+			},
+			check: func(ts *tokenStore) string { return ts.alice.GetId() },
+			token: []found{{"tok_" + newToken("latch_alice", "").GetSha256()[:12], store.MismatchRecord}},
+			all:   []found{{"tok_" + newToken("latch_alice", "").GetSha256()[:12], store.MismatchRecord}},
+		},
+		{
+			name: "hash index moved",
+			forge: func(kv store.KV, ts *tokenStore) error {
+				return kv.Commit([]store.Write{{Key: []byte("h/" + ts.alice.GetSha256()), Value: []byte(ts.bob.GetId())}})
+			},
+			check: func(ts *tokenStore) string { return ts.alice.GetId() },
+			token: []found{{newToken("latch_alice", "").GetId(), store.MismatchIndex}},
+			all:   []found{{newToken("latch_bob", "").GetId(), store.MismatchIndex}},
+		},
+		{
+			// The limit of the one-token check: an index pointed back at
+			// the record before the revocation, with the record edited
+			// to match, agrees with the record it names. The full check
+			// reads the whole journal and finds both.
+			name: "revoked token restored, index pointed back",
+			forge: func(kv store.KV, ts *tokenStore) error {
+				x := proto.Clone(ts.bob).(*recordv1.AgentToken)
+				x.RevokedAt, x.RevokedBy = nil, ""
+				if err := put(kv, "t/"+x.GetId(), x); err != nil {
+					return err
+				}
+				return kv.Commit([]store.Write{{Key: []byte("tj/" + x.GetId()), Value: indexValue(ts.bobAt)}})
+			},
+			check: func(ts *tokenStore) string { return ts.bob.GetId() },
+			token: []found{},
+			all:   []found{{newToken("latch_bob", "").GetId(), store.MismatchIndex}, {newToken("latch_bob", "").GetId(), store.MismatchRecord}},
+		},
+		{
+			// A journal record forged in place of a checkpointed one,
+			// with the token it carries planted to match: the inclusion
+			// proof against the signed checkpoint refuses it. The state
+			// check trusts journal leaves as stored (audit verify's
+			// journal check reports the rewritten leaf).
+			name: "journal record forged in place of a checkpointed one",
+			forge: func(kv store.KV, ts *tokenStore) error {
+				v, err := kv.Get([]byte(journalKey(ts.filler)))
+				if err != nil {
+					return err
+				}
+				data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(ts.filler), Kind: "token_created", Actor: "mallory", Token: journaledToken(mallory)})
+				if err != nil {
+					return err
+				}
+				leaf := append(append([]byte(nil), v[:1+int(v[0])*32]...), data...)
+				if err := kv.Commit([]store.Write{{Key: []byte(journalKey(ts.filler)), Value: leaf}}); err != nil {
+					return err
+				}
+				return plant(kv, mallory, ts.filler)
+			},
+			check:      func(*tokenStore) string { return mallory.GetId() },
+			token:      []found{{mallory.GetId(), store.MismatchProof}},
+			unanchored: []found{},
+			all:        []found{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := buildTokenStore(t)
+			kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.forge(kv, ts); err != nil {
+				t.Fatal(err)
+			}
+			kv.Close()
+			_, s := openBadger(t, ts.dir)
+			defer s.Close()
+			anchor, err := journal.OpenCheckpoint(ts.checkpoint, ts.verifier)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := tt.check(ts)
+			x, err := s.Token(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, anchor *journal.Checkpoint, want []found) {
+				t.Helper()
+				err := s.CheckToken(x, anchor)
+				var se *store.StateError
+				got := []found{}
+				switch {
+				case errors.As(err, &se):
+					got = summary(se.Mismatches)
+					if !errors.Is(err, store.ErrStateMismatch) {
+						t.Errorf("CheckToken(%s) %s = %v, want an error matching ErrStateMismatch", id, what, err)
+					}
+				case err != nil:
+					t.Fatalf("CheckToken(%s) %s = %v", id, what, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("CheckToken(%s) %s mismatches (-want +got):\n%s", id, what, diff)
+				}
+			}
+			check("anchored", anchor, tt.token)
+			unanchored := tt.unanchored
+			if unanchored == nil {
+				unanchored = tt.token
+			}
+			check("without a checkpoint", nil, unanchored)
+			rep, err := s.CheckState(context.Background(), store.CheckAll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.all, summary(rep.Mismatches)); diff != "" {
+				t.Errorf("CheckAll mismatches (-want +got):\n%s\n%s", diff, rep)
+			}
+		})
+	}
+}
+
+// TestIndexTokensBuildsTheIndexOfAnOlderStore: a store written before the
+// token journal index (no tj/, no marker) refuses to check a token until
+// IndexTokens ran; IndexTokens reads the journal once and indexes every
+// journaled token at its last record (bob at his revocation), leaves a
+// planted token unindexed (so it is refused), and is one read the next time.
+func TestIndexTokensBuildsTheIndexOfAnOlderStore(t *testing.T) {
+	ts := buildTokenStore(t)
+	mallory := newToken("latch_mallory", "mallory")
+	kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []store.Write{{Key: []byte("m/tokens_indexed"), Delete: true}}
+	for _, x := range []*recordv1.AgentToken{ts.alice, ts.bob} {
+		ws = append(ws, store.Write{Key: []byte("tj/" + x.GetId()), Delete: true})
+	}
+	if err := kv.Commit(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := plant(kv, mallory, -1); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	_, s := openBadger(t, ts.dir)
+	defer s.Close()
+	rep, err := s.CheckState(context.Background(), store.CheckAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]found{{mallory.GetId(), store.MismatchUnjournaled}}, summary(rep.Mismatches)); diff != "" {
+		t.Errorf("CheckAll before the index is built (-want +got):\n%s", diff)
+	}
+	if err := s.CheckToken(ts.alice, nil); !errors.Is(err, store.ErrTokensNotIndexed) {
+		t.Errorf("CheckToken before IndexTokens = %v, want ErrTokensNotIndexed", err)
+	}
+	n, err := s.IndexTokens(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("IndexTokens = %d, %v; want 2 tokens", n, err)
+	}
+	for _, tc := range []struct {
+		x  *recordv1.AgentToken
+		at int64
+	}{{ts.alice, ts.aliceAt}, {ts.bob, ts.bobAt + 1}} {
+		if i, err := s.TokenJournalIndex(tc.x.GetId()); err != nil || i != tc.at {
+			t.Errorf("TokenJournalIndex(%s) = %d, %v; want %d (its last journal record)", tc.x.GetId(), i, err, tc.at)
+		}
+		x, err := s.Token(tc.x.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckToken(x, nil); err != nil {
+			t.Errorf("CheckToken(%s) after IndexTokens = %v", tc.x.GetId(), err)
+		}
+	}
+	x, err := s.Token(mallory.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckToken(x, nil); !errors.Is(err, store.ErrStateMismatch) {
+		t.Errorf("CheckToken(planted) after IndexTokens = %v, want ErrStateMismatch", err)
+	}
+	if n, err := s.IndexTokens(context.Background()); err != nil || n != 0 {
+		t.Errorf("IndexTokens again = %d, %v; want 0 (the store is indexed)", n, err)
+	}
+	rep, err = s.CheckState(context.Background(), store.CheckAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]found{{mallory.GetId(), store.MismatchUnjournaled}}, summary(rep.Mismatches)); diff != "" {
+		t.Errorf("CheckAll after the index is built (-want +got):\n%s", diff)
+	}
+}
+
+// TestCheckAllTokensJournaledAfterTheRead: the background pass reads the
+// journal first and the tokens later; a token created, or revoked, after
+// the journal was read is checked again through its index, not reported
+// (which stopped the control plane), while a planted token still is.
+func TestCheckAllTokensJournaledAfterTheRead(t *testing.T) {
+	ts := buildTokenStore(t)
+	mallory := newToken("latch_mallory", "mallory")
+	kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plant(kv, mallory, -1); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+	_, s := openBadger(t, ts.dir)
+	defer s.Close()
+	read := s.JournalSize() // the journal as the pass read it
+	carol := newToken("latch_carol", "carol")
+	err = s.Update(context.Background(), func(tx *store.Tx) error {
+		if _, err := putToken(tx, carol, "token_created"); err != nil {
+			return err
+		}
+		a := proto.Clone(ts.alice).(*recordv1.AgentToken)
+		a.RevokedAt, a.RevokedBy = timestamppb.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), "ops"
+		_, err := putToken(tx, a, "token_revoked")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.CheckAllFrom(context.Background(), func(fn func(int64, []byte, bool) bool) error {
+		for i := range read {
+			b, err := s.JournalEntry(i)
+			if err != nil {
+				return err
+			}
+			if !fn(i, b, true) {
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]found{{mallory.GetId(), store.MismatchUnjournaled}}, summary(rep.Mismatches)); diff != "" {
+		t.Errorf("CheckAll over the journal read before carol was created and alice revoked (-want +got):\n%s\n%s", diff, rep)
+	}
+}
