@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -50,16 +51,53 @@ func journalKey(i int64) string { return fmt.Sprintf("j/%016x", i) }
 // (created, then revoked), a journal record that changes no state (filler)
 // and a signed checkpoint over all of it.
 type tokenStore struct {
-	dir                    string
+	open                   func() store.KV // opens the stopped store's backend again
 	alice, bob             *recordv1.AgentToken
 	aliceAt, bobAt, filler int64 // journal indexes: alice created, bob created, the filler
 	checkpoint             []byte
 	verifier               string
 }
 
-func buildTokenStore(t *testing.T) *tokenStore {
+// tokenBackends are the backends the token checks run on: Badger in a
+// temporary dir, and a fresh PostgreSQL database (pgtest).
+var tokenBackends = []struct {
+	name string
+	new  func(t *testing.T) func() store.KV
+}{
+	{"badger", func(t *testing.T) func() store.KV {
+		dir := t.TempDir()
+		return func() store.KV {
+			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kv
+		}
+	}},
+	{"postgres", func(t *testing.T) func() store.KV {
+		url := pgtest.URL(t)
+		return func() store.KV {
+			kv, err := store.OpenPostgres(context.Background(), url, store.PostgresOptions{Migrate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kv
+		}
+	}},
+}
+
+func openStore(t testing.TB, kv store.KV) *store.Store {
 	t.Helper()
-	ts := &tokenStore{dir: t.TempDir(), alice: newToken("latch_alice", "alice"), bob: newToken("latch_bob", "bob")}
+	s, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func buildTokenStore(t *testing.T, open func() store.KV) *tokenStore {
+	t.Helper()
+	ts := &tokenStore{open: open, alice: newToken("latch_alice", "alice"), bob: newToken("latch_bob", "bob")}
 	skey, vkey, err := journal.GenerateKey("test/tokens")
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +107,7 @@ func buildTokenStore(t *testing.T) *tokenStore {
 		t.Fatal(err)
 	}
 	ts.verifier = vkey
-	_, s := openBadger(t, ts.dir)
+	s := openStore(t, open())
 	build(t, s, 5, 2)
 	err = s.Update(context.Background(), func(tx *store.Tx) error {
 		var err error
@@ -232,60 +270,59 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 			all:        []found{},
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ts := buildTokenStore(t)
-			kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tt.forge(kv, ts); err != nil {
-				t.Fatal(err)
-			}
-			kv.Close()
-			_, s := openBadger(t, ts.dir)
-			defer s.Close()
-			anchor, err := journal.OpenCheckpoint(ts.checkpoint, ts.verifier)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := tt.check(ts)
-			x, err := s.Token(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			check := func(what string, anchor *journal.Checkpoint, want []found) {
-				t.Helper()
-				err := s.CheckToken(x, anchor)
-				var se *store.StateError
-				got := []found{}
-				switch {
-				case errors.As(err, &se):
-					got = summary(se.Mismatches)
-					if !errors.Is(err, store.ErrStateMismatch) {
-						t.Errorf("CheckToken(%s) %s = %v, want an error matching ErrStateMismatch", id, what, err)
+	for _, b := range tokenBackends {
+		for _, tt := range tests {
+			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
+				ts := buildTokenStore(t, b.new(t))
+				kv := ts.open()
+				if err := tt.forge(kv, ts); err != nil {
+					t.Fatal(err)
+				}
+				kv.Close()
+				s := openStore(t, ts.open())
+				defer s.Close()
+				anchor, err := journal.OpenCheckpoint(ts.checkpoint, ts.verifier)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id := tt.check(ts)
+				x, err := s.Token(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := func(what string, anchor *journal.Checkpoint, want []found) {
+					t.Helper()
+					err := s.CheckToken(x, anchor)
+					var se *store.StateError
+					got := []found{}
+					switch {
+					case errors.As(err, &se):
+						got = summary(se.Mismatches)
+						if !errors.Is(err, store.ErrStateMismatch) {
+							t.Errorf("CheckToken(%s) %s = %v, want an error matching ErrStateMismatch", id, what, err)
+						}
+					case err != nil:
+						t.Fatalf("CheckToken(%s) %s = %v", id, what, err)
 					}
-				case err != nil:
-					t.Fatalf("CheckToken(%s) %s = %v", id, what, err)
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("CheckToken(%s) %s mismatches (-want +got):\n%s", id, what, diff)
+					}
 				}
-				if diff := cmp.Diff(want, got); diff != "" {
-					t.Errorf("CheckToken(%s) %s mismatches (-want +got):\n%s", id, what, diff)
+				check("anchored", anchor, tt.token)
+				unanchored := tt.unanchored
+				if unanchored == nil {
+					unanchored = tt.token
 				}
-			}
-			check("anchored", anchor, tt.token)
-			unanchored := tt.unanchored
-			if unanchored == nil {
-				unanchored = tt.token
-			}
-			check("without a checkpoint", nil, unanchored)
-			rep, err := s.CheckState(context.Background(), store.CheckAll)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.all, summary(rep.Mismatches)); diff != "" {
-				t.Errorf("CheckAll mismatches (-want +got):\n%s\n%s", diff, rep)
-			}
-		})
+				check("without a checkpoint", nil, unanchored)
+				rep, err := s.CheckState(context.Background(), store.CheckAll)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.all, summary(rep.Mismatches)); diff != "" {
+					t.Errorf("CheckAll mismatches (-want +got):\n%s\n%s", diff, rep)
+				}
+			})
+		}
 	}
 }
 
@@ -295,12 +332,15 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 // journaled token at its last record (bob at his revocation), leaves a
 // planted token unindexed (so it is refused), and is one read the next time.
 func TestIndexTokensBuildsTheIndexOfAnOlderStore(t *testing.T) {
-	ts := buildTokenStore(t)
-	mallory := newToken("latch_mallory", "mallory")
-	kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
-	if err != nil {
-		t.Fatal(err)
+	for _, b := range tokenBackends {
+		t.Run(b.name, func(t *testing.T) { testIndexTokens(t, b.new(t)) })
 	}
+}
+
+func testIndexTokens(t *testing.T, open func() store.KV) {
+	ts := buildTokenStore(t, open)
+	mallory := newToken("latch_mallory", "mallory")
+	kv := ts.open()
 	ws := []store.Write{{Key: []byte("m/tokens_indexed"), Delete: true}}
 	for _, x := range []*recordv1.AgentToken{ts.alice, ts.bob} {
 		ws = append(ws, store.Write{Key: []byte("tj/" + x.GetId()), Delete: true})
@@ -313,7 +353,7 @@ func TestIndexTokensBuildsTheIndexOfAnOlderStore(t *testing.T) {
 	}
 	kv.Close()
 
-	_, s := openBadger(t, ts.dir)
+	s := openStore(t, ts.open())
 	defer s.Close()
 	rep, err := s.CheckState(context.Background(), store.CheckAll)
 	if err != nil {
@@ -368,21 +408,18 @@ func TestIndexTokensBuildsTheIndexOfAnOlderStore(t *testing.T) {
 // the journal was read is checked again through its index, not reported
 // (which stopped the control plane), while a planted token still is.
 func TestCheckAllTokensJournaledAfterTheRead(t *testing.T) {
-	ts := buildTokenStore(t)
+	ts := buildTokenStore(t, tokenBackends[0].new(t))
 	mallory := newToken("latch_mallory", "mallory")
-	kv, err := store.OpenBadger(ts.dir, store.BadgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := ts.open()
 	if err := plant(kv, mallory, -1); err != nil {
 		t.Fatal(err)
 	}
 	kv.Close()
-	_, s := openBadger(t, ts.dir)
+	s := openStore(t, ts.open())
 	defer s.Close()
 	read := s.JournalSize() // the journal as the pass read it
 	carol := newToken("latch_carol", "carol")
-	err = s.Update(context.Background(), func(tx *store.Tx) error {
+	err := s.Update(context.Background(), func(tx *store.Tx) error {
 		if _, err := putToken(tx, carol, "token_created"); err != nil {
 			return err
 		}
