@@ -313,14 +313,15 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	s.Store = st
+	// The token index first: the state check holds tokens against it.
+	if err := indexTokens(ctx, log, st); err != nil {
+		return err
+	}
 	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		return err
 	}
 	s.backgroundCheck, s.gate = scope == store.CheckUnsettled, gate
-	if err := indexTokens(ctx, log, st); err != nil {
-		return err
-	}
 	if err := journalCreated(ctx, st, s.keys, cfg.Replica); err != nil {
 		return fmt.Errorf("server: journal the keys created: %w", err)
 	}

@@ -44,18 +44,20 @@ func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int6
 	return scope, nil, nil
 }
 
-// indexTokens builds the token journal index of a store written before it
-// (store.IndexTokens: one read of the journal, once per data dir), so
-// that every stored token can be checked against its journal record at
-// its first use (watchTokens) without reading the journal.
+// indexTokens makes sure the token journal index is right before anything
+// reads it (store.IndexTokens: a few reads per token; one read of the
+// journal for a store written before the index, or one where an older
+// latch journaled tokens without indexing them), so that every stored
+// token can be checked against its journal record at its first use
+// (watchTokens) without reading the journal.
 func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	start := time.Now()
-	n, err := st.IndexTokens(ctx)
+	reason, n, err := st.IndexTokens(ctx)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	if n > 0 {
-		log.Named("server").Info("indexed the tokens' journal records (once, for a store written before the index)",
+	if reason != "" {
+		log.Named("server").Info("rebuilt the token journal index from the journal", "reason", reason,
 			"tokens", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
 	}
 	return nil

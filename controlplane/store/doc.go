@@ -67,9 +67,10 @@
 // recorded", so the layout version stays "2". So are tj/ and
 // m/tokens_indexed: Append writes tj/ with every journal record that
 // carries a token and sets the marker with a store's first journal record;
-// IndexTokens builds both for a store written before them (one read of the
-// journal, at start-up). A downgraded latch appends token records without
-// tj/: after it, the index is stale and the tokens it changed are refused.
+// IndexTokens, at start-up, builds both from the journal (one read of it)
+// for a store written before them, and rebuilds tj/ when a stored token
+// disagrees with the record its entry names (an older latch, say a
+// replica not yet upgraded, journaled tokens without indexing them).
 //
 // Matching is one Get of f/<fingerprint>: its cost does not grow with the
 // number of stored executions. Execution IDs are ULIDs, so x/ keys sort by

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -365,9 +366,9 @@ func testIndexTokens(t *testing.T, open func() store.KV) {
 	if err := s.CheckToken(ts.alice, nil); !errors.Is(err, store.ErrTokensNotIndexed) {
 		t.Errorf("CheckToken before IndexTokens = %v, want ErrTokensNotIndexed", err)
 	}
-	n, err := s.IndexTokens(context.Background())
-	if err != nil || n != 2 {
-		t.Fatalf("IndexTokens = %d, %v; want 2 tokens", n, err)
+	reason, n, err := s.IndexTokens(context.Background())
+	if err != nil || n != 2 || reason == "" {
+		t.Fatalf("IndexTokens = %q, %d, %v; want 2 tokens indexed, and why", reason, n, err)
 	}
 	for _, tc := range []struct {
 		x  *recordv1.AgentToken
@@ -391,8 +392,10 @@ func testIndexTokens(t *testing.T, open func() store.KV) {
 	if err := s.CheckToken(x, nil); !errors.Is(err, store.ErrStateMismatch) {
 		t.Errorf("CheckToken(planted) after IndexTokens = %v, want ErrStateMismatch", err)
 	}
-	if n, err := s.IndexTokens(context.Background()); err != nil || n != 0 {
-		t.Errorf("IndexTokens again = %d, %v; want 0 (the store is indexed)", n, err)
+	// A planted token makes the index look stale: it is read again, and
+	// the planted token stays unindexed.
+	if reason, n, err := s.IndexTokens(context.Background()); err != nil || n != 2 || !strings.Contains(reason, mallory.GetId()) {
+		t.Errorf("IndexTokens again = %q, %d, %v; want the journal read again because of %s, 2 tokens", reason, n, err, mallory.GetId())
 	}
 	rep, err = s.CheckState(context.Background(), store.CheckAll)
 	if err != nil {
@@ -400,6 +403,67 @@ func testIndexTokens(t *testing.T, open func() store.KV) {
 	}
 	if diff := cmp.Diff([]found{{mallory.GetId(), store.MismatchUnjournaled}}, summary(rep.Mismatches)); diff != "" {
 		t.Errorf("CheckAll after the index is built (-want +got):\n%s", diff)
+	}
+}
+
+// TestIndexTokensRepairsWhatAnOlderLatchLeft: on an indexed store, a sound
+// index costs no journal read; after an older latch (a replica not yet
+// upgraded) revoked a token and created another without indexing them,
+// IndexTokens finds the index stale, rebuilds it from the journal, and
+// both tokens check (the full check agrees too).
+func TestIndexTokensRepairsWhatAnOlderLatchLeft(t *testing.T) {
+	ts := buildTokenStore(t, tokenBackends[0].new(t))
+	s := openStore(t, ts.open())
+	if reason, n, err := s.IndexTokens(context.Background()); reason != "" || n != 0 || err != nil {
+		t.Errorf("IndexTokens on a sound indexed store = %q, %d, %v; want nothing to do", reason, n, err)
+	}
+	carol := newToken("latch_carol", "carol")
+	a := proto.Clone(ts.alice).(*recordv1.AgentToken)
+	a.RevokedAt, a.RevokedBy = timestamppb.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), "ops"
+	var aliceRevoked, carolAt int64
+	err := s.Update(context.Background(), func(tx *store.Tx) error {
+		var err error
+		if aliceRevoked, err = putToken(tx, a, "token_revoked"); err != nil {
+			return err
+		}
+		carolAt, err = putToken(tx, carol, "token_created")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// What the older latch would have left: no entry for carol, alice's
+	// still naming her token_created record.
+	kv := ts.open()
+	if err := kv.Commit([]store.Write{{Key: []byte("tj/" + carol.GetId()), Delete: true}, {Key: []byte("tj/" + a.GetId()), Value: indexValue(ts.aliceAt)}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+	s = openStore(t, ts.open())
+	defer s.Close()
+	reason, n, err := s.IndexTokens(context.Background())
+	if err != nil || reason == "" || n != 3 {
+		t.Fatalf("IndexTokens after an older latch wrote = %q, %d, %v; want the index rebuilt for 3 tokens", reason, n, err)
+	}
+	for _, tc := range []struct {
+		id string
+		at int64
+	}{{a.GetId(), aliceRevoked}, {carol.GetId(), carolAt}} {
+		if i, err := s.TokenJournalIndex(tc.id); err != nil || i != tc.at {
+			t.Errorf("TokenJournalIndex(%s) = %d, %v; want %d", tc.id, i, err, tc.at)
+		}
+		x, err := s.Token(tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CheckToken(x, nil); err != nil {
+			t.Errorf("CheckToken(%s) after the rebuild = %v", tc.id, err)
+		}
+	}
+	rep, err := s.CheckState(context.Background(), store.CheckAll)
+	if err != nil || !rep.OK() {
+		t.Errorf("CheckAll after the rebuild = %v, %v; want ok", rep, err)
 	}
 }
 

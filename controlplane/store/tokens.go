@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -145,24 +146,37 @@ func (s *Store) TokensIndexed() (bool, error) {
 	return err == nil, err
 }
 
-// IndexTokens builds the token journal index (tj/) of a store written
-// before it: one read of the journal, decoding only the records that carry
-// a token, then one commit of the index and its marker. It is start-up
-// work (nothing may write the store meanwhile but the writer's own
-// updates, which index themselves); on an indexed store it is one read.
-// It returns how many tokens it indexed. A stored token that no journal
-// record carries (planted) gets no entry, so it never authenticates.
-func (s *Store) IndexTokens(ctx context.Context) (int, error) {
-	if ok, err := s.TokensIndexed(); err != nil || ok {
-		return 0, err
+// IndexTokens builds the token journal index (tj/) from the journal when
+// it is not known to be right: on a store written before it (no marker),
+// and on a store where some stored token disagrees with the record its
+// entry names (an older latch, such as a replica not yet upgraded, wrote
+// token records without indexing them; or the store was edited). One read
+// of the journal, decoding only the records that carry a token, then one
+// commit of the index and its marker; a sound indexed store costs a few
+// reads per token. It is start-up work: nothing may write the store
+// meanwhile but the writer's own updates, which index themselves. It
+// returns why it read the journal ("" when it did not) and how many
+// tokens it indexed. A stored token no journal record carries (planted)
+// gets no entry, so it never authenticates.
+func (s *Store) IndexTokens(ctx context.Context) (reason string, n int, err error) {
+	indexed, err := s.TokensIndexed()
+	if err != nil {
+		return "", 0, err
 	}
-	if s.JournalSize() == 0 {
-		// Nothing journaled yet: the first Append sets the marker.
-		return 0, nil
+	switch {
+	case !indexed && s.JournalSize() == 0:
+		return "", 0, nil // nothing journaled yet: the first Append sets the marker
+	case !indexed:
+		reason = "the store was written before the token journal index"
+	default:
+		if reason, err = s.staleTokenIndex(ctx); err != nil || reason == "" {
+			return "", 0, err
+		}
 	}
+	size := s.JournalSize()
 	last := map[string]int64{}
 	var derr error
-	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+	err = s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
 		_, data, ok := decodeLeaf(v)
 		if !ok || !carriesToken(data) {
 			return ctx.Err() == nil // the journal check reports damaged leaves
@@ -173,7 +187,7 @@ func (s *Store) IndexTokens(ctx context.Context) (int, error) {
 			return false
 		}
 		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(data, e) == nil && e.GetToken().GetId() != "" {
+		if proto.Unmarshal(data, e) == nil && e.GetToken().GetId() != "" && i < size {
 			last[e.GetToken().GetId()] = i
 		}
 		return ctx.Err() == nil
@@ -185,23 +199,71 @@ func (s *Store) IndexTokens(ctx context.Context) (int, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
+		return reason, 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
+	}
+	var stale [][]byte
+	if err := s.kv.Scan([]byte("tj/"), false, func(k, _ []byte) bool {
+		if _, ok := last[string(k[3:])]; !ok {
+			stale = append(stale, bytes.Clone(k))
+		}
+		return true
+	}); err != nil {
+		return reason, 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
 	}
 	err = s.Update(ctx, func(tx *Tx) error {
 		for id, i := range last {
 			// A token journaled since the scan indexed itself (Append).
-			if cur, err := decodeIndex(tx.get(tokenJournalKey(id))); err == nil && cur >= i {
+			if cur, err := decodeIndex(tx.get(tokenJournalKey(id))); err == nil && cur >= size && cur < tx.size {
 				continue
 			}
 			tx.set(tokenJournalKey(id), binary.BigEndian.AppendUint64(nil, uint64(i)))
+		}
+		for _, k := range stale {
+			tx.del(k) // names a token no journal record carries
 		}
 		tx.set(tokensIndexedKey, []byte("1"))
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
+		return reason, 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
 	}
-	return len(last), nil
+	return reason, len(last), nil
+}
+
+// staleTokenIndex says why the token journal index cannot be trusted (""
+// when it can): the first stored token whose entry is missing or names a
+// record that does not carry it as stored.
+func (s *Store) staleTokenIndex(ctx context.Context) (string, error) {
+	var reason string
+	var rerr error
+	err := s.kv.Scan([]byte("t/"), false, func(k, v []byte) bool {
+		id := string(k[2:])
+		x, err := decodeToken(v, nil)
+		if err != nil {
+			reason = "token " + id + " does not decode"
+			return false
+		}
+		ms, err := s.checkToken(s.kv.Get, id, x, nil)
+		if err != nil {
+			rerr = err
+			return false
+		}
+		if len(ms) > 0 {
+			reason = "a stored token disagrees with the journal record its index entry names (" + ms[0].String() + ")"
+			return false
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: check the token journal index: %w", err)
+	}
+	return reason, nil
 }
 
 // journalEntryToken is the field number of JournalEntry.token.
