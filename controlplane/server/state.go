@@ -44,12 +44,42 @@ func checkState(log hclog.Logger, dataDir string, st *store.Store, fullUpTo int6
 	return scope, nil, nil
 }
 
-// indexTokens makes sure the token journal index is right before anything
-// reads it (store.IndexTokens: a few reads per token; one read of the
-// journal for a store written before the index, or one where an older
-// latch journaled tokens without indexing them), so that every stored
-// token can be checked against its journal record at its first use
-// (watchTokens) without reading the journal.
+// prepareTokenIndex makes sure the token journal index is right before
+// anything reads it (store.IndexTokens: a few reads per token, and a read
+// of the journal records written since the last start when a latch
+// without the index journaled tokens meanwhile), so that every stored
+// token is checked against its journal record at its first use
+// (watchTokens) without reading the journal. A store written before the
+// index has the whole journal to read (seconds on a large store): that is
+// done while serving (buildTokenIndex); a stored token's first use waits
+// for it.
+func (s *Server) prepareTokenIndex(ctx context.Context, log hclog.Logger, st *store.Store) error {
+	built, err := st.TokenIndexBuilt()
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if !built {
+		s.tokenIndexReady = make(chan struct{})
+		return nil
+	}
+	return indexTokens(ctx, log, st)
+}
+
+// buildTokenIndex builds the token journal index of a store written before
+// it, while serving, and then lets stored tokens be checked.
+func (s *Server) buildTokenIndex(ctx context.Context) error {
+	s.log.Info("building the token journal index (once, for a store written before it); stored tokens authenticate once it is built",
+		"journal_size", s.Store.JournalSize())
+	if err := indexTokens(ctx, s.cfg.Logger, s.Store); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	close(s.tokenIndexReady)
+	return nil
+}
+
 func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	start := time.Now()
 	reason, n, err := st.IndexTokens(ctx)
@@ -57,7 +87,7 @@ func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	if reason != "" {
-		log.Named("server").Info("rebuilt the token journal index from the journal", "reason", reason,
+		log.Named("server").Info("indexed the tokens' journal records", "reason", reason,
 			"tokens", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
 	}
 	return nil

@@ -124,6 +124,11 @@ type Config struct {
 	// authenticates; without it the token is checked against the record
 	// alone.
 	Verifier string
+	// IndexReady, when set, is closed once the store's token journal index
+	// is built (a store written before it gets it built while serving:
+	// store.IndexTokens). Until then a stored token's first use waits for
+	// it, up to the caller's context.
+	IndexReady <-chan struct{}
 }
 
 // Service is the token store of a control plane.
@@ -134,6 +139,7 @@ type Service struct {
 	every    time.Duration
 	static   []Static
 	verifier string
+	ready    <-chan struct{}
 
 	// cleared holds the ids of the stored tokens checked against their
 	// journal record (or made by this service) in this process.
@@ -165,7 +171,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static,
-		verifier: cfg.Verifier, failed: make(chan struct{})}, nil
+		verifier: cfg.Verifier, ready: cfg.IndexReady, failed: make(chan struct{})}, nil
 }
 
 // Failed is closed when a stored token was found to disagree with its
@@ -182,9 +188,16 @@ func (s *Service) Mismatches() []store.Mismatch {
 // admit checks a stored token against its journal record unless this
 // process has done so (or made the token). A mismatch is kept and closes
 // Failed; the error matches store.ErrStateMismatch.
-func (s *Service) admit(t *recordv1.AgentToken) error {
+func (s *Service) admit(ctx context.Context, t *recordv1.AgentToken) error {
 	if _, ok := s.cleared.Load(t.GetId()); ok {
 		return nil
+	}
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("tokens: %s cannot be checked against its journal record yet: the token journal index is being built (once, on a store written before it); retry shortly: %w", t.GetId(), ctx.Err())
+		}
 	}
 	anchor, err := s.anchor()
 	if err == nil {
@@ -433,7 +446,7 @@ func (s *Service) authenticate(ctx context.Context, credential string, operator 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.admit(t); err != nil {
+	if err := s.admit(ctx, t); err != nil {
 		return nil, err
 	}
 	now := s.clock()
