@@ -55,7 +55,7 @@
 //	t/<token id>                      AgentToken (protobuf): an agent's bearer token, hash only
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
 //	tj/<token id>                     journal index of the token's last journal record (8 bytes, big endian)
-//	m/tokens_indexed                  "1" once every token journal record is indexed under tj/
+//	m/tokens_indexed                  journal size N (8 bytes, big endian): tj/ covers every token record below N
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
 //
@@ -66,11 +66,13 @@
 // additive: a store written before them reads as "no tokens, no catalog
 // recorded", so the layout version stays "2". So are tj/ and
 // m/tokens_indexed: Append writes tj/ with every journal record that
-// carries a token and sets the marker with a store's first journal record;
-// IndexTokens, at start-up, builds both from the journal (one read of it)
-// for a store written before them, and rebuilds tj/ when a stored token
-// disagrees with the record its entry names (an older latch, say a
-// replica not yet upgraded, journaled tokens without indexing them).
+// carries a token and sets the marker (0) with a store's first journal
+// record. IndexTokens, at every start, checks each stored token against
+// the record its entry names; when one disagrees (a latch without the
+// index, say a replica not yet upgraded, journaled tokens meanwhile) it
+// reads the journal records from the marker on again, and either way
+// moves the marker to the journal's end. A store written before the index
+// has no marker: its whole journal is read once, while serving.
 //
 // Matching is one Get of f/<fingerprint>: its cost does not grow with the
 // number of stored executions. Execution IDs are ULIDs, so x/ keys sort by
