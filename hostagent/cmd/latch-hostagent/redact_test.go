@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -214,5 +215,24 @@ func TestSecretEnvMustNameAnEnvEntry(t *testing.T) {
 	assertNoSecret(t, "refusal", []byte(err.Error()))
 	if _, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id}); status.Code(err) != codes.NotFound {
 		t.Errorf("Status after the refusal = %v, want NotFound", err)
+	}
+}
+
+// TestSecretValuesMustBeInANamedEntry: a secret_values entry that no env
+// value secret_env names carries (or an empty one) is refused before a
+// marker exists, and the refusal quotes neither value.
+func TestSecretValuesMustBeInANamedEntry(t *testing.T) {
+	a := startAgent(t, agentOpts{})
+	for i, values := range [][]string{{plantedSecret + "-elsewhere"}, {""}} {
+		id := fmt.Sprintf("act_bad_secret_values_%d", i)
+		_, err := a.Client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/true"},
+			Env: map[string]string{"AUTH": "Bearer " + plantedSecret}, SecretEnv: []string{"AUTH"}, SecretValues: values})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "secret_values[0]") {
+			t.Fatalf("Run with secret_values %d = %v, want InvalidArgument naming secret_values[0]", i, err)
+		}
+		assertNoSecret(t, "refusal", []byte(err.Error()))
+		if _, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id}); status.Code(err) != codes.NotFound {
+			t.Errorf("Status after the refusal = %v, want NotFound", err)
+		}
 	}
 }
