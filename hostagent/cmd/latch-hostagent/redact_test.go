@@ -236,3 +236,36 @@ func TestSecretValuesMustBeInANamedEntry(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptResultStaysJSONWhenRedacted: a script whose result carries a
+// secret as a bare JSON number (and inside a string) gets a result that
+// still parses, with the number turned into the string "[REDACTED]".
+func TestScriptResultStaysJSONWhenRedacted(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, agentOpts{data: data})
+	const id = "act_secret_result"
+	const pin = "73195286"
+	script := `"$1" marker begin --op migrate && "$1" marker complete --result "{\"pin\":$PIN,\"dsn\":\"user:$PIN@db\",\"rows\":3}"`
+	a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", script, "sh", binPath},
+		Env: map[string]string{"PIN": pin}, SecretEnv: []string{"PIN"}})
+	if m := a.wait(id); m.GetState() != stateExited || m.GetExitCode() != 0 {
+		t.Fatalf("run marker = %v, want exited 0", m)
+	}
+	list, err := a.Client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, m := range list.GetMarkers() {
+		if m.GetState() == hostagentv1.MarkerState_MARKER_STATE_COMPLETED {
+			got = m.GetResultJson()
+		}
+	}
+	const want = `{"dsn":"user:[REDACTED]@db","pin":"[REDACTED]","rows":3}`
+	if got != want {
+		t.Errorf("script result = %s, want %s", got, want)
+	}
+	if strings.Contains(got, pin) {
+		t.Errorf("script result %s holds the secret", got)
+	}
+}
