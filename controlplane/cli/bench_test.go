@@ -35,6 +35,14 @@ func TestBenchOutputShape(t *testing.T) {
 	if !regexp.MustCompile(`mcp against bare\): p50 [+-]\d+\.\d\dms, rate \d+\.\d\d×, CPU/call \d+\.\d\d\dms against \d+\.\d\d\dms \(\d+\.\d\d×\)`).MatchString(out) {
 		t.Errorf("no mcp-against-bare line in:\n%s", out)
 	}
+	if !regexp.MustCompile(`Durability floor on this disk: a synced commit p50 \d+\.\d\dms \(append\+fsync p50 \d+\.\d\dms\)`).MatchString(out) {
+		t.Errorf("no durability floor line in:\n%s", out)
+	}
+	for _, pair := range []string{"durable over direct", "mcp over bare"} {
+		if !regexp.MustCompile(pair + ` p50 [+-]\d+\.\d\dms: \d+\.\d\dms the two syncs, [+-]\d+\.\d\dms the rest`).MatchString(out) {
+			t.Errorf("no %q split of the p50 into syncs and the rest in:\n%s", pair, out)
+		}
+	}
 }
 
 // TestBenchRoundsAndProfile: --rounds runs every path that many times

@@ -197,9 +197,14 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	defer c.release(ac)
 	timeout := commandTimeout(call)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
+	secretNames := secretEnv(call.Tool, env)
+	var secretValues []string
+	if len(secretNames) > 0 {
+		secretValues = call.Tool.SecretValues(call.Arguments)
+	}
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
 		ExecutionId: id, Argv: argv, Cwd: cwd, Env: env, TimeoutMs: timeout.Milliseconds(),
-		SecretEnv: secretEnv(call.Tool, env),
+		SecretEnv: secretNames, SecretValues: secretValues,
 	})
 	cancel()
 	if err != nil {
@@ -238,9 +243,10 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 }
 
 // secretEnv names the rendered env entries that carry a secret argument,
-// for the agent to redact from the output it keeps on the host. An entry
-// whose template puts other text around the secret ("Bearer {{token}}") is
-// redacted as its whole value: the agent never sees the bare secret apart.
+// for the agent to redact from the output it keeps on the host. The bare
+// secret values go with them (RunRequest.secret_values, tools.SecretValues),
+// so an entry whose template puts other text around the secret ("Bearer
+// {{token}}") has the secret redacted when it is printed alone too.
 func secretEnv(tool *tools.Tool, env map[string]string) []string {
 	var out []string
 	for _, k := range tool.SecretEnv() {

@@ -67,3 +67,27 @@ func TestLocalSecretEnvRedactedOnTheHost(t *testing.T) {
 		t.Errorf("the agent's log holds the secret")
 	}
 }
+
+// TestLocalEmbeddedSecretRedactedAlone: a secret that only an entry with
+// text around it carries (AUTH: "Bearer {{token}}") is redacted by the real
+// host agent when the command prints it alone too: the dispatch sends the
+// bare value (secret_values) beside the entry's name.
+func TestLocalEmbeddedSecretRedactedAlone(t *testing.T) {
+	const secret = "Zq9-planted-SECRET-4471"
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, data, "")
+	c := newChannel(t, Config{})
+	call := newCall("act_embedded_secret", localTarget(a.Socket), "/bin/sh", "-c", `echo "$AUTH"; echo "${AUTH#Bearer }"; echo "x${AUTH#Bearer }y"`)
+	call.Tool.Env = map[string]string{"AUTH": "Bearer {{token}}"}
+	call.Tool.Fingerprint.Secret = []string{"token"}
+	call.Arguments = map[string]any{"token": secret}
+	got := c.Dispatch(ctxT(t), call)
+	const want = "[REDACTED]\n[REDACTED]\nx[REDACTED]y\n"
+	if got.Class != engine.Observed || string(got.Result.GetBody()) != want {
+		t.Errorf("Dispatch() = %s %q (%s), want Observed %q", className(got.Class), got.Result.GetBody(), got.Reason, want)
+	}
+	b, err := os.ReadFile(filepath.Join(execdir.Path(data, "act_embedded_secret"), execdir.OutputFile))
+	if err != nil || string(b) != want {
+		t.Errorf("the agent's output file = %q, %v; want %q", b, err, want)
+	}
+}

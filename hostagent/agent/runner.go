@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "L
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// maxSecretValues bounds RunRequest.secret_values (a tool has a handful of
+// secret arguments; an object argument's leaves count one each).
+const maxSecretValues = 256
+
 func validateRun(req *hostagentv1.RunRequest) error {
 	if err := execdir.ValidID(req.GetExecutionId()); err != nil {
 		return fmt.Errorf("%w: %v", errInvalid, err)
@@ -55,6 +60,16 @@ func validateRun(req *hostagentv1.RunRequest) error {
 		// Only the name is quoted: the value is the secret.
 		if _, ok := req.GetEnv()[k]; !ok {
 			return fmt.Errorf("%w: secret_env names %q, which env does not set; name only entries of env", errInvalid, k)
+		}
+	}
+	if n := len(req.GetSecretValues()); n > maxSecretValues {
+		return fmt.Errorf("%w: %d secret_values, at most %d", errInvalid, n, maxSecretValues)
+	}
+	for i, v := range req.GetSecretValues() {
+		// Never quoted: it is the secret. It must be one the named env
+		// entries carry, so the field redacts secrets and nothing else.
+		if !slices.ContainsFunc(req.GetSecretEnv(), func(k string) bool { return strings.Contains(req.GetEnv()[k], v) }) || v == "" {
+			return fmt.Errorf("%w: secret_values[%d] is empty or occurs in no env value secret_env names; send only the bare secrets those entries carry", errInvalid, i)
 		}
 	}
 	if req.GetTimeoutMs() < 0 {
@@ -131,13 +146,14 @@ func (a *Agent) Run(ctx context.Context, req *hostagentv1.RunRequest) (resp *hos
 func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.RunRequest) (*hostagentv1.Marker, error) {
 	id := m.GetExecutionId()
 	spec := shim.Spec{
-		ExecutionID: id,
-		Argv:        req.GetArgv(),
-		Cwd:         req.GetCwd(),
-		Env:         a.commandEnv(id, req.GetEnv()),
-		Timeout:     time.Duration(req.GetTimeoutMs()) * time.Millisecond,
-		OutputCap:   a.cfg.OutputCap,
-		SecretEnv:   req.GetSecretEnv(),
+		ExecutionID:  id,
+		Argv:         req.GetArgv(),
+		Cwd:          req.GetCwd(),
+		Env:          a.commandEnv(id, req.GetEnv()),
+		Timeout:      time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		OutputCap:    a.cfg.OutputCap,
+		SecretEnv:    req.GetSecretEnv(),
+		SecretValues: req.GetSecretValues(),
 	}
 	if spec.Cwd == "" {
 		spec.Cwd = "/"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -214,5 +215,57 @@ func TestSecretEnvMustNameAnEnvEntry(t *testing.T) {
 	assertNoSecret(t, "refusal", []byte(err.Error()))
 	if _, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id}); status.Code(err) != codes.NotFound {
 		t.Errorf("Status after the refusal = %v, want NotFound", err)
+	}
+}
+
+// TestSecretValuesMustBeInANamedEntry: a secret_values entry that no env
+// value secret_env names carries (or an empty one) is refused before a
+// marker exists, and the refusal quotes neither value.
+func TestSecretValuesMustBeInANamedEntry(t *testing.T) {
+	a := startAgent(t, agentOpts{})
+	for i, values := range [][]string{{plantedSecret + "-elsewhere"}, {""}} {
+		id := fmt.Sprintf("act_bad_secret_values_%d", i)
+		_, err := a.Client.Run(ctxT(t), &hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/true"},
+			Env: map[string]string{"AUTH": "Bearer " + plantedSecret}, SecretEnv: []string{"AUTH"}, SecretValues: values})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "secret_values[0]") {
+			t.Fatalf("Run with secret_values %d = %v, want InvalidArgument naming secret_values[0]", i, err)
+		}
+		assertNoSecret(t, "refusal", []byte(err.Error()))
+		if _, err := a.Client.Status(ctxT(t), &hostagentv1.StatusRequest{ExecutionId: id}); status.Code(err) != codes.NotFound {
+			t.Errorf("Status after the refusal = %v, want NotFound", err)
+		}
+	}
+}
+
+// TestScriptResultStaysJSONWhenRedacted: a script whose result carries a
+// secret as a bare JSON number (and inside a string) gets a result that
+// still parses, with the number turned into the string "[REDACTED]".
+func TestScriptResultStaysJSONWhenRedacted(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, agentOpts{data: data})
+	const id = "act_secret_result"
+	const pin = "73195286"
+	script := `"$1" marker begin --op migrate && "$1" marker complete --result "{\"pin\":$PIN,\"dsn\":\"user:$PIN@db\",\"rows\":3}"`
+	a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", script, "sh", binPath},
+		Env: map[string]string{"PIN": pin}, SecretEnv: []string{"PIN"}})
+	if m := a.wait(id); m.GetState() != stateExited || m.GetExitCode() != 0 {
+		t.Fatalf("run marker = %v, want exited 0", m)
+	}
+	list, err := a.Client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, m := range list.GetMarkers() {
+		if m.GetState() == hostagentv1.MarkerState_MARKER_STATE_COMPLETED {
+			got = m.GetResultJson()
+		}
+	}
+	const want = `{"dsn":"user:[REDACTED]@db","pin":"[REDACTED]","rows":3}`
+	if got != want {
+		t.Errorf("script result = %s, want %s", got, want)
+	}
+	if strings.Contains(got, pin) {
+		t.Errorf("script result %s holds the secret", got)
 	}
 }

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/latchhq/latch/controlplane/store"
+)
+
+// The durability floor: what two synced writes cost on the disk under the
+// data dir, measured in the same run as the paths, so the report can say
+// how much of the durable path's extra time is the price of durability
+// (DESIGN §11: a durable call makes two synced commits before it answers,
+// one before the first byte is sent and one after the answer is observed)
+// and how much is everything else.
+
+// floorSamples is how many synced commits (and fsyncs) the floor takes.
+const floorSamples = 200
+
+// benchFloor is the measured floor.
+type benchFloor struct {
+	commit time.Duration // p50 of a synced Badger commit of a Submit-sized batch
+	fsync  time.Duration // p50 of a small append and fsync on the same file system
+}
+
+// measureFloor opens a throwaway Badger store in a temporary directory
+// inside dir (the data dir's file system, where the control plane syncs)
+// and times floorSamples synced commits of a Submit-sized batch (eight keys,
+// 2 KB), then floorSamples appends with fsync; the directory is removed.
+func measureFloor(dir string) (benchFloor, error) {
+	tmp, err := os.MkdirTemp(dir, ".bench-floor-")
+	if err != nil {
+		return benchFloor{}, fmt.Errorf("bench: durability floor: %w (the data dir must be writable)", err)
+	}
+	defer os.RemoveAll(tmp)
+	kv, err := store.OpenBadger(filepath.Join(tmp, "db"), store.BadgerOptions{})
+	if err != nil {
+		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+	}
+	value := make([]byte, 256)
+	commits := make([]time.Duration, 0, floorSamples)
+	for i := range floorSamples {
+		writes := make([]store.Write, 8)
+		for k := range writes {
+			writes[k] = store.Write{Key: fmt.Appendf(nil, "floor/%06d/%d", i, k), Value: value}
+		}
+		t := time.Now()
+		if err := kv.Commit(writes); err != nil {
+			kv.Close()
+			return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+		}
+		commits = append(commits, time.Since(t))
+	}
+	if err := kv.Close(); err != nil {
+		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+	}
+	f, err := os.Create(filepath.Join(tmp, "fsync"))
+	if err != nil {
+		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+	}
+	defer f.Close()
+	syncs := make([]time.Duration, 0, floorSamples)
+	for range floorSamples {
+		t := time.Now()
+		if _, err := f.Write(value); err != nil {
+			return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
+		}
+		syncs = append(syncs, time.Since(t))
+	}
+	return benchFloor{commit: p50(commits), fsync: p50(syncs)}, nil
+}
+
+func p50(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// split is how much of extra (a path's p50 over its baseline) the two
+// synced commits explain, and the rest.
+func (f benchFloor) split(extra time.Duration) (syncs, rest time.Duration) {
+	syncs = 2 * f.commit
+	return syncs, extra - syncs
+}
