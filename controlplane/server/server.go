@@ -333,7 +333,8 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens, Verifier: s.verifier, IndexReady: s.tokenIndexReady})
+	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens, Verifier: s.verifier, IndexReady: s.tokenIndexReady,
+		Anchor: copyAnchor(log, cfg.CheckpointCopy, s.verifier, st.JournalSize())})
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 )
 
@@ -91,6 +96,63 @@ func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 			"tokens", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
 	}
 	return nil
+}
+
+// copyAnchor is the newest checkpoint of the checkpoint copy (path, kept
+// outside the data dir), for the first-use token check to prove records
+// against when the store's own checkpoints cover less (they were deleted).
+// nil when there is no copy, or it cannot serve: it is read from its last
+// 64 KiB, and one that does not verify, or covers more than the journal
+// holds (a data dir restored from a backup, or truncated), is left to
+// `latch audit verify`, with a warning.
+func copyAnchor(log hclog.Logger, path, verifier string, size int64) *journal.Checkpoint {
+	if path == "" {
+		return nil
+	}
+	log = log.Named("server").With("checkpoint_copy", path)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
+		return nil
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	st, err := f.Stat()
+	if err != nil {
+		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
+		return nil
+	}
+	buf := make([]byte, min(st.Size(), tail))
+	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
+		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
+		return nil
+	}
+	if len(bytes.TrimSpace(buf)) == 0 {
+		return nil // no checkpoint copied yet
+	}
+	lines := bytes.Split(bytes.TrimRight(buf, "\n"), []byte("\n"))
+	var line struct {
+		Type string `json:"type"`
+		Note string `json:"note"`
+	}
+	if err := json.Unmarshal(lines[len(lines)-1], &line); err != nil || line.Type != "checkpoint" {
+		log.Warn("the checkpoint copy's last line is not a checkpoint; stored tokens are proven against the store's checkpoints only (run `latch audit verify`)")
+		return nil
+	}
+	c, err := journal.OpenCheckpoint([]byte(line.Note), verifier)
+	switch {
+	case err != nil:
+		log.Warn("the checkpoint copy's newest checkpoint does not verify with the journal's key; stored tokens are proven against the store's checkpoints only (run `latch audit verify`)", "error", err)
+		return nil
+	case c.Size > size:
+		log.Warn("the checkpoint copy covers more of the journal than the store holds (restored from a backup, or truncated?); run `latch audit verify`",
+			"copy_size", c.Size, "journal_size", size)
+		return nil
+	}
+	return c
 }
 
 // watchTokens stops the control plane when a stored token disagreed with

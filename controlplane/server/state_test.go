@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -371,5 +372,83 @@ func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
 	defer cancel()
 	if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "the token was refused") {
 		t.Errorf("Run = %v, want ErrStateMismatch naming %s, the token refused", err, id)
+	}
+}
+
+// TestCheckpointCopyAnchorsTheTokenCheck: a token planted with a journal
+// record forged in place of a checkpointed one, and every checkpoint
+// deleted from the store, leaves the first-use check nothing in the store
+// to prove the record against: with a checkpoint copy kept outside the
+// data dir, the copy's newest checkpoint refuses it; without one it
+// authenticates (the gap the README names, which `latch audit verify`
+// closes with the copy).
+func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		copied  bool
+		refused bool
+	}{{"with a checkpoint copy", true, true}, {"without one", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := stateConfig(t, data, 0)
+			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
+			srv, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := int64(-1)
+			ws := []store.Write{}
+			if err := kv.Scan([]byte("c/"), false, func(k, _ []byte) bool {
+				ws = append(ws, store.Write{Key: append([]byte(nil), k...), Delete: true})
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+				e := &recordv1.JournalEntry{}
+				if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
+					at = int64(e.GetIndex())
+					return false
+				}
+				return true
+			}); err != nil || at < 0 || len(ws) == 0 {
+				t.Fatalf("no journal record to forge (%d) or no checkpoint to delete (%d): %v", at, len(ws), err)
+			}
+			if err := kv.Commit(ws); err != nil {
+				t.Fatal(err)
+			}
+			const planted = tokens.Prefix + "planted-checkpoints-deleted"
+			plantToken(t, kv, planted, at)
+			kv.Close()
+
+			copyPath := srv.cfg.CheckpointCopy
+			cfg = stateConfig(t, data, 0)
+			if tc.copied {
+				cfg.CheckpointCopy = copyPath
+			}
+			srv, err = New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Store.Close()
+			tk, err := srv.Tokens.Authenticate(context.Background(), planted)
+			switch {
+			case tc.refused && (!errors.Is(err, store.ErrStateMismatch) || !strings.Contains(err.Error(), string(store.MismatchProof))):
+				t.Errorf("Authenticate(planted) = %v, %v; want a %s state mismatch against the copy's checkpoint", tk, err, store.MismatchProof)
+			case !tc.refused && (err != nil || tk.GetActor() != "mallory"):
+				t.Errorf("Authenticate(planted) without a copy = %v, %v; want mallory (the gap this test shows the copy closes)", tk, err)
+			}
+		})
 	}
 }

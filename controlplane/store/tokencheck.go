@@ -33,9 +33,12 @@ import (
 // h/ written by hand, with or without a tj/ entry naming some record)
 // never authenticates, on a store of any size, even before the background
 // CheckAll reaches it. When the record tj/ names lies inside the newest
-// signed checkpoint, CheckToken also proves its inclusion in that tree
-// (O(log n) stored hashes): a journal record forged in place of a
-// checkpointed one does not authenticate either. What CheckToken cannot
+// signed checkpoint (the caller's anchor: the store's newest, or the
+// checkpoint copy's when it covers more), CheckToken also proves its
+// inclusion in that tree (O(log n) stored hashes): a journal record
+// forged in place of a checkpointed one does not authenticate either. A
+// record appended past the anchor has nothing to be proven against (and
+// the next checkpoint signs it). What CheckToken cannot
 // see is whether tj/ names the token's last record (an index pointed back
 // at the token_created record of a token since revoked, with t/ edited to
 // match): that takes the whole journal, which CheckAll reads.

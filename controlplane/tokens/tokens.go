@@ -129,6 +129,12 @@ type Config struct {
 	// store.IndexTokens). Until then a stored token's first use waits for
 	// it, up to the caller's context.
 	IndexReady <-chan struct{}
+	// Anchor is a signed checkpoint known from outside the store (the
+	// newest of the checkpoint copy, opened with the journal's verifier):
+	// when it covers more of the journal than the store's newest, records
+	// are proven against it, so checkpoints deleted from the store do not
+	// let a record forged in place pass.
+	Anchor *journal.Checkpoint
 }
 
 // Service is the token store of a control plane.
@@ -140,6 +146,7 @@ type Service struct {
 	static   []Static
 	verifier string
 	ready    <-chan struct{}
+	outside  *journal.Checkpoint
 
 	// cleared holds the ids of the stored tokens checked against their
 	// journal record (or made by this service) in this process.
@@ -171,7 +178,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static,
-		verifier: cfg.Verifier, ready: cfg.IndexReady, failed: make(chan struct{})}, nil
+		verifier: cfg.Verifier, ready: cfg.IndexReady, outside: cfg.Anchor, failed: make(chan struct{})}, nil
 }
 
 // Failed is closed when a stored token was found to disagree with its
@@ -219,24 +226,28 @@ func (s *Service) admit(ctx context.Context, t *recordv1.AgentToken) error {
 	return nil
 }
 
-// anchor is the newest signed checkpoint, or nil when there is none or no
-// verifier is configured. One that does not verify is a mismatch: the
+// anchor is the newest signed checkpoint (the store's, or Config.Anchor
+// when it covers more), or nil when there is none or no verifier is
+// configured. A store's newest that does not verify is a mismatch: the
 // journal's checkpoints were rewritten.
 func (s *Service) anchor() (*journal.Checkpoint, error) {
 	if s.verifier == "" {
-		return nil, nil
+		return s.outside, nil
 	}
 	notes, err := s.st.NewestCheckpoints(1)
 	if err != nil {
 		return nil, fmt.Errorf("read the newest checkpoint: %w", err)
 	}
 	if len(notes) == 0 {
-		return nil, nil
+		return s.outside, nil
 	}
 	c, err := journal.OpenCheckpoint(notes[0], s.verifier)
 	if err != nil {
 		return nil, &store.StateError{Mismatches: []store.Mismatch{{JournalIndex: -1, Key: "c/ (newest)", Kind: store.MismatchProof,
 			Detail: fmt.Sprintf("the newest signed checkpoint does not verify with the journal's key (%v): the checkpoints were rewritten", err)}}}
+	}
+	if s.outside != nil && s.outside.Size > c.Size {
+		return s.outside, nil
 	}
 	return c, nil
 }
