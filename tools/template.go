@@ -219,9 +219,11 @@ func (t *Tool) SecretEnv() []string {
 }
 
 // SecretValues returns, sorted and distinct, the bare values of the secret
-// arguments (fingerprint.secret) the tool's env templates reference, as
-// they appear inside the rendered env: strings as they are, numbers in
-// their decimal and JSON forms, and the leaves of objects and arrays. The
+// arguments (fingerprint.secret) the tool's env templates reference, in
+// the forms they can take inside the rendered env: strings as they are and
+// JSON-escaped (as an object's leaf is), numbers in their decimal and JSON
+// forms, and the leaves of objects and arrays. A caller sends the host
+// agent those that occur in the rendered env values. The
 // host agent redacts them from the output it keeps besides the whole env
 // values (SecretEnv), so a secret put inside a longer value ("Bearer
 // {{token}}") is replaced when the command prints it alone too. Absent
@@ -244,7 +246,12 @@ func (t *Tool) SecretValues(args map[string]any) []string {
 func appendLeaves(out []string, v any) []string {
 	switch tv := v.(type) {
 	case string:
-		return append(out, tv)
+		// Inside an object or array the env holds the JSON-escaped text.
+		out = append(out, tv)
+		if s, err := plainString([]any{tv}); err == nil {
+			out = append(out, s[2:len(s)-2])
+		}
+		return out
 	case float64:
 		out = append(out, strconv.FormatFloat(tv, 'f', -1, 64))
 		if s, err := plainString(tv); err == nil {

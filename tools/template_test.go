@@ -392,6 +392,7 @@ func TestSecretValues(t *testing.T) {
 		{name: "two secrets in one value", env: map[string]string{"DSN": "u={{user}} p={{token}} u2={{user}}"}, args: map[string]any{"user": "admin-user", "token": "pw-123456"}, want: []string{"admin-user", "pw-123456"}},
 		{name: "number: decimal and JSON forms", env: map[string]string{"PIN": "pin={{token}}"}, args: map[string]any{"token": 1e21}, want: []string{"1000000000000000000000", "1e+21"}},
 		{name: "object: its leaves", env: map[string]string{"CRED": "{{token}}"}, args: map[string]any{"token": map[string]any{"key": "key-abcdef", "n": []any{"leaf-12345"}}}, want: []string{"key-abcdef", "leaf-12345"}},
+		{name: "a string JSON escapes: both forms", env: map[string]string{"CRED": "{{token}}"}, args: map[string]any{"token": map[string]any{"pw": "pa\"ss\\word\n"}}, want: []string{"pa\"ss\\word\n", `pa\"ss\\word\n`}},
 		{name: "absent optional argument", env: map[string]string{"TOKEN": "{{token}}"}, args: map[string]any{}},
 		{name: "no env", args: map[string]any{"token": "s3cr3t-value"}},
 	}

@@ -198,13 +198,9 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	timeout := commandTimeout(call)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
 	secretNames := secretEnv(call.Tool, env)
-	var secretValues []string
-	if len(secretNames) > 0 {
-		secretValues = call.Tool.SecretValues(call.Arguments)
-	}
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
 		ExecutionId: id, Argv: argv, Cwd: cwd, Env: env, TimeoutMs: timeout.Milliseconds(),
-		SecretEnv: secretNames, SecretValues: secretValues,
+		SecretEnv: secretNames, SecretValues: secretValues(call, env, secretNames),
 	})
 	cancel()
 	if err != nil {
@@ -252,6 +248,22 @@ func secretEnv(tool *tools.Tool, env map[string]string) []string {
 	for _, k := range tool.SecretEnv() {
 		if _, ok := env[k]; ok { // an optional entry may be left out
 			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// secretValues is what the call's secret arguments look like inside the
+// rendered env entries names lists (tools.SecretValues), keeping only the
+// forms that occur there: the agent redacts exactly those.
+func secretValues(call engine.Call, env map[string]string, names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	var out []string
+	for _, v := range call.Tool.SecretValues(call.Arguments) {
+		if v != "" && slices.ContainsFunc(names, func(k string) bool { return strings.Contains(env[k], v) }) {
+			out = append(out, v)
 		}
 	}
 	return out

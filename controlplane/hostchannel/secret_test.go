@@ -77,12 +77,15 @@ func TestLocalEmbeddedSecretRedactedAlone(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	a := startAgent(t, data, "")
 	c := newChannel(t, Config{})
-	call := newCall("act_embedded_secret", localTarget(a.Socket), "/bin/sh", "-c", `echo "$AUTH"; echo "${AUTH#Bearer }"; echo "x${AUTH#Bearer }y"`)
-	call.Tool.Env = map[string]string{"AUTH": "Bearer {{token}}"}
-	call.Tool.Fingerprint.Secret = []string{"token"}
-	call.Arguments = map[string]any{"token": secret}
+	// PIN and CRED carry forms the agent must find as they are in the env:
+	// a number in its JSON form (1e+21) and an object's leaf JSON-escaped.
+	call := newCall("act_embedded_secret", localTarget(a.Socket), "/bin/sh", "-c",
+		`echo "$AUTH"; echo "${AUTH#Bearer }"; echo "x${AUTH#Bearer }y"; echo "${PIN#pin=}"; echo "${CRED#cred }"`)
+	call.Tool.Env = map[string]string{"AUTH": "Bearer {{token}}", "PIN": "pin={{pin}}", "CRED": "cred {{cred}}"}
+	call.Tool.Fingerprint.Secret = []string{"token", "pin", "cred"}
+	call.Arguments = map[string]any{"token": secret, "pin": 1e21, "cred": map[string]any{"pw": `pa"ss-word`}}
 	got := c.Dispatch(ctxT(t), call)
-	const want = "[REDACTED]\n[REDACTED]\nx[REDACTED]y\n"
+	const want = "[REDACTED]\n[REDACTED]\nx[REDACTED]y\n[REDACTED]\n{\"pw\":\"[REDACTED]\"}\n"
 	if got.Class != engine.Observed || string(got.Result.GetBody()) != want {
 		t.Errorf("Dispatch() = %s %q (%s), want Observed %q", className(got.Class), got.Result.GetBody(), got.Reason, want)
 	}

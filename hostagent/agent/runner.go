@@ -32,10 +32,6 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "L
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// maxSecretValues bounds RunRequest.secret_values (a tool has a handful of
-// secret arguments; an object argument's leaves count one each).
-const maxSecretValues = 256
-
 func validateRun(req *hostagentv1.RunRequest) error {
 	if err := execdir.ValidID(req.GetExecutionId()); err != nil {
 		return fmt.Errorf("%w: %v", errInvalid, err)
@@ -60,16 +56,6 @@ func validateRun(req *hostagentv1.RunRequest) error {
 		// Only the name is quoted: the value is the secret.
 		if _, ok := req.GetEnv()[k]; !ok {
 			return fmt.Errorf("%w: secret_env names %q, which env does not set; name only entries of env", errInvalid, k)
-		}
-	}
-	if n := len(req.GetSecretValues()); n > maxSecretValues {
-		return fmt.Errorf("%w: %d secret_values, at most %d", errInvalid, n, maxSecretValues)
-	}
-	for i, v := range req.GetSecretValues() {
-		// Never quoted: it is the secret. It must be one the named env
-		// entries carry, so the field redacts secrets and nothing else.
-		if !slices.ContainsFunc(req.GetSecretEnv(), func(k string) bool { return strings.Contains(req.GetEnv()[k], v) }) || v == "" {
-			return fmt.Errorf("%w: secret_values[%d] is empty or occurs in no env value secret_env names; send only the bare secrets those entries carry", errInvalid, i)
 		}
 	}
 	if req.GetTimeoutMs() < 0 {
@@ -153,7 +139,7 @@ func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.
 		Timeout:      time.Duration(req.GetTimeoutMs()) * time.Millisecond,
 		OutputCap:    a.cfg.OutputCap,
 		SecretEnv:    req.GetSecretEnv(),
-		SecretValues: req.GetSecretValues(),
+		SecretValues: secretValues(req),
 	}
 	if spec.Cwd == "" {
 		spec.Cwd = "/"
@@ -354,4 +340,22 @@ func (a *Agent) settle(log hclog.Logger, id string, state hostagentv1.MarkerStat
 		a.notify.fire(id)
 	}
 	return m, err
+}
+
+// secretValues is the request's secret_values that occur in the value of an
+// entry secret_env names, once each: the bare secrets those entries carry.
+// Others are dropped, not refused: redacting them is all the field is for,
+// and refusing a run over one would refuse a sound re-send of a command
+// that already ran (the marker decides that, after validation).
+func secretValues(req *hostagentv1.RunRequest) []string {
+	var out []string
+	for _, v := range req.GetSecretValues() {
+		if v == "" || slices.Contains(out, v) {
+			continue
+		}
+		if slices.ContainsFunc(req.GetSecretEnv(), func(k string) bool { return strings.Contains(req.GetEnv()[k], v) }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

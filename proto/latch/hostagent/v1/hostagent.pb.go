@@ -283,8 +283,8 @@ type RunRequest struct {
 	// secret_values are the bare secret argument values the env entries of
 	// secret_env carry, for a value that puts text around the secret
 	// ("Bearer {{token}}"): the agent redacts each of them too (same forms),
-	// so the secret printed alone is replaced as well. Each must occur in the
-	// value of an entry secret_env names. Held in memory for the run only,
+	// so the secret printed alone is replaced as well. A value that occurs in
+	// no entry secret_env names is ignored. Held in memory for the run only,
 	// like the env values. An agent older than this field redacts the whole
 	// env values only.
 	SecretValues  []string `protobuf:"bytes,7,rep,name=secret_values,json=secretValues,proto3" json:"secret_values,omitempty"`
