@@ -266,7 +266,7 @@ func TestScriptResultStaysJSONWhenRedacted(t *testing.T) {
 			got = m.GetResultJson()
 		}
 	}
-	const want = `{"dsn":"user:[REDACTED]@db","pin":"[REDACTED]","rows":3}`
+	const want = `{"pin":"[REDACTED]","dsn":"user:[REDACTED]@db","rows":3}`
 	if got != want {
 		t.Errorf("script result = %s, want %s", got, want)
 	}
