@@ -333,8 +333,12 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	anchor, err := copyAnchor(cfg.CheckpointCopy, s.verifier, st.JournalSize())
+	if err != nil {
+		return err
+	}
 	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens, Verifier: s.verifier, IndexReady: s.tokenIndexReady,
-		Anchor: copyAnchor(log, cfg.CheckpointCopy, s.verifier, st.JournalSize())})
+		Anchor: anchor})
 	if err != nil {
 		return err
 	}

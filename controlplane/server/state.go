@@ -98,61 +98,71 @@ func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	return nil
 }
 
+// ErrCheckpointCopy is returned by New when the checkpoint copy
+// (--checkpoint-copy) and the journal disagree: its newest checkpoint does
+// not verify with the journal's key, or covers more of the journal than the
+// store holds. The control plane does not serve from a journal its copy
+// does not vouch for (a key swapped in the data dir, a truncated journal);
+// an operator who restored the data dir from a backup moves the copy aside.
+var ErrCheckpointCopy = errors.New("server: the journal disagrees with its checkpoint copy")
+
 // copyAnchor is the newest checkpoint of the checkpoint copy (path, kept
 // outside the data dir), for the first-use token check to prove records
 // against when the store's own checkpoints cover less (they were deleted).
-// nil when there is no copy, or it cannot serve: it is read from its last
-// 64 KiB, and one that does not verify, or covers more than the journal
-// holds (a data dir restored from a backup, or truncated), is left to
-// `latch audit verify`, with a warning.
-func copyAnchor(log hclog.Logger, path, verifier string, size int64) *journal.Checkpoint {
+// nil when there is no copy or it holds no checkpoint yet. It is read from
+// its last 64 KiB; a torn last line (a crash mid-append) is skipped. It
+// fails closed: a copy that cannot be read, holds no checkpoint there, does
+// not verify with the journal's key, or covers more than the journal holds
+// is ErrCheckpointCopy (or the read error), and the control plane does not
+// start: ignoring it would let exactly what it is kept for (keys swapped
+// in the data dir, a journal truncated and re-grown) pass.
+func copyAnchor(path, verifier string, size int64) (*journal.Checkpoint, error) {
 	if path == "" {
-		return nil
+		return nil, nil
 	}
-	log = log.Named("server").With("checkpoint_copy", path)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
-		return nil
+		return nil, fmt.Errorf("server: read the checkpoint copy: %w (fix its permissions, or start without --checkpoint-copy)", err)
 	}
 	defer f.Close()
 	const tail = 64 << 10
 	st, err := f.Stat()
 	if err != nil {
-		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
-		return nil
+		return nil, fmt.Errorf("server: read the checkpoint copy: %w", err)
 	}
 	buf := make([]byte, min(st.Size(), tail))
 	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
-		log.Warn("cannot read the checkpoint copy; stored tokens are proven against the store's checkpoints only", "error", err)
-		return nil
+		return nil, fmt.Errorf("server: read the checkpoint copy: %w", err)
 	}
 	if len(bytes.TrimSpace(buf)) == 0 {
-		return nil // no checkpoint copied yet
+		return nil, nil // no checkpoint copied yet
 	}
 	lines := bytes.Split(bytes.TrimRight(buf, "\n"), []byte("\n"))
-	var line struct {
-		Type string `json:"type"`
-		Note string `json:"note"`
+	var note string
+	for k := len(lines) - 1; k >= 0 && k >= len(lines)-2; k-- { // the last line, or the one before a torn last line
+		var line struct {
+			Type string `json:"type"`
+			Note string `json:"note"`
+		}
+		if json.Unmarshal(lines[k], &line) == nil && line.Type == "checkpoint" {
+			note = line.Note
+			break
+		}
 	}
-	if err := json.Unmarshal(lines[len(lines)-1], &line); err != nil || line.Type != "checkpoint" {
-		log.Warn("the checkpoint copy's last line is not a checkpoint; stored tokens are proven against the store's checkpoints only (run `latch audit verify`)")
-		return nil
+	if note == "" {
+		return nil, fmt.Errorf("%w: %s: its last lines are not checkpoints; check the file (`latch audit verify DATA_DIR --checkpoints %s`), or move it aside", ErrCheckpointCopy, path, path)
 	}
-	c, err := journal.OpenCheckpoint([]byte(line.Note), verifier)
+	c, err := journal.OpenCheckpoint([]byte(note), verifier)
 	switch {
 	case err != nil:
-		log.Warn("the checkpoint copy's newest checkpoint does not verify with the journal's key; stored tokens are proven against the store's checkpoints only (run `latch audit verify`)", "error", err)
-		return nil
+		return nil, fmt.Errorf("%w: %s: its newest checkpoint does not verify with the journal's key (%v): the key in the data dir is not the one that signed it; run `latch audit verify DATA_DIR --checkpoints %s`; if the data dir was recreated on purpose, move the copy aside", ErrCheckpointCopy, path, err, path)
 	case c.Size > size:
-		log.Warn("the checkpoint copy covers more of the journal than the store holds (restored from a backup, or truncated?); run `latch audit verify`",
-			"copy_size", c.Size, "journal_size", size)
-		return nil
+		return nil, fmt.Errorf("%w: %s: its newest checkpoint covers %d journal records, the store holds %d (truncated, or restored from an older backup); run `latch audit verify DATA_DIR --checkpoints %s`; after restoring a backup on purpose, move the copy aside", ErrCheckpointCopy, path, c.Size, size, path)
 	}
-	return c
+	return c, nil
 }
 
 // watchTokens stops the control plane when a stored token disagreed with

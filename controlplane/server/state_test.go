@@ -3,13 +3,16 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -448,6 +451,98 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 				t.Errorf("Authenticate(planted) = %v, %v; want a %s state mismatch against the copy's checkpoint", tk, err, store.MismatchProof)
 			case !tc.refused && (err != nil || tk.GetActor() != "mallory"):
 				t.Errorf("Authenticate(planted) without a copy = %v, %v; want mallory (the gap this test shows the copy closes)", tk, err)
+			}
+		})
+	}
+}
+
+// TestCheckpointCopyFailsClosed: a checkpoint copy that the journal does
+// not agree with stops New (ErrCheckpointCopy, naming the copy and what to
+// do) instead of being ignored: one signed with another key (the data
+// dir's key swapped), one covering more than the journal holds (truncated),
+// and one whose last lines are not checkpoints. A torn last line (a crash
+// mid-append) is skipped for the line before it.
+func TestCheckpointCopyFailsClosed(t *testing.T) {
+	other, _, err := journal.GenerateKey("latch.test/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSigner, err := journal.NewSigner(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(note []byte) string {
+		b, _ := json.Marshal(map[string]string{"type": "checkpoint", "note": string(note)})
+		return string(b) + "\n"
+	}
+	tests := []struct {
+		name  string
+		extra func(srv *Server) string // appended to the copy after a clean run
+		ok    bool
+		want  string
+	}{
+		{name: "sound", extra: func(*Server) string { return "" }, ok: true},
+		{name: "a torn last line", extra: func(*Server) string { return `{"type":"checkpoint","no` }, ok: true},
+		{name: "signed with another key", extra: func(srv *Server) string {
+			note, err := otherSigner.Sign(1, tlog.Hash{}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return line(note)
+		}, want: "does not verify with the journal's key"},
+		{name: "covers more than the journal", extra: func(srv *Server) string {
+			note, err := srv.signer.Sign(srv.Store.JournalSize()+100, tlog.Hash{}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return line(note)
+		}, want: "the store holds"},
+		{name: "not checkpoints", extra: func(*Server) string { return "{}\n{}\n" }, want: "are not checkpoints"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := stateConfig(t, data, 0)
+			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
+			srv, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			// The clean shutdown copied its final checkpoint.
+			if b, err := os.ReadFile(cfg.CheckpointCopy); err != nil || !strings.Contains(string(b), `"checkpoint"`) {
+				t.Fatalf("checkpoint copy after a clean run = %q, %v; want a checkpoint", b, err)
+			}
+			f, err := os.OpenFile(cfg.CheckpointCopy, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tc.extra(srv)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			again := stateConfig(t, data, 0)
+			again.CheckpointCopy = cfg.CheckpointCopy
+			srv2, err := New(again)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("New = %v, want it to start", err)
+				}
+				srv2.Close()
+				return
+			}
+			if err == nil {
+				srv2.Close()
+				t.Fatal("New started with a checkpoint copy the journal disagrees with")
+			}
+			if !errors.Is(err, ErrCheckpointCopy) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), cfg.CheckpointCopy) || !strings.Contains(err.Error(), "latch audit verify") {
+				t.Errorf("New = %v; want ErrCheckpointCopy naming the copy, %q and `latch audit verify`", err, tc.want)
 			}
 		})
 	}
