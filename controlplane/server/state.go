@@ -88,6 +88,9 @@ func (s *Server) buildTokenIndex(ctx context.Context) error {
 func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	start := time.Now()
 	reason, n, err := st.IndexTokens(ctx)
+	if errors.Is(err, store.ErrStateMismatch) {
+		return fmt.Errorf("%w: %v (a stored token no journal record vouches for: not serving from this store)", ErrStateMismatch, err)
+	}
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

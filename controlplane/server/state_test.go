@@ -225,10 +225,13 @@ func madeToken(t *testing.T, data string) string {
 // TestPlantedTokenRefusedAtFirstUseOnALargeStore: on a store large enough
 // that start-up serves before the full check (FullStateCheckUpTo -1, as
 // past store.SmallStore journal records), a token written by hand into the
-// stopped store is refused at its first use, before the background pass
-// reaches it, and Run stops with ErrStateMismatch naming it; the token
-// the control plane made authenticates at once. The offline full check
-// (what `latch audit verify` runs) reports the planted token.
+// stopped store stops New (the start-up index check finds a stored token
+// no journal record vouches for: not served from), naming it; a token
+// written into the running store (another writer of its database) is
+// refused at its first use, before the background pass reaches it, and Run
+// stops with ErrStateMismatch naming it, while the token the control plane
+// made authenticates at once. The offline full check (what `latch audit
+// verify` runs) reports the planted token.
 func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
@@ -236,14 +239,30 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const planted = tokens.Prefix + "planted-in-a-stopped-store"
-	id := plantToken(t, kv, planted, -1)
+	const stopped = tokens.Prefix + "planted-in-a-stopped-store"
+	sid := plantToken(t, kv, stopped, -1)
+	kv.Close()
+	if srv, err := New(stateConfig(t, data, -1)); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), sid) {
+		if err == nil {
+			srv.Close()
+		}
+		t.Fatalf("New with a token planted in the stopped store = %v; want ErrStateMismatch naming %s", err, sid)
+	}
+	kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("t/" + sid), Delete: true}, {Key: []byte("h/" + tokens.Hash(stopped)), Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
 	kv.Close()
 
 	srv, err := New(stateConfig(t, data, -1))
 	if err != nil {
 		t.Fatalf("New on a large store = %v; it serves first and checks while serving", err)
 	}
+	const planted = tokens.Prefix + "planted-in-the-running-store"
+	id := plantToken(t, srv.kv, planted, -1)
 	if tk, err := srv.Tokens.Authenticate(context.Background(), sound); err != nil || tk.GetActor() != "alice" {
 		t.Errorf("Authenticate(the token the control plane made) = %v, %v; want alice", tk, err)
 	}

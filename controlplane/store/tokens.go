@@ -175,7 +175,7 @@ func (s *Store) IndexTokens(ctx context.Context) (reason string, n int, err erro
 	case err != nil:
 		return "", 0, fmt.Errorf("store: read the token index marker: %w", err)
 	default:
-		if reason, err = s.staleTokenIndex(ctx); err != nil {
+		if reason, _, err = s.staleTokenIndex(ctx); err != nil {
 			return "", 0, err
 		}
 		if reason == "" {
@@ -229,20 +229,30 @@ func (s *Store) IndexTokens(ctx context.Context) (reason string, n int, err erro
 	if err != nil {
 		return reason, 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
 	}
+	// Rebuilt from the journal, the index vouches for every stored token
+	// a journal record carries; one it still disagrees with (planted, or
+	// edited) is a store that disagrees with its journal, not served from.
+	if _, ms, err := s.staleTokenIndex(ctx); err != nil {
+		return reason, len(last), err
+	} else if len(ms) > 0 {
+		return reason, len(last), &StateError{Mismatches: ms}
+	}
 	return reason, len(last), nil
 }
 
 // staleTokenIndex says why the token journal index cannot be trusted (""
 // when it can): the first stored token whose entry is missing or names a
-// record that does not carry it as stored.
-func (s *Store) staleTokenIndex(ctx context.Context) (string, error) {
+// record that does not carry it as stored, with that mismatch.
+func (s *Store) staleTokenIndex(ctx context.Context) (string, []Mismatch, error) {
 	var reason string
+	var found []Mismatch
 	var rerr error
 	err := s.kv.Scan([]byte("t/"), false, func(k, v []byte) bool {
 		id := string(k[2:])
 		x, err := decodeToken(v, nil)
 		if err != nil {
 			reason = "token " + id + " does not decode"
+			found = []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "t/" + id, Kind: MismatchRecord, Detail: "the token record does not decode"}}
 			return false
 		}
 		ms, err := s.checkToken(s.kv.Get, id, x, nil)
@@ -252,6 +262,7 @@ func (s *Store) staleTokenIndex(ctx context.Context) (string, error) {
 		}
 		if len(ms) > 0 {
 			reason = "a stored token disagrees with the journal record its index entry names (" + ms[0].String() + ")"
+			found = ms[:1]
 			return false
 		}
 		return ctx.Err() == nil
@@ -263,9 +274,9 @@ func (s *Store) staleTokenIndex(ctx context.Context) (string, error) {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return "", fmt.Errorf("store: check the token journal index: %w", err)
+		return "", nil, fmt.Errorf("store: check the token journal index: %w", err)
 	}
-	return reason, nil
+	return reason, found, nil
 }
 
 // journalEntryToken is the field number of JournalEntry.token.
