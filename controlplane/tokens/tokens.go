@@ -492,7 +492,10 @@ func (s *Service) touch(ctx context.Context, id string, now time.Time) {
 }
 
 // HasActor reports whether the actor holds at least one live token (or a
-// static credential).
+// static credential). A stored token counts only once it agrees with its
+// journal record (the first-use check, admit): a planted one makes no actor
+// known. While the token journal index is being built the check waits at
+// most hasActorWait, and a token not yet checked does not count.
 func (s *Service) HasActor(actor string) bool {
 	for _, st := range s.static {
 		if st.Actor == actor {
@@ -505,10 +508,15 @@ func (s *Service) HasActor(actor string) bool {
 		return false
 	}
 	now := s.clock()
+	ctx, cancel := context.WithTimeout(context.Background(), hasActorWait)
+	defer cancel()
 	for _, t := range ts {
-		if t.GetActor() == actor && !t.GetOperator() && Live(t, now) {
+		if t.GetActor() == actor && !t.GetOperator() && Live(t, now) && s.admit(ctx, t) == nil {
 			return true
 		}
 	}
 	return false
 }
+
+// hasActorWait bounds how long HasActor waits for the token journal index.
+const hasActorWait = time.Second

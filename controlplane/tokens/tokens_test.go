@@ -407,4 +407,12 @@ func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
 	if len(ms) == 0 || ms[0].ExecutionID != idOf(sum) || ms[0].Kind != store.MismatchUnjournaled {
 		t.Errorf("Mismatches = %v, want the planted token %s, unjournaled", ms, idOf(sum))
 	}
+	// A planted token makes no actor known to the policy either (checking
+	// it there reports it the same way).
+	if s.HasActor("mallory") {
+		t.Errorf("HasActor(mallory) = true on a planted token alone, want false")
+	}
+	if !s.HasActor("alice") {
+		t.Errorf("HasActor(alice) = false, want true (her token agrees with its journal record)")
+	}
 }
