@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
@@ -50,7 +49,7 @@ const MismatchProof MismatchKind = "journal_proof"
 
 // ErrTokensNotIndexed is returned by CheckToken on a store whose token
 // journal index was never built (IndexTokens).
-var ErrTokensNotIndexed = errors.New("store: the token journal index is not built (the control plane builds it at start: Store.IndexTokens)")
+var ErrTokensNotIndexed = errors.New("store: the token journal index is not built yet (the control plane builds it while it starts serving a store written before it); retry shortly")
 
 // sameToken reports whether a stored token is what its journal record says.
 func sameToken(stored, journaled *recordv1.AgentToken) bool {
@@ -118,16 +117,16 @@ func (s *Store) checkToken(get getter, id string, x *recordv1.AgentToken, anchor
 	idx, err := decodeIndex(get(tokenJournalKey(id)))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		if _, merr := get(tokensIndexedKey); errors.Is(merr, ErrNotFound) {
+		if _, merr := get(tokensIndexedKey); errors.Is(merr, ErrNotFound) && s.JournalSize() > 0 {
 			return nil, ErrTokensNotIndexed
-		}
+		} // with an empty journal no record can have made the token: unjournaled
 		add(-1, "tj/"+id, MismatchUnjournaled, "no journal record of this token is indexed: a token is stored that no journal record created: it was not made by this control plane (planted?)")
 		return out, nil
 	case err != nil:
 		add(-1, "tj/"+id, MismatchIndex, "%v", err)
 		return out, nil
 	}
-	key := "j/" + strconv.FormatInt(idx, 10)
+	key := string(journalKey(idx))
 	v, err := get(journalKey(idx))
 	if errors.Is(err, ErrNotFound) {
 		add(idx, "tj/"+id, MismatchIndex, "the token journal index names journal record %d, which does not exist", idx)
