@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/loadgen"
 )
 
 // The durability floor: what two synced writes cost on the disk under the
@@ -30,10 +33,12 @@ type benchFloor struct {
 // inside dir (the data dir's file system, where the control plane syncs)
 // and times floorSamples synced commits of a Submit-sized batch (eight keys,
 // 2 KB), then floorSamples appends with fsync; the directory is removed.
-func measureFloor(dir string) (benchFloor, error) {
+// A fresh, empty store is a lower bound of what the control plane's store
+// pays per commit.
+func measureFloor(ctx context.Context, dir string) (benchFloor, error) {
 	tmp, err := os.MkdirTemp(dir, ".bench-floor-")
 	if err != nil {
-		return benchFloor{}, fmt.Errorf("bench: durability floor: %w (the data dir must be writable)", err)
+		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	kv, err := store.OpenBadger(filepath.Join(tmp, "db"), store.BadgerOptions{})
@@ -43,6 +48,10 @@ func measureFloor(dir string) (benchFloor, error) {
 	value := make([]byte, 256)
 	commits := make([]time.Duration, 0, floorSamples)
 	for i := range floorSamples {
+		if err := ctx.Err(); err != nil {
+			kv.Close()
+			return benchFloor{}, err
+		}
 		writes := make([]store.Write, 8)
 		for k := range writes {
 			writes[k] = store.Write{Key: fmt.Appendf(nil, "floor/%06d/%d", i, k), Value: value}
@@ -64,6 +73,9 @@ func measureFloor(dir string) (benchFloor, error) {
 	defer f.Close()
 	syncs := make([]time.Duration, 0, floorSamples)
 	for range floorSamples {
+		if err := ctx.Err(); err != nil {
+			return benchFloor{}, err
+		}
 		t := time.Now()
 		if _, err := f.Write(value); err != nil {
 			return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
@@ -86,4 +98,26 @@ func p50(ds []time.Duration) time.Duration {
 func (f benchFloor) split(extra time.Duration) (syncs, rest time.Duration) {
 	syncs = 2 * f.commit
 	return syncs, extra - syncs
+}
+
+// printFloor writes the floor and, at concurrency 1, splits the durable
+// path's p50 over direct and the mcp path's over bare into the two synced
+// commits and the rest. Above concurrency 1 calls share commits and queue
+// for the CPU: their p50 over the baseline is mostly that wait, not work to
+// split.
+func printFloor(w io.Writer, floor benchFloor, merged map[string]loadgen.Result, conc int) {
+	fmt.Fprintf(w, "Durability floor on this disk: a synced commit p50 %s on a fresh store, a lower bound (append+fsync p50 %s); a durable call waits for two before it answers", ms(floor.commit), ms(floor.fsync))
+	if conc > 1 {
+		fmt.Fprintf(w, ".\n  At concurrency %d calls share commits and queue for the CPU, so their p50 is mostly waiting; CPU/call is what to compare (--concurrency 1 splits the p50).\n", conc)
+		return
+	}
+	fmt.Fprintln(w, ":")
+	for _, c := range []struct{ path, base, rest string }{
+		{"durable", "direct", "gRPC, engine, dispatch"},
+		{"mcp", "bare", "gRPC, engine, dispatch, the front"},
+	} {
+		extra := merged[c.path].Percentile(0.5) - merged[c.base].Percentile(0.5)
+		syncs, rest := floor.split(extra)
+		fmt.Fprintf(w, "  %s over %s p50 %s: %s the two syncs, %s the rest (%s)\n", c.path, c.base, overP50(merged[c.path], merged[c.base], false), ms(syncs), signedMs(rest), c.rest)
+	}
 }
