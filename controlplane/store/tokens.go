@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -241,12 +242,20 @@ func (s *Store) IndexTokens(ctx context.Context) (reason string, n int, err erro
 }
 
 // staleTokenIndex says why the token journal index cannot be trusted (""
-// when it can): the first stored token whose entry is missing or names a
-// record that does not carry it as stored, with that mismatch.
+// when it can): the first stored token (in id order) whose entry is
+// missing or names a record that does not carry it as stored, with that
+// mismatch. The tokens are checked staleCheckers at a time: their point
+// reads then overlap (on PostgreSQL concurrent reads share one query), so a
+// takeover with many tokens does not pay three round trips per token one
+// after the other.
 func (s *Store) staleTokenIndex(ctx context.Context) (string, []Mismatch, error) {
+	type stored struct {
+		id string
+		x  *recordv1.AgentToken
+	}
+	var all []stored
 	var reason string
 	var found []Mismatch
-	var rerr error
 	err := s.kv.Scan([]byte("t/"), false, func(k, v []byte) bool {
 		id := string(k[2:])
 		x, err := decodeToken(v, nil)
@@ -255,29 +264,45 @@ func (s *Store) staleTokenIndex(ctx context.Context) (string, []Mismatch, error)
 			found = []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "t/" + id, Kind: MismatchRecord, Detail: "the token record does not decode"}}
 			return false
 		}
-		ms, err := s.checkToken(s.kv.Get, id, x, nil)
-		if err != nil {
-			rerr = err
-			return false
-		}
-		if len(ms) > 0 {
-			reason = "a stored token disagrees with the journal record its index entry names (" + ms[0].String() + ")"
-			found = ms[:1]
-			return false
-		}
+		all = append(all, stored{id, x})
 		return ctx.Err() == nil
 	})
-	if err == nil {
-		err = rerr
-	}
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		return "", nil, fmt.Errorf("store: check the token journal index: %w", err)
 	}
+	results := make([][]Mismatch, len(all))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(staleCheckers)
+	for i, t := range all {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			ms, err := s.checkToken(s.kv.Get, t.id, t.x, nil)
+			results[i] = ms
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", nil, fmt.Errorf("store: check the token journal index: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", nil, fmt.Errorf("store: check the token journal index: %w", err)
+	}
+	for _, ms := range results { // the first in id order, like the scan
+		if len(ms) > 0 && found == nil {
+			reason = "a stored token disagrees with the journal record its index entry names (" + ms[0].String() + ")"
+			found = ms[:1]
+		}
+	}
 	return reason, found, nil
 }
+
+// staleCheckers is how many stored tokens staleTokenIndex checks at once.
+const staleCheckers = 16
 
 // journalEntryToken is the field number of JournalEntry.token.
 var journalEntryToken = (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().Fields().ByName("token").Number()
