@@ -29,6 +29,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -316,14 +317,7 @@ func startControlPlane(t testing.TB, cat *tools.Catalog) (*engine.Engine, *store
 
 // testLogger writes through t.Log.
 func testLogger(t testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: testWriter{t}})
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	return testlog.New(t, hclog.Debug)
 }
 
 // clientOptions shape one MCP client.

@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -217,32 +218,56 @@ func (t *Tool) SecretEnv() []string {
 	return out
 }
 
-// EmbeddedSecrets returns, sorted, "ENV: argument" for each secret argument
-// the tool's env uses only inside a longer value ("Bearer {{token}}"): the
-// host agent redacts whole env values, so the argument printed alone would
-// stay in the output it keeps. An env entry that is exactly the reference
-// ("TOKEN: '{{token}}'") makes the bare value redacted too.
-func (t *Tool) EmbeddedSecrets() []string {
-	alone := map[string]bool{}
-	for _, tmpl := range t.Env {
-		if n, ok := exactArg(tmpl); ok {
-			alone[n] = true
-		}
-	}
+// SecretValues returns, sorted and distinct, the bare values of the secret
+// arguments (fingerprint.secret) the tool's env templates reference, in
+// the forms they can take inside the rendered env: strings as they are and
+// JSON-escaped (as an object's leaf is), numbers in their decimal and JSON
+// forms, and the leaves of objects and arrays. A caller sends the host
+// agent those that occur in the rendered env values. The
+// host agent redacts them from the output it keeps besides the whole env
+// values (SecretEnv), so a secret put inside a longer value ("Bearer
+// {{token}}") is replaced when the command prints it alone too. Absent
+// arguments are skipped (their optional entries are left out).
+func (t *Tool) SecretValues(args map[string]any) []string {
 	var out []string
-	for k, tmpl := range t.Env {
-		if _, ok := exactArg(tmpl); ok {
-			continue
-		}
+	for _, tmpl := range t.Env {
 		names, _ := templateArgs(tmpl)
 		for _, n := range names {
-			if slices.Contains(t.Fingerprint.Secret, n) && !alone[n] {
-				out = append(out, k+": "+n)
+			if v, ok := args[n]; ok && slices.Contains(t.Fingerprint.Secret, n) {
+				out = appendLeaves(out, v)
 			}
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// appendLeaves appends the string forms of v's leaves (see SecretValues).
+func appendLeaves(out []string, v any) []string {
+	switch tv := v.(type) {
+	case string:
+		// Inside an object or array the env holds the JSON-escaped text.
+		out = append(out, tv)
+		if s, err := plainString([]any{tv}); err == nil {
+			out = append(out, s[2:len(s)-2])
+		}
+		return out
+	case float64:
+		out = append(out, strconv.FormatFloat(tv, 'f', -1, 64))
+		if s, err := plainString(tv); err == nil {
+			out = append(out, s)
+		}
+		return out
+	case map[string]any:
+		for _, e := range tv {
+			out = appendLeaves(out, e)
+		}
+	case []any:
+		for _, e := range tv {
+			out = appendLeaves(out, e)
+		}
+	}
+	return out
 }
 
 // renderCwd renders a cwd template. Arguments may name a directory under

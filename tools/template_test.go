@@ -379,24 +379,28 @@ func TestRenderCwdLiteralEscape(t *testing.T) {
 	}
 }
 
-func TestEmbeddedSecrets(t *testing.T) {
+func TestSecretValues(t *testing.T) {
 	tests := []struct {
 		name string
 		env  map[string]string
+		args map[string]any
 		want []string
 	}{
-		{name: "only inside a longer value", env: map[string]string{"AUTH": "Bearer {{token}}"}, want: []string{"AUTH: token"}},
-		{name: "also alone: the bare value is redacted", env: map[string]string{"AUTH": "Bearer {{token}}", "TOKEN": "{{ token }}"}},
-		{name: "alone only", env: map[string]string{"TOKEN": "{{token}}"}},
-		{name: "not a secret", env: map[string]string{"HELLO": "hi {{greeting}}"}},
-		{name: "two secrets in one value", env: map[string]string{"DSN": "u={{user}} p={{token}} u2={{user}}"}, want: []string{"DSN: token", "DSN: user"}},
-		{name: "no env"},
+		{name: "inside a longer value", env: map[string]string{"AUTH": "Bearer {{token}}"}, args: map[string]any{"token": "s3cr3t-value"}, want: []string{"s3cr3t-value"}},
+		{name: "alone and inside, once", env: map[string]string{"AUTH": "Bearer {{token}}", "TOKEN": "{{ token }}"}, args: map[string]any{"token": "s3cr3t-value"}, want: []string{"s3cr3t-value"}},
+		{name: "not a secret", env: map[string]string{"HELLO": "hi {{greeting}}"}, args: map[string]any{"greeting": "hello there"}},
+		{name: "two secrets in one value", env: map[string]string{"DSN": "u={{user}} p={{token}} u2={{user}}"}, args: map[string]any{"user": "admin-user", "token": "pw-123456"}, want: []string{"admin-user", "pw-123456"}},
+		{name: "number: decimal and JSON forms", env: map[string]string{"PIN": "pin={{token}}"}, args: map[string]any{"token": 1e21}, want: []string{"1000000000000000000000", "1e+21"}},
+		{name: "object: its leaves", env: map[string]string{"CRED": "{{token}}"}, args: map[string]any{"token": map[string]any{"key": "key-abcdef", "n": []any{"leaf-12345"}}}, want: []string{"key-abcdef", "leaf-12345"}},
+		{name: "a string JSON escapes: both forms", env: map[string]string{"CRED": "{{token}}"}, args: map[string]any{"token": map[string]any{"pw": "pa\"ss\\word\n"}}, want: []string{"pa\"ss\\word\n", `pa\"ss\\word\n`}},
+		{name: "absent optional argument", env: map[string]string{"TOKEN": "{{token}}"}, args: map[string]any{}},
+		{name: "no env", args: map[string]any{"token": "s3cr3t-value"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tool := &Tool{Env: tt.env, Fingerprint: Fingerprint{Secret: []string{"token", "user"}}}
-			if diff := cmp.Diff(tt.want, tool.EmbeddedSecrets()); diff != "" {
-				t.Errorf("EmbeddedSecrets (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tt.want, tool.SecretValues(tt.args)); diff != "" {
+				t.Errorf("SecretValues (-want +got):\n%s", diff)
 			}
 		})
 	}

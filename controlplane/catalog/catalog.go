@@ -225,10 +225,5 @@ func (m *Manager) loadLocked(ctx context.Context, trigger string) (Result, error
 	m.cur = Current{Catalog: cat, Version: version, Source: source}
 	m.onChange(cat, version)
 	m.log.Info("catalog in force", "version", version, "source", source, "tools", len(cat.Tools), "previous", prev, "trigger", trigger)
-	for name, t := range cat.Tools {
-		for _, e := range t.EmbeddedSecrets() {
-			m.log.Warn("a secret argument is used only inside a longer env value: the host agent redacts whole env values from the output it keeps, so the argument printed alone would stay there in clear; add an env entry that is exactly the reference (NAME: '{{argument}}')", "tool", name, "env_and_argument", e)
-		}
-	}
 	return Result{Current: m.cur, Previous: prev, Changed: true}, nil
 }

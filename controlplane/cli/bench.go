@@ -131,6 +131,13 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	}
 	defer closePaths()
 
+	// A data dir this user cannot write to (another user's latch dev) only
+	// costs the floor lines.
+	floor, ferr := measureFloor(ctx, dir)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
 	fmt.Fprintf(env.Stdout, "latch bench: %d %s calls per path and round, %d round(s) interleaved, at concurrency %d, against %s\n", *count, benchTool, *rounds, *conc, where)
 	fmt.Fprintf(env.Stdout, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
 	results := make([][]loadgen.Result, len(paths))
@@ -186,6 +193,11 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	}
 	m, b := merged["mcp"], merged["bare"]
 	fmt.Fprintf(env.Stdout, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s, CPU/call %s.\n", overP50(m, b, false), ratio(m, b), cpuRatio(cpuOf["mcp"], m, cpuOf["bare"], b))
+	if ferr != nil {
+		fmt.Fprintf(env.Stdout, "Durability floor not measured: %v (it needs to write a temporary directory in the data dir).\n", ferr)
+	} else {
+		printFloor(env.Stdout, floor, merged, *conc)
+	}
 	if mc, bc := cpuOf["mcp"].total(), cpuOf["bare"].total(); mc > 0 && bc > 0 && m.Ops > 0 && b.Ops > 0 {
 		n := runtime.NumCPU()
 		fmt.Fprintf(env.Stdout, "CPU-bound, %d cores run at most %.0f mcp and %.0f bare calls/s (cores / CPU per call, if nothing else ran).\n",
@@ -336,11 +348,7 @@ func overP50(r, base loadgen.Result, self bool) string {
 	if self || base.Ops == 0 {
 		return "—"
 	}
-	d := r.Percentile(0.5) - base.Percentile(0.5)
-	if d < 0 {
-		return "-" + ms(-d)
-	}
-	return "+" + ms(d)
+	return signedMs(r.Percentile(0.5) - base.Percentile(0.5))
 }
 
 // cpuRatio is "A against B (R×)", a's CPU per call against b's.
@@ -354,6 +362,14 @@ func cpuRatio(a benchCPU, ar loadgen.Result, b benchCPU, br loadgen.Result) stri
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// signedMs is ms with its sign: "+1.20ms", "-0.10ms".
+func signedMs(d time.Duration) string {
+	if d < 0 {
+		return "-" + ms(-d)
+	}
+	return "+" + ms(d)
+}
 
 // startBenchDev runs `latch dev` in this process on a fresh temp data dir
 // and loopback ports until stop is called, and returns the data dir once

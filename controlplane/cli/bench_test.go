@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,6 +37,12 @@ func TestBenchOutputShape(t *testing.T) {
 	if !regexp.MustCompile(`mcp against bare\): p50 [+-]\d+\.\d\dms, rate \d+\.\d\d×, CPU/call \d+\.\d\d\dms against \d+\.\d\d\dms \(\d+\.\d\d×\)`).MatchString(out) {
 		t.Errorf("no mcp-against-bare line in:\n%s", out)
 	}
+	if !regexp.MustCompile(`Durability floor on this disk: a synced commit p50 \d+\.\d\dms on a fresh store, a lower bound \(append\+fsync p50 \d+\.\d\dms\)`).MatchString(out) {
+		t.Errorf("no durability floor line in:\n%s", out)
+	}
+	if !strings.Contains(out, "At concurrency 4 calls share commits and queue for the CPU") {
+		t.Errorf("at concurrency 4 the p50 must not be split into syncs and the rest:\n%s", out)
+	}
 }
 
 // TestBenchRoundsAndProfile: --rounds runs every path that many times
@@ -46,6 +54,13 @@ func TestBenchRoundsAndProfile(t *testing.T) {
 	out, code := runCLI(t, "bench", "--count", "10", "--rounds", "2", "--profile", dir, "--trace")
 	if code != ExitOK {
 		t.Fatalf("latch bench = %d:\n%s", code, out)
+	}
+	// At concurrency 1 the p50 over the baseline is split into the two
+	// synced commits and the rest.
+	for _, pair := range []string{"durable over direct", "mcp over bare"} {
+		if !regexp.MustCompile(pair + ` p50 [+-]\d+\.\d\dms: \d+\.\d\dms the two syncs, [+-]\d+\.\d\dms the rest`).MatchString(out) {
+			t.Errorf("no %q split of the p50 into syncs and the rest in:\n%s", pair, out)
+		}
 	}
 	for _, path := range []string{"direct", "bare", "durable", "mcp"} {
 		if !regexp.MustCompile(`(?m)^\s+` + path + `\s+20\s`).MatchString(out) {
@@ -114,5 +129,24 @@ func TestBenchProfileWithoutTrace(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s written without --trace", f)
 		}
+	}
+}
+
+// TestMeasureFloorCleansUp: the durability floor is measured in a
+// temporary directory of the data dir that is gone afterwards, also when
+// it is cut short.
+func TestMeasureFloorCleansUp(t *testing.T) {
+	dir := t.TempDir()
+	f, err := measureFloor(t.Context(), dir)
+	if err != nil || f.commit <= 0 || f.fsync <= 0 {
+		t.Fatalf("measureFloor = %+v, %v; want both p50s measured", f, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := measureFloor(ctx, dir); !errors.Is(err, context.Canceled) {
+		t.Errorf("measureFloor with a cancelled context = %v, want context.Canceled", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("measureFloor left %d entries in the data dir: %v", len(left), left)
 	}
 }

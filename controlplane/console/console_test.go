@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/testlog"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -56,7 +57,7 @@ type stack struct {
 func newStack(t testing.TB, secure bool) *stack {
 	t.Helper()
 	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
-	log := hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn})
+	log := testlog.New(t, hclog.Warn)
 	srv, err := server.New(server.Config{Logger: log, DataDir: t.TempDir(), CatalogSource: src, Sessions: engine.SessionConfig{Required: true},
 		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}}})
 	if err != nil {
@@ -90,13 +91,6 @@ func (refusingChannel) Query(context.Context, engine.Call) engine.Attempt {
 }
 func (refusingChannel) Identity(_ *tools.Tool, tg *tools.Target) engine.Identity {
 	return engine.Identity{Target: tg.Name, Method: "POST"}
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // submit makes an execution as an operator caller would (the CLI on the

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -47,19 +48,26 @@ func TestFailedCompletionIsRecovered(t *testing.T) {
 		kv.fail.Store(false)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		hist, err := st.History(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var path []string
-		for _, h := range hist {
-			if h.GetFrom() != h.GetTo() {
-				path = append(path, lifecycle.Name(h.GetTo()))
-			}
-		}
 		want := []string{"accepted", "authorized", "dispatched", "outcome_unknown", "completed"}
-		if diff := cmp.Diff(want, path); diff != "" {
+		if diff := cmp.Diff(want, transitionPath(t, st, id)); diff != "" {
 			t.Errorf("transitions (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// transitionPath is the states an execution moved through, in journal
+// order (records that did not change the state left out).
+func transitionPath(t *testing.T, st *store.Store, id string) []string {
+	t.Helper()
+	hist, err := st.History(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, h := range hist {
+		if h.GetFrom() != h.GetTo() {
+			path = append(path, lifecycle.Name(h.GetTo()))
+		}
+	}
+	return path
 }

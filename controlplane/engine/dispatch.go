@@ -132,7 +132,12 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 		}
 		switch a.Class {
 		case Observed:
-			e.complete(ctx, id, a, "transition")
+			// The answer is recorded even when the engine is closing (ctx
+			// cancelled): Close waits for this goroutine and the store
+			// outlives the engine. Dropping it would leave the execution
+			// dispatched for start-up recovery to ask the target again,
+			// and a target that cannot be asked would need a person.
+			e.complete(context.WithoutCancel(ctx), id, a, "transition")
 			e.dropSecrets(id) // after complete: it redacts them from the result
 			return
 		case NotSent:

@@ -887,3 +887,36 @@ func TestRetryDuringRedispatchAttaches(t *testing.T) {
 		t.Errorf("authorized_at moved from %v to %v on the second send", r.Execution.GetAuthorizedAt().AsTime(), done.GetAuthorizedAt().AsTime())
 	}
 }
+
+// TestAnswerSeenDuringShutdownIsRecorded: a target that answers while the
+// engine is closing has its answer recorded (completed), not left
+// dispatched for start-up recovery to ask again (a target without a status
+// query would then need a person). Before the fix the completion's store
+// write raced the cancelled context and was dropped about half the time,
+// so the test repeats the race.
+func TestAnswerSeenDuringShutdownIsRecorded(t *testing.T) {
+	for i := range 20 {
+		block := make(chan struct{})
+		ch := &fakeChannel{block: block}
+		h := newHarness(t, "", ch)
+		r := h.submit(t, "alice", "deploy", fmt.Sprintf(`{"service":"api","version":"%d"}`, i))
+		for ch.calls.Load() == 0 { // bounded by the test timeout: Dispatch starts at once
+			time.Sleep(time.Millisecond)
+		}
+		closed := make(chan struct{})
+		go func() { h.e.Close(); close(closed) }()
+		for h.e.ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		close(block) // the target answers after the engine began closing
+		<-closed
+		x, err := h.st.Execution(r.Execution.GetId())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.GetState() != recordv1.State_STATE_COMPLETED {
+			t.Fatalf("round %d: execution %s is %s after a clean shutdown; the target's answer arrived while the engine was closing and must be recorded (completed)", i, x.GetId(), lifecycle.Name(x.GetState()))
+		}
+		h.st.Close()
+	}
+}

@@ -388,7 +388,8 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 	}
 	switch a.Class {
 	case Observed:
-		e.complete(ctx, id, a, "recovery")
+		// Kept when the engine is closing, like a dispatch's answer.
+		e.complete(context.WithoutCancel(ctx), id, a, "recovery")
 		e.dropSecrets(id) // after complete: it redacts them from the result
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:

@@ -714,18 +714,8 @@ func TestFailedMarkUnknownIsRetried(t *testing.T) {
 		kv.fail.Store(false)
 		time.Sleep(10 * time.Second) // retries at +1s, +3s (failing), +7s; then the query
 		synctest.Wait()
-		hist, err := st.History(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var path []string
-		for _, h := range hist {
-			if h.GetFrom() != h.GetTo() {
-				path = append(path, lifecycle.Name(h.GetTo()))
-			}
-		}
 		want := []string{"accepted", "authorized", "dispatched", "outcome_unknown", "completed"}
-		if diff := cmp.Diff(want, path); diff != "" {
+		if diff := cmp.Diff(want, transitionPath(t, st, id)); diff != "" {
 			t.Errorf("transitions (-want +got):\n%s", diff)
 		}
 		if n := len(ch.times(id)); n != 1 {

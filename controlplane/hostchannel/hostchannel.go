@@ -197,9 +197,10 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	defer c.release(ac)
 	timeout := commandTimeout(call)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
+	secretNames := secretEnv(call.Tool, env)
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
 		ExecutionId: id, Argv: argv, Cwd: cwd, Env: env, TimeoutMs: timeout.Milliseconds(),
-		SecretEnv: secretEnv(call.Tool, env),
+		SecretEnv: secretNames, SecretValues: secretValues(call, env, secretNames),
 	})
 	cancel()
 	if err != nil {
@@ -238,14 +239,31 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 }
 
 // secretEnv names the rendered env entries that carry a secret argument,
-// for the agent to redact from the output it keeps on the host. An entry
-// whose template puts other text around the secret ("Bearer {{token}}") is
-// redacted as its whole value: the agent never sees the bare secret apart.
+// for the agent to redact from the output it keeps on the host. The bare
+// secret values go with them (RunRequest.secret_values, tools.SecretValues),
+// so an entry whose template puts other text around the secret ("Bearer
+// {{token}}") has the secret redacted when it is printed alone too.
 func secretEnv(tool *tools.Tool, env map[string]string) []string {
 	var out []string
 	for _, k := range tool.SecretEnv() {
 		if _, ok := env[k]; ok { // an optional entry may be left out
 			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// secretValues is what the call's secret arguments look like inside the
+// rendered env entries names lists (tools.SecretValues), keeping only the
+// forms that occur there: the agent redacts exactly those.
+func secretValues(call engine.Call, env map[string]string, names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	var out []string
+	for _, v := range call.Tool.SecretValues(call.Arguments) {
+		if v != "" && slices.ContainsFunc(names, func(k string) bool { return strings.Contains(env[k], v) }) {
+			out = append(out, v)
 		}
 	}
 	return out

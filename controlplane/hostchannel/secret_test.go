@@ -67,3 +67,30 @@ func TestLocalSecretEnvRedactedOnTheHost(t *testing.T) {
 		t.Errorf("the agent's log holds the secret")
 	}
 }
+
+// TestLocalEmbeddedSecretRedactedAlone: a secret that only an entry with
+// text around it carries (AUTH: "Bearer {{token}}") is redacted by the real
+// host agent when the command prints it alone too: the dispatch sends the
+// bare value (secret_values) beside the entry's name.
+func TestLocalEmbeddedSecretRedactedAlone(t *testing.T) {
+	const secret = "Zq9-planted-SECRET-4471"
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, data, "")
+	c := newChannel(t, Config{})
+	// PIN and CRED carry forms the agent must find as they are in the env:
+	// a number in its JSON form (1e+21) and an object's leaf JSON-escaped.
+	call := newCall("act_embedded_secret", localTarget(a.Socket), "/bin/sh", "-c",
+		`echo "$AUTH"; echo "${AUTH#Bearer }"; echo "x${AUTH#Bearer }y"; echo "${PIN#pin=}"; echo "${CRED#cred }"`)
+	call.Tool.Env = map[string]string{"AUTH": "Bearer {{token}}", "PIN": "pin={{pin}}", "CRED": "cred {{cred}}"}
+	call.Tool.Fingerprint.Secret = []string{"token", "pin", "cred"}
+	call.Arguments = map[string]any{"token": secret, "pin": 1e21, "cred": map[string]any{"pw": `pa"ss-word`}}
+	got := c.Dispatch(ctxT(t), call)
+	const want = "[REDACTED]\n[REDACTED]\nx[REDACTED]y\n[REDACTED]\n{\"pw\":\"[REDACTED]\"}\n"
+	if got.Class != engine.Observed || string(got.Result.GetBody()) != want {
+		t.Errorf("Dispatch() = %s %q (%s), want Observed %q", className(got.Class), got.Result.GetBody(), got.Reason, want)
+	}
+	b, err := os.ReadFile(filepath.Join(execdir.Path(data, "act_embedded_secret"), execdir.OutputFile))
+	if err != nil || string(b) != want {
+		t.Errorf("the agent's output file = %q, %v; want %q", b, err, want)
+	}
+}

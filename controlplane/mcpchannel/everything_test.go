@@ -69,16 +69,7 @@ tools:
 	startLatch(t, data, catalog)
 	c := client(t, data)
 
-	lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range lt.GetTools() {
-		if strings.HasPrefix(tl.GetName(), "everything.") {
-			names = append(names, tl.GetName())
-		}
-	}
+	names := listedTools(t, c, "everything.")
 	if want := "everything.echo everything.get-env everything.get-structured-content everything.get-sum"; strings.Join(names, " ") != want {
 		t.Errorf("listed upstream tools = %v, want %s (only those with a contract)", names, want)
 	}
@@ -137,16 +128,7 @@ tools:
 	data := t.TempDir()
 	startLatch(t, data, catalog)
 	c := client(t, data)
-	lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range lt.GetTools() {
-		if strings.HasPrefix(tl.GetName(), "everything.") {
-			names = append(names, tl.GetName())
-		}
-	}
+	names := listedTools(t, c, "everything.")
 	// echo takes no task (no execution.taskSupport): status_query holds it.
 	if want := "everything.simulate-research-query"; strings.Join(names, " ") != want {
 		t.Errorf("listed upstream tools = %v, want %s", names, want)
@@ -157,4 +139,21 @@ tools:
 	if x.GetState() != recordv1.State_STATE_COMPLETED || x.GetTargetTaskId() == "" || !strings.Contains(string(got.GetResult().GetBody()), "Research Report: execution identity") {
 		t.Errorf("execution %v (%s) task %q result %.300s; want completed through its task with the report", x.GetState(), x.GetReason(), x.GetTargetTaskId(), got.GetResult().GetBody())
 	}
+}
+
+// listedTools is the names of the tools the control plane lists that start
+// with prefix, in its order.
+func listedTools(t *testing.T, c controlplanev1.ControlPlaneClient, prefix string) []string {
+	t.Helper()
+	lt, err := c.ListTools(context.Background(), &controlplanev1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.GetTools() {
+		if strings.HasPrefix(tl.GetName(), prefix) {
+			names = append(names, tl.GetName())
+		}
+	}
+	return names
 }

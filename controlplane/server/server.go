@@ -209,6 +209,9 @@ type Server struct {
 	// gate, when set, is the start-up check of the unsettled executions,
 	// run while serving (state.go).
 	gate *store.StartupGate
+	// tokenIndexReady, when set, is closed once the token journal index
+	// of a store written before it is built (buildTokenIndex, while serving).
+	tokenIndexReady chan struct{}
 
 	ops opsState // ops.go
 }
@@ -313,6 +316,10 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	s.Store = st
+	// The token index first: the state check holds tokens against it.
+	if err := s.prepareTokenIndex(ctx, log, st); err != nil {
+		return err
+	}
 	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		return err
@@ -326,7 +333,12 @@ func (s *Server) load(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens})
+	anchor, err := copyAnchor(cfg.CheckpointCopy, s.verifier, st.JournalSize())
+	if err != nil {
+		return err
+	}
+	tks, err := tokens.New(tokens.Config{Logger: log, Store: st, Static: cfg.StaticTokens, Verifier: s.verifier, IndexReady: s.tokenIndexReady,
+		Anchor: anchor})
 	if err != nil {
 		return err
 	}
@@ -740,6 +752,10 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 		return nil
 	})
 	g.Go(func() error { return s.checkpointLoop(ctx) })
+	g.Go(func() error { return s.watchTokens(ctx) })
+	if s.tokenIndexReady != nil {
+		g.Go(func() error { return s.buildTokenIndex(ctx) })
+	}
 	if s.backgroundCheck {
 		g.Go(func() error { return s.backgroundChecks(ctx) })
 	}

@@ -2,18 +2,26 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -152,5 +160,409 @@ func TestPlantedTokenRefusedAtStart(t *testing.T) {
 	_, err = New(stateConfig(t, data, 0))
 	if !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), planted) {
 		t.Errorf("New with a planted token = %v, want ErrStateMismatch naming %s", err, planted)
+	}
+}
+
+// plantToken writes a token of secret into the stopped store of data by
+// hand: its record and hash index, and, with forgeAt >= 0, a journal
+// record carrying it in place of journal record forgeAt (one no state
+// depends on) and the token journal index entry naming it. It returns the
+// token's id.
+func plantToken(t *testing.T, kv store.KV, secret string, forgeAt int64) string {
+	t.Helper()
+	sum := tokens.Hash(secret)
+	id := "tok_" + sum[:12]
+	tk := &recordv1.AgentToken{Id: id, Actor: "mallory", Sha256: sum, Origin: "api", CreatedAt: timestamppb.New(time.Now().Truncate(time.Second))}
+	v, err := proto.Marshal(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []store.Write{{Key: []byte("t/" + id), Value: v}, {Key: []byte("h/" + sum), Value: []byte(id)}}
+	if forgeAt >= 0 {
+		key := fmt.Appendf(nil, "j/%016x", forgeAt)
+		leaf, err := kv.Get(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := proto.Clone(tk).(*recordv1.AgentToken)
+		j.Sha256 = ""
+		data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(forgeAt), Kind: tokens.KindCreated, Actor: "mallory", Token: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stored hashes the leaf completed stay: only the record changes.
+		ws = append(ws, store.Write{Key: key, Value: append(append([]byte(nil), leaf[:1+int(leaf[0])*32]...), data...)},
+			store.Write{Key: []byte("tj/" + id), Value: binary.BigEndian.AppendUint64(nil, uint64(forgeAt))})
+	}
+	if err := kv.Commit(ws); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// madeToken runs a control plane on a new data dir once, creating alice's
+// token, and stops it (signing its final checkpoint); it returns the token.
+func madeToken(t *testing.T, data string) string {
+	t.Helper()
+	srv, err := New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := srv.Tokens.Create(context.Background(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return secret
+}
+
+// TestPlantedTokenRefusedAtFirstUseOnALargeStore: on a store large enough
+// that start-up serves before the full check (FullStateCheckUpTo -1, as
+// past store.SmallStore journal records), a token written by hand into the
+// stopped store stops New (the start-up index check finds a stored token
+// no journal record vouches for: not served from), naming it; a token
+// written into the running store (another writer of its database) is
+// refused at its first use, before the background pass reaches it, and Run
+// stops with ErrStateMismatch naming it, while the token the control plane
+// made authenticates at once. The offline full check (what `latch audit
+// verify` runs) reports the planted token.
+func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
+	data := t.TempDir()
+	sound := madeToken(t, data)
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stopped = tokens.Prefix + "planted-in-a-stopped-store"
+	sid := plantToken(t, kv, stopped, -1)
+	kv.Close()
+	if srv, err := New(stateConfig(t, data, -1)); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), sid) {
+		if err == nil {
+			srv.Close()
+		}
+		t.Fatalf("New with a token planted in the stopped store = %v; want ErrStateMismatch naming %s", err, sid)
+	}
+	kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("t/" + sid), Delete: true}, {Key: []byte("h/" + tokens.Hash(stopped)), Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	srv, err := New(stateConfig(t, data, -1))
+	if err != nil {
+		t.Fatalf("New on a large store = %v; it serves first and checks while serving", err)
+	}
+	const planted = tokens.Prefix + "planted-in-the-running-store"
+	id := plantToken(t, srv.kv, planted, -1)
+	if tk, err := srv.Tokens.Authenticate(context.Background(), sound); err != nil || tk.GetActor() != "alice" {
+		t.Errorf("Authenticate(the token the control plane made) = %v, %v; want alice", tk, err)
+	}
+	if tk, err := srv.Tokens.Authenticate(context.Background(), planted); !errors.Is(err, store.ErrStateMismatch) || tk != nil {
+		t.Errorf("Authenticate(planted) = %v, %v; want no token and a state mismatch", tk, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) {
+		t.Errorf("Run = %v, want ErrStateMismatch naming %s", err, id)
+	}
+
+	kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.New(store.Config{KV: kv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := st.CheckState(context.Background(), store.CheckAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Mismatches) != 1 || rep.Mismatches[0].ExecutionID != id || rep.Mismatches[0].Kind != store.MismatchUnjournaled {
+		t.Errorf("the full check = %s; want one mismatch: %s unjournaled", rep, id)
+	}
+}
+
+// TestStoreBeforeTheTokenIndexServesAtOnce: a data dir written before the
+// token journal index (no tj/, no marker) starts without reading its
+// journal first; until the index is built while serving, a stored token
+// is not authenticated (its first use waits, here with a context already
+// done, and no mismatch is reported); once Run has built it, the token
+// authenticates, and the next start finds the index built.
+func TestStoreBeforeTheTokenIndexServesAtOnce(t *testing.T) {
+	data := t.TempDir()
+	sound := madeToken(t, data)
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []store.Write{{Key: []byte("m/tokens_indexed"), Delete: true}}
+	if err := kv.Scan([]byte("tj/"), false, func(k, _ []byte) bool {
+		ws = append(ws, store.Write{Key: append([]byte(nil), k...), Delete: true})
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) < 2 {
+		t.Fatalf("the store holds no token journal index entry to remove")
+	}
+	if err := kv.Commit(ws); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	srv, err := New(stateConfig(t, data, -1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if tk, err := srv.Tokens.Authenticate(done, sound); err == nil || errors.Is(err, store.ErrStateMismatch) || tk != nil {
+		t.Errorf("Authenticate before the index is built = %v, %v; want it not authenticated, and no mismatch", tk, err)
+	}
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
+	if tk, err := srv.Tokens.Authenticate(ctx, sound); err != nil || tk.GetActor() != "alice" {
+		t.Errorf("Authenticate while serving = %v, %v; want alice once the index is built", tk, err)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	srv, err = New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Store.Close()
+	if srv.tokenIndexReady != nil {
+		t.Errorf("the next start found the token index not built")
+	}
+}
+
+// TestForgedTokenRecordRefusedByTheCheckpoint: a token planted with a
+// journal record forged in place of a checkpointed one (and the index
+// naming it) agrees with the state check, which trusts journal leaves as
+// stored: a small store starts. Its first use proves the record against
+// the newest signed checkpoint, which refuses it, and Run stops.
+func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
+	data := t.TempDir()
+	sound := madeToken(t, data)
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record no state depends on: no execution, no token.
+	at := int64(-1)
+	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
+			at = int64(e.GetIndex())
+			return false
+		}
+		return true
+	}); err != nil || at < 0 {
+		t.Fatalf("no journal record without execution and token to forge (%v)", err)
+	}
+	const planted = tokens.Prefix + "planted-with-a-forged-record"
+	id := plantToken(t, kv, planted, at)
+	kv.Close()
+
+	srv, err := New(stateConfig(t, data, 0))
+	if err != nil {
+		t.Fatalf("New = %v; the state check trusts journal leaves as stored, so it starts", err)
+	}
+	if _, err := srv.Tokens.Authenticate(context.Background(), sound); err != nil {
+		t.Errorf("Authenticate(the token the control plane made) = %v", err)
+	}
+	tk, err := srv.Tokens.Authenticate(context.Background(), planted)
+	if !errors.Is(err, store.ErrStateMismatch) || tk != nil || !strings.Contains(err.Error(), string(store.MismatchProof)) {
+		t.Errorf("Authenticate(planted with a forged record) = %v, %v; want a %s state mismatch", tk, err, store.MismatchProof)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "the token was refused") {
+		t.Errorf("Run = %v, want ErrStateMismatch naming %s, the token refused", err, id)
+	}
+}
+
+// TestCheckpointCopyAnchorsTheTokenCheck: a token planted with a journal
+// record forged in place of a checkpointed one, and every checkpoint
+// deleted from the store, leaves the first-use check nothing in the store
+// to prove the record against: with a checkpoint copy kept outside the
+// data dir, the copy's newest checkpoint refuses it; without one it
+// authenticates (the gap the README names, which `latch audit verify`
+// closes with the copy).
+func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		copied  bool
+		refused bool
+	}{{"with a checkpoint copy", true, true}, {"without one", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := stateConfig(t, data, 0)
+			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
+			srv, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := int64(-1)
+			ws := []store.Write{}
+			if err := kv.Scan([]byte("c/"), false, func(k, _ []byte) bool {
+				ws = append(ws, store.Write{Key: append([]byte(nil), k...), Delete: true})
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+				e := &recordv1.JournalEntry{}
+				if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
+					at = int64(e.GetIndex())
+					return false
+				}
+				return true
+			}); err != nil || at < 0 || len(ws) == 0 {
+				t.Fatalf("no journal record to forge (%d) or no checkpoint to delete (%d): %v", at, len(ws), err)
+			}
+			if err := kv.Commit(ws); err != nil {
+				t.Fatal(err)
+			}
+			const planted = tokens.Prefix + "planted-checkpoints-deleted"
+			plantToken(t, kv, planted, at)
+			kv.Close()
+
+			copyPath := srv.cfg.CheckpointCopy
+			cfg = stateConfig(t, data, 0)
+			if tc.copied {
+				cfg.CheckpointCopy = copyPath
+			}
+			srv, err = New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Store.Close()
+			tk, err := srv.Tokens.Authenticate(context.Background(), planted)
+			switch {
+			case tc.refused && (!errors.Is(err, store.ErrStateMismatch) || !strings.Contains(err.Error(), string(store.MismatchProof))):
+				t.Errorf("Authenticate(planted) = %v, %v; want a %s state mismatch against the copy's checkpoint", tk, err, store.MismatchProof)
+			case !tc.refused && (err != nil || tk.GetActor() != "mallory"):
+				t.Errorf("Authenticate(planted) without a copy = %v, %v; want mallory (the gap this test shows the copy closes)", tk, err)
+			}
+		})
+	}
+}
+
+// TestCheckpointCopyFailsClosed: a checkpoint copy that the journal does
+// not agree with stops New (ErrCheckpointCopy, naming the copy and what to
+// do) instead of being ignored: one signed with another key (the data
+// dir's key swapped), one covering more than the journal holds (truncated),
+// and one whose last lines are not checkpoints. A torn last line (a crash
+// mid-append) is skipped for the line before it.
+func TestCheckpointCopyFailsClosed(t *testing.T) {
+	other, _, err := journal.GenerateKey("latch.test/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSigner, err := journal.NewSigner(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(note []byte) string {
+		b, _ := json.Marshal(map[string]string{"type": "checkpoint", "note": string(note)})
+		return string(b) + "\n"
+	}
+	tests := []struct {
+		name  string
+		extra func(srv *Server) string // appended to the copy after a clean run
+		ok    bool
+		want  string
+	}{
+		{name: "sound", extra: func(*Server) string { return "" }, ok: true},
+		{name: "a torn last line", extra: func(*Server) string { return `{"type":"checkpoint","no` }, ok: true},
+		{name: "signed with another key", extra: func(srv *Server) string {
+			note, err := otherSigner.Sign(1, tlog.Hash{}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return line(note)
+		}, want: "does not verify with the journal's key"},
+		{name: "covers more than the journal", extra: func(srv *Server) string {
+			note, err := srv.signer.Sign(srv.Store.JournalSize()+100, tlog.Hash{}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return line(note)
+		}, want: "the store holds"},
+		{name: "not checkpoints", extra: func(*Server) string { return "{}\n{}\n" }, want: "are not checkpoints"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := stateConfig(t, data, 0)
+			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
+			srv, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			// The clean shutdown copied its final checkpoint.
+			if b, err := os.ReadFile(cfg.CheckpointCopy); err != nil || !strings.Contains(string(b), `"checkpoint"`) {
+				t.Fatalf("checkpoint copy after a clean run = %q, %v; want a checkpoint", b, err)
+			}
+			f, err := os.OpenFile(cfg.CheckpointCopy, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(tc.extra(srv)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			again := stateConfig(t, data, 0)
+			again.CheckpointCopy = cfg.CheckpointCopy
+			srv2, err := New(again)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("New = %v, want it to start", err)
+				}
+				srv2.Close()
+				return
+			}
+			if err == nil {
+				srv2.Close()
+				t.Fatal("New started with a checkpoint copy the journal disagrees with")
+			}
+			if !errors.Is(err, ErrCheckpointCopy) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), cfg.CheckpointCopy) || !strings.Contains(err.Error(), "latch audit verify") {
+				t.Errorf("New = %v; want ErrCheckpointCopy naming the copy, %q and `latch audit verify`", err, tc.want)
+			}
+		})
 	}
 }

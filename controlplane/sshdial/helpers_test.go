@@ -5,42 +5,18 @@ import (
 	"io"
 	"net"
 	"os/user"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
+	"github.com/latchhq/latch/internal/testlog"
 )
 
 // testLogger writes through t.Log until the test's cleanups have run.
 func testLogger(tb testing.TB) hclog.Logger {
-	w := &tbWriter{tb: tb}
-	tb.Cleanup(w.stop) // registered first: runs last
-	return hclog.New(&hclog.LoggerOptions{Name: tb.Name(), Output: w, Level: hclog.Debug})
-}
-
-type tbWriter struct {
-	mu   sync.Mutex
-	tb   testing.TB
-	done bool
-}
-
-func (w *tbWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.tb.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *tbWriter) stop() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
+	return testlog.New(tb, hclog.Debug)
 }
 
 // newPool returns a pool, closed at cleanup.

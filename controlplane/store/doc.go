@@ -54,6 +54,8 @@
 //	m/format                          layout version of these keys ("2"), checked at open
 //	t/<token id>                      AgentToken (protobuf): an agent's bearer token, hash only
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
+//	tj/<token id>                     journal index of the token's last journal record (8 bytes, big endian)
+//	m/tokens_indexed                  journal size N (8 bytes, big endian): tj/ covers every token record below N
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
 //
@@ -62,7 +64,15 @@
 // last_used_at is coarse (moved at most once a minute), so authenticating
 // is a read, not a write per call. The t/, h/, m/catalog and k/ keys are
 // additive: a store written before them reads as "no tokens, no catalog
-// recorded", so the layout version stays "2".
+// recorded", so the layout version stays "2". So are tj/ and
+// m/tokens_indexed: Append writes tj/ with every journal record that
+// carries a token and sets the marker (0) with a store's first journal
+// record. IndexTokens, at every start, checks each stored token against
+// the record its entry names; when one disagrees (a latch without the
+// index, say a replica not yet upgraded, journaled tokens meanwhile) it
+// reads the journal records from the marker on again, and either way
+// moves the marker to the journal's end. A store written before the index
+// has no marker: its whole journal is read once, while serving.
 //
 // Matching is one Get of f/<fingerprint>: its cost does not grow with the
 // number of stored executions. Execution IDs are ULIDs, so x/ keys sort by
@@ -122,8 +132,11 @@
 // first, so nothing acts on one before it is checked; then a CheckAllLive
 // pass checks the rest (1M executions of which 100,000 unsettled, loaded
 // 2-core machine: start to serving 29-660 ms, where the synchronous
-// CheckUnsettled took 34 s-1m47s). Token records are checked by that
-// background pass on a large store, not before it serves.
+// CheckUnsettled took 34 s-1m47s). Token records do not wait for that
+// pass: before a stored token first authenticates, the tokens service
+// checks it with CheckToken (tokencheck.go) against the journal record
+// tj/ names, and proves that record's inclusion in the newest signed
+// checkpoint when it covers it, on a store of any size.
 // Independently, Verified (every result read) and Tx.Check (every attach)
 // check one execution before it is answered from: against the newest
 // journal record its history index lists (a record that changed it, or an

@@ -458,7 +458,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 	if len(foreign) > 0 {
 		s.nameOwners(rep.Mismatches, foreign, info)
 	}
-	if rep.Tokens, err = s.checkTokens(ctx, tokens, add); err != nil {
+	if rep.Tokens, err = s.checkTokens(ctx, tokens, int64(rep.Journal), add); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {

@@ -59,8 +59,9 @@ func (s *Service) Migrate(ctx context.Context, path string) (int, error) {
 	}
 	now := s.clock().UTC().Truncate(time.Second)
 	n := 0
+	var made []string
 	err = s.st.Update(ctx, func(tx *store.Tx) error {
-		n = 0
+		n, made = 0, made[:0]
 		for _, lt := range f.Tokens {
 			if _, err := tx.TokenByHash(lt.SHA256); err == nil {
 				continue
@@ -78,11 +79,15 @@ func (s *Service) Migrate(ctx context.Context, path string) (int, error) {
 				return err
 			}
 			n++
+			made = append(made, t.GetId())
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
+	}
+	for _, id := range made {
+		s.cleared.Store(id, struct{}{})
 	}
 	if err := os.Rename(path, path+MigratedSuffix); err != nil {
 		return n, fmt.Errorf("tokens: %d token(s) of %s are in the store, but renaming it failed: %w (rename it by hand)", n, path, err)

@@ -11,6 +11,15 @@
 // then t/<id>); last_used_at moves at most once per LastUsedEvery, so a
 // busy agent does not cost a write per call.
 //
+// A stored token authenticates nobody until it is checked against its
+// journal record (store.CheckToken: the record the token journal index
+// names, its inclusion in the newest signed checkpoint when that covers
+// it), once per token and process: a token planted in a stopped store is
+// refused at its first use, on a store of any size, and the mismatch is
+// kept (Failed, Mismatches) for the control plane to stop serving, as it
+// does for every state that disagrees with the journal. Tokens this
+// service creates or imports are known sound and skip the check.
+//
 // Operator tokens (CreateOperator, AuthenticateOperator) are the same
 // records with operator set: they sign an operator into the console under
 // the token's actor as the operator's name. The two kinds never stand in
@@ -32,12 +41,14 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -107,15 +118,44 @@ type Config struct {
 	LastUsedEvery time.Duration
 	// Static credentials accepted besides the stored tokens.
 	Static []Static
+	// Verifier is the journal's verifier key (note text form). When set, a
+	// stored token's journal record that the newest signed checkpoint
+	// covers is proven included in its tree before the token first
+	// authenticates; without it the token is checked against the record
+	// alone.
+	Verifier string
+	// IndexReady, when set, is closed once the store's token journal index
+	// is built (a store written before it gets it built while serving:
+	// store.IndexTokens). Until then a stored token's first use waits for
+	// it, up to the caller's context.
+	IndexReady <-chan struct{}
+	// Anchor is a signed checkpoint known from outside the store (the
+	// newest of the checkpoint copy, opened with the journal's verifier):
+	// when it covers more of the journal than the store's newest, records
+	// are proven against it, so checkpoints deleted from the store do not
+	// let a record forged in place pass.
+	Anchor *journal.Checkpoint
 }
 
 // Service is the token store of a control plane.
 type Service struct {
-	log    hclog.Logger
-	st     *store.Store
-	clock  func() time.Time
-	every  time.Duration
-	static []Static
+	log      hclog.Logger
+	st       *store.Store
+	clock    func() time.Time
+	every    time.Duration
+	static   []Static
+	verifier string
+	ready    <-chan struct{}
+	outside  *journal.Checkpoint
+
+	// cleared holds the ids of the stored tokens checked against their
+	// journal record (or made by this service) in this process.
+	cleared sync.Map
+	// mu guards mismatches; failed is closed at the first.
+	mu         sync.Mutex
+	mismatches []store.Mismatch
+	failed     chan struct{}
+	failOnce   sync.Once
 }
 
 // New builds the service.
@@ -137,7 +177,79 @@ func New(cfg Config) (*Service, error) {
 			return nil, errors.New("tokens: a static credential needs Credential, Actor and ID")
 		}
 	}
-	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static}, nil
+	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static,
+		verifier: cfg.Verifier, ready: cfg.IndexReady, outside: cfg.Anchor, failed: make(chan struct{})}, nil
+}
+
+// Failed is closed when a stored token was found to disagree with its
+// journal record (it authenticated nobody): the caller stops serving.
+func (s *Service) Failed() <-chan struct{} { return s.failed }
+
+// Mismatches returns the token mismatches found so far.
+func (s *Service) Mismatches() []store.Mismatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Mismatch(nil), s.mismatches...)
+}
+
+// admit checks a stored token against its journal record unless this
+// process has done so (or made the token). A mismatch is kept and closes
+// Failed; the error matches store.ErrStateMismatch.
+func (s *Service) admit(ctx context.Context, t *recordv1.AgentToken) error {
+	if _, ok := s.cleared.Load(t.GetId()); ok {
+		return nil
+	}
+	if s.ready != nil {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("tokens: %s cannot be checked against its journal record yet: the token journal index is being built (once, on a store written before it); retry shortly: %w", t.GetId(), ctx.Err())
+		}
+	}
+	anchor, err := s.anchor()
+	if err == nil {
+		err = s.st.CheckToken(t, anchor)
+	}
+	var se *store.StateError
+	if errors.As(err, &se) {
+		s.mu.Lock()
+		s.mismatches = append(s.mismatches, se.Mismatches...)
+		s.mu.Unlock()
+		s.failOnce.Do(func() { close(s.failed) })
+		s.log.Error("a stored token disagrees with its journal record; it authenticated nobody", "token_id", t.GetId(), "error", err)
+		return fmt.Errorf("tokens: %s was not authenticated: %w", t.GetId(), err)
+	}
+	if err != nil {
+		return fmt.Errorf("tokens: check %s against its journal record: %w", t.GetId(), err)
+	}
+	s.cleared.Store(t.GetId(), struct{}{})
+	return nil
+}
+
+// anchor is the newest signed checkpoint (the store's, or Config.Anchor
+// when it covers more), or nil when there is none or no verifier is
+// configured. A store's newest that does not verify is a mismatch: the
+// journal's checkpoints were rewritten.
+func (s *Service) anchor() (*journal.Checkpoint, error) {
+	if s.verifier == "" {
+		return s.outside, nil
+	}
+	notes, err := s.st.NewestCheckpoints(1)
+	if err != nil {
+		return nil, fmt.Errorf("read the newest checkpoint: %w", err)
+	}
+	if len(notes) == 0 {
+		return s.outside, nil
+	}
+	c, err := journal.OpenCheckpoint(notes[0], s.verifier)
+	if err != nil {
+		return nil, &store.StateError{Mismatches: []store.Mismatch{{JournalIndex: -1, Key: "c/ (newest)", Kind: store.MismatchProof,
+			Detail: fmt.Sprintf("the newest signed checkpoint does not verify with the journal's key (%v): the checkpoints were rewritten", err)}}}
+	}
+	if s.outside != nil && s.outside.Size > c.Size {
+		return s.outside, nil
+	}
+	return c, nil
 }
 
 // Hash is the hex SHA-256 of a token, as stored.
@@ -201,6 +313,7 @@ func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, o
 	if err != nil {
 		return "", nil, err
 	}
+	s.cleared.Store(t.GetId(), struct{}{})
 	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "operator", operator, "expires_at", expiry(t))
 	return secret, t, nil
 }
@@ -344,6 +457,9 @@ func (s *Service) authenticate(ctx context.Context, credential string, operator 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, t); err != nil {
+		return nil, err
+	}
 	now := s.clock()
 	switch {
 	case t.GetRevokedAt() != nil:
@@ -376,7 +492,10 @@ func (s *Service) touch(ctx context.Context, id string, now time.Time) {
 }
 
 // HasActor reports whether the actor holds at least one live token (or a
-// static credential).
+// static credential). A stored token counts only once it agrees with its
+// journal record (the first-use check, admit): a planted one makes no actor
+// known. While the token journal index is being built the check waits at
+// most hasActorWait, and a token not yet checked does not count.
 func (s *Service) HasActor(actor string) bool {
 	for _, st := range s.static {
 		if st.Actor == actor {
@@ -389,10 +508,15 @@ func (s *Service) HasActor(actor string) bool {
 		return false
 	}
 	now := s.clock()
+	ctx, cancel := context.WithTimeout(context.Background(), hasActorWait)
+	defer cancel()
 	for _, t := range ts {
-		if t.GetActor() == actor && !t.GetOperator() && Live(t, now) {
+		if t.GetActor() == actor && !t.GetOperator() && Live(t, now) && s.admit(ctx, t) == nil {
 			return true
 		}
 	}
 	return false
 }
+
+// hasActorWait bounds how long HasActor waits for the token journal index.
+const hasActorWait = time.Second

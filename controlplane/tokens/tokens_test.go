@@ -51,9 +51,9 @@ func newServiceTB(t testing.TB) (*Service, *store.Store, *clock) {
 	return s, st, c
 }
 
-// journal returns every journal entry, oldest first, and fails when one
+// journalOf returns every journal entry, oldest first, and fails when one
 // holds any of the secrets.
-func journal(t *testing.T, st *store.Store, secrets ...string) []*recordv1.JournalEntry {
+func journalOf(t *testing.T, st *store.Store, secrets ...string) []*recordv1.JournalEntry {
 	t.Helper()
 	var out []*recordv1.JournalEntry
 	for i := range st.JournalSize() {
@@ -135,7 +135,7 @@ func TestCreateListRevokeAreJournaled(t *testing.T) {
 
 	type rec struct{ Kind, Actor, ID, Hash string }
 	var got []rec
-	for _, e := range journal(t, st, alice, bob1, bob2, Hash(alice), Hash(bob1), Hash(bob2)) {
+	for _, e := range journalOf(t, st, alice, bob1, bob2, Hash(alice), Hash(bob1), Hash(bob2)) {
 		got = append(got, rec{e.GetKind(), e.GetToken().GetActor(), e.GetToken().GetId(), e.GetToken().GetSha256()})
 	}
 	want := []rec{
@@ -245,7 +245,7 @@ func TestMigrate(t *testing.T) {
 		t.Errorf("Migrate of an already imported file = %d, %v; want 0 imported, no error", n, err)
 	}
 	var kinds []string
-	for _, e := range journal(t, st, held, sum) {
+	for _, e := range journalOf(t, st, held, sum) {
 		kinds = append(kinds, e.GetKind()+":"+e.GetToken().GetActor())
 	}
 	if diff := cmp.Diff([]string{KindMigrated + ":alice"}, kinds); diff != "" {
@@ -319,12 +319,100 @@ func TestOperatorTokensAreTheirOwnKind(t *testing.T) {
 		t.Error("HasActor(bob) = true for an operator token, want false: operators are not agents")
 	}
 	var kinds []string
-	for _, e := range journal(t, st, agentTok, opTok) {
+	for _, e := range journalOf(t, st, agentTok, opTok) {
 		if e.GetToken().GetOperator() {
 			kinds = append(kinds, e.GetKind()+" "+e.GetToken().GetActor())
 		}
 	}
 	if diff := cmp.Diff([]string{"token_created alice", "token_revoked alice", "token_created bob"}, kinds); diff != "" {
 		t.Errorf("operator token journal records (-want +got):\n%s", diff)
+	}
+}
+
+// TestStoredTokenCheckedAtFirstUse: a control plane restarted on a store
+// holding a token written by hand (record and hash index, no journal
+// record) refuses it at its first use with a state mismatch (not "invalid
+// credential": the store disagrees with its journal) and reports it
+// (Failed, Mismatches); the tokens it made before authenticate at once,
+// the operator token too, and a refused token stays refused.
+func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Service, *store.Store) {
+		t.Helper()
+		kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.New(store.Config{KV: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, st
+	}
+	s, st := open()
+	agent, _, err := s.Create(t.Context(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := s.CreateOperator(t.Context(), "olga", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	const planted = Prefix + "planted-by-hand"
+	sum := Hash(planted)
+	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := proto.Marshal(&recordv1.AgentToken{Id: idOf(sum), Actor: "mallory", Sha256: sum, Origin: OriginAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("t/" + idOf(sum)), Value: v}, {Key: []byte("h/" + sum), Value: []byte(idOf(sum))}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	s, st = open()
+	defer st.Close()
+	if tk, err := s.Authenticate(t.Context(), agent); err != nil || tk.GetActor() != "alice" {
+		t.Errorf("Authenticate(alice's token, made before the restart) = %v, %v; want alice", tk, err)
+	}
+	if tk, err := s.AuthenticateOperator(t.Context(), op); err != nil || tk.GetActor() != "olga" {
+		t.Errorf("AuthenticateOperator(olga's token) = %v, %v; want olga", tk, err)
+	}
+	select {
+	case <-s.Failed():
+		t.Fatalf("Failed closed on sound tokens: %v", s.Mismatches())
+	default:
+	}
+	for range 2 {
+		tk, err := s.Authenticate(t.Context(), planted)
+		if !errors.Is(err, store.ErrStateMismatch) || tk != nil {
+			t.Errorf("Authenticate(planted) = %v, %v; want no token and an error matching store.ErrStateMismatch", tk, err)
+		}
+	}
+	select {
+	case <-s.Failed():
+	default:
+		t.Errorf("Failed not closed after a planted token was refused")
+	}
+	ms := s.Mismatches()
+	if len(ms) == 0 || ms[0].ExecutionID != idOf(sum) || ms[0].Kind != store.MismatchUnjournaled {
+		t.Errorf("Mismatches = %v, want the planted token %s, unjournaled", ms, idOf(sum))
+	}
+	// A planted token makes no actor known to the policy either (checking
+	// it there reports it the same way).
+	if s.HasActor("mallory") {
+		t.Errorf("HasActor(mallory) = true on a planted token alone, want false")
+	}
+	if !s.HasActor("alice") {
+		t.Errorf("HasActor(alice) = false, want true (her token agrees with its journal record)")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,13 +132,14 @@ func (a *Agent) Run(ctx context.Context, req *hostagentv1.RunRequest) (resp *hos
 func (a *Agent) start(log hclog.Logger, m *hostagentv1.Marker, req *hostagentv1.RunRequest) (*hostagentv1.Marker, error) {
 	id := m.GetExecutionId()
 	spec := shim.Spec{
-		ExecutionID: id,
-		Argv:        req.GetArgv(),
-		Cwd:         req.GetCwd(),
-		Env:         a.commandEnv(id, req.GetEnv()),
-		Timeout:     time.Duration(req.GetTimeoutMs()) * time.Millisecond,
-		OutputCap:   a.cfg.OutputCap,
-		SecretEnv:   req.GetSecretEnv(),
+		ExecutionID:  id,
+		Argv:         req.GetArgv(),
+		Cwd:          req.GetCwd(),
+		Env:          a.commandEnv(id, req.GetEnv()),
+		Timeout:      time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		OutputCap:    a.cfg.OutputCap,
+		SecretEnv:    req.GetSecretEnv(),
+		SecretValues: secretValues(req),
 	}
 	if spec.Cwd == "" {
 		spec.Cwd = "/"
@@ -338,4 +340,22 @@ func (a *Agent) settle(log hclog.Logger, id string, state hostagentv1.MarkerStat
 		a.notify.fire(id)
 	}
 	return m, err
+}
+
+// secretValues is the request's secret_values that occur in the value of an
+// entry secret_env names, once each: the bare secrets those entries carry.
+// Others are dropped, not refused: redacting them is all the field is for,
+// and refusing a run over one would refuse a sound re-send of a command
+// that already ran (the marker decides that, after validation).
+func secretValues(req *hostagentv1.RunRequest) []string {
+	var out []string
+	for _, v := range req.GetSecretValues() {
+		if v == "" || slices.Contains(out, v) {
+			continue
+		}
+		if slices.ContainsFunc(req.GetSecretEnv(), func(k string) bool { return strings.Contains(req.GetEnv()[k], v) }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -232,7 +232,7 @@ func (a *Agent) MarkerComplete(_ context.Context, req *hostagentv1.MarkerComplet
 		return nil, a.toStatus(fmt.Errorf("%w: result longer than %d bytes", errInvalid, maxResultLength))
 	}
 	m, err := a.finishScript(req.GetExecutionId(), hostagentv1.MarkerState_MARKER_STATE_COMPLETED, func(m *hostagentv1.Marker) {
-		m.ResultJson = a.redactorOf(req.GetExecutionId()).String(req.GetResultJson())
+		m.ResultJson = a.redactorOf(req.GetExecutionId()).JSON(req.GetResultJson()) // still JSON: a bare secret number becomes "[REDACTED]"
 	})
 	if err != nil {
 		return nil, a.toStatus(err)

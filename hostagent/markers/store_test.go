@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,19 +13,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/latchhq/latch/internal/testlog"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
 func testLogger(tb testing.TB) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Output: tbWriter{tb}, Level: hclog.Warn})
-}
-
-type tbWriter struct{ tb testing.TB }
-
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Helper()
-	w.tb.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	return testlog.New(tb, hclog.Warn)
 }
 
 func openStore(tb testing.TB, dir string) *Store {

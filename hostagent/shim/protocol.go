@@ -39,13 +39,17 @@ type Spec struct {
 	// redacts them from the output file and the status file's reason. The
 	// values travel only in Env, over the control channel.
 	SecretEnv []string `json:"secret_env,omitempty"`
+	// SecretValues are the bare secrets inside those entries' values
+	// (RunRequest.secret_values): redacted too, in the same forms, so a
+	// secret the command prints without the text around it is replaced.
+	SecretValues []string `json:"secret_values,omitempty"`
 }
 
 // Redactor returns the redactor of the secret values of s (nil when it
-// names none): every value of an Env entry SecretEnv names, in the forms
-// package redact looks for.
+// names none): every value of an Env entry SecretEnv names and every one of
+// SecretValues, in the forms package redact looks for.
 func (s *Spec) Redactor() *redact.Redactor {
-	if len(s.SecretEnv) == 0 {
+	if len(s.SecretEnv) == 0 && len(s.SecretValues) == 0 {
 		return nil
 	}
 	var needles [][]byte
@@ -54,6 +58,9 @@ func (s *Spec) Redactor() *redact.Redactor {
 		if ok && slices.Contains(s.SecretEnv, k) {
 			needles = redact.Needles(needles, v)
 		}
+	}
+	for _, v := range s.SecretValues {
+		needles = redact.Needles(needles, v)
 	}
 	return redact.New(needles)
 }

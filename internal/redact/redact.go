@@ -30,10 +30,14 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // MinLen is the shortest needle that is redacted.
@@ -61,6 +65,11 @@ func Needles(out [][]byte, v any) [][]byte {
 		if enc.Encode(tv) == nil {
 			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			forms = append(forms, string(b[1:len(b)-1]))
+			// JSON writers that escape every non-ASCII character
+			// (Python's json.dumps by default): \u00e4, in both cases.
+			if a := asciiEscaped(string(b[1 : len(b)-1])); a != string(b[1:len(b)-1]) {
+				forms = append(forms, a, upperEscapes(a))
+			}
 		}
 		for _, f := range forms {
 			if len(f) >= MinLen {
@@ -312,4 +321,43 @@ func (r *Redactor) cutTail(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// asciiEscaped is JSON string content with every non-ASCII character as a
+// \uXXXX escape (lower-case hex; UTF-16 surrogate pairs above U+FFFF).
+func asciiEscaped(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// upperEscapes is asciiEscaped's text with upper-case hex digits in its
+// \u escapes (other writers' choice); other escape pairs are kept as they
+// are.
+func upperEscapes(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		if s[i+1] == 'u' && i+6 <= len(s) {
+			b.WriteString("\\u" + strings.ToUpper(s[i+2:i+6]))
+			i += 5
+			continue
+		}
+		b.WriteString(s[i : i+2])
+		i++
+	}
+	return b.String()
 }

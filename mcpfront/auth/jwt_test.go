@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
 	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
 )
@@ -45,7 +46,7 @@ func newVerifier(t *testing.T, is *oauthtest.Issuer, mod func(*auth.JWTConfig)) 
 	t.Helper()
 	clk := &clock{now: time.Now()}
 	cfg := auth.JWTConfig{
-		Logger:   hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: testWriter{t}}),
+		Logger:   testlog.New(t, hclog.Trace),
 		Issuers:  []auth.Issuer{{URL: is.URL}},
 		Resource: resource,
 		Now:      clk.Now,
@@ -58,13 +59,6 @@ func newVerifier(t *testing.T, is *oauthtest.Issuer, mod func(*auth.JWTConfig)) 
 		t.Fatalf("NewJWTVerifier: %v", err)
 	}
 	return v, clk
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 func with(claims map[string]any, kv ...any) map[string]any {

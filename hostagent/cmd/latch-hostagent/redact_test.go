@@ -216,3 +216,61 @@ func TestSecretEnvMustNameAnEnvEntry(t *testing.T) {
 		t.Errorf("Status after the refusal = %v, want NotFound", err)
 	}
 }
+
+// TestSecretValuesOutsideTheEnvAreIgnored: a secret_values entry that no
+// env value secret_env names carries (or an empty one) does not refuse the
+// run (a refusal would refuse a sound re-send of a command that already
+// ran); it is dropped, and only the values the entries carry are redacted.
+func TestSecretValuesOutsideTheEnvAreIgnored(t *testing.T) {
+	a := startAgent(t, agentOpts{})
+	const id = "act_stray_secret_values"
+	resp := a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", `echo "${AUTH#Bearer }"; echo stray-value-1234`},
+		Env: map[string]string{"AUTH": "Bearer " + plantedSecret}, SecretEnv: []string{"AUTH"},
+		SecretValues: []string{"", "stray-value-1234", plantedSecret, plantedSecret}})
+	if !resp.GetStarted() {
+		t.Fatalf("Run started = false: %v", resp.GetMarker())
+	}
+	if m := a.wait(id); m.GetState() != stateExited || m.GetExitCode() != 0 {
+		t.Fatalf("marker = %v, want exited 0", m)
+	}
+	out, err := a.Client.Output(ctxT(t), &hostagentv1.OutputRequest{ExecutionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[REDACTED]\nstray-value-1234\n"; string(out.GetData()) != want {
+		t.Errorf("Output = %q, want %q (the bare secret redacted, the stray value not)", out.GetData(), want)
+	}
+}
+
+// TestScriptResultStaysJSONWhenRedacted: a script whose result carries a
+// secret as a bare JSON number (and inside a string) gets a result that
+// still parses, with the number turned into the string "[REDACTED]".
+func TestScriptResultStaysJSONWhenRedacted(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	a := startAgent(t, agentOpts{data: data})
+	const id = "act_secret_result"
+	const pin = "73195286"
+	script := `"$1" marker begin --op migrate && "$1" marker complete --result "{\"pin\":$PIN,\"dsn\":\"user:$PIN@db\",\"rows\":3}"`
+	a.run(&hostagentv1.RunRequest{ExecutionId: id, Argv: []string{"/bin/sh", "-c", script, "sh", binPath},
+		Env: map[string]string{"PIN": pin}, SecretEnv: []string{"PIN"}})
+	if m := a.wait(id); m.GetState() != stateExited || m.GetExitCode() != 0 {
+		t.Fatalf("run marker = %v, want exited 0", m)
+	}
+	list, err := a.Client.ListMarkers(ctxT(t), &hostagentv1.ListMarkersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, m := range list.GetMarkers() {
+		if m.GetState() == hostagentv1.MarkerState_MARKER_STATE_COMPLETED {
+			got = m.GetResultJson()
+		}
+	}
+	const want = `{"pin":"[REDACTED]","dsn":"user:[REDACTED]@db","rows":3}`
+	if got != want {
+		t.Errorf("script result = %s, want %s", got, want)
+	}
+	if strings.Contains(got, pin) {
+		t.Errorf("script result %s holds the secret", got)
+	}
+}

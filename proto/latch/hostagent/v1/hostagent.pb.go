@@ -279,7 +279,15 @@ type RunRequest struct {
 	// The values are held in memory for the run only, never written. An
 	// agent older than this field ignores it (nothing is redacted on the
 	// host); a control plane that does not send it gets no redaction.
-	SecretEnv     []string `protobuf:"bytes,6,rep,name=secret_env,json=secretEnv,proto3" json:"secret_env,omitempty"`
+	SecretEnv []string `protobuf:"bytes,6,rep,name=secret_env,json=secretEnv,proto3" json:"secret_env,omitempty"`
+	// secret_values are the bare secret argument values the env entries of
+	// secret_env carry, for a value that puts text around the secret
+	// ("Bearer {{token}}"): the agent redacts each of them too (same forms),
+	// so the secret printed alone is replaced as well. A value that occurs in
+	// no entry secret_env names is ignored. Held in memory for the run only,
+	// like the env values. An agent older than this field redacts the whole
+	// env values only.
+	SecretValues  []string `protobuf:"bytes,7,rep,name=secret_values,json=secretValues,proto3" json:"secret_values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +360,13 @@ func (x *RunRequest) GetTimeoutMs() int64 {
 func (x *RunRequest) GetSecretEnv() []string {
 	if x != nil {
 		return x.SecretEnv
+	}
+	return nil
+}
+
+func (x *RunRequest) GetSecretValues() []string {
+	if x != nil {
+		return x.SecretValues
 	}
 	return nil
 }
@@ -1132,7 +1147,7 @@ const file_latch_hostagent_v1_hostagent_proto_rawDesc = "" +
 	"\x11updated_unix_nano\x18\x0f \x01(\x03R\x0fupdatedUnixNano\x12\x1f\n" +
 	"\voutput_size\x18\x10 \x01(\x03R\n" +
 	"outputSize\x12)\n" +
-	"\x10output_truncated\x18\x11 \x01(\bR\x0foutputTruncated\"\x86\x02\n" +
+	"\x10output_truncated\x18\x11 \x01(\bR\x0foutputTruncated\"\xab\x02\n" +
 	"\n" +
 	"RunRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x12\n" +
@@ -1142,7 +1157,8 @@ const file_latch_hostagent_v1_hostagent_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
-	"secret_env\x18\x06 \x03(\tR\tsecretEnv\x1a6\n" +
+	"secret_env\x18\x06 \x03(\tR\tsecretEnv\x12#\n" +
+	"\rsecret_values\x18\a \x03(\tR\fsecretValues\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
