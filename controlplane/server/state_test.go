@@ -130,13 +130,7 @@ func TestPlantedTokenRefusedAtStart(t *testing.T) {
 	if _, _, err := srv.Tokens.Create(context.Background(), "alice", 0); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	runAndStop(t, srv)
 	srv, err = New(stateConfig(t, data, 0))
 	if err != nil {
 		t.Fatalf("New with a token the control plane made: %v", err)
@@ -212,13 +206,7 @@ func madeToken(t *testing.T, data string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	runAndStop(t, srv)
 	return secret
 }
 
@@ -411,20 +399,7 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 		refused bool
 	}{{"with a checkpoint copy", true, true}, {"without one", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			data := t.TempDir()
-			cfg := stateConfig(t, data, 0)
-			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
-			srv, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Run(ctx) }()
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			data, cfg, srv := runWithCopy(t)
 			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -520,20 +495,7 @@ func TestCheckpointCopyFailsClosed(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			data := t.TempDir()
-			cfg := stateConfig(t, data, 0)
-			cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
-			srv, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- srv.Run(ctx) }()
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			data, cfg, srv := runWithCopy(t)
 			// The clean shutdown copied its final checkpoint.
 			if b, err := os.ReadFile(cfg.CheckpointCopy); err != nil || !strings.Contains(string(b), `"checkpoint"`) {
 				t.Fatalf("checkpoint copy after a clean run = %q, %v; want a checkpoint", b, err)
@@ -565,4 +527,33 @@ func TestCheckpointCopyFailsClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runAndStop runs srv and stops it at once (a clean shutdown: the final
+// checkpoint is signed and copied), failing the test if Run fails.
+func runAndStop(t *testing.T, srv *Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// runWithCopy runs a control plane on a fresh data dir with a checkpoint
+// copy and stops it cleanly; it returns the data dir, the config and the
+// stopped server.
+func runWithCopy(t *testing.T) (string, Config, *Server) {
+	t.Helper()
+	data := t.TempDir()
+	cfg := stateConfig(t, data, 0)
+	cfg.CheckpointCopy = filepath.Join(t.TempDir(), "checkpoints.jsonl")
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAndStop(t, srv)
+	return data, cfg, srv
 }
