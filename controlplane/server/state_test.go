@@ -351,18 +351,7 @@ func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A record no state depends on: no execution, no token.
-	at := int64(-1)
-	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
-		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
-			at = int64(e.GetIndex())
-			return false
-		}
-		return true
-	}); err != nil || at < 0 {
-		t.Fatalf("no journal record without execution and token to forge (%v)", err)
-	}
+	at := freeRecord(t, kv)
 	const planted = tokens.Prefix + "planted-with-a-forged-record"
 	id := plantToken(t, kv, planted, at)
 	kv.Close()
@@ -404,7 +393,6 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			at := int64(-1)
 			ws := []store.Write{}
 			if err := kv.Scan([]byte("c/"), false, func(k, _ []byte) bool {
 				ws = append(ws, store.Write{Key: append([]byte(nil), k...), Delete: true})
@@ -412,15 +400,9 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
-				e := &recordv1.JournalEntry{}
-				if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
-					at = int64(e.GetIndex())
-					return false
-				}
-				return true
-			}); err != nil || at < 0 || len(ws) == 0 {
-				t.Fatalf("no journal record to forge (%d) or no checkpoint to delete (%d): %v", at, len(ws), err)
+			at := freeRecord(t, kv)
+			if len(ws) == 0 {
+				t.Fatal("no checkpoint to delete")
 			}
 			if err := kv.Commit(ws); err != nil {
 				t.Fatal(err)
@@ -556,4 +538,22 @@ func runWithCopy(t *testing.T) (string, Config, *Server) {
 	}
 	runAndStop(t, srv)
 	return data, cfg, srv
+}
+
+// freeRecord is the index of a journal record no state depends on (no
+// execution, no token): one a test can forge a token record in place of.
+func freeRecord(t *testing.T, kv store.KV) int64 {
+	t.Helper()
+	at := int64(-1)
+	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
+			at = int64(e.GetIndex())
+			return false
+		}
+		return true
+	}); err != nil || at < 0 {
+		t.Fatalf("no journal record without execution and token to forge (%v)", err)
+	}
+	return at
 }
