@@ -19,6 +19,7 @@ func TestJSON(t *testing.T) {
 		{name: "an escaped key beside a redacted one", in: `{"xs3cr3t-value":1,"y":"\u0073\u0033cr3t-value"}`, want: `{"x[REDACTED]":1,"y":"[REDACTED]"}`, parses: true},
 		{name: "inside a string", in: `{"auth":"Bearer s3cr3t-value","ok":true}`, want: `{"auth":"Bearer [REDACTED]","ok":true}`, parses: true},
 		{name: "a key", in: `{"s3cr3t-value":1}`, want: `{"[REDACTED]":1}`, parses: true},
+		{name: "deeply nested, empty containers kept", in: `{"a":{"b":"s3cr3t-value","c":[1,{"d":2},[]]},"e":{},"f":[[]]}`, want: `{"a":{"b":"[REDACTED]","c":[1,{"d":2},[]]},"e":{},"f":[[]]}`, parses: true},
 		{name: "nested and in arrays", in: `[{"a":["s3cr3t-value",12345678.0]},null,true]`, want: `[{"a":["[REDACTED]","[REDACTED]"]},null,true]`, parses: true},
 		{name: "JSON-escaped form inside a string", in: `{"a":"s3cr\u0033t-value"}`, want: `{"a":"[REDACTED]"}`, parses: true},
 		{name: "not JSON: as text", in: `pin=12345678`, want: `pin=[REDACTED]`},
