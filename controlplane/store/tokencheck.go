@@ -51,8 +51,13 @@ const MismatchProof MismatchKind = "journal_proof"
 // journal index was never built (IndexTokens).
 var ErrTokensNotIndexed = errors.New("store: the token journal index is not built yet (the control plane builds it while it starts serving a store written before it); retry shortly")
 
-// sameToken reports whether a stored token is what its journal record says.
+// sameToken reports whether a stored token is what its journal record says:
+// every field but the coarse last use, and the hash when the record carries
+// it (JournaledToken; older records and imported tokens do not).
 func sameToken(stored, journaled *recordv1.AgentToken) bool {
+	if journaled.GetSha256() != "" && journaled.GetSha256() != stored.GetSha256() {
+		return false
+	}
 	a := proto.Clone(stored).(*recordv1.AgentToken)
 	b := proto.Clone(journaled).(*recordv1.AgentToken)
 	a.Sha256, a.LastUsedAt, b.Sha256, b.LastUsedAt = "", nil, "", nil

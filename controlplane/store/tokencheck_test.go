@@ -29,19 +29,12 @@ func newToken(secret, actor string) *recordv1.AgentToken {
 		CreatedAt: timestamppb.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))}
 }
 
-// journaledToken is the token as its journal records carry it (no hash).
-func journaledToken(t *recordv1.AgentToken) *recordv1.AgentToken {
-	c := proto.Clone(t).(*recordv1.AgentToken)
-	c.Sha256 = ""
-	return c
-}
-
 // putToken stores t and journals it as kind, as the tokens service does.
 func putToken(tx *store.Tx, t *recordv1.AgentToken, kind string) (int64, error) {
 	if err := tx.PutToken(t); err != nil {
 		return 0, err
 	}
-	return tx.Append(&recordv1.JournalEntry{Kind: kind, Actor: t.GetActor(), Token: journaledToken(t)})
+	return tx.Append(&recordv1.JournalEntry{Kind: kind, Actor: t.GetActor(), Token: store.JournaledToken(t)})
 }
 
 func indexValue(i int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
@@ -217,6 +210,25 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 			all:   []found{{"tok_" + newToken("latch_alice", "").GetSha256()[:12], store.MismatchRecord}},
 		},
 		{
+			// A secret of the forger's own whose hash shares the 48 bits
+			// the id holds (2^48 tries) swapped in: the record carries the
+			// generated token's whole hash.
+			name: "hash swapped within the id's 48 bits",
+			forge: func(kv store.KV, ts *tokenStore) error {
+				x := proto.Clone(ts.alice).(*recordv1.AgentToken)
+				x.Sha256 = x.GetSha256()[:12] + strings.Repeat("0", 52)
+				v, err := proto.Marshal(x)
+				if err != nil {
+					return err
+				}
+				return kv.Commit([]store.Write{{Key: []byte("t/" + x.GetId()), Value: v}, {Key: []byte("h/" + x.GetSha256()), Value: []byte(x.GetId())},
+					{Key: []byte("h/" + ts.alice.GetSha256()), Delete: true}})
+			},
+			check: func(ts *tokenStore) string { return ts.alice.GetId() },
+			token: []found{{newToken("latch_alice", "").GetId(), store.MismatchRecord}},
+			all:   []found{{newToken("latch_alice", "").GetId(), store.MismatchRecord}},
+		},
+		{
 			name: "hash index moved",
 			forge: func(kv store.KV, ts *tokenStore) error {
 				return kv.Commit([]store.Write{{Key: []byte("h/" + ts.alice.GetSha256()), Value: []byte(ts.bob.GetId())}})
@@ -255,7 +267,7 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(ts.filler), Kind: "token_created", Actor: "mallory", Token: journaledToken(mallory)})
+				data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(ts.filler), Kind: "token_created", Actor: "mallory", Token: store.JournaledToken(mallory)})
 				if err != nil {
 					return err
 				}

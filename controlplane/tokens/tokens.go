@@ -45,7 +45,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/journal"
@@ -69,7 +68,7 @@ const (
 
 // Origins of a token.
 const (
-	OriginAPI        = "api"
+	OriginAPI        = store.TokenOriginAPI
 	OriginTokensJSON = "tokens.json"
 )
 
@@ -307,7 +306,7 @@ func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, o
 		if err := tx.PutToken(t); err != nil {
 			return err
 		}
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: kindName(operator) + " " + t.GetId() + " created", Token: journaled(t)})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: kindName(operator) + " " + t.GetId() + " created", Token: store.JournaledToken(t)})
 		return err
 	})
 	if err != nil {
@@ -316,13 +315,6 @@ func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, o
 	s.cleared.Store(t.GetId(), struct{}{})
 	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "operator", operator, "expires_at", expiry(t))
 	return secret, t, nil
-}
-
-// journaled is the token as the journal records it: without its hash.
-func journaled(t *recordv1.AgentToken) *recordv1.AgentToken {
-	c := proto.Clone(t).(*recordv1.AgentToken)
-	c.Sha256 = ""
-	return c
 }
 
 func expiry(t *recordv1.AgentToken) string {
@@ -410,7 +402,7 @@ func (s *Service) revoke(ctx context.Context, idOrActor, by string, operator boo
 			if err := tx.PutToken(t); err != nil {
 				return err
 			}
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: kindName(operator) + " " + id + " revoked by " + by, Token: journaled(t)}); err != nil {
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: kindName(operator) + " " + id + " revoked by " + by, Token: store.JournaledToken(t)}); err != nil {
 				return err
 			}
 			out = append(out, t)

@@ -963,7 +963,10 @@ type AgentToken struct {
 	// "tok_" + the first 12 hex digits of the hash.
 	Id    string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	// Hex SHA-256 of the token. Empty in journal records.
+	// Hex SHA-256 of the token. In journal records: set for generated tokens
+	// (origin "api": 32 random bytes, so it gives nothing away, and it binds
+	// the record to the whole hash), empty for imported ones and in records
+	// written before it was journaled.
 	Sha256    string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Unset: the token does not expire (it is revoked).
