@@ -900,14 +900,10 @@ func TestAnswerSeenDuringShutdownIsRecorded(t *testing.T) {
 		ch := &fakeChannel{block: block}
 		h := newHarness(t, "", ch)
 		r := h.submit(t, "alice", "deploy", fmt.Sprintf(`{"service":"api","version":"%d"}`, i))
-		for ch.calls.Load() == 0 { // bounded by the test timeout: Dispatch starts at once
-			time.Sleep(time.Millisecond)
-		}
+		testbin.Eventually(t, "the dispatch reaching the target", func() bool { return ch.calls.Load() > 0 })
 		closed := make(chan struct{})
 		go func() { h.e.Close(); close(closed) }()
-		for h.e.ctx.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
+		testbin.Eventually(t, "the engine closing", func() bool { return h.e.ctx.Err() != nil })
 		close(block) // the target answers after the engine began closing
 		<-closed
 		x, err := h.st.Execution(r.Execution.GetId())
