@@ -23,7 +23,7 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// MetaRun is the `_meta` key of a call's explicit intent scope (DESIGN §5).
+// MetaRun is the `_meta` key of a call's explicit intent scope (docs/design §5).
 const MetaRun = "latch/run"
 
 func sortedNames[V any](m map[string]V) []string {
@@ -441,7 +441,7 @@ func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContex
 	return nil, waitErr
 }
 
-// CallResult is the structuredContent of every tool call (DESIGN §8).
+// CallResult is the structuredContent of every tool call (docs/design §8).
 type CallResult struct {
 	ExecutionID  string      `json:"execution_id"`
 	Disposition  string      `json:"disposition"`

@@ -24,7 +24,7 @@ import (
 const (
 	HeaderJSONRPCID   = "Latch-Jsonrpc-Id"
 	HeaderPeerAddress = "Latch-Peer-Address"
-	// HeaderRun is the client's explicit intent scope (DESIGN §5).
+	// HeaderRun is the client's explicit intent scope (docs/design §5).
 	HeaderRun = "Latch-Run"
 )
 

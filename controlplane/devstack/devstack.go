@@ -385,7 +385,7 @@ Latch dev is running.
   strict         %s
   catalog        %s
   data dir       %s   (admin commands: latch exec list%s)
-  demo target    %s   (/_demo/delay and /_demo/effects: see README, "The demo target")
+  demo target    %s   (/_demo/delay and /_demo/effects: see docs/tutorial/quickstart.md)
 %s
 Connect an MCP client (Streamable HTTP):
 

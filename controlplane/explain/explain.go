@@ -1,4 +1,4 @@
-// Package explain answers DESIGN §10's five investigation questions about
+// Package explain answers docs/design §10's five investigation questions about
 // one execution from its journal records: one agent process or two, did the
 // first call reach dispatch, was a target answer observed, did delivery
 // fail after completion, did the second call attach or create a new

@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// State is a lifecycle state (DESIGN §4).
+// State is a lifecycle state (docs/design §4).
 type State int32
 
 const (
@@ -1240,7 +1240,7 @@ func (x *Checkpoint) GetNote() string {
 
 // Session is one agent run as Latch sees it: an actor plus an explicit run
 // id, or plus an MCP session when no run is given. New sessions need an
-// operator's authorization unless the actor is trusted (DESIGN §9).
+// operator's authorization unless the actor is trusted (docs/design §9).
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
