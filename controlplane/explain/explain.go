@@ -118,7 +118,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 		if unknown != nil {
 			how = "after the outcome was unknown (" + unknown.GetReason() + "), recovered from the target"
 		}
-		say(2, "Yes: %s, target status %d, at %s, %s.", OutcomeName(x.GetOutcome()), x.GetTargetStatus(), TS(x.GetCompletedAt()), how)
+		say(2, "Yes: %s, %s, at %s, %s.", OutcomeName(x.GetOutcome()), lifecycle.DescribeExecutionAnswer(x), TS(x.GetCompletedAt()), how)
 	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetState() == recordv1.State_STATE_NEEDS_REVIEW:
 		say(2, "Not yet: %s (%s). It was not re-sent blindly.", lifecycle.Name(x.GetState()), x.GetReason())
 	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED && notExecuted != nil:
