@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/latchhq/latch/internal/errinfo"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
-// Reasons carried in errdetails.ErrorInfo of a refusal.
+// A refusal carries an ErrorInfo of reason ERROR_REASON_ACCESS_DENIED
+// (internal/errinfo).
 const (
-	Domain        = "latch.dev"
-	ReasonDenied  = "ACCESS_DENIED"
 	JournalKind   = "access_denied"
 	defaultWindow = time.Minute
 	// maxTracked bounds the refusals remembered for deduplication.
@@ -266,13 +266,8 @@ func (a *Authorizer) Authorize(ctx context.Context, fullMethod string) (context.
 	}
 	r := Refusal{Time: a.cfg.Now(), Method: fullMethod, Caller: c, Class: class}
 	a.refuse(ctx, r)
-	st := status.New(codes.PermissionDenied, r.Reason())
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonDenied, Domain: Domain, Metadata: map[string]string{
-		"rpc": ShortMethod(fullMethod), "class": string(class), "role": c.Role.String(), "identity": c.Identity,
-	}}); err == nil {
-		st = d
-	}
-	return nil, st.Err()
+	return nil, errinfo.Error(codes.PermissionDenied, r.Reason(), controlplanev1.ErrorReason_ERROR_REASON_ACCESS_DENIED,
+		"rpc", ShortMethod(fullMethod), "class", string(class), "role", c.Role.String(), "identity", c.Identity)
 }
 
 // refuse logs and journals a refusal. Two bounds keep a flood from

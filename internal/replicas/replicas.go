@@ -51,7 +51,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -59,19 +58,18 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // The NotActive wire contract: a standby answers codes.Unavailable with an
-// errdetails.ErrorInfo of this domain and reason; its metadata names the
+// ErrorInfo of reason ERROR_REASON_NOT_ACTIVE (internal/errinfo); its metadata names the
 // active replica's advertised address (MetaActive, empty while nobody
 // holds the lease), its lease holder name and epoch.
 const (
-	Domain          = "latch.dev"
-	ReasonNotActive = "NOT_ACTIVE"
-	MetaActive      = "active"
-	MetaHolder      = "holder"
-	MetaEpoch       = "epoch"
+	MetaActive = "active"
+	MetaHolder = "holder"
+	MetaEpoch  = "epoch"
 )
 
 // NotActive is the status a standby answers every call it does not serve
@@ -88,15 +86,13 @@ func NotActive(active, holder string, epoch int64) error {
 	default:
 		msg = "this control plane replica is a standby and no replica holds the lease right now (a takeover is under way): try again in a moment"
 	}
-	st := status.New(codes.Unavailable, msg)
-	md := map[string]string{MetaActive: active, MetaHolder: holder}
+	ep := ""
 	if epoch > 0 {
-		md[MetaEpoch] = strconv.FormatInt(epoch, 10)
+		ep = strconv.FormatInt(epoch, 10)
 	}
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotActive, Domain: Domain, Metadata: md}); err == nil {
-		st = d
-	}
-	return st.Err()
+	// Empty values are left out: a standby that knows no active replica
+	// sends no MetaActive.
+	return errinfo.Error(codes.Unavailable, msg, controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE, MetaActive, active, MetaHolder, holder, MetaEpoch, ep)
 }
 
 // ActiveOf reports whether err is a standby's NotActive answer and, if so,
@@ -106,12 +102,11 @@ func ActiveOf(err error) (active string, notActive bool) {
 	if !ok || st.Code() != codes.Unavailable {
 		return "", false
 	}
-	for _, d := range st.Details() {
-		if i, ok := d.(*errdetails.ErrorInfo); ok && i.GetReason() == ReasonNotActive && i.GetDomain() == Domain {
-			return i.GetMetadata()[MetaActive], true
-		}
+	r, md, ok := errinfo.Of(err)
+	if !ok || r != controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE {
+		return "", false
 	}
-	return "", false
+	return md[MetaActive], true
 }
 
 // repeatSafe lists the RPCs whose repetition, after a call that reached
