@@ -44,7 +44,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,12 +51,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/internal/backoff"
 	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -189,7 +189,7 @@ type Config struct {
 	FailoverWait time.Duration
 }
 
-var backoffConfig = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+var backoffConfig = grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
 // DialOptions are the options advised for every address's connection: a
 // short reconnection backoff (the default grows to two minutes, which
@@ -381,17 +381,17 @@ type search struct {
 	start   time.Time
 	// at is the endpoint to try next; tried counts attempts since the last
 	// pause, so the walk pauses once every address failed in a row.
-	at      int
-	tried   int
-	backoff time.Duration
-	last    error
+	at     int
+	tried  int
+	pauses int // pauses so far: the next waits searchBackoff.Delay(pauses+1)
+	last   error
 }
 
 func (c *Conn) search(ctx context.Context, method string, patient bool) *search {
 	c.mu.Lock()
 	at := c.cur
 	c.mu.Unlock()
-	return &search{c: c, ctx: ctx, method: method, patient: patient, at: at, backoff: firstBackoff}
+	return &search{c: c, ctx: ctx, method: method, patient: patient, at: at}
 }
 
 func (s *search) endpoint() (int, *endpoint) {
@@ -452,21 +452,12 @@ func (s *search) pause(moved bool) bool {
 		return true
 	}
 	s.tried = 0
-	t := time.NewTimer(jitter(s.backoff))
-	defer t.Stop()
-	select {
-	case <-s.ctx.Done():
-		return false
-	case <-t.C:
-	}
-	s.backoff = min(2*s.backoff, maxBackoff)
-	return true
+	s.pauses++
+	return searchBackoff.Wait(s.ctx, s.pauses, nil)
 }
 
-// jitter spreads d by ±20%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
-}
+// searchBackoff spaces the rounds of a search that found no replica.
+var searchBackoff = backoff.Policy{Min: firstBackoff, Max: maxBackoff, Jitter: true}
 
 // final is the error a call that did not find an active replica returns.
 func (s *search) final(err error) error {
