@@ -36,7 +36,7 @@ var Questions = []string{
 	"One agent process or two?",
 	"Did the first call reach dispatch?",
 	"Was a target answer observed?",
-	"Did delivery fail after completion?",
+	"Was the result delivered after completion?",
 	"Did the second call attach or create a new execution?",
 }
 
@@ -141,7 +141,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 		say(2, "%d recovery quer%s settled nothing; the last, at %s: %s", n, map[bool]string{true: "y", false: "ies"}[n == 1], TS(queries[n-1].GetTime()), queries[n-1].GetReason())
 	}
 
-	// 4. Did delivery fail after completion?
+	// 4. Was the result delivered after completion?
 	switch {
 	case completed == nil:
 		say(3, "Not applicable: it has not completed.")
@@ -158,7 +158,11 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 			say(3, "No: the result was delivered at %s.", TS(delivered.GetTime()))
 		}
 	default:
-		say(3, "Yes: completed at %s but no response was recorded as delivered (completed_result_not_delivered).", TS(completed.GetTime()))
+		// Not a failure, and not "no": a front records a delivery after
+		// the answer was written, and a record may be in flight, kept by a
+		// front until the control plane is back, or lost with a front that
+		// stopped while the control plane was away.
+		say(3, "Not recorded: completed at %s, and no front has recorded the answer as delivered: the caller may have it (the record can still be on its way) or may have left before the answer (completed_result_not_delivered). Nothing is re-sent: an identical call attaches and gets the stored result.", TS(completed.GetTime()))
 	}
 
 	// 5. Did the second call attach or create a new execution?
