@@ -95,7 +95,7 @@ var callResultSchema = json.RawMessage(`{
         "status": {"type": "integer"},
         "exit_code": {"type": "integer"},
         "signal": {"type": "string"},
-        "body": {"description": "The answer's body: JSON when the target sent JSON, else text."},
+        "body": {"type": ["object", "array", "string", "number", "boolean", "null"], "description": "The answer's body: JSON when the target sent JSON, else text."},
         "body_truncated": {"type": "boolean"},
         "summary": {"type": "string"}
       }
@@ -581,6 +581,7 @@ func resultText(note string, v *ResultView) string {
 	var b strings.Builder
 	b.WriteString(note)
 	b.WriteString("\n\n")
+	headerAt := b.Len()
 	switch k := v.answerKind(); {
 	case k == recordv1.AnswerKind_ANSWER_KIND_STATUS:
 		fmt.Fprintf(&b, "Target answer (HTTP status %d):", v.Status)
@@ -595,7 +596,9 @@ func resultText(note string, v *ResultView) string {
 	default:
 		b.WriteString("Command output:")
 	}
-	if v.Summary != "" {
+	// The summary adds what the header does not already say ("exit
+	// status 0" after "Command output (exit status 0):" would repeat it).
+	if v.Summary != "" && !strings.Contains(b.String()[headerAt:], v.Summary) {
 		b.WriteString(" " + v.Summary)
 	}
 	body := ""
