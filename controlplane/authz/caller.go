@@ -125,3 +125,19 @@ func ParseIdentity(s string) (string, error) {
 	}
 	return s, nil
 }
+
+// OperatorName is the operator name an operator certificate is bound to:
+// NAME for the identity cn:NAME. It is the only name such a caller may
+// create console (operator) tokens for, so a console session opened with
+// one acts under the name its creator's certificate carries. A certificate
+// identified by a URI SAN names no operator (false): its path is not a name
+// anyone vetted. Other roles are not bound to a name: a local operator (the
+// unix socket, trusted by uid) may name anyone, the rest may not create
+// tokens at all.
+func (c Caller) OperatorName() (string, bool) {
+	if c.Role != RoleOperator {
+		return "", false
+	}
+	name, ok := strings.CutPrefix(c.Identity, "cn:")
+	return name, ok && name != ""
+}
