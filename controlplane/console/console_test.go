@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
@@ -478,4 +480,74 @@ func FuzzRequestInputs(f *testing.F) {
 			t.Errorf("validName(%q) but tokens.ValidActor refuses it", s)
 		}
 	})
+}
+
+// TestDecisionsCarryTheirCredential: a console decision's journal records
+// (and the sign-in's) carry the operator token the session was opened
+// with and who created that token, not only the name the token signs in
+// under: a token for root created by alice's certificate is not root.
+func TestDecisionsCarryTheirCredential(t *testing.T) {
+	st := newStack(t, false)
+	token, op, err := st.srv.Tokens.Issue(t.Context(), tokens.Issue{Actor: "root", Operator: true, CreatedBy: "local operator uid:0", CreatedVia: authz.TransportUnix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := browserless(t)
+	resp, err := c.PostForm(st.web.URL+"/ui/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csrf := st.csrfOf(t, c)
+	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix}
+
+	z := st.submit(t, "note", `{"text":"waits for its session"}`)
+	sessions, _ := st.srv.Store.Sessions(10)
+	ses := sessions[0].GetId()
+	from := st.srv.Store.JournalSize()
+	if got := post(t, c, st.web.URL+"/ui/sessions/"+ses+"/authorize", url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("authorize session = %d, want 303", got)
+	}
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	fromCancel := st.srv.Store.JournalSize()
+	if got := post(t, c, st.web.URL+"/ui/executions/"+x.GetId()+"/cancel", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "reason": {"r"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("cancel = %d, want 303", got)
+	}
+
+	var signedIn, authorized, approved, cancelled bool
+	for i := range st.srv.Store.JournalSize() {
+		b, err := st.srv.Store.JournalEntry(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(b, e); err != nil {
+			t.Fatal(err)
+		}
+		var which *bool
+		switch {
+		case e.GetKind() == KindSignedIn:
+			which = &signedIn
+		case e.GetKind() == "session_authorized" && i >= from:
+			which = &authorized
+		case e.GetExecutionId() == z.GetId() && e.GetTo() == recordv1.State_STATE_AUTHORIZED:
+			which = &approved
+		case e.GetExecutionId() == x.GetId() && e.GetTo() == recordv1.State_STATE_CANCELLED && i >= fromCancel:
+			which = &cancelled
+		default:
+			if e.GetCredential() != nil {
+				t.Errorf("journal record %d (%s %q) carries the console credential; only the console's own records should", i, e.GetKind(), e.GetReason())
+			}
+			continue
+		}
+		*which = true
+		if diff := cmp.Diff(want, e.GetCredential(), protocmp.Transform()); diff != "" {
+			t.Errorf("journal record %d (%s %q) credential (-want +got):\n%s", i, e.GetKind(), e.GetReason(), diff)
+		}
+	}
+	for name, ok := range map[string]bool{"sign-in": signedIn, "session authorized": authorized, "execution approved by the session's authorization": approved, "cancel": cancelled} {
+		if !ok {
+			t.Errorf("no %s record found", name)
+		}
+	}
 }
