@@ -51,9 +51,12 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -535,9 +538,28 @@ func (c *Console) refusedSignIn(r *http.Request, err error) {
 	c.log.Warn("console sign-in refused", "remote", r.RemoteAddr, "error", err, "refused_since_last_line", since)
 }
 
-// safeNext keeps a post-sign-in redirect inside the console.
+// safeNext keeps a post-sign-in redirect inside the console: next must be
+// a clean path under /ui/ (with a query, if any), anything else is /ui/.
+// Refused: control characters, whitespace and anything not printable (a
+// tab goes into the Location header as it is; browsers drop some of them
+// and read what is left), invalid UTF-8, backslashes (browsers read them
+// as slashes: /ui/\evil.example), a scheme, a host or user info, a
+// fragment, and a path that leaves /ui/ once its dot segments, encoded or
+// not, are resolved (/ui/../x, /ui/%2e%2e/x).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || len(next) > 2048 || !utf8.ValidString(next) {
+		return Prefix
+	}
+	for _, r := range next {
+		if r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return Prefix
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" || strings.Contains(next, "#") {
+		return Prefix
+	}
+	if p := path.Clean(u.Path); p != strings.TrimSuffix(Prefix, "/") && !strings.HasPrefix(p, Prefix) {
 		return Prefix
 	}
 	return next

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
@@ -468,18 +469,73 @@ func TestListFilters(t *testing.T) {
 // post-sign-in redirect never leaves the console, and a name it accepts
 // is one the token store accepts too.
 func FuzzRequestInputs(f *testing.F) {
-	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
+	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "/ui/\tx", "/ui/\u2028", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if n := safeNext(s); !strings.HasPrefix(n, Prefix) || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
 			t.Errorf("safeNext(%q) = %q, leaves the console", s, n)
+		} else if i := strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }); i >= 0 {
+			t.Errorf("safeNext(%q) = %q, carries %q into the Location header", s, n, n[i:])
 		}
 		parseFilter(url.Values{"state": {s}, "since": {s}, "until": {s}, "q": {s}, "actor": {s}, "tool": {s}})
 		if validName(s) && !tokens.ValidActor(s) {
 			t.Errorf("validName(%q) but tokens.ValidActor refuses it", s)
 		}
 	})
+}
+
+// TestSafeNext: the sign-in's next parameter is followed only when it is a
+// clean path under /ui/; a control character (a tab was carried into the
+// Location header), whitespace, a backslash, a scheme or host, or a path
+// that leaves /ui/ falls back to /ui/.
+func TestSafeNext(t *testing.T) {
+	tests := []struct{ next, want string }{
+		{"/ui/", "/ui/"},
+		{"/ui/executions/act_1?state=accepted&q=act_", "/ui/executions/act_1?state=accepted&q=act_"},
+		{"/ui/sessions", "/ui/sessions"},
+		{"/ui/?q=a%09b", "/ui/?q=a%09b"},
+		{"", "/ui/"},
+		{"/ui/\texecutions", "/ui/"},
+		{"/ui/\t/evil.example", "/ui/"},
+		{"\t/ui/", "/ui/"},
+		{"/ui/\x00", "/ui/"},
+		{"/ui/\x7f", "/ui/"},
+		{"/ui/ x", "/ui/"},
+		{"/ui/\u00a0x", "/ui/"},
+		{"/ui/\u2028x", "/ui/"},
+		{"/ui/\u200bx", "/ui/"},
+		{"/ui/\xff", "/ui/"},
+		{"/ui/\r\nSet-Cookie: x=1", "/ui/"},
+		{"//evil.example/ui/", "/ui/"},
+		{"/ui/\\evil.example", "/ui/"},
+		{"\\\\evil.example/ui/", "/ui/"},
+		{"https://evil.example/ui/", "/ui/"},
+		{"/ui/../admin", "/ui/"},
+		{"/ui/%2e%2e/admin", "/ui/"},
+		{"/ui/#frag", "/ui/"},
+		{"/uix", "/ui/"},
+		{"ui/", "/ui/"},
+	}
+	for _, tt := range tests {
+		if got := safeNext(tt.next); got != tt.want {
+			t.Errorf("safeNext(%q) = %q, want %q", tt.next, got, tt.want)
+		}
+	}
+	// And through the sign-in: the Location header is the clean fallback.
+	st := newStack(t, false)
+	token, _, err := st.srv.Tokens.CreateOperator(t.Context(), "ops-bob", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := browserless(t).PostForm(st.web.URL+"/ui/signin", url.Values{"token": {token}, "next": {"/ui/\t/evil.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || got != "/ui/" {
+		t.Errorf("sign in with next=\"/ui/\\t/evil.example\" = %d, Location %q; want 303 to /ui/", resp.StatusCode, got)
+	}
 }
 
 // TestDecisionsCarryTheirCredential: a console decision's journal records
