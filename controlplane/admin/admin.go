@@ -227,8 +227,9 @@ func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCat
 // that name must be one the creator answers for: a local operator (the
 // unix socket, trusted by uid) may name anyone, and its token records say
 // so (created_by); an operator certificate only the name it is bound to
-// (authz.Caller.OperatorName: NAME for cn:NAME). Anything else, a caller
-// the interceptors did not identify included, is refused.
+// (authz.Caller.OperatorName: NAME of --operator-identity NAME=IDENTITY,
+// else NAME for cn:NAME). Anything else, a caller the interceptors did not
+// identify included, is refused.
 func mayName(caller authz.Caller, name string) error {
 	if caller.Role == authz.RoleLocal {
 		return nil
@@ -242,7 +243,7 @@ func mayName(caller authz.Caller, name string) error {
 		}
 		return fmt.Errorf("%w: %s is not an operator; create the token with the operator certificate (cn:NAME) of that name, or on the control plane's unix socket as a local operator", ErrNotYourName, who)
 	case !ok:
-		return fmt.Errorf("%w: the certificate %s names no operator (only a cn:NAME certificate is bound to the name NAME); create a console token for %q on the control plane's unix socket as a local operator", ErrNotYourName, caller.Identity, name)
+		return fmt.Errorf("%w: the certificate %s is bound to no operator name (list it as --operator-identity NAME=IDENTITY to bind it; a cn:NAME certificate is bound to NAME); create a console token for %q on the control plane's unix socket as a local operator", ErrNotYourName, caller.Identity, name)
 	case bound != name:
 		return fmt.Errorf("%w: the certificate %s is bound to the operator %q, not %q; create a token for %q, or have a local operator on the control plane's unix socket create one for %q", ErrNotYourName, caller.Identity, bound, name, bound, name)
 	}

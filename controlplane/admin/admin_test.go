@@ -134,6 +134,7 @@ func tokenRecords(t *testing.T, st *store.Store) []*recordv1.JournalEntry {
 func TestOperatorTokenNames(t *testing.T) {
 	alice := authz.Caller{Role: authz.RoleOperator, Identity: "cn:alice", Transport: authz.TransportTLS}
 	spiffe := authz.Caller{Role: authz.RoleOperator, Identity: "spiffe://example.org/ops/alice", Transport: authz.TransportTLS}
+	bound := authz.Caller{Role: authz.RoleOperator, Identity: "spiffe://example.org/ops/alice", Transport: authz.TransportTLS, Operator: "alice"}
 	front := authz.Caller{Role: authz.RoleFront, Identity: "cn:alice", Transport: authz.TransportTLS}
 	local := authz.Caller{Role: authz.RoleLocal, Identity: "uid:0", Transport: authz.TransportUnix}
 	for _, tc := range []struct {
@@ -147,6 +148,8 @@ func TestOperatorTokenNames(t *testing.T) {
 		{name: "remote operator for another name", caller: &alice, actor: "root", operator: true, wantCode: codes.PermissionDenied},
 		{name: "remote operator for its own name", caller: &alice, actor: "alice", operator: true, wantCode: codes.OK, createdBy: "operator cn:alice"},
 		{name: "URI certificate names no operator", caller: &spiffe, actor: "alice", operator: true, wantCode: codes.PermissionDenied},
+		{name: "URI certificate bound to alice, for alice", caller: &bound, actor: "alice", operator: true, wantCode: codes.OK, createdBy: "operator spiffe://example.org/ops/alice"},
+		{name: "URI certificate bound to alice, for root", caller: &bound, actor: "root", operator: true, wantCode: codes.PermissionDenied},
 		{name: "front", caller: &front, actor: "alice", operator: true, wantCode: codes.PermissionDenied},
 		{name: "no caller", actor: "alice", operator: true, wantCode: codes.PermissionDenied},
 		{name: "local operator for anyone", caller: &local, actor: "root", operator: true, wantCode: codes.OK, createdBy: "local operator uid:0"},
