@@ -16,8 +16,10 @@
 // # Sign-in and sessions
 //
 // Operators sign in with an operator token (`latch operator token create
-// NAME`, stored hashed by controlplane/tokens) or a one-time link (SignInLink,
-// which `latch dev` prints). A sign-in is journaled (kind
+// NAME`, stored hashed by controlplane/tokens; an operator certificate may
+// create one only for the name it is bound to, a local operator on the
+// socket for anyone, and the token records which) or a one-time link
+// (SignInLink, which `latch dev` prints). A sign-in is journaled (kind
 // operator_signed_in) and opens a session held in memory: a random cookie
 // (HttpOnly, SameSite=Strict, Path=/ui/, Secure when served over TLS) whose
 // SHA-256 keys the session, with its own CSRF token that every form carries
@@ -29,9 +31,12 @@
 //
 // Every decision goes through the same API operations the CLI calls
 // (Decisions, implemented by *api.Service), with the signed-in operator's
-// name as the operator: the journal records a console decision exactly as it
-// records `latch approvals approve`. The name comes from the session, never
-// from the form. Each decision asks for confirmation on a page that repeats
+// name as the operator: the journal records a console decision as it
+// records `latch approvals approve`, and each of its records also carries
+// the credential the session was opened with (JournalEntry.credential: the
+// operator token's id and who created it, over which transport), so a name
+// is never all the record says about who decided. The name comes from the
+// session, never from the form. Each decision asks for confirmation on a page that repeats
 // the evidence.
 //
 // Imported by controlplane/cli only.
