@@ -186,6 +186,7 @@ func (s *Service) ListTokens(_ context.Context, req *controlplanev1.ListTokensRe
 		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{
 			Id: t.GetId(), Actor: t.GetActor(), CreatedAt: rfc3339(t.GetCreatedAt()), ExpiresAt: rfc3339(t.GetExpiresAt()),
 			LastUsedAt: rfc3339(t.GetLastUsedAt()), RevokedAt: rfc3339(t.GetRevokedAt()), Origin: t.GetOrigin(), Operator: t.GetOperator(),
+			CreatedBy: t.GetCreatedBy(), CreatedVia: t.GetCreatedVia(),
 		})
 	}
 	return out, nil

@@ -203,6 +203,10 @@ func TestOperatorTokenNames(t *testing.T) {
 			if err != nil || stored.GetCreatedBy() != tc.createdBy {
 				t.Errorf("stored token = %v, %v; want created_by %q", stored, err, tc.createdBy)
 			}
+			l, err := s.ListTokens(ctx, &controlplanev1.ListTokensRequest{Operator: tc.operator})
+			if err != nil || len(l.GetTokens()) != 1 || l.GetTokens()[0].GetCreatedBy() != tc.createdBy || l.GetTokens()[0].GetCreatedVia() != tc.caller.Transport {
+				t.Errorf("ListTokens = %v, %v; want the token created by %q over %q", l, err, tc.createdBy, tc.caller.Transport)
+			}
 		})
 	}
 }
