@@ -32,6 +32,12 @@ import (
 // is not bound to.
 var ErrNotYourName = errors.New("admin: an operator may create console tokens only for its own name")
 
+// ReasonNotYourName is the errdetails.ErrorInfo reason (domain
+// authz.Domain) of an ErrNotYourName refusal. It is not authz.ReasonDenied:
+// the RPC itself was allowed, and clients explain that reason as a refused
+// RPC.
+const ReasonNotYourName = "OPERATOR_NAME_NOT_BOUND"
+
 // Tokens creates, lists and revokes agents' bearer tokens and operators'
 // console tokens. Implemented by *tokens.Service.
 type Tokens interface {
@@ -266,11 +272,10 @@ func tokenStatus(s *Service, err error) error {
 	return status.Error(codes.Internal, "token operation failed; see the control plane's log")
 }
 
-// permissionDenied is the PermissionDenied status of err, with the
-// ErrorInfo reason the authorization interceptors give their refusals.
+// permissionDenied is the PermissionDenied status of an ErrNotYourName.
 func permissionDenied(err error) error {
 	st := status.New(codes.PermissionDenied, err.Error())
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: authz.ReasonDenied, Domain: authz.Domain}); derr == nil {
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotYourName, Domain: authz.Domain}); derr == nil {
 		st = d
 	}
 	return st.Err()

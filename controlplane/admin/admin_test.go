@@ -178,8 +178,8 @@ func TestOperatorTokenNames(t *testing.T) {
 						info = i
 					}
 				}
-				if info.GetReason() != authz.ReasonDenied {
-					t.Errorf("CreateToken(%q) refusal details = %v, want ErrorInfo %s", tc.actor, status.Convert(err).Details(), authz.ReasonDenied)
+				if info.GetReason() != ReasonNotYourName || info.GetDomain() != authz.Domain {
+					t.Errorf("CreateToken(%q) refusal details = %v, want ErrorInfo %s", tc.actor, status.Convert(err).Details(), ReasonNotYourName)
 				}
 				if len(recs) != 0 {
 					t.Errorf("refused CreateToken(%q) journaled %v", tc.actor, recs)
