@@ -36,8 +36,8 @@
 // the credential the session was opened with (JournalEntry.credential: the
 // operator token's id and who created it, over which transport), so a name
 // is never all the record says about who decided. The name comes from the
-// session, never from the form. Each decision asks for confirmation on a page that repeats
-// the evidence.
+// session, never from the form. Each decision asks for confirmation on a
+// page that repeats the evidence.
 //
 // Imported by controlplane/cli only.
 package console
