@@ -15,14 +15,15 @@ import (
 // builds branch on these strings, so a renamed enum value must not change them.
 func TestWireNames(t *testing.T) {
 	want := map[controlplanev1.ErrorReason]string{
-		controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL:          "UNKNOWN_TOOL",
-		controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS:     "INVALID_ARGUMENTS",
-		controlplanev1.ErrorReason_ERROR_REASON_BAD_REPEAT_OF:         "BAD_REPEAT_OF",
-		controlplanev1.ErrorReason_ERROR_REASON_ALREADY_DISPATCHED:    "ALREADY_DISPATCHED",
-		controlplanev1.ErrorReason_ERROR_REASON_NOT_AWAITING_DECISION: "NOT_AWAITING_DECISION",
-		controlplanev1.ErrorReason_ERROR_REASON_STATE_MISMATCH:        "STATE_MISMATCH",
-		controlplanev1.ErrorReason_ERROR_REASON_ACCESS_DENIED:         "ACCESS_DENIED",
-		controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE:            "NOT_ACTIVE",
+		controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL:            "UNKNOWN_TOOL",
+		controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS:       "INVALID_ARGUMENTS",
+		controlplanev1.ErrorReason_ERROR_REASON_BAD_REPEAT_OF:           "BAD_REPEAT_OF",
+		controlplanev1.ErrorReason_ERROR_REASON_ALREADY_DISPATCHED:      "ALREADY_DISPATCHED",
+		controlplanev1.ErrorReason_ERROR_REASON_NOT_AWAITING_DECISION:   "NOT_AWAITING_DECISION",
+		controlplanev1.ErrorReason_ERROR_REASON_STATE_MISMATCH:          "STATE_MISMATCH",
+		controlplanev1.ErrorReason_ERROR_REASON_ACCESS_DENIED:           "ACCESS_DENIED",
+		controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE:              "NOT_ACTIVE",
+		controlplanev1.ErrorReason_ERROR_REASON_OPERATOR_NAME_NOT_BOUND: "OPERATOR_NAME_NOT_BOUND",
 	}
 	if len(want) != len(controlplanev1.ErrorReason_name)-1 {
 		t.Errorf("ErrorReason has %d values, this test pins %d: pin the new one's wire name", len(controlplanev1.ErrorReason_name)-1, len(want))

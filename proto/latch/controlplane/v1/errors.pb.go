@@ -50,6 +50,10 @@ const (
 	// This replica is a standby (Unavailable); the metadata names the active
 	// replica ("active", "holder", "epoch").
 	ErrorReason_ERROR_REASON_NOT_ACTIVE ErrorReason = 8
+	// An operator asked for a console token under a name its certificate is
+	// not bound to (PermissionDenied). Not ACCESS_DENIED: the RPC itself
+	// was allowed.
+	ErrorReason_ERROR_REASON_OPERATOR_NAME_NOT_BOUND ErrorReason = 9
 )
 
 // Enum value maps for ErrorReason.
@@ -64,17 +68,19 @@ var (
 		6: "ERROR_REASON_STATE_MISMATCH",
 		7: "ERROR_REASON_ACCESS_DENIED",
 		8: "ERROR_REASON_NOT_ACTIVE",
+		9: "ERROR_REASON_OPERATOR_NAME_NOT_BOUND",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":           0,
-		"ERROR_REASON_UNKNOWN_TOOL":          1,
-		"ERROR_REASON_INVALID_ARGUMENTS":     2,
-		"ERROR_REASON_BAD_REPEAT_OF":         3,
-		"ERROR_REASON_ALREADY_DISPATCHED":    4,
-		"ERROR_REASON_NOT_AWAITING_DECISION": 5,
-		"ERROR_REASON_STATE_MISMATCH":        6,
-		"ERROR_REASON_ACCESS_DENIED":         7,
-		"ERROR_REASON_NOT_ACTIVE":            8,
+		"ERROR_REASON_UNSPECIFIED":             0,
+		"ERROR_REASON_UNKNOWN_TOOL":            1,
+		"ERROR_REASON_INVALID_ARGUMENTS":       2,
+		"ERROR_REASON_BAD_REPEAT_OF":           3,
+		"ERROR_REASON_ALREADY_DISPATCHED":      4,
+		"ERROR_REASON_NOT_AWAITING_DECISION":   5,
+		"ERROR_REASON_STATE_MISMATCH":          6,
+		"ERROR_REASON_ACCESS_DENIED":           7,
+		"ERROR_REASON_NOT_ACTIVE":              8,
+		"ERROR_REASON_OPERATOR_NAME_NOT_BOUND": 9,
 	}
 )
 
@@ -109,7 +115,7 @@ var File_latch_controlplane_v1_errors_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\"latch/controlplane/v1/errors.proto\x12\x15latch.controlplane.v1*\xb9\x02\n" +
+	"\"latch/controlplane/v1/errors.proto\x12\x15latch.controlplane.v1*\xe3\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ERROR_REASON_UNKNOWN_TOOL\x10\x01\x12\"\n" +
@@ -119,7 +125,8 @@ const file_latch_controlplane_v1_errors_proto_rawDesc = "" +
 	"\"ERROR_REASON_NOT_AWAITING_DECISION\x10\x05\x12\x1f\n" +
 	"\x1bERROR_REASON_STATE_MISMATCH\x10\x06\x12\x1e\n" +
 	"\x1aERROR_REASON_ACCESS_DENIED\x10\a\x12\x1b\n" +
-	"\x17ERROR_REASON_NOT_ACTIVE\x10\bBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\x17ERROR_REASON_NOT_ACTIVE\x10\b\x12(\n" +
+	"$ERROR_REASON_OPERATOR_NAME_NOT_BOUND\x10\tBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_errors_proto_rawDescOnce sync.Once

@@ -915,7 +915,12 @@ type JournalEntry struct {
 	// after the step: its id, actor and times, never the token or its hash.
 	Token *AgentToken `protobuf:"bytes,12,opt,name=token,proto3" json:"token,omitempty"`
 	// Catalog records (kind "catalog_loaded") carry the catalog now in force.
-	Catalog       *CatalogVersion `protobuf:"bytes,13,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	Catalog *CatalogVersion `protobuf:"bytes,13,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	// Set on the records of an operator's console decision (approve, deny,
+	// resolve, cancel, authorize or revoke a session) and of its sign-in: the
+	// credential the console session was opened with, so the operator name
+	// in actor and reason is tied to who was able to sign in under it.
+	Credential    *OperatorCredential `protobuf:"bytes,14,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1046,97 @@ func (x *JournalEntry) GetCatalog() *CatalogVersion {
 	return nil
 }
 
+func (x *JournalEntry) GetCredential() *OperatorCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// OperatorCredential is what authenticated a console session.
+type OperatorCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operator name the session acts under.
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	// "operator_token" (signed in with an operator token) or "sign_in_link"
+	// (a one-time link the control plane itself made, as `latch dev` prints).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The operator token's id (kind "operator_token").
+	TokenId string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Who created that token and over which transport (the token's
+	// created_by and created_via); empty for tokens created before they were
+	// recorded.
+	TokenCreatedBy  string `protobuf:"bytes,4,opt,name=token_created_by,json=tokenCreatedBy,proto3" json:"token_created_by,omitempty"`
+	TokenCreatedVia string `protobuf:"bytes,5,opt,name=token_created_via,json=tokenCreatedVia,proto3" json:"token_created_via,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OperatorCredential) Reset() {
+	*x = OperatorCredential{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorCredential) ProtoMessage() {}
+
+func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorCredential.ProtoReflect.Descriptor instead.
+func (*OperatorCredential) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OperatorCredential) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenCreatedBy() string {
+	if x != nil {
+		return x.TokenCreatedBy
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenCreatedVia() string {
+	if x != nil {
+		return x.TokenCreatedVia
+	}
+	return ""
+}
+
 // AgentToken is a bearer token of an agent as the control plane stores it:
 // the SHA-256 of the token, never the token.
 type AgentToken struct {
@@ -1067,14 +1163,20 @@ type AgentToken struct {
 	// An operator token (latch operator token create): it signs an operator
 	// into the console under actor as the operator's name, and never
 	// authenticates an agent. Agent tokens leave it unset.
-	Operator      bool `protobuf:"varint,10,opt,name=operator,proto3" json:"operator,omitempty"`
+	Operator bool `protobuf:"varint,10,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Who created the token: the caller's role and identity, like
+	// "local operator uid:0" or "operator cn:alice" (empty for imported
+	// tokens and those created before it was recorded).
+	CreatedBy string `protobuf:"bytes,11,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The transport the creator came over: "unix", "tcp+tls" or "tcp".
+	CreatedVia    string `protobuf:"bytes,12,opt,name=created_via,json=createdVia,proto3" json:"created_via,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1188,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1201,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1172,6 +1274,20 @@ func (x *AgentToken) GetOperator() bool {
 	return false
 }
 
+func (x *AgentToken) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *AgentToken) GetCreatedVia() string {
+	if x != nil {
+		return x.CreatedVia
+	}
+	return ""
+}
+
 // CatalogVersion is the tool catalog the control plane enforces.
 type CatalogVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1190,7 +1306,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1318,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1331,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1267,7 +1383,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1395,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1408,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1350,7 +1466,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1478,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1491,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Session) GetId() string {
@@ -1545,7 +1661,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
 	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
-	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xa0\x04\n" +
+	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xe5\x04\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1560,7 +1676,16 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x122\n" +
 	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\x121\n" +
 	"\x05token\x18\f \x01(\v2\x1b.latch.record.v1.AgentTokenR\x05token\x129\n" +
-	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\"\x8c\x03\n" +
+	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\x12C\n" +
+	"\n" +
+	"credential\x18\x0e \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
+	"credential\"\xb5\x01\n" +
+	"\x12OperatorCredential\x12\x1a\n" +
+	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12(\n" +
+	"\x10token_created_by\x18\x04 \x01(\tR\x0etokenCreatedBy\x12*\n" +
+	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\"\xcc\x03\n" +
 	"\n" +
 	"AgentToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1578,7 +1703,11 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"revoked_by\x18\b \x01(\tR\trevokedBy\x12\x16\n" +
 	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1a\n" +
 	"\boperator\x18\n" +
-	" \x01(\bR\boperator\"\x8e\x01\n" +
+	" \x01(\bR\boperator\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\v \x01(\tR\tcreatedBy\x12\x1f\n" +
+	"\vcreated_via\x18\f \x01(\tR\n" +
+	"createdVia\"\x8e\x01\n" +
 	"\x0eCatalogVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +
@@ -1660,7 +1789,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -1671,51 +1800,53 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Result)(nil),                // 6: latch.record.v1.Result
 	(*Execution)(nil),             // 7: latch.record.v1.Execution
 	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
-	(*AgentToken)(nil),            // 9: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 10: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 11: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 12: latch.record.v1.Session
-	nil,                           // 13: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*OperatorCredential)(nil),    // 9: latch.record.v1.OperatorCredential
+	(*AgentToken)(nil),            // 10: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 11: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 12: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 13: latch.record.v1.Session
+	nil,                           // 14: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	13, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	14, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	14, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	14, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	14, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	14, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	14, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	14, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	15, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	15, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	15, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	15, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	15, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	14, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	14, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	15, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	15, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	14, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	15, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	12, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	9,  // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	10, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	14, // 22: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	14, // 23: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 24: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	14, // 25: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	14, // 26: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	4,  // 27: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	14, // 28: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	14, // 29: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	14, // 30: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	14, // 31: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	13, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	10, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	11, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	9,  // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	15, // 23: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	15, // 24: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 25: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	15, // 26: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	15, // 27: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	4,  // 28: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	15, // 29: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	15, // 30: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	15, // 31: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	15, // 32: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1729,7 +1860,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
