@@ -2,22 +2,32 @@
 // body, a command's output) with "[REDACTED]", in one piece (Redactor.Bytes)
 // or as a stream (Writer), with the same result either way.
 //
-// Who imports it: the control plane's engine (results it stores) and the host
-// agent's shim (the output copy it keeps on the target host). It imports
-// nothing of either, so the host agent's import rule holds.
+// It is the one redactor: who imports it is the control plane's engine
+// (secret arguments, in the results it stores), the HTTP dispatcher and
+// the MCP channel (vault credentials, in observations, reasons and logs)
+// and the host agent's shim (the output copy it keeps on the target host).
+// It imports nothing of any of them, so the host agent's import rule holds.
 //
 // The rules, shared by both:
 //
 //   - every string leaf of a secret value is a needle (an object-valued
 //     secret is redacted field by field), and so are numbers; booleans and
 //     null carry nothing secret (Needles);
-//   - each needle is also looked for in the forms a target is likely to echo
-//     it in: JSON-escaped (with and without HTML escaping), URL query- and
-//     path-escaped;
-//   - needles shorter than MinLen bytes are left alone: they would match
-//     ordinary text, and a value that short is guessable anyway; a needle
-//     found inside Mark is dropped too (redacting would grow the text each
-//     time it is applied);
+//   - a credential's values (an HTTP credential's Secrets: a token, a
+//     password and its "user:pass" pair, a session token, an access token
+//     fetched) are needles too (Secrets);
+//   - each needle is also looked for in every form a target may echo it
+//     in (Forms): JSON-escaped in the ways JSON writers differ (`\/`,
+//     \u00XX in either case, \u-escaped non-ASCII), URL query- and
+//     path-escaped, base64 in both alphabets with and without padding (and
+//     inside a longer base64 text), HTML entities, named and numeric;
+//   - one minimum length, MinLen bytes: a shorter secret argument is left
+//     alone (it would match ordinary text, and a value that short is
+//     guessable anyway), and so is a needle found inside Mark (redacting
+//     would grow the text each time it is applied); a credential value
+//     that short cannot be redacted and is refused instead (Secrets
+//     returns ErrTooShort and the credential is never presented), so no
+//     credential is ever stored unredacted;
 //   - every byte of every occurrence of a needle is replaced: overlapping
 //     occurrences (of one needle, "abab" in "ababab", or of two, "xabc" and
 //     "abcdef" in "xabcdef") are replaced as one span by one Mark;
@@ -30,17 +40,15 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
-// MinLen is the shortest needle that is redacted.
+// MinLen is the shortest needle that is redacted, and the shortest
+// credential value that may be presented (Secrets). Four bytes: shorter
+// strings occur by chance in ordinary text (a 3-byte value would mangle a
+// body), and every real token, password or key is far longer.
 const MinLen = 4
 
 // Mark replaces a secret value.
@@ -55,26 +63,8 @@ func Needles(out [][]byte, v any) [][]byte {
 		if len(tv) < MinLen {
 			return out
 		}
-		forms := []string{tv, url.QueryEscape(tv), url.PathEscape(tv)}
-		if b, err := json.Marshal(tv); err == nil {
-			forms = append(forms, string(b[1:len(b)-1]))
-		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if enc.Encode(tv) == nil {
-			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-			forms = append(forms, string(b[1:len(b)-1]))
-			// JSON writers that escape every non-ASCII character
-			// (Python's json.dumps by default): \u00e4, in both cases.
-			if a := asciiEscaped(string(b[1 : len(b)-1])); a != string(b[1:len(b)-1]) {
-				forms = append(forms, a, upperEscapes(a))
-			}
-		}
-		for _, f := range forms {
-			if len(f) >= MinLen {
-				out = append(out, []byte(f))
-			}
+		for _, f := range Forms(tv) {
+			out = append(out, []byte(f))
 		}
 	case float64:
 		if s := strconv.FormatFloat(tv, 'f', -1, 64); len(s) >= MinLen {
@@ -321,43 +311,4 @@ func (r *Redactor) cutTail(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// asciiEscaped is JSON string content with every non-ASCII character as a
-// \uXXXX escape (lower-case hex; UTF-16 surrogate pairs above U+FFFF).
-func asciiEscaped(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r < utf8.RuneSelf:
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			r1, r2 := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
-}
-
-// upperEscapes is asciiEscaped's text with upper-case hex digits in its
-// \u escapes (other writers' choice); other escape pairs are kept as they
-// are.
-func upperEscapes(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		if s[i+1] == 'u' && i+6 <= len(s) {
-			b.WriteString("\\u" + strings.ToUpper(s[i+2:i+6]))
-			i += 5
-			continue
-		}
-		b.WriteString(s[i : i+2])
-		i++
-	}
-	return b.String()
 }
