@@ -47,8 +47,8 @@ func Secrets(out [][]byte, values [][]byte) ([][]byte, error) {
 //
 //   - raw;
 //   - JSON string content, as encoding/json writes it (HTML-escaped or not)
-//     and as other writers do: "/" as `\/` (PHP), <, >, &, ' and " as
-//     \u00XX, every non-ASCII character as \uXXXX (Python), in lower- and
+//     and as other writers do: "/" as `\/` (PHP) or \u002F, <, >, &, ' and
+//     " as \u00XX, controls as \u00XX rather than \n, every non-ASCII character as \uXXXX (Python), in lower- and
 //     upper-case hex, in every combination;
 //   - URL-escaped: query escaping (+ for space) and path escaping (%20),
 //     in upper- and lower-case hex;
@@ -75,13 +75,14 @@ func Forms(s string) []string {
 
 // JSON escaping choices, combined in jsonForms.
 const (
-	jsonSlash  = 1 << iota // "/" as `\/`
-	jsonHTML               // <, >, & as \u00XX
-	jsonQuote              // ' and " as \u00XX
-	jsonASCII              // non-ASCII as \uXXXX
-	jsonUpper              // upper-case hex in \u escapes
-	jsonShortC             // controls as \u00XX even where \n, \t... exist
-	jsonAll    = 1<<iota - 1
+	jsonSlash    = 1 << iota // "/" as `\/`
+	jsonHTML                 // <, >, & as \u00XX
+	jsonQuote                // ' and " as \u00XX
+	jsonASCII                // non-ASCII as \uXXXX
+	jsonUpper                // upper-case hex in \u escapes
+	jsonShortC               // controls as \u00XX even where \n, \t... exist
+	jsonHexSlash             // "/" as \u002F (before jsonSlash)
+	jsonAll      = 1<<iota - 1
 )
 
 func jsonForms(s string) []string {
@@ -121,6 +122,8 @@ func jsonEscape(s string, mode int) string {
 			hex(r)
 		case r == '"':
 			b.WriteString(`\"`)
+		case r == '/' && mode&jsonHexSlash != 0:
+			hex(r)
 		case r == '/' && mode&jsonSlash != 0:
 			b.WriteString(`\/`)
 		case (r == '<' || r == '>' || r == '&') && mode&jsonHTML != 0:

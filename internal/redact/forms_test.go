@@ -27,6 +27,7 @@ var EncodedForms = []EncodedForm{
 	{"json escaped slash", func(s string) string { return strings.ReplaceAll(jsonContent(s), "/", `\/`) }},
 	{"json \\u00xx", func(s string) string { return uEscape(s, "\\u%04x") }},
 	{"json \\u00XX", func(s string) string { return uEscape(s, "\\u%04X") }},
+	{"json \\u002F", func(s string) string { return strings.ReplaceAll(jsonContent(s), "/", `\u002F`) }},
 	{"json go", func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }},
 	{"url query", url.QueryEscape},
 	{"url path", url.PathEscape},
