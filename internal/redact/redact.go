@@ -91,6 +91,12 @@ type Redactor struct {
 	needles [][]byte  // longest first, distinct
 	first   [256]bool // first bytes of the needles
 	firsts  []byte    // the same, as a list
+	// byFirst holds, per first byte, the needles that start with it
+	// (longest first), and pairs the first two bytes of every needle: a
+	// secret has many forms (Forms), and most positions of a text where
+	// one could start are ruled out by these before any comparison.
+	byFirst [256][][]byte
+	pairs   [1 << 16 / 64]uint64
 }
 
 // New returns a Redactor for needles (usually built with Needles), or nil
@@ -118,6 +124,9 @@ func New(needles [][]byte) *Redactor {
 			r.first[n[0]] = true
 			r.firsts = append(r.firsts, n[0])
 		}
+		r.byFirst[n[0]] = append(r.byFirst[n[0]], n)
+		pair := int(n[0])<<8 | int(n[1]) // MinLen >= 2
+		r.pairs[pair/64] |= 1 << (pair % 64)
 	}
 	return r
 }
@@ -135,7 +144,13 @@ func (r *Redactor) next(p []byte) int {
 		return best
 	}
 	for i, c := range p {
-		if r.first[c] {
+		if !r.first[c] {
+			continue
+		}
+		if i+1 == len(p) {
+			return i
+		}
+		if pair := int(c)<<8 | int(p[i+1]); r.pairs[pair/64]&(1<<(pair%64)) != 0 {
 			return i
 		}
 	}
@@ -177,7 +192,12 @@ func (r *Redactor) match(p []byte, final bool) int {
 	if len(p) == 0 || !r.first[p[0]] {
 		return 0
 	}
-	for _, n := range r.needles {
+	if len(p) >= 2 {
+		if pair := int(p[0])<<8 | int(p[1]); r.pairs[pair/64]&(1<<(pair%64)) == 0 {
+			return 0
+		}
+	}
+	for _, n := range r.byFirst[p[0]] {
 		if len(n) <= len(p) {
 			if bytes.HasPrefix(p, n) {
 				return len(n)
