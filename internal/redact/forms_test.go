@@ -27,7 +27,6 @@ var EncodedForms = []EncodedForm{
 	{"json escaped slash", func(s string) string { return strings.ReplaceAll(jsonContent(s), "/", `\/`) }},
 	{"json \\u00xx", func(s string) string { return uEscape(s, "\\u%04x") }},
 	{"json \\u00XX", func(s string) string { return uEscape(s, "\\u%04X") }},
-	{"json \\u002F", func(s string) string { return strings.ReplaceAll(jsonContent(s), "/", `\u002F`) }},
 	{"json go", func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }},
 	{"url query", url.QueryEscape},
 	{"url path", url.PathEscape},
@@ -58,7 +57,7 @@ func jsonContent(s string) string {
 }
 
 // uEscape writes the characters JSON writers may \u-escape (HTML specials,
-// quotes, controls, non-ASCII) as format says.
+// quotes, "/", controls, non-ASCII) as format says.
 func uEscape(s string, format string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -68,7 +67,7 @@ func uEscape(s string, format string) string {
 			b.WriteString(fmt.Sprintf(format, r1) + fmt.Sprintf(format, r2))
 		case r == '\\':
 			b.WriteString(`\\`)
-		case r < 0x20 || r >= 0x80 || strings.ContainsRune(`<>&'"`, r):
+		case r < 0x20 || r >= 0x80 || strings.ContainsRune(`<>&'"/`, r):
 			b.WriteString(fmt.Sprintf(format, r))
 		default:
 			b.WriteRune(r)
