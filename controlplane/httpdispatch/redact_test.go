@@ -85,6 +85,10 @@ func authorization(r *http.Request) []string { return []string{r.Header.Get("Aut
 // gets none of it into the observation or the log.
 func TestCredentialEchoedEncoded(t *testing.T) {
 	const token = "tok/en+0123456789=="
+	tokens, _ := startRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"access_token":"oauth/access+token-0123==","token_type":"Bearer","expires_in":3600}`)
+	})
 	creds := []struct {
 		name string
 		cred Credential
@@ -100,6 +104,10 @@ func TestCredentialEchoedEncoded(t *testing.T) {
 		{"header", vault.Header{Name: "X-Api-Key", Value: "k/ey-0123456789"}, func(r *http.Request) []string {
 			return []string{r.Header.Get("X-Api-Key")}
 		}},
+		{"oauth2 access token", &vault.OAuth2ClientCredentials{TokenURL: tokens.URL + "/token", ClientID: "latch", ClientSecret: "client/secret-0123"},
+			func(r *http.Request) []string {
+				return append(authorization(r), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+			}},
 		{"sigv4 session token", vault.SigV4{AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
 			SessionToken: "FwoGZXIvYXdzEJr//////////wEaDH+abc/def==", Region: "us-east-1", Service: "execute-api"},
 			func(r *http.Request) []string {
