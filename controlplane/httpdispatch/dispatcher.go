@@ -501,8 +501,9 @@ func appliedSecrets(h http.Header, credHeaders []string) [][]byte {
 }
 
 // redactedError is err with the credential's secrets replaced in its text;
-// errors.Is and errors.As still see err. Every error the dispatcher
-// returns for a call with a credential is one, so a transport or token
+// errors.Is and errors.As still see err. Every error an attempt with a
+// credential returns is one (prepare's own messages quote no value, and
+// the probe Apply's is redacted in place), so a transport or token
 // endpoint message that quotes a secret is never stored in a reason or
 // logged.
 type redactedError struct {
