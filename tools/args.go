@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/latchhq/latch/internal/redact"
 )
 
 // MaxArgumentsSize is the largest arguments object PrepareArguments accepts.
@@ -211,7 +213,13 @@ func (t *Tool) hideSecrets(msg string, args map[string]any) string {
 		if err != nil || str == "" {
 			continue
 		}
-		for _, form := range []string{fmt.Sprintf("%q", str), fmt.Sprintf("%v", v), str} {
+		// Go's quoting and printing, then every form package redact looks
+		// for (JSON-, URL-, HTML-escaped, base64), longest first; the bare
+		// value last and at any length: the message is short and the
+		// agent's own, so nothing is lost by hiding a short value too.
+		forms := append([]string{fmt.Sprintf("%q", str), fmt.Sprintf("%v", v)}, redact.Forms(str)...)
+		sort.SliceStable(forms, func(i, j int) bool { return len(forms[i]) > len(forms[j]) })
+		for _, form := range append(forms, str) {
 			if form != "" {
 				msg = strings.ReplaceAll(msg, form, "[secret]")
 			}

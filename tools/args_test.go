@@ -228,3 +228,16 @@ tools:
 		t.Fatalf("PrepareArguments = %v; want an error naming argument token without its value", err)
 	}
 }
+
+// TestHideSecretsEncodedForms: a validation message quoting a secret
+// argument in an encoded form (JSON's `\/`, base64, URL, HTML) hides it too.
+func TestHideSecretsEncodedForms(t *testing.T) {
+	tool := &Tool{Fingerprint: Fingerprint{Secret: []string{"token"}}}
+	args := map[string]any{"token": "a/b-secret-123"}
+	for _, form := range []string{`a\/b-secret-123`, "YS9iLXNlY3JldC0xMjM=", "a%2Fb-secret-123", "a&#x2F;b-secret-123", `"a/b-secret-123"`} {
+		msg := "argument token: " + form + " does not match"
+		if got := tool.hideSecrets(msg, args); got != "argument token: [secret] does not match" {
+			t.Errorf("hideSecrets(%q) = %q, want the value hidden", msg, got)
+		}
+	}
+}

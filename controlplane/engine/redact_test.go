@@ -67,3 +67,41 @@ func TestRedactAttempt(t *testing.T) {
 		t.Errorf("without secrets in memory the result was rewritten")
 	}
 }
+
+// TestRedactAttemptEncodedForms: a secret argument with a "/" echoed in any
+// encoded form (JSON's `\/`, \u00XX in either case, URL, base64, HTML
+// entities) is gone from every stored surface: body, header values, summary,
+// signal and reason.
+func TestRedactAttemptEncodedForms(t *testing.T) {
+	h := newHarness(t, "", nil)
+	x := &recordv1.Execution{Id: "act_f", Tool: "pay"}
+	const secret = "a/b-secret-123"
+	forms := map[string]string{
+		"raw":            secret,
+		"json \\/":       `a\/b-secret-123`,
+		"json \\u002f":   `a\u002fb-secret-123`,
+		"json \\u002F":   `a\u002Fb-secret-123`,
+		"url query":      "a%2Fb-secret-123",
+		"url lower":      "a%2fb-secret-123",
+		"base64 std":     "YS9iLXNlY3JldC0xMjM=",
+		"base64 raw url": "YS9iLXNlY3JldC0xMjM",
+		"html hex":       "a&#x2F;b-secret-123",
+		"html decimal":   "a&#47;b-secret-123",
+	}
+	h.e.secrets[x.GetId()] = map[string]any{"amount": 1.0, "secret_memo": secret}
+	for name, enc := range forms {
+		t.Run(name, func(t *testing.T) {
+			in := &recordv1.Result{Status: 200, Headers: map[string]string{"X-Echo": "v=" + enc}, Body: []byte(`{"echo":"` + enc + `"}`),
+				Summary: "printed " + enc, Signal: enc}
+			got := h.e.redactAttempt(x, Attempt{Class: Observed, Result: in, Reason: "failed: " + enc})
+			for surface, v := range map[string]string{
+				"body": string(got.Result.GetBody()), "header": got.Result.GetHeaders()["X-Echo"],
+				"summary": got.Result.GetSummary(), "signal": got.Result.GetSignal(), "reason": got.Reason,
+			} {
+				if strings.Contains(v, enc) || !strings.Contains(v, redactedMark) {
+					t.Errorf("%s = %q, want the %s form %q redacted", surface, v, name, enc)
+				}
+			}
+		})
+	}
+}

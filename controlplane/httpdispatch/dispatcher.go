@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/redact"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"
 )
@@ -55,7 +56,12 @@ type Credential interface {
 	// Headers names the headers Apply sets: templates may not set them,
 	// results never keep them.
 	Headers() []string
-	// Secrets are redacted from stored results.
+	// Secrets are the values Apply may put on the wire (a token, a
+	// password and the "user:pass" it encodes, a session token, an access
+	// token it fetched). They are redacted, in every form package redact
+	// knows, from the observation (body and headers) and from the errors;
+	// it is asked again after each Apply. A value shorter than
+	// redact.MinLen cannot be redacted, and the call is refused.
 	Secrets() [][]byte
 }
 
@@ -314,10 +320,13 @@ func invalid(format string, args ...any) error {
 
 // prepared is a validated call, ready to be turned into requests.
 type prepared struct {
-	url     *url.URL
-	header  http.Header
-	secrets [][]byte
-	cred    Credential
+	url    *url.URL
+	header http.Header
+	// red redacts the credential's secrets as known after the probe Apply
+	// (nil without a credential); each attempt builds its own after its
+	// Apply.
+	red  *redact.Redactor
+	cred Credential
 	// credHeaders are the credential's header names, stripped from results.
 	credHeaders []string
 	idemHeader  string
@@ -349,7 +358,10 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		}
 	}
 	if c.Credential != nil {
-		p.cred, p.secrets = c.Credential, c.Credential.Secrets()
+		p.cred = c.Credential
+		if p.red, err = credentialRedactor(c.Credential); err != nil {
+			return nil, invalid("%v", err)
+		}
 		for _, h := range c.Credential.Headers() {
 			ck := http.CanonicalHeaderKey(h)
 			if !validToken(h) || reservedRequest(ck) {
@@ -391,7 +403,13 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 	pu := *u
 	probe := &http.Request{Method: c.Method, URL: &pu, Header: p.header.Clone(), Body: io.NopCloser(bytes.NewReader(c.Body))}
 	if err := present(p.cred, probe, c.Body); err != nil {
-		return nil, invalid("%v", err)
+		return nil, invalid("%s", p.red.String(err.Error()))
+	}
+	if p.cred != nil {
+		// The probe may have fetched a token (oauth2_client_credentials).
+		if p.red, err = credentialRedactor(p.cred); err != nil {
+			return nil, invalid("%v", err)
+		}
 	}
 	return p, nil
 }
@@ -450,6 +468,61 @@ func present(cred Credential, req *http.Request, body []byte) error {
 	return err
 }
 
+// credentialRedactor is the redactor of cred's secrets and of applied (what
+// Apply put on the request, appliedSecrets), in every form; an error when
+// one is too short to be redacted (the call is then refused).
+func credentialRedactor(cred Credential, applied ...[]byte) (*redact.Redactor, error) {
+	needles, err := redact.Secrets(nil, append(cred.Secrets(), applied...))
+	if err != nil {
+		return nil, fmt.Errorf("the credential cannot be redacted from results, so it is not presented: %w", err)
+	}
+	return redact.New(needles), nil
+}
+
+// appliedSecrets are the secret values a credential's Apply set in h beyond
+// its Secrets: the whole Authorization header value when the credential
+// sets it ("Bearer <token>", "Basic <pair>", a SigV4 "AWS4-HMAC-SHA256
+// Credential=..., Signature=<hex>"), and a signature in it alone (S3's
+// SignatureDoesNotMatch answer quotes the signature provided; it is valid
+// for that request for minutes).
+func appliedSecrets(h http.Header, credHeaders []string) [][]byte {
+	if !slices.Contains(credHeaders, "Authorization") {
+		return nil
+	}
+	var out [][]byte
+	for _, v := range h.Values("Authorization") {
+		out = append(out, []byte(v))
+		if _, sig, ok := strings.Cut(v, "Signature="); ok {
+			sig, _, _ = strings.Cut(sig, ",")
+			out = append(out, []byte(strings.TrimSpace(sig)))
+		}
+	}
+	return out
+}
+
+// redactedError is err with the credential's secrets replaced in its text;
+// errors.Is and errors.As still see err. Every error an attempt with a
+// credential returns is one (prepare's own messages quote no value, and
+// the probe Apply's is redacted in place), so a transport or token
+// endpoint message that quotes a secret is never stored in a reason or
+// logged.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactError wraps err as a redactedError when red has something to
+// redact.
+func redactError(red *redact.Redactor, err error) error {
+	if err == nil || red.Empty() {
+		return err
+	}
+	return &redactedError{msg: red.String(err.Error()), err: err}
+}
+
 // failClass is how an attempt failed.
 type failClass int
 
@@ -467,7 +540,7 @@ type failure struct {
 func (d *Dispatcher) exchange(ctx context.Context, c Call, send bool) (*Observation, error) {
 	p, err := d.prepare(c, send)
 	if err != nil {
-		return nil, err
+		return nil, err // prepare's messages never quote a secret (or are redacted)
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -574,9 +647,27 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 	}).WithContext(httptrace.WithClientTrace(ctx, trace))
 	tracing.InjectHeader(ctx, req.Header) // W3C traceparent of the dispatch span, when traced
 	if err := present(p.cred, req, c.Body); err != nil {
-		return nil, &failure{class: notSent, err: invalid("target %q: the credential could not be presented: %v", c.Target.Name, err)}
+		return nil, &failure{class: notSent, err: redactError(p.red, invalid("target %q: the credential could not be presented: %v", c.Target.Name, err))}
 	}
+	red := p.red
+	if p.cred != nil {
+		// Asked again after Apply: a kind that fetched a token for this
+		// request (oauth2_client_credentials) names it now.
+		var err error
+		if red, err = credentialRedactor(p.cred, appliedSecrets(req.Header, p.credHeaders)...); err != nil {
+			return nil, &failure{class: notSent, err: redactError(p.red, invalid("target %q: %v", c.Target.Name, err))}
+		}
+	}
+	obs, f := d.roundTrip(tr, req, tk, c, p, red)
+	if f != nil {
+		f.err = redactError(red, f.err)
+	}
+	return obs, f
+}
 
+// roundTrip sends req and reads the answer into an Observation redacted
+// with red.
+func (d *Dispatcher) roundTrip(tr *http.Transport, req *http.Request, tk *tracker, c Call, p *prepared, red *redact.Redactor) (*Observation, *failure) {
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		switch {
@@ -599,18 +690,15 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 			ErrOutcomeUnknown, c.Target.Name, resp.StatusCode, err)}
 	}
 	obs := &Observation{Status: resp.StatusCode, Headers: make(map[string]string), Truncated: truncated}
-	if p.cred != nil {
-		// Asked again after Apply: a kind that fetched a token for this
-		// request (oauth2_client_credentials) names it now.
-		p.secrets = p.cred.Secrets()
-	}
 	for k, vs := range resp.Header {
 		if !(d.keep[k] || k == p.idemHeader) || neverStored[k] || slices.Contains(p.credHeaders, k) || len(vs) == 0 {
 			continue
 		}
-		obs.Headers[k] = string(redact([]byte(strings.Join(vs, ", ")), p.secrets, false))
+		obs.Headers[k] = red.String(strings.Join(vs, ", "))
 	}
-	obs.Body = redact(body, p.secrets, truncated)
+	// A truncated body never ends in the start of a secret (redact.Bytes
+	// with cut).
+	obs.Body = red.Bytes(body, truncated)
 	return obs, nil
 }
 
@@ -624,34 +712,6 @@ func readCapped(r io.Reader, max int64) ([]byte, bool, error) {
 		return b[:max], true, nil
 	}
 	return b, false, nil
-}
-
-// minRedact is the shortest secret that is redacted from observations;
-// shorter strings would match ordinary text.
-const minRedact = 8
-
-var redacted = []byte("[REDACTED]")
-
-// redact replaces every occurrence of a secret in b, and, when b was cut
-// short, a secret's prefix that b ends with.
-func redact(b []byte, secrets [][]byte, cut bool) []byte {
-	for _, s := range secrets {
-		if len(s) < minRedact {
-			continue
-		}
-		if bytes.Contains(b, s) {
-			b = bytes.ReplaceAll(b, s, redacted)
-		}
-		if cut {
-			for k := len(s) - 1; k >= minRedact/2; k-- {
-				if bytes.HasSuffix(b, s[:k]) {
-					b = b[:len(b)-k]
-					break
-				}
-			}
-		}
-	}
-	return b
 }
 
 // validToken reports whether s is an RFC 9110 token (header names, methods).

@@ -75,8 +75,14 @@
 // through Apply. The dispatcher knows no kind by name. A credential is never
 // logged, and never kept in an Observation: Authorization,
 // Proxy-Authorization, Cookie, Set-Cookie and the credential's headers are
-// never stored, and occurrences of the secret (8 bytes or longer) in the
-// stored headers and body are replaced with "[REDACTED]". Only method,
+// never stored, and the credential's secrets (its Secrets after each Apply,
+// and the Authorization value Apply set) are replaced with "[REDACTED]" in
+// the stored headers and body and in the text of every error, in every form
+// package internal/redact knows (JSON-, URL- and HTML-escaped, base64); a
+// truncated body never ends in the start of one. That is the one redactor
+// the engine and the host agent use too. A credential value shorter than
+// redact.MinLen bytes cannot be redacted and is refused (ErrInvalidCall),
+// never sent. Only method,
 // target, execution ID and status are logged; path, query, headers and
 // bodies may carry arguments the catalog marks secret.
 package httpdispatch

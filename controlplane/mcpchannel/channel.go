@@ -1,7 +1,6 @@
 package mcpchannel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -318,32 +317,21 @@ func (c *Channel) result(u *upstream, res *mcp.CallToolResult) *recordv1.Result 
 	var summary string
 	for _, b := range res.Content {
 		if t, ok := b.(*mcp.TextContent); ok {
-			summary = clip(c.scrub(u, []byte(t.Text)), 200)
+			summary = clip(u.scrub([]byte(t.Text)), 200)
 			break
 		}
 	}
 	return &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT, Body: body, BodyTruncated: cut, Summary: summary}
 }
 
-// capBody redacts the upstream's credential from body and cuts it at
-// MaxResult.
+// capBody redacts the upstream's credential from body (a JSON document,
+// which stays one: redact.JSON) and cuts it at MaxResult.
 func (c *Channel) capBody(u *upstream, body []byte) ([]byte, bool) {
-	body = []byte(c.scrub(u, body))
+	body = []byte(u.redactor().JSON(string(body)))
 	if len(body) <= c.cfg.MaxResult {
 		return body, false
 	}
 	return body[:c.cfg.MaxResult], true
-}
-
-// scrub replaces the upstream credential's secrets (an upstream may echo the
-// token it was given) with [REDACTED].
-func (c *Channel) scrub(u *upstream, b []byte) string {
-	for _, s := range u.secrets() {
-		if len(s) >= 4 {
-			b = bytes.ReplaceAll(b, s, []byte("[REDACTED]"))
-		}
-	}
-	return string(b)
 }
 
 func clip(s string, n int) string {

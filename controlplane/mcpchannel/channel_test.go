@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/internal/redact"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -70,7 +71,7 @@ func TestExecutionIDIn(t *testing.T) {
 // TestClassify walks the failure classes of the package doc.
 func TestClassify(t *testing.T) {
 	c := newTestChannel(t, Config{MaxResult: 64})
-	u := &upstream{c: c, spec: tools.Upstream{Name: "up"}, secret: [][]byte{[]byte("tok-secret")}}
+	u := &upstream{c: c, spec: tools.Upstream{Name: "up"}, red: redact.New([][]byte{[]byte("tok-secret")})}
 	call := engine.Call{Tool: &tools.Tool{UpstreamTool: "t"}}
 	written, unsent := &attemptTrack{}, &attemptTrack{}
 	written.written.Store(true)

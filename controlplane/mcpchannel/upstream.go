@@ -26,6 +26,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/backoff"
+	"github.com/latchhq/latch/internal/redact"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -58,9 +59,9 @@ type upstream struct {
 	kick    chan struct{}        // wakes a backing-off supervisor (Bind)
 	missed  bool                 // the last Bind held tools because it was not reached
 	lastErr error
-	changed chan struct{} // closed and replaced whenever the state above changes
-	secret  [][]byte      // the credential's secrets, for redaction
-	handles []*procHandle // started stdio processes not yet reaped
+	changed chan struct{}    // closed and replaced whenever the state above changes
+	red     *redact.Redactor // the credential's secrets, in every form (setSecrets)
+	handles []*procHandle    // started stdio processes not yet reaped
 
 	tracksMu sync.Mutex
 	tracks   map[string][]*attemptTrack
@@ -389,7 +390,7 @@ func (u *upstream) logStderr(r io.Reader, pid int) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4096), 64<<10)
 	for sc.Scan() {
-		u.log.Debug("upstream stderr", "pid", pid, "line", clip(u.c.scrub(u, sc.Bytes()), 500))
+		u.log.Debug("upstream stderr", "pid", pid, "line", clip(u.scrub(sc.Bytes()), 500))
 	}
 	if errors.Is(sc.Err(), bufio.ErrTooLong) {
 		// Keep reading, or the upstream blocks writing to a full pipe.
@@ -512,10 +513,35 @@ func (u *upstream) applyCredential(req *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, ref, err)
 	}
+	// Checked before Apply, so a credential too short to be redacted is
+	// never sent; set again after it, when a kind that fetched a token
+	// (oauth2_client_credentials) names it.
+	if err := u.setSecrets(h.Secrets()); err != nil {
+		return err
+	}
+	if err := h.Apply(req); err != nil {
+		return errors.New(u.scrub([]byte(err.Error())))
+	}
+	applied := h.Secrets()
+	if slices.Contains(h.Headers(), "Authorization") {
+		applied = append(applied, []byte(req.Header.Get("Authorization")))
+	}
+	return u.setSecrets(applied)
+}
+
+// setSecrets makes values the credential's secrets redacted from results,
+// summaries and logs (package redact: every encoded form). A value too
+// short to be redacted is an error: the credential is not presented.
+func (u *upstream) setSecrets(values [][]byte) error {
+	needles, err := redact.Secrets(nil, values)
+	if err != nil {
+		return fmt.Errorf("upstream %s: credential %s cannot be redacted from results, so it is not presented: %w", u.spec.Name, u.spec.Credential, err)
+	}
+	red := redact.New(needles)
 	u.mu.Lock()
-	u.secret = h.Secrets()
+	u.red = red
 	u.mu.Unlock()
-	return h.Apply(req)
+	return nil
 }
 
 func (u *upstream) getCredential() (vault.Credential, error) {
@@ -548,17 +574,23 @@ func (u *upstream) credentialValue() (string, error) {
 	default:
 		return "", fmt.Errorf("upstream %s: credential %s is %s; a stdio upstream's credential_env takes a bearer or header credential", u.spec.Name, u.spec.Credential, v.Kind)
 	}
-	u.mu.Lock()
-	u.secret = [][]byte{[]byte(s)}
-	u.mu.Unlock()
+	if err := u.setSecrets([][]byte{[]byte(s)}); err != nil {
+		return "", err
+	}
 	return s, nil
 }
 
-func (u *upstream) secrets() [][]byte {
+// redactor is the redactor of the credential's secrets (nil before one was
+// presented, or without one).
+func (u *upstream) redactor() *redact.Redactor {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.secret
+	return u.red
 }
+
+// scrub replaces the upstream credential's secrets (an upstream may echo the
+// token it was given) with [REDACTED], in every form package redact knows.
+func (u *upstream) scrub(b []byte) string { return string(u.redactor().Bytes(b, false)) }
 
 var metaNeedle = []byte(`"` + MetaExecutionID + `":"`)
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/latchhq/latch/internal/redact"
 )
 
 // Kind says how a credential is presented to a target.
@@ -191,6 +193,23 @@ func (c Credential) Validate() error {
 	}
 	if len(bad) > 0 {
 		return invalidf("%s credential must not set %v", c.Kind, bad)
+	}
+	return c.validateRedactable()
+}
+
+// validateRedactable refuses a secret field too short to be redacted from
+// results (package redact: shorter than redact.MinLen bytes, or inside its
+// mark): a target echoing it would get it stored. The dispatcher refuses
+// to present one too; this says so when it is stored. An empty basic
+// password carries nothing and is allowed.
+func (c Credential) validateRedactable() error {
+	for _, f := range []struct {
+		name string
+		v    string
+	}{{"Token", c.Token}, {"Password", c.Password}, {"Value", c.Value}, {"SecretAccessKey", c.SecretAccessKey}, {"SessionToken", c.SessionToken}, {"ClientSecret", c.ClientSecret}} {
+		if _, err := redact.Secrets(nil, [][]byte{[]byte(f.v)}); err != nil {
+			return invalidf("%s credential's %s is too short to be redacted from results (at least %d bytes)", c.Kind, f.name, redact.MinLen)
+		}
 	}
 	return nil
 }

@@ -124,8 +124,14 @@ func (b Basic) encoded() string {
 // Headers is Authorization.
 func (Basic) Headers() []string { return []string{"Authorization"} }
 
-// Secrets are the password and the encoded pair.
-func (b Basic) Secrets() [][]byte { return [][]byte{[]byte(b.Password), []byte(b.encoded())} }
+// Secrets are the password, the "user:pass" pair it is sent as and that
+// pair encoded (the redactor derives the pair's other encodings).
+func (b Basic) Secrets() [][]byte {
+	if b.Password == "" {
+		return [][]byte{[]byte(b.encoded())}
+	}
+	return [][]byte{[]byte(b.Password), []byte(b.Username + ":" + b.Password), []byte(b.encoded())}
+}
 
 // String never shows the password.
 func (Basic) String() string { return "vault.Basic{" + redacted + "}" }

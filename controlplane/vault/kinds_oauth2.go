@@ -163,9 +163,11 @@ func (o *OAuth2ClientCredentials) Apply(r *http.Request) error {
 // Headers is Authorization.
 func (*OAuth2ClientCredentials) Headers() []string { return []string{"Authorization"} }
 
-// Secrets are the client secret and the current and previous access tokens.
+// Secrets are the client secret (alone and as the "id:secret" pair basic
+// authentication to the token endpoint sends) and the current and previous
+// access tokens.
 func (o *OAuth2ClientCredentials) Secrets() [][]byte {
-	out := [][]byte{[]byte(o.ClientSecret)}
+	out := [][]byte{[]byte(o.ClientSecret), []byte(o.ClientID + ":" + o.ClientSecret)}
 	if o.cache == nil {
 		return out
 	}

@@ -66,7 +66,9 @@ func (s SigV4) Apply(r *http.Request) error {
 // Headers are the signature's headers.
 func (SigV4) Headers() []string { return sigv4Headers }
 
-// Secrets are the secret access key and the session token.
+// Secrets are the secret access key and the session token (sent as
+// X-Amz-Security-Token). The signature is one request's; the dispatcher
+// redacts the Authorization header it is in, and the signature alone.
 func (s SigV4) Secrets() [][]byte {
 	out := [][]byte{[]byte(s.SecretAccessKey)}
 	if s.SessionToken != "" {

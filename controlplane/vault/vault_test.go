@@ -105,7 +105,7 @@ func TestWrongPassphrase(t *testing.T) {
 
 func TestLockedDenies(t *testing.T) {
 	v, _, _ := newUnlocked(t, "pass")
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "t"}); err != nil {
+	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
 		t.Fatalf("Put() = %v", err)
 	}
 	v.Lock()
@@ -115,7 +115,7 @@ func TestLockedDenies(t *testing.T) {
 	}{
 		{"Get", func() error { _, err := v.Get("a"); return err }},
 		{"Get missing", func() error { _, err := v.Get("zz"); return err }},
-		{"Put", func() error { return v.Put("b", Credential{Kind: KindBearer, Token: "t"}) }},
+		{"Put", func() error { return v.Put("b", Credential{Kind: KindBearer, Token: "tok-0"}) }},
 		{"Delete", func() error { return v.Delete("a") }},
 		{"DeriveKey", func() error { _, err := v.DeriveKey("fingerprint", 32); return err }},
 	}
@@ -145,7 +145,7 @@ func TestUninitialized(t *testing.T) {
 	if err := v.UnlockWithKeyFile(filepath.Join(t.TempDir(), "key")); !errors.Is(err, ErrNotInitialized) {
 		t.Errorf("UnlockWithKeyFile() = %v, want ErrNotInitialized", err)
 	}
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "t"}); !errors.Is(err, ErrLocked) {
+	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); !errors.Is(err, ErrLocked) {
 		t.Errorf("Put() = %v, want ErrLocked", err)
 	}
 	if names, err := v.List(); err != nil || len(names) != 0 {
@@ -576,7 +576,7 @@ func TestNames(t *testing.T) {
 	v, _, _ := newUnlocked(t, "pass")
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%q", tc.name), func(t *testing.T) {
-			err := v.Put(tc.name, Credential{Kind: KindBearer, Token: "t"})
+			err := v.Put(tc.name, Credential{Kind: KindBearer, Token: "tok-0"})
 			if tc.ok && err != nil {
 				t.Errorf("Put(%q) = %v, want nil", tc.name, err)
 			}
@@ -730,7 +730,7 @@ func TestConcurrentLockUnlock(t *testing.T) {
 
 func BenchmarkGet(b *testing.B) {
 	v, _, _ := newUnlocked(b, "pass")
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok"}); err != nil {
+	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
@@ -743,7 +743,7 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkPut(b *testing.B) {
 	v, _, _ := newUnlocked(b, "pass")
 	for b.Loop() {
-		if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok"}); err != nil {
+		if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
 			b.Fatal(err)
 		}
 	}

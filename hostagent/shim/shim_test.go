@@ -101,3 +101,21 @@ func TestSpecRedactorOnlyNamedEntries(t *testing.T) {
 		t.Error("a spec naming no secret env has a redactor")
 	}
 }
+
+// TestCopyCappedRedactsEncodedForms: the output copy the host keeps has a
+// secret env value printed in any encoded form (JSON's `\/`, \u002F,
+// URL-escaped, base64, HTML entities) replaced, also over one-byte reads.
+func TestCopyCappedRedactsEncodedForms(t *testing.T) {
+	const secret = "a/b-secret-123"
+	red := (&Spec{Env: []string{"TOKEN=" + secret}, SecretEnv: []string{"TOKEN"}}).Redactor()
+	for _, enc := range []string{
+		secret, `a\/b-secret-123`, `a\u002Fb-secret-123`, "a%2Fb-secret-123",
+		"YS9iLXNlY3JldC0xMjM=", "YS9iLXNlY3JldC0xMjM", "a&#x2F;b-secret-123", "a&#47;b-secret-123",
+	} {
+		var out bytes.Buffer
+		res := copyCapped(&out, oneByteReader{strings.NewReader("x " + enc + " y\n")}, 1<<10, red)
+		if out.String() != "x [REDACTED] y\n" || res.truncated {
+			t.Errorf("copyCapped(%q) = %q %+v, want %q", enc, out.String(), res, "x [REDACTED] y\n")
+		}
+	}
+}

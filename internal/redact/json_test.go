@@ -2,6 +2,7 @@ package redact
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,7 +82,10 @@ func TestNeedlesASCIIEscaped(t *testing.T) {
 			t.Errorf("String(x=%s) = %s, want x=[REDACTED]", in, got)
 		}
 	}
-	if got := upperEscapes(`a\\u00e4\u00e4`); got != `a\\u00e4\u00E4` {
-		t.Errorf("upperEscapes kept an escaped backslash's u? got %s", got)
+	// Upper-case hex touches \u escapes only, never the text after an
+	// escaped backslash.
+	forms := Forms(`a\u00e4ä`)
+	if !slices.Contains(forms, `a\\u00e4\u00E4`) || slices.Contains(forms, `a\\u00E4\u00E4`) {
+		t.Errorf("Forms(%q) = %q, want a\\\\u00e4\\u00E4 and not a\\\\u00E4\\u00E4", `a\u00e4ä`, forms)
 	}
 }

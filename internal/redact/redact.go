@@ -2,22 +2,32 @@
 // body, a command's output) with "[REDACTED]", in one piece (Redactor.Bytes)
 // or as a stream (Writer), with the same result either way.
 //
-// Who imports it: the control plane's engine (results it stores) and the host
-// agent's shim (the output copy it keeps on the target host). It imports
-// nothing of either, so the host agent's import rule holds.
+// It is the one redactor: who imports it is the control plane's engine
+// (secret arguments, in the results it stores), the HTTP dispatcher and
+// the MCP channel (vault credentials, in observations, reasons and logs)
+// and the host agent's shim (the output copy it keeps on the target host).
+// It imports nothing of any of them, so the host agent's import rule holds.
 //
 // The rules, shared by both:
 //
 //   - every string leaf of a secret value is a needle (an object-valued
 //     secret is redacted field by field), and so are numbers; booleans and
 //     null carry nothing secret (Needles);
-//   - each needle is also looked for in the forms a target is likely to echo
-//     it in: JSON-escaped (with and without HTML escaping), URL query- and
-//     path-escaped;
-//   - needles shorter than MinLen bytes are left alone: they would match
-//     ordinary text, and a value that short is guessable anyway; a needle
-//     found inside Mark is dropped too (redacting would grow the text each
-//     time it is applied);
+//   - a credential's values (an HTTP credential's Secrets: a token, a
+//     password and its "user:pass" pair, a session token, an access token
+//     fetched) are needles too (Secrets);
+//   - each needle is also looked for in every form a target may echo it
+//     in (Forms): JSON-escaped in the ways JSON writers differ (`\/`,
+//     \u00XX in either case, \u-escaped non-ASCII), URL query- and
+//     path-escaped, base64 in both alphabets with and without padding (and
+//     inside a longer base64 text), HTML entities, named and numeric;
+//   - one minimum length, MinLen bytes: a shorter secret argument is left
+//     alone (it would match ordinary text, and a value that short is
+//     guessable anyway), and so is a needle found inside Mark (redacting
+//     would grow the text each time it is applied); a credential value
+//     that short cannot be redacted and is refused instead (Secrets
+//     returns ErrTooShort and the credential is never presented), so no
+//     credential is ever stored unredacted;
 //   - every byte of every occurrence of a needle is replaced: overlapping
 //     occurrences (of one needle, "abab" in "ababab", or of two, "xabc" and
 //     "abcdef" in "xabcdef") are replaced as one span by one Mark;
@@ -30,17 +40,15 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
-// MinLen is the shortest needle that is redacted.
+// MinLen is the shortest needle that is redacted, and the shortest
+// credential value that may be presented (Secrets). Four bytes: shorter
+// strings occur by chance in ordinary text (a 3-byte value would mangle a
+// body), and every real token, password or key is far longer.
 const MinLen = 4
 
 // Mark replaces a secret value.
@@ -55,26 +63,8 @@ func Needles(out [][]byte, v any) [][]byte {
 		if len(tv) < MinLen {
 			return out
 		}
-		forms := []string{tv, url.QueryEscape(tv), url.PathEscape(tv)}
-		if b, err := json.Marshal(tv); err == nil {
-			forms = append(forms, string(b[1:len(b)-1]))
-		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if enc.Encode(tv) == nil {
-			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-			forms = append(forms, string(b[1:len(b)-1]))
-			// JSON writers that escape every non-ASCII character
-			// (Python's json.dumps by default): \u00e4, in both cases.
-			if a := asciiEscaped(string(b[1 : len(b)-1])); a != string(b[1:len(b)-1]) {
-				forms = append(forms, a, upperEscapes(a))
-			}
-		}
-		for _, f := range forms {
-			if len(f) >= MinLen {
-				out = append(out, []byte(f))
-			}
+		for _, f := range Forms(tv) {
+			out = append(out, []byte(f))
 		}
 	case float64:
 		if s := strconv.FormatFloat(tv, 'f', -1, 64); len(s) >= MinLen {
@@ -101,6 +91,12 @@ type Redactor struct {
 	needles [][]byte  // longest first, distinct
 	first   [256]bool // first bytes of the needles
 	firsts  []byte    // the same, as a list
+	// byFirst holds, per first byte, the needles that start with it
+	// (longest first), and pairs the first two bytes of every needle: a
+	// secret has many forms (Forms), and most positions of a text where
+	// one could start are ruled out by these before any comparison.
+	byFirst [256][][]byte
+	pairs   [1 << 16 / 64]uint64
 }
 
 // New returns a Redactor for needles (usually built with Needles), or nil
@@ -128,6 +124,9 @@ func New(needles [][]byte) *Redactor {
 			r.first[n[0]] = true
 			r.firsts = append(r.firsts, n[0])
 		}
+		r.byFirst[n[0]] = append(r.byFirst[n[0]], n)
+		pair := int(n[0])<<8 | int(n[1]) // MinLen >= 2
+		r.pairs[pair/64] |= 1 << (pair % 64)
 	}
 	return r
 }
@@ -145,7 +144,13 @@ func (r *Redactor) next(p []byte) int {
 		return best
 	}
 	for i, c := range p {
-		if r.first[c] {
+		if !r.first[c] {
+			continue
+		}
+		if i+1 == len(p) {
+			return i
+		}
+		if pair := int(c)<<8 | int(p[i+1]); r.pairs[pair/64]&(1<<(pair%64)) != 0 {
 			return i
 		}
 	}
@@ -187,7 +192,12 @@ func (r *Redactor) match(p []byte, final bool) int {
 	if len(p) == 0 || !r.first[p[0]] {
 		return 0
 	}
-	for _, n := range r.needles {
+	if len(p) >= 2 {
+		if pair := int(p[0])<<8 | int(p[1]); r.pairs[pair/64]&(1<<(pair%64)) == 0 {
+			return 0
+		}
+	}
+	for _, n := range r.byFirst[p[0]] {
 		if len(n) <= len(p) {
 			if bytes.HasPrefix(p, n) {
 				return len(n)
@@ -321,43 +331,4 @@ func (r *Redactor) cutTail(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// asciiEscaped is JSON string content with every non-ASCII character as a
-// \uXXXX escape (lower-case hex; UTF-16 surrogate pairs above U+FFFF).
-func asciiEscaped(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r < utf8.RuneSelf:
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			r1, r2 := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
-		default:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		}
-	}
-	return b.String()
-}
-
-// upperEscapes is asciiEscaped's text with upper-case hex digits in its
-// \u escapes (other writers' choice); other escape pairs are kept as they
-// are.
-func upperEscapes(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		if s[i+1] == 'u' && i+6 <= len(s) {
-			b.WriteString("\\u" + strings.ToUpper(s[i+2:i+6]))
-			i += 5
-			continue
-		}
-		b.WriteString(s[i : i+2])
-		i++
-	}
-	return b.String()
 }

@@ -281,7 +281,7 @@ func FuzzWriterChunks(f *testing.F) {
 }
 
 // BenchmarkWriter streams 1 MiB of log-like text in 32 KiB writes (the
-// shim's read size) through a redactor of one secret's five forms, against
+// shim's read size) through a redactor of one secret's forms, against
 // the same stream with nothing to redact.
 func BenchmarkWriter(b *testing.B) {
 	line := []byte("2026-12-01T14:00:00Z INFO migrate: applied step 42 of 97 to table accounts (3 rows)\n")
