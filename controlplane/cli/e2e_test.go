@@ -262,6 +262,17 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "5. Did the second call attach") {
 		t.Errorf("exec explain (exit %d):\n%s", code, out)
 	}
+	out, code = runCLI(t, "exec", "explain", ids[0], "--json", "--data", data)
+	var rep struct {
+		ExecutionID string `json:"execution_id"`
+		Answers     []struct {
+			Question string   `json:"question"`
+			Lines    []string `json:"lines"`
+		} `json:"answers"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || rep.ExecutionID != ids[0] || len(rep.Answers) != 5 {
+		t.Errorf("exec explain --json (exit %d, %v) is not the report as JSON:\n%s", code, err, out)
+	}
 	if out, code := runCLI(t, "exec", "show", "act_nope", "--data", data); code != 1 || !strings.Contains(out, "not found") {
 		t.Errorf("exec show of an unknown id: exit %d: %s", code, out)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -58,7 +59,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "explain":
-		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object")
+		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the answers as {execution_id, headline, answers: [{question, lines}]}")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -80,6 +81,11 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 			return rpcError(err)
 		}
 		if sub == "explain" {
+			if *asJSON {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(explainpkg.Explain(got.GetExecution(), hist.GetEntries()))
+			}
 			explain(env.Stdout, got.GetExecution(), hist.GetEntries())
 			return nil
 		}

@@ -21,14 +21,16 @@ import (
 
 // Answer is one question and the sentences that answer it.
 type Answer struct {
-	Question string
-	Lines    []string
+	Question string   `json:"question"`
+	Lines    []string `json:"lines"`
 }
 
-// Report is an execution's headline and its five answers, in order.
+// Report is an execution's headline and its five answers, in order (the
+// shape of `latch exec explain --json`).
 type Report struct {
-	Headline string
-	Answers  []Answer
+	ExecutionID string   `json:"execution_id"`
+	Headline    string   `json:"headline"`
+	Answers     []Answer `json:"answers"`
 }
 
 // Questions are the five investigation questions, in order.
@@ -68,7 +70,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	if first == nil {
 		first = x.GetEvidence()
 	}
-	r := Report{Headline: fmt.Sprintf("%s: %s by %s, now %s", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))}
+	r := Report{ExecutionID: x.GetId(), Headline: fmt.Sprintf("%s: %s by %s, now %s", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))}
 	say := func(q int, format string, a ...any) {
 		for len(r.Answers) <= q {
 			r.Answers = append(r.Answers, Answer{Question: Questions[len(r.Answers)]})
