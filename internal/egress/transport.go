@@ -41,7 +41,9 @@ type Config struct {
 	DisableCompression bool
 	// WrapConn, when set, wraps every dialed connection (below TLS).
 	WrapConn func(net.Conn) net.Conn
-	// Timeout bounds a whole exchange of a client (NewClient; default 30s).
+	// Timeout bounds a whole exchange of a client (NewClient), reading
+	// the response body included; 0 is none: the request's context bounds
+	// it (a long-lived stream needs that).
 	Timeout time.Duration
 }
 
@@ -103,12 +105,12 @@ func NewTransport(cfg Config) *http.Transport {
 
 // NewClient returns a client over rt (nil: NewTransport(cfg)) that follows
 // redirects only as the package documentation says (CheckRedirect), with
-// cfg.Timeout (default 30s).
+// cfg.Timeout.
 func NewClient(cfg Config, rt http.RoundTripper) *http.Client {
 	if rt == nil {
 		rt = NewTransport(cfg)
 	}
-	return &http.Client{Transport: rt, CheckRedirect: CheckRedirect, Timeout: orDefault(cfg.Timeout, 30*time.Second)}
+	return &http.Client{Transport: rt, CheckRedirect: CheckRedirect, Timeout: cfg.Timeout}
 }
 
 // maxRedirects bounds the same-origin redirects one exchange follows.
