@@ -4,7 +4,10 @@
 // fetches all dial through it. It imports only the standard library, so the
 // control plane and the MCP front (which must not import the control plane)
 // can both use it. Any package of Latch may import it; a production package
-// that builds an http.Transport or http.Client of its own instead is a defect.
+// that builds an http.Transport or http.Client of its own instead is a
+// defect, and TestOnlyEgressBuildsClients fails on it (the latch CLI's demo
+// and bench commands, which talk to the local dev stack, are the listed
+// exceptions).
 //
 // # Address policy
 //
