@@ -59,7 +59,7 @@ import (
 //     argument schema validation (tools.PrepareArguments) ~4%; Badger
 //     commit work ~5%.
 //
-// The second pass (latch bench --profile and per-stage timers, README "Where
+// The second pass (latch bench --profile and per-stage timers, docs/contributing/benchmarks.md "Where
 // the time of an MCP call goes") found what the watermark wait cost: every
 // store read that missed the cache waited for the commit in flight, and at
 // c=1 the commit in flight was the previous call's delivered write. Fixed

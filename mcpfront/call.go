@@ -23,7 +23,7 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// MetaRun is the `_meta` key of a call's explicit intent scope (DESIGN §5).
+// MetaRun is the `_meta` key of a call's explicit intent scope (docs/design §5).
 const MetaRun = "latch/run"
 
 func sortedNames[V any](m map[string]V) []string {
@@ -85,16 +85,17 @@ var callResultSchema = json.RawMessage(`{
     "disposition": {"type": "string", "enum": ["new", "attached", "recovered", "rejected"], "description": "Whether this call made a new execution or attached to an identical earlier one."},
     "state": {"type": "string", "enum": ["accepted", "awaiting_approval", "authorized", "dispatched", "completed", "delivered", "outcome_unknown", "not_executed", "needs_review", "rejected", "cancelled"]},
     "outcome": {"type": "string", "enum": ["succeeded", "failed_at_target"]},
-    "target_status": {"type": "integer", "description": "HTTP status, or the command's exit status."},
+    "target_status": {"type": "integer", "description": "HTTP status, or the command's exit status; absent for an upstream tool's result (see result.answer)."},
     "dispatched_at": {"type": "string", "format": "date-time"},
     "result": {
       "type": "object",
       "description": "The target's stored answer.",
       "properties": {
+        "answer": {"type": "string", "enum": ["http_status", "process_exit", "upstream_tool_result", "script_marker"], "description": "What kind of answer the target gave."},
         "status": {"type": "integer"},
         "exit_code": {"type": "integer"},
         "signal": {"type": "string"},
-        "body": {"description": "The answer's body: JSON when the target sent JSON, else text."},
+        "body": {"type": ["object", "array", "string", "number", "boolean", "null"], "description": "The answer's body: JSON when the target sent JSON, else text."},
         "body_truncated": {"type": "boolean"},
         "summary": {"type": "string"}
       }
@@ -441,7 +442,7 @@ func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContex
 	return nil, waitErr
 }
 
-// CallResult is the structuredContent of every tool call (DESIGN §8).
+// CallResult is the structuredContent of every tool call (docs/design §8).
 type CallResult struct {
 	ExecutionID  string      `json:"execution_id"`
 	Disposition  string      `json:"disposition"`
@@ -455,12 +456,37 @@ type CallResult struct {
 
 // ResultView is a stored target answer as the model sees it.
 type ResultView struct {
+	// Answer is the kind of answer (answerNames): "http_status",
+	// "process_exit", "upstream_tool_result" or "script_marker".
+	Answer        string `json:"answer,omitempty"`
 	Status        int32  `json:"status,omitempty"`
 	ExitCode      *int32 `json:"exit_code,omitempty"`
 	Signal        string `json:"signal,omitempty"`
 	Body          any    `json:"body,omitempty"`
 	BodyTruncated bool   `json:"body_truncated,omitempty"`
 	Summary       string `json:"summary,omitempty"`
+
+	kind recordv1.AnswerKind
+}
+
+// answerKind is the view's kind of answer; a view made without one (by
+// hand) is a process's exit when it carries one, else a status.
+func (v *ResultView) answerKind() recordv1.AnswerKind {
+	switch {
+	case v.kind != recordv1.AnswerKind_ANSWER_KIND_UNSPECIFIED:
+		return v.kind
+	case v.ExitCode != nil || v.Signal != "":
+		return recordv1.AnswerKind_ANSWER_KIND_PROCESS
+	}
+	return recordv1.AnswerKind_ANSWER_KIND_STATUS
+}
+
+// answerNames are ResultView.Answer's values.
+var answerNames = map[recordv1.AnswerKind]string{
+	recordv1.AnswerKind_ANSWER_KIND_STATUS:      "http_status",
+	recordv1.AnswerKind_ANSWER_KIND_PROCESS:     "process_exit",
+	recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT: "upstream_tool_result",
+	recordv1.AnswerKind_ANSWER_KIND_MARKER:      "script_marker",
 }
 
 func outcomeName(o recordv1.Outcome) string {
@@ -481,7 +507,8 @@ func viewResult(r *recordv1.Result) *ResultView {
 	if r == nil {
 		return nil
 	}
-	v := &ResultView{Status: r.GetStatus(), Signal: r.GetSignal(), BodyTruncated: r.GetBodyTruncated(), Summary: r.GetSummary()}
+	k := lifecycle.AnswerOf(r)
+	v := &ResultView{kind: k, Answer: answerNames[k], Status: r.GetStatus(), Signal: r.GetSignal(), BodyTruncated: r.GetBodyTruncated(), Summary: r.GetSummary()}
 	if r.GetExited() {
 		ec := r.GetExitCode()
 		v.ExitCode = &ec
@@ -554,9 +581,14 @@ func resultText(note string, v *ResultView) string {
 	var b strings.Builder
 	b.WriteString(note)
 	b.WriteString("\n\n")
-	switch {
-	case axisAnswer(v) == channelHTTP:
+	headerAt := b.Len()
+	switch k := v.answerKind(); {
+	case k == recordv1.AnswerKind_ANSWER_KIND_STATUS:
 		fmt.Fprintf(&b, "Target answer (HTTP status %d):", v.Status)
+	case k == recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT:
+		b.WriteString("Upstream tool result:")
+	case k == recordv1.AnswerKind_ANSWER_KIND_MARKER:
+		b.WriteString("Script marker result:")
 	case v.Signal != "":
 		fmt.Fprintf(&b, "Command output (killed by signal %s):", v.Signal)
 	case v.ExitCode != nil:
@@ -564,7 +596,9 @@ func resultText(note string, v *ResultView) string {
 	default:
 		b.WriteString("Command output:")
 	}
-	if v.Summary != "" {
+	// The summary adds what the header does not already say ("exit
+	// status 0" after "Command output (exit status 0):" would repeat it).
+	if v.Summary != "" && !strings.Contains(b.String()[headerAt:], v.Summary) {
 		b.WriteString(" " + v.Summary)
 	}
 	body := ""

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -101,4 +103,55 @@ func TestDeliveriesDroppedOnCloseWhenDown(t *testing.T) {
 	if len(cp.got) != 1 {
 		t.Errorf("MarkDelivered called %d times while closing with the control plane down, want 1 (the one in flight)", len(cp.got))
 	}
+}
+
+// flakyDeliveries fails the first failures MarkDelivered calls as a control
+// plane that cannot be reached, then records the ids it is sent.
+type flakyDeliveries struct {
+	controlplanev1.ControlPlaneClient
+	mu       sync.Mutex
+	failures int
+	calls    int
+	recorded []string
+}
+
+func (c *flakyDeliveries) MarkDelivered(_ context.Context, req *controlplanev1.MarkDeliveredRequest, _ ...grpc.CallOption) (*controlplanev1.MarkDeliveredResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.calls <= c.failures {
+		return nil, status.Error(codes.Unavailable, "control plane restarting")
+	}
+	c.recorded = append(c.recorded, append([]string{req.GetExecutionId()}, req.GetMoreExecutionIds()...)...)
+	return &controlplanev1.MarkDeliveredResponse{}, nil
+}
+
+// TestDeliveriesKeptWhileControlPlaneAway: a delivery the control plane
+// cannot take now (it is restarting) is kept and sent again until it is
+// recorded, instead of being dropped and leaving the execution to read as
+// not delivered after the caller got its answer.
+func TestDeliveriesKeptWhileControlPlaneAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cp := &flakyDeliveries{failures: 4}
+		f, err := New(Config{ControlPlane: cp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.expectDelivery("act_a")
+		f.expectDelivery("act_b")
+		f.markDelivered("act_a")
+		f.markDelivered("act_b")
+		time.Sleep(time.Minute) // the backoff's waits, in the bubble's clock
+		synctest.Wait()
+		cp.mu.Lock()
+		got := append([]string(nil), cp.recorded...)
+		calls := cp.calls
+		cp.mu.Unlock()
+		if diff := cmp.Diff([]string{"act_a", "act_b"}, got); diff != "" {
+			t.Errorf("recorded deliveries after %d calls (-want +got):\n%s", calls, diff)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -120,6 +120,9 @@ type Front struct {
 	// closing ends the watchers of open MCP sessions (see endOnClose).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// closingCtx ends with closing, for waits that take a context.
+	closingCtx    context.Context
+	cancelClosing context.CancelFunc
 	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
 	metadataURL string
 	// watched holds the MCP session ids whose end is being watched.
@@ -186,6 +189,7 @@ func New(cfg Config) (*Front, error) {
 		tools:   map[string]*controlplanev1.Tool{},
 		servers: map[*mcp.Server]string{},
 	}
+	f.closingCtx, f.cancelClosing = context.WithCancel(context.Background())
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err

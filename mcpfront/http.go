@@ -14,7 +14,10 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/internal/backoff"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -24,7 +27,7 @@ import (
 const (
 	HeaderJSONRPCID   = "Latch-Jsonrpc-Id"
 	HeaderPeerAddress = "Latch-Peer-Address"
-	// HeaderRun is the client's explicit intent scope (DESIGN §5).
+	// HeaderRun is the client's explicit intent scope (docs/design §5).
 	HeaderRun = "Latch-Run"
 )
 
@@ -238,6 +241,7 @@ const maxDeliveryBatch = 256
 // one per answer when calls come one by one).
 func (f *Front) sendDeliveries() {
 	defer f.bg.Done()
+	failures := 0 // consecutive failures to reach the control plane
 	for {
 		f.deliverMu.Lock()
 		n := min(len(f.deliverQ), maxDeliveryBatch)
@@ -253,11 +257,26 @@ func (f *Front) sendDeliveries() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: batch[0], MoreExecutionIds: batch[1:]})
 		cancel()
-		if err != nil {
-			// The control plane records every id it can and answers the
-			// first failure: some of the batch may be recorded, the rest
-			// stay completed, not delivered (an attach returns the result).
+		if err != nil && deliveryRetryable(err) {
+			// The control plane is away (restarting, failing over, or
+			// this front is cut off from it): the results did reach their
+			// callers, so the records are kept and sent again once it is
+			// back, the whole batch (a delivered execution is recorded
+			// once, whatever is sent twice). Only Close gives up on them.
+			failures++
+			f.log.Warn("cannot record deliveries now; keeping them to send again", "first_execution_id", batch[0], "executions", len(batch), "failures", failures, "error", err)
+			f.requeueDeliveries(batch)
+			if deliveryBackoff.Wait(f.closingCtx, failures, nil) {
+				continue
+			}
+		} else if err != nil {
+			// Refused for good (an execution this control plane does not
+			// know as completed): the control plane records every id it
+			// can and answers the first failure; the rest stay completed,
+			// not delivered (an attach returns the result).
 			f.log.Warn("could not record every delivery of a batch; those not recorded stay completed, not delivered", "first_execution_id", batch[0], "executions", len(batch), "error", err)
+		}
+		if err != nil {
 			select {
 			case <-f.closing:
 				// Closing with the control plane unreachable: one failed
@@ -276,13 +295,42 @@ func (f *Front) sendDeliveries() {
 			}
 			continue
 		}
+		failures = 0
 		f.log.Trace("delivered", "execution_id", batch[0], "executions", len(batch))
 	}
 }
 
+// deliveryBackoff spaces the re-sends of delivery records while the control
+// plane cannot be reached.
+var deliveryBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
+
+// deliveryRetryable reports whether a failed MarkDelivered may succeed when
+// sent again: the control plane was not reached, or could not answer.
+func deliveryRetryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+// requeueDeliveries puts batch back in front of the queue, keeping the
+// queue within maxPending: past it the oldest records are dropped (those
+// executions stay completed, not delivered: the safe side) and counted.
+func (f *Front) requeueDeliveries(batch []string) {
+	f.deliverMu.Lock()
+	defer f.deliverMu.Unlock()
+	q := append(batch, f.deliverQ...)
+	if over := len(q) - maxPending; over > 0 {
+		f.log.Warn("too many delivery records kept while the control plane is away; dropping the oldest (they stay completed, not delivered)", "dropped", over)
+		q = q[over:]
+	}
+	f.deliverQ = q
+}
+
 // Close waits for pending delivery records.
 func (f *Front) Close() error {
-	f.closeOnce.Do(func() { close(f.closing) })
+	f.closeOnce.Do(func() { close(f.closing); f.cancelClosing() })
 	f.bg.Wait()
 	return nil
 }

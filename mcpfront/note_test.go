@@ -37,7 +37,8 @@ func TestNoteTableCoversEverything(t *testing.T) {
 	used := make(map[int]bool)
 	replays := []tools.Replay{tools.ReplayReadOnly, tools.ReplayIdempotencyKey, tools.ReplayStatusQuery, tools.ReplayReview}
 	seven := int32(7)
-	answers := map[string]*ResultView{"status": {Status: 7}, "exit": {ExitCode: &seven}, "signal": {Signal: "KILL"}, "none": nil}
+	answers := map[string]*ResultView{"status": {Status: 7}, "exit": {ExitCode: &seven}, "signal": {Signal: "KILL"}, "none": nil,
+		"tool": {kind: recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT}, "marker": {kind: recordv1.AnswerKind_ANSWER_KIND_MARKER}}
 	for _, s := range states {
 		outcomes := []recordv1.Outcome{recordv1.Outcome_OUTCOME_UNSPECIFIED}
 		if lifecycle.Observed(s) {
@@ -49,13 +50,16 @@ func TestNoteTableCoversEverything(t *testing.T) {
 					for an, v := range answers {
 						name := fmt.Sprintf("%s/%s/disp%d/%s/%s", lifecycle.Name(s), o, d, r, an)
 						e := &recordv1.Execution{Id: "act_X", State: s, Outcome: o, Replay: string(r), TargetStatus: 7, Reason: "why"}
+						if v != nil {
+							e.Answer = v.kind
+						}
 						for i, row := range noteTable {
-							if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(v)); ok && rowMatches(row, s, o, d, axisReplay(string(r)), axisAnswer(v)) {
+							if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(e, v)); ok && rowMatches(row, s, o, d, axisReplay(string(r)), axisAnswer(e, v)) {
 								used[i] = true
 								break
 							}
 						}
-						if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(v)); !ok {
+						if _, ok := lookupNote(s, o, d, axisReplay(string(r)), axisAnswer(e, v)); !ok {
 							t.Errorf("%s: no row in noteTable", name)
 							continue
 						}
@@ -73,19 +77,21 @@ func TestNoteTableCoversEverything(t *testing.T) {
 	}
 }
 
-func rowMatches(row noteRow, s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteChannel) bool {
+func rowMatches(row noteRow, s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteAnswer) bool {
 	return stateIn(s, row.states) &&
 		(row.outcome == recordv1.Outcome_OUTCOME_UNSPECIFIED || row.outcome == o) &&
 		(row.disp == anyDisp || row.disp == d) &&
 		(row.replay == anyReplay || row.replay == r) &&
-		(row.channel == anyChannel || row.channel == c)
+		(row.answer == anyAnswer || row.answer == c)
 }
 
 // checkNote holds the rules no note may break.
 func checkNote(t *testing.T, name string, e *recordv1.Execution, d noteDisp, v *ResultView, note string, isErr bool) {
 	t.Helper()
 	s := e.GetState()
-	host := axisAnswer(v) == channelHost
+	answer := axisAnswer(e, v)
+	host := answer == answerProcess
+	noStatus := answer == answerTool || answer == answerMarker
 	readOnly := tools.Replay(e.GetReplay()) == tools.ReplayReadOnly
 	failedAtTarget := lifecycle.Observed(s) && e.GetOutcome() == recordv1.Outcome_OUTCOME_FAILED_AT_TARGET
 	rule := func(ok bool, what string) {
@@ -100,8 +106,11 @@ func checkNote(t *testing.T, name string, e *recordv1.Execution, d noteDisp, v *
 	rule(!readOnly || !strings.Contains(note, "re-sent"), "a read-only tool has nothing to re-send")
 	rule(!strings.Contains(note, "answered with status") || !host, "a command does not answer with a status")
 	rule(!strings.Contains(note, "exited with status") || host, "an HTTP target does not exit")
+	rule(answer != answerTool || !lifecycle.Observed(s) || strings.Contains(note, "upstream tool"), "an upstream tool's answer is described as an upstream tool's")
+	rule(answer != answerMarker || !lifecycle.Observed(s) || strings.Contains(note, "script's marker"), "a script marker's answer is described as a marker's")
+	rule(!noStatus || !strings.Contains(note, "status 7"), "an answer without a status code names none")
 	if lifecycle.Observed(s) {
-		rule(strings.Contains(note, "with status 7"), "an observed outcome names the status")
+		rule(noStatus || strings.Contains(note, "with status 7"), "an observed outcome names the status")
 		rule(!strings.Contains(note, "still running") && !strings.Contains(note, "in flight") && !strings.Contains(note, "not yet known"), "an observed outcome is not still running")
 	} else {
 		rule(!strings.Contains(note, "completed"), "only an observed outcome completed")

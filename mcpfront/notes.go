@@ -23,10 +23,12 @@ import (
 //     earlier identical one (attached and recovered read the same),
 //   - replay class: read-only tools take no repeat_of, so their notes never
 //     mention it; side-effecting tools do,
-//   - answer: what the stored result says was observed (recordv1.Result,
-//     set by the channel): a process that exited or was killed "exited with
-//     status N", any other answer (an HTTP target's) "answered with status
-//     N". The front knows no channel by name.
+//   - answer: the kind of answer the channel observed (recordv1.AnswerKind,
+//     on the execution and its stored result): an HTTP target "answered with
+//     status N", a process "exited with status N", an upstream MCP tool
+//     "returned its result" (or an error result: there is no status), a
+//     migration script's marker "says the script completed" (or failed).
+//     The front knows no channel by name.
 //
 // Placeholders: {id}, {status}, {at} (dispatch time), {reason} (": why", or
 // empty), {tool}. TestNoteTableCoversEverything walks every combination.
@@ -51,13 +53,15 @@ const (
 	replaySideEffecting
 )
 
-// noteChannel is the answer axis: a status answer or a process's exit.
-type noteChannel int
+// noteAnswer is the answer axis (recordv1.AnswerKind).
+type noteAnswer int
 
 const (
-	anyChannel noteChannel = iota
-	channelHTTP
-	channelHost
+	anyAnswer noteAnswer = iota
+	answerStatus
+	answerProcess
+	answerTool
+	answerMarker
 )
 
 // noteRow is one line of the table.
@@ -66,7 +70,7 @@ type noteRow struct {
 	outcome recordv1.Outcome // OUTCOME_UNSPECIFIED: any
 	disp    noteDisp
 	replay  noteReplay
-	channel noteChannel
+	answer  noteAnswer
 	isError bool
 	text    string
 }
@@ -85,36 +89,66 @@ const (
 var noteTable = []noteRow{
 	// Observed outcome: a failure reported by the target. A read-only call
 	// attaches to an identical one only within the tool's attach window.
-	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, channel: channelHTTP, isError: true,
+	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, answer: answerStatus, isError: true,
 		text: "execution {id}, the stored answer of an identical earlier call: the target answered with status {status}, a failure. The tool is read-only, so nothing changed; fix the cause and call the tool again once its attach window has passed."},
-	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, channel: channelHost, isError: true,
+	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, answer: answerProcess, isError: true,
 		text: "execution {id}, the stored answer of an identical earlier call: the command exited with status {status}, a failure. The tool is read-only, so nothing changed; fix the cause and call the tool again once its attach window has passed."},
-	{states: observedStates, outcome: failed, replay: replayReadOnly, channel: channelHTTP, isError: true,
+	{states: observedStates, outcome: failed, replay: replayReadOnly, answer: answerStatus, isError: true,
 		text: "execution {id}: the target answered with status {status}, a failure. The tool is read-only, so nothing changed; fix the cause and call the tool again."},
-	{states: observedStates, outcome: failed, replay: replayReadOnly, channel: channelHost, isError: true,
+	{states: observedStates, outcome: failed, replay: replayReadOnly, answer: answerProcess, isError: true,
 		text: "execution {id}: the command exited with status {status}, a failure. The tool is read-only, so nothing changed; fix the cause and call the tool again."},
-	{states: observedStates, outcome: failed, disp: dispAttached, channel: channelHTTP, isError: true,
+	{states: observedStates, outcome: failed, disp: dispAttached, answer: answerStatus, isError: true,
 		text: attachedTo + "Execution {id} reached the target, which answered with status {status}, a failure; it is not re-sent. To try again after fixing the cause, call the tool with repeat_of={id}."},
-	{states: observedStates, outcome: failed, disp: dispAttached, channel: channelHost, isError: true,
+	{states: observedStates, outcome: failed, disp: dispAttached, answer: answerProcess, isError: true,
 		text: attachedTo + "Execution {id} ran and the command exited with status {status}, a failure; it is not re-run. To try again after fixing the cause, call the tool with repeat_of={id}."},
-	{states: observedStates, outcome: failed, channel: channelHTTP, isError: true,
+	{states: observedStates, outcome: failed, answer: answerStatus, isError: true,
 		text: "execution {id} reached the target, which answered with status {status}, a failure; it will not be re-sent. To try again after fixing the cause, call the tool with repeat_of={id}."},
-	{states: observedStates, outcome: failed, channel: channelHost, isError: true,
+	{states: observedStates, outcome: failed, answer: answerProcess, isError: true,
 		text: "execution {id} ran and the command exited with status {status}, a failure; it will not be re-run. To try again after fixing the cause, call the tool with repeat_of={id}."},
 
+	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, answer: answerTool, isError: true,
+		text: "execution {id}, the stored answer of an identical earlier call: the upstream tool returned an error result. The tool is read-only, so nothing changed; fix the cause and call the tool again once its attach window has passed."},
+	{states: observedStates, outcome: failed, replay: replayReadOnly, answer: answerTool, isError: true,
+		text: "execution {id}: the upstream tool returned an error result. The tool is read-only, so nothing changed; fix the cause and call the tool again."},
+	{states: observedStates, outcome: failed, disp: dispAttached, answer: answerTool, isError: true,
+		text: attachedTo + "Execution {id} reached the upstream tool, which returned an error result; it is not re-sent. To try again after fixing the cause, call the tool with repeat_of={id}."},
+	{states: observedStates, outcome: failed, answer: answerTool, isError: true,
+		text: "execution {id} reached the upstream tool, which returned an error result; it will not be re-sent. To try again after fixing the cause, call the tool with repeat_of={id}."},
+	{states: observedStates, outcome: failed, disp: dispAttached, replay: replayReadOnly, answer: answerMarker, isError: true,
+		text: "execution {id}, the stored answer of an identical earlier call: its script's marker says it failed. The tool is read-only, so nothing changed; fix the cause and call the tool again once its attach window has passed."},
+	{states: observedStates, outcome: failed, replay: replayReadOnly, answer: answerMarker, isError: true,
+		text: "execution {id}: its script's marker says it failed. The tool is read-only, so nothing changed; fix the cause and call the tool again."},
+	{states: observedStates, outcome: failed, disp: dispAttached, answer: answerMarker, isError: true,
+		text: attachedTo + "Execution {id} ran and its script's marker says it failed; it is not re-run. To try again after fixing the cause, call the tool with repeat_of={id}."},
+	{states: observedStates, outcome: failed, answer: answerMarker, isError: true,
+		text: "execution {id} ran and its script's marker says it failed; it will not be re-run. To try again after fixing the cause, call the tool with repeat_of={id}."},
+
 	// Observed outcome: success.
-	{states: observedStates, disp: dispAttached, replay: replayReadOnly, channel: channelHTTP,
+	{states: observedStates, disp: dispAttached, replay: replayReadOnly, answer: answerStatus,
 		text: "execution {id} completed; the target answered with status {status}. This is the stored answer of an identical earlier call (read-only calls attach within the tool's attach window)."},
-	{states: observedStates, disp: dispAttached, replay: replayReadOnly, channel: channelHost,
+	{states: observedStates, disp: dispAttached, replay: replayReadOnly, answer: answerProcess,
 		text: "execution {id} completed; the command exited with status {status}. This is the stored answer of an identical earlier call (read-only calls attach within the tool's attach window)."},
-	{states: observedStates, disp: dispAttached, channel: channelHTTP,
+	{states: observedStates, disp: dispAttached, answer: answerStatus,
 		text: attachedTo + "Execution {id} completed; the target answered with status {status}, and this is its stored result. To repeat the action on purpose, call the tool with repeat_of={id}."},
-	{states: observedStates, disp: dispAttached, channel: channelHost,
+	{states: observedStates, disp: dispAttached, answer: answerProcess,
 		text: attachedTo + "Execution {id} completed; the command exited with status {status}, and this is its stored result. To repeat the action on purpose, call the tool with repeat_of={id}."},
-	{states: observedStates, channel: channelHTTP,
+	{states: observedStates, answer: answerStatus,
 		text: "execution {id} completed; the target answered with status {status}."},
-	{states: observedStates, channel: channelHost,
+	{states: observedStates, answer: answerProcess,
 		text: "execution {id} completed; the command exited with status {status}."},
+
+	{states: observedStates, disp: dispAttached, replay: replayReadOnly, answer: answerTool,
+		text: "execution {id} completed; the upstream tool returned its result. This is the stored answer of an identical earlier call (read-only calls attach within the tool's attach window)."},
+	{states: observedStates, disp: dispAttached, answer: answerTool,
+		text: attachedTo + "Execution {id} completed; the upstream tool returned its result, and this is its stored result. To repeat the action on purpose, call the tool with repeat_of={id}."},
+	{states: observedStates, answer: answerTool,
+		text: "execution {id} completed; the upstream tool returned its result."},
+	{states: observedStates, disp: dispAttached, replay: replayReadOnly, answer: answerMarker,
+		text: "execution {id} completed; its script's marker says it completed. This is the stored answer of an identical earlier call (read-only calls attach within the tool's attach window)."},
+	{states: observedStates, disp: dispAttached, answer: answerMarker,
+		text: attachedTo + "Execution {id} completed; its script's marker says it completed, and this is its stored result. To repeat the action on purpose, call the tool with repeat_of={id}."},
+	{states: observedStates, answer: answerMarker,
+		text: "execution {id} completed; its script's marker says it completed."},
 
 	// Sent, outcome still to come.
 	{states: []recordv1.State{recordv1.State_STATE_DISPATCHED}, disp: dispAttached,
@@ -153,7 +187,7 @@ var noteTable = []noteRow{
 // noteFor is the note for exec as answered with disposition axis d.
 // A state the table does not know (a newer schema) gets a neutral note.
 func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultView) (note string, isError bool) {
-	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(v))
+	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(e, v))
 	if !ok {
 		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState())).
 			Replace("execution {id} is in state {state}; " + checkStatus + "."), false
@@ -173,13 +207,13 @@ func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultVi
 	).Replace(row.text), row.isError
 }
 
-func lookupNote(s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteChannel) (noteRow, bool) {
+func lookupNote(s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteAnswer) (noteRow, bool) {
 	for _, row := range noteTable {
 		if !stateIn(s, row.states) ||
 			(row.outcome != recordv1.Outcome_OUTCOME_UNSPECIFIED && row.outcome != o) ||
 			(row.disp != anyDisp && row.disp != d) ||
 			(row.replay != anyReplay && row.replay != r) ||
-			(row.channel != anyChannel && row.channel != c) {
+			(row.answer != anyAnswer && row.answer != c) {
 			continue
 		}
 		return row, true
@@ -211,13 +245,23 @@ func axisReplay(r string) noteReplay {
 	return replaySideEffecting
 }
 
-// axisAnswer reads the answer axis off the result view: a process exit
-// (exit code or signal) is a command's, anything else a status answer.
-func axisAnswer(v *ResultView) noteChannel {
-	if v != nil && (v.ExitCode != nil || v.Signal != "") {
-		return channelHost
+// axisAnswer reads the answer axis off the execution (the kind its
+// completed record copied from the result) or, for an execution completed
+// before executions carried it, off the result view.
+func axisAnswer(e *recordv1.Execution, v *ResultView) noteAnswer {
+	k := e.GetAnswer()
+	if k == recordv1.AnswerKind_ANSWER_KIND_UNSPECIFIED && v != nil {
+		k = v.answerKind()
 	}
-	return channelHTTP
+	switch k {
+	case recordv1.AnswerKind_ANSWER_KIND_PROCESS:
+		return answerProcess
+	case recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT:
+		return answerTool
+	case recordv1.AnswerKind_ANSWER_KIND_MARKER:
+		return answerMarker
+	}
+	return answerStatus
 }
 
 // Bad arguments are answered as a tool error (isError), so the model can

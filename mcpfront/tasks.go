@@ -128,7 +128,7 @@ const (
 	waitsOperator                 // needs_review: an operator decides
 )
 
-// taskRow maps execution states to a task status (README "MCP tasks").
+// taskRow maps execution states to a task status (docs/concepts/tasks.md).
 type taskRow struct {
 	states []recordv1.State
 	status TaskStatus

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/backoff"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -251,6 +252,9 @@ func (f *Front) tasksGet(ctx context.Context, cc callContext, id string, modern 
 	return m, nil
 }
 
+// taskRereadBackoff spaces the re-reads of a task whose watch ended early.
+var taskRereadBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
 // tasksResult (2025-11-25) blocks until the task is terminal and answers
 // its tool result with the related-task _meta.
 func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any, *rpcError) {
@@ -258,7 +262,7 @@ func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any
 	if rerr != nil {
 		return nil, rerr
 	}
-	backoff := 100 * time.Millisecond
+	rereads := 0
 	for taskRowFor(exec.GetState()).status != TaskCompleted {
 		exec, r = f.watchTerminal(ctx, cc, exec)
 		if ctx.Err() != nil {
@@ -269,11 +273,8 @@ func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any
 		}
 		// The watch ended without an end (a control-plane restart): read
 		// again after a pause.
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		rereads++
+		taskRereadBackoff.Wait(ctx, rereads, nil)
 		if e, rr, rerr := f.ownExecution(ctx, cc, id); rerr == nil {
 			exec, r = e, rr
 		}

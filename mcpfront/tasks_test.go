@@ -20,7 +20,7 @@ import (
 )
 
 // TestTaskStatusTable walks every execution state through the mapping the
-// README documents.
+// docs/concepts/tasks.md documents.
 func TestTaskStatusTable(t *testing.T) {
 	type want struct {
 		status  TaskStatus

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 
+	"github.com/latchhq/latch/internal/backoff"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -40,10 +41,12 @@ func (f *Front) Sync(ctx context.Context) error {
 	return nil
 }
 
+var followBackoff = backoff.Policy{Min: followMinBackoff, Max: followMaxBackoff}
+
 // Follow keeps the served catalog at the control plane's version until ctx
 // ends; it returns nil then. Call it after Sync.
 func (f *Front) Follow(ctx context.Context) error {
-	backoff := followMinBackoff
+	failures := 0
 	for ctx.Err() == nil {
 		resp, err := f.cfg.ControlPlane.ListTools(ctx, &controlplanev1.ListToolsRequest{
 			KnownVersion: f.CatalogVersion(), WaitMs: followWait.Milliseconds(),
@@ -52,15 +55,12 @@ func (f *Front) Follow(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			f.log.Debug("catalog poll failed; the tools served stay as they are", "error", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, followMaxBackoff)
+			failures++
+			f.log.Debug("catalog poll failed; the tools served stay as they are", "error", err, "failures", failures)
+			followBackoff.Wait(ctx, failures, nil)
 			continue
 		}
-		backoff = followMinBackoff
+		failures = 0
 		if !resp.GetUnchanged() {
 			f.install(resp)
 		}

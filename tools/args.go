@@ -106,7 +106,7 @@ func atPrefix(at string) string {
 //   - numbers are float64 (see decodeJSON: integers beyond 2^53 are refused);
 //   - repeat_of, if present, must be a non-empty string and is accepted only
 //     by side-effecting tools; it STAYS in the returned map (it enters the
-//     fingerprint, DESIGN §5) and is left out of schema validation. Use
+//     fingerprint, docs/design §5) and is left out of schema validation. Use
 //     SplitRepeatOf to take it out;
 //   - the contract's defaults are materialised for absent properties;
 //   - the result is validated against the input schema;

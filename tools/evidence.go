@@ -10,7 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The evidence rules of the contract (DESIGN §13): what a target must be
+// The evidence rules of the contract (docs/design §13): what a target must be
 // given, and what its answers mean, before Latch may conclude from them that
 // an execution did or did not happen.
 

@@ -96,13 +96,32 @@ func Parse(filename string, data []byte) (*Catalog, error) {
 func (p *parser) yamlErr(err error) {
 	if m := yamlErrRE.FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if strings.Contains(m[2], "tab character") {
+			line = tabLine(p.data, line)
+		}
 		p.problems = append(p.problems, Problem{File: p.file, Line: line, Msg: "YAML: " + m[2]})
 		return
 	}
 	p.problems = append(p.problems, Problem{File: p.file, Msg: "YAML: " + cleanYAMLErr(err)})
 }
 
+// tabLine is the line of the first tab in indentation at or after line:
+// the YAML parser reports a tab that breaks the indentation on the line
+// before the one that holds it.
+func tabLine(data []byte, line int) int {
+	for i, l := range strings.Split(string(data), "\n") {
+		if i+1 < line {
+			continue
+		}
+		if indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.Contains(indent, "\t") {
+			return i + 1
+		}
+	}
+	return line
+}
+
 func (p *parser) parse(data []byte) *Catalog {
+	p.data = data
 	if len(data) > MaxCatalogSize {
 		p.problems = append(p.problems, Problem{File: p.file, Msg: fmt.Sprintf("catalog is larger than %d bytes", MaxCatalogSize)})
 		return nil

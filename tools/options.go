@@ -24,8 +24,9 @@ import (
 //     literal "--";
 //   - a literal "--" element comes before it in the command;
 //   - the input schema pins it so that no accepted value can start with "-":
-//     type "string" with a pattern proved by patternNoLeadingDash, or an
-//     enum/const whose every value is non-empty and does not start with "-".
+//     type "string" with a pattern proved by patternNoLeadingDash, an
+//     enum/const whose every value is non-empty and does not start with "-",
+//     or type integer/number with a minimum (or exclusiveMinimum) >= 0.
 //
 // Elements whose literal text starts with "-" ("--to={{version}}") are
 // options by the catalog's own text and need none of this: joining the
@@ -161,7 +162,31 @@ func cannotStartWithDash(s *jsonschema.Schema) bool {
 		return true
 	}
 	onlyString := s.Type == "string" || (s.Type == "" && len(s.Types) == 1 && s.Types[0] == "string")
-	return onlyString && s.Pattern != "" && patternNoLeadingDash(s.Pattern)
+	if onlyString {
+		return s.Pattern != "" && patternNoLeadingDash(s.Pattern)
+	}
+	return nonNegativeNumber(s)
+}
+
+// nonNegativeNumber reports whether the schema accepts only numbers (type
+// integer or number) bounded below by zero (minimum >= 0 or exclusiveMinimum
+// >= 0): their JSON text starts with a digit. The one exception, a negative
+// zero ("-0", which such a bound accepts), is caught at render time like any
+// value that starts with "-": the call is refused, nothing runs.
+func nonNegativeNumber(s *jsonschema.Schema) bool {
+	types := s.Types
+	if s.Type != "" {
+		types = []string{s.Type}
+	}
+	if len(types) == 0 {
+		return false
+	}
+	for _, ty := range types {
+		if ty != "integer" && ty != "number" {
+			return false
+		}
+	}
+	return (s.Minimum != nil && *s.Minimum >= 0) || (s.ExclusiveMinimum != nil && *s.ExclusiveMinimum >= 0)
 }
 
 // patternNoLeadingDash proves, conservatively, that every string the

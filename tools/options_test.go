@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,7 +57,7 @@ tools:
   t:
     input_schema:
       type: object
-      required: [file, ver, mode, n]
+      required: [file, ver, mode, n, neg, pos, mixed]
       properties:
         file: {type: string}
         ver: {type: string, pattern: "^[0-9]+$"}
@@ -64,6 +65,9 @@ tools:
         mode: {enum: [fast, safe]}
         signed: {enum: [up, -down]}
         n: {type: integer, minimum: 0}
+        neg: {type: integer, minimum: -1}
+        pos: {type: number, exclusiveMinimum: 0}
+        mixed: {type: [integer, string], minimum: 0}
     target: here
     replay: status_query
 `
@@ -85,7 +89,10 @@ func TestOptionArgumentsAtLoad(t *testing.T) {
 		{name: "bare string", tool: `command: [/bin/rm, "{{file}}"]`, wantErr: `list file in positional_after_double_dash`},
 		{name: "pattern but not only strings", tool: "command: [/bin/x, \"{{loose}}\"]\n    defaults: {loose: \"1\"}", wantErr: `command[1] "{{loose}}"`},
 		{name: "enum with a dash value", tool: "command: [/bin/x, \"{{signed}}\"]\n    defaults: {signed: up}", wantErr: `command[1] "{{signed}}"`},
-		{name: "number with minimum is not proof", tool: `command: [/bin/x, "{{n}}"]`, wantErr: `command[1] "{{n}}"`},
+		{name: "integer with a non-negative minimum proves it", tool: `command: [/bin/x, "{{n}}"]`},
+		{name: "integer with a negative minimum is not proof", tool: `command: [/bin/x, "{{neg}}"]`, wantErr: `command[1] "{{neg}}"`},
+		{name: "integer with a non-negative exclusive minimum proves it", tool: `command: [/bin/x, "{{pos}}"]`},
+		{name: "integer or string with a minimum is not proof", tool: `command: [/bin/x, "{{mixed}}"]`, wantErr: `command[1] "{{mixed}}"`},
 		{name: "after a literal double dash anything goes", tool: `command: [/bin/x, "--", "{{n}}", "{{file}}"]`},
 		{name: "option after the inserted dash", tool: "command: [/bin/rm, \"{{file}}\", -f]\n    positional_after_double_dash: [file]", wantErr: `command[2] "-f" comes after the "--" Latch inserts before command[1]`},
 		{name: "both literal and declared", tool: "command: [/bin/rm, \"--\", \"{{file}}\"]\n    positional_after_double_dash: [file]", wantErr: `keep one`},
@@ -145,6 +152,8 @@ func TestOptionArgumentsAtRender(t *testing.T) {
 			args: map[string]any{"a": "--force"}, wantErr: `argument "a": the value starts with "-"`},
 		{name: "number becomes an option", command: []string{"/bin/x", "{{a}}"},
 			args: map[string]any{"a": -1.0}, wantErr: `argument "a": the value starts with "-"`},
+		{name: "negative zero becomes an option", command: []string{"/bin/x", "{{a}}"},
+			args: map[string]any{"a": json.Number("-0")}, wantErr: `argument "a": the value starts with "-"`},
 		{name: "empty first then dash", command: []string{"/bin/x", "{{a}}{{b}}"},
 			args: map[string]any{"a": "", "b": "-x"}, wantErr: `argument "a", "b"`},
 		{name: "dash before the inserted one", command: []string{"/bin/x", "{{b}}", "{{a}}"}, pos: []string{"a"},

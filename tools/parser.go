@@ -13,6 +13,7 @@ import (
 type parser struct {
 	file     string
 	problems []Problem
+	data     []byte // the catalog's text, for YAML errors that point at the wrong line
 }
 
 // addf records a problem at n's line (line 0 when n is nil).

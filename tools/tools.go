@@ -22,7 +22,7 @@ const (
 	ChannelLocal Channel = "local"
 )
 
-// Replay is a tool's replay class (DESIGN §6).
+// Replay is a tool's replay class (docs/design §6).
 type Replay string
 
 const (
@@ -42,7 +42,7 @@ const (
 )
 
 // RepeatOfArgument is the optional argument every side-effecting tool accepts
-// to cite the execution it deliberately repeats (DESIGN §5).
+// to cite the execution it deliberately repeats (docs/design §5).
 const RepeatOfArgument = "repeat_of"
 
 // Catalog is a loaded, validated catalog.

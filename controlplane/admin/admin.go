@@ -8,6 +8,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,21 +18,26 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
+// ErrNotYourName refuses a console token for an operator name the caller
+// is not bound to.
+var ErrNotYourName = errors.New("admin: an operator may create console tokens only for its own name")
+
 // Tokens creates, lists and revokes agents' bearer tokens and operators'
 // console tokens. Implemented by *tokens.Service.
 type Tokens interface {
-	Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error)
+	Issue(ctx context.Context, in tokens.Issue) (string, *recordv1.AgentToken, error)
 	List(all bool) ([]*recordv1.AgentToken, error)
 	Revoke(ctx context.Context, idOrActor, by string) ([]*recordv1.AgentToken, error)
-	CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error)
 	ListOperators(all bool) ([]*recordv1.AgentToken, error)
 	RevokeOperator(ctx context.Context, idOrName, by string) ([]*recordv1.AgentToken, error)
 }
@@ -147,11 +153,19 @@ func (s *Service) CreateToken(ctx context.Context, req *controlplanev1.CreateTok
 	if req.GetTtlSeconds() < 0 || req.GetTtlSeconds() > int64(tokens.MaxTTL/time.Second) {
 		return nil, status.Errorf(codes.InvalidArgument, "ttl must be positive and at most %s (or none: until revoked)", tokens.MaxTTL)
 	}
-	create := s.tokens.Create
-	if req.GetOperator() {
-		create = s.tokens.CreateOperator
+	caller, known := authz.CallerFrom(ctx)
+	var by string
+	if known {
+		by = caller.String()
 	}
-	secret, t, err := create(ctx, req.GetActor(), ttl)
+	if req.GetOperator() {
+		if err := mayName(caller, req.GetActor()); err != nil {
+			s.log.Warn("operator token refused", "operator", req.GetActor(), "caller", caller.String(), "transport", caller.Transport)
+			return nil, tokenStatus(s, err)
+		}
+	}
+	secret, t, err := s.tokens.Issue(ctx, tokens.Issue{Actor: req.GetActor(), TTL: ttl, Operator: req.GetOperator(),
+		CreatedBy: by, CreatedVia: caller.Transport})
 	if err != nil {
 		return nil, tokenStatus(s, err)
 	}
@@ -172,6 +186,7 @@ func (s *Service) ListTokens(_ context.Context, req *controlplanev1.ListTokensRe
 		out.Tokens = append(out.Tokens, &controlplanev1.TokenInfo{
 			Id: t.GetId(), Actor: t.GetActor(), CreatedAt: rfc3339(t.GetCreatedAt()), ExpiresAt: rfc3339(t.GetExpiresAt()),
 			LastUsedAt: rfc3339(t.GetLastUsedAt()), RevokedAt: rfc3339(t.GetRevokedAt()), Origin: t.GetOrigin(), Operator: t.GetOperator(),
+			CreatedBy: t.GetCreatedBy(), CreatedVia: t.GetCreatedVia(),
 		})
 	}
 	return out, nil
@@ -185,7 +200,11 @@ func (s *Service) RevokeToken(ctx context.Context, req *controlplanev1.RevokeTok
 	if req.GetOperator() {
 		revoke = s.tokens.RevokeOperator
 	}
-	ts, err := revoke(ctx, req.GetIdOrActor(), "operator")
+	by := "operator"
+	if c, ok := authz.CallerFrom(ctx); ok {
+		by = c.String()
+	}
+	ts, err := revoke(ctx, req.GetIdOrActor(), by)
 	if err != nil {
 		return nil, tokenStatus(s, err)
 	}
@@ -204,8 +223,38 @@ func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCat
 	return &controlplanev1.ReloadCatalogResponse{Version: r.Version, Previous: r.Previous, Changed: r.Changed, Source: r.Source, Tools: int32(len(r.Catalog.Tools))}, nil
 }
 
+// mayName reports whether caller may create a console token for the
+// operator named name. A console session acts under its token's name, so
+// that name must be one the creator answers for: a local operator (the
+// unix socket, trusted by uid) may name anyone, and its token records say
+// so (created_by); an operator certificate only the name it is bound to
+// (authz.Caller.OperatorName: NAME of --operator-identity NAME=IDENTITY,
+// else NAME for cn:NAME). Anything else, a caller the interceptors did not
+// identify included, is refused.
+func mayName(caller authz.Caller, name string) error {
+	if caller.Role == authz.RoleLocal {
+		return nil
+	}
+	bound, ok := caller.OperatorName()
+	switch {
+	case caller.Role != authz.RoleOperator:
+		who := caller.String()
+		if caller.Identity == "" {
+			who = "an unidentified caller"
+		}
+		return fmt.Errorf("%w: %s is not an operator; create the token with the operator certificate (cn:NAME) of that name, or on the control plane's unix socket as a local operator", ErrNotYourName, who)
+	case !ok:
+		return fmt.Errorf("%w: the certificate %s is bound to no operator name (list it as --operator-identity NAME=IDENTITY to bind it; a cn:NAME certificate is bound to NAME); create a console token for %q on the control plane's unix socket as a local operator", ErrNotYourName, caller.Identity, name)
+	case bound != name:
+		return fmt.Errorf("%w: the certificate %s is bound to the operator %q, not %q; create a token for %q, or have a local operator on the control plane's unix socket create one for %q", ErrNotYourName, caller.Identity, bound, name, bound, name)
+	}
+	return nil
+}
+
 func tokenStatus(s *Service, err error) error {
 	switch {
+	case errors.Is(err, ErrNotYourName):
+		return permissionDenied(err)
 	case errors.Is(err, tokens.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, tokens.ErrBadActor), errors.Is(err, tokens.ErrBadTTL):
@@ -215,6 +264,11 @@ func tokenStatus(s *Service, err error) error {
 	}
 	s.log.Error("token operation failed", "error", err)
 	return status.Error(codes.Internal, "token operation failed; see the control plane's log")
+}
+
+// permissionDenied is the PermissionDenied status of an ErrNotYourName.
+func permissionDenied(err error) error {
+	return errinfo.Error(codes.PermissionDenied, err.Error(), controlplanev1.ErrorReason_ERROR_REASON_OPERATOR_NAME_NOT_BOUND)
 }
 
 func rfc3339(t *timestamppb.Timestamp) string {

@@ -8,10 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -21,15 +25,15 @@ import (
 
 type fakeTokens struct{ revokeErr error }
 
-func (fakeTokens) Create(_ context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
-	return "latch_x", &recordv1.AgentToken{Id: "tok_1", Actor: actor}, nil
+func (fakeTokens) Issue(_ context.Context, in tokens.Issue) (string, *recordv1.AgentToken, error) {
+	if in.Operator {
+		return "latch_op_x", &recordv1.AgentToken{Id: "tok_2", Actor: in.Actor, Operator: true}, nil
+	}
+	return "latch_x", &recordv1.AgentToken{Id: "tok_1", Actor: in.Actor}, nil
 }
 func (fakeTokens) List(bool) ([]*recordv1.AgentToken, error) { return nil, nil }
 func (f fakeTokens) Revoke(context.Context, string, string) ([]*recordv1.AgentToken, error) {
 	return nil, f.revokeErr
-}
-func (f fakeTokens) CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
-	return "latch_op_x", &recordv1.AgentToken{Id: "tok_2", Actor: name, Operator: true}, nil
 }
 func (fakeTokens) ListOperators(bool) ([]*recordv1.AgentToken, error) { return nil, nil }
 func (f fakeTokens) RevokeOperator(context.Context, string, string) ([]*recordv1.AgentToken, error) {
@@ -84,5 +88,125 @@ func TestTokenRequests(t *testing.T) {
 	}
 	if _, err := s.RevokeToken(t.Context(), &controlplanev1.RevokeTokenRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("RevokeToken(empty) = %v, want InvalidArgument", err)
+	}
+}
+
+// newTokenService is a real tokens.Service over an in-memory store, for the
+// tests that read back what was journaled.
+func newTokenService(t *testing.T) (*tokens.Service, *store.Store) {
+	t.Helper()
+	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tk, err := tokens.New(tokens.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk, st
+}
+
+// tokenRecords are the journal's token_created records.
+func tokenRecords(t *testing.T, st *store.Store) []*recordv1.JournalEntry {
+	t.Helper()
+	var out []*recordv1.JournalEntry
+	for i := range st.JournalSize() {
+		b, err := st.JournalEntry(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(b, e); err != nil {
+			t.Fatal(err)
+		}
+		if e.GetKind() == tokens.KindCreated {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestOperatorTokenNames: a console token signs in under its name, so an
+// operator certificate may create one only for the name it is bound to; a
+// local operator may name anyone, and the token's record says who created
+// it and how.
+func TestOperatorTokenNames(t *testing.T) {
+	alice := authz.Caller{Role: authz.RoleOperator, Identity: "cn:alice", Transport: authz.TransportTLS}
+	spiffe := authz.Caller{Role: authz.RoleOperator, Identity: "spiffe://example.org/ops/alice", Transport: authz.TransportTLS}
+	bound := authz.Caller{Role: authz.RoleOperator, Identity: "spiffe://example.org/ops/alice", Transport: authz.TransportTLS, Operator: "alice"}
+	front := authz.Caller{Role: authz.RoleFront, Identity: "cn:alice", Transport: authz.TransportTLS}
+	local := authz.Caller{Role: authz.RoleLocal, Identity: "uid:0", Transport: authz.TransportUnix}
+	for _, tc := range []struct {
+		name      string
+		caller    *authz.Caller // nil: no caller in the context
+		actor     string
+		operator  bool
+		wantCode  codes.Code
+		createdBy string
+	}{
+		{name: "remote operator for another name", caller: &alice, actor: "root", operator: true, wantCode: codes.PermissionDenied},
+		{name: "remote operator for its own name", caller: &alice, actor: "alice", operator: true, wantCode: codes.OK, createdBy: "operator cn:alice"},
+		{name: "URI certificate names no operator", caller: &spiffe, actor: "alice", operator: true, wantCode: codes.PermissionDenied},
+		{name: "URI certificate bound to alice, for alice", caller: &bound, actor: "alice", operator: true, wantCode: codes.OK, createdBy: "operator spiffe://example.org/ops/alice"},
+		{name: "URI certificate bound to alice, for root", caller: &bound, actor: "root", operator: true, wantCode: codes.PermissionDenied},
+		{name: "front", caller: &front, actor: "alice", operator: true, wantCode: codes.PermissionDenied},
+		{name: "no caller", actor: "alice", operator: true, wantCode: codes.PermissionDenied},
+		{name: "local operator for anyone", caller: &local, actor: "root", operator: true, wantCode: codes.OK, createdBy: "local operator uid:0"},
+		{name: "agent token stays any actor's", caller: &alice, actor: "bot", wantCode: codes.OK, createdBy: "operator cn:alice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk, st := newTokenService(t)
+			s := newService(t, tk, fakeCatalog{})
+			ctx := t.Context()
+			if tc.caller != nil {
+				ctx = authz.WithCaller(ctx, *tc.caller)
+			}
+			r, err := s.CreateToken(ctx, &controlplanev1.CreateTokenRequest{Actor: tc.actor, Operator: tc.operator})
+			if status.Code(err) != tc.wantCode {
+				t.Fatalf("CreateToken(%q) as %v = %v, want %v", tc.actor, tc.caller, err, tc.wantCode)
+			}
+			recs := tokenRecords(t, st)
+			if tc.wantCode != codes.OK {
+				msg := status.Convert(err).Message()
+				if !strings.Contains(msg, "unix socket") {
+					t.Errorf("CreateToken(%q) refusal %q does not say what to do instead", tc.actor, msg)
+				}
+				var info *errdetails.ErrorInfo
+				for _, d := range status.Convert(err).Details() {
+					if i, ok := d.(*errdetails.ErrorInfo); ok {
+						info = i
+					}
+				}
+				if info.GetReason() != "OPERATOR_NAME_NOT_BOUND" || info.GetDomain() != "latch.dev" {
+					t.Errorf("CreateToken(%q) refusal details = %v, want ErrorInfo OPERATOR_NAME_NOT_BOUND", tc.actor, status.Convert(err).Details())
+				}
+				if len(recs) != 0 {
+					t.Errorf("refused CreateToken(%q) journaled %v", tc.actor, recs)
+				}
+				return
+			}
+			if r.GetActor() != tc.actor {
+				t.Errorf("CreateToken(%q) = %v", tc.actor, r)
+			}
+			if len(recs) != 1 {
+				t.Fatalf("journal has %d token_created records, want 1", len(recs))
+			}
+			got := recs[0]
+			if got.GetToken().GetCreatedBy() != tc.createdBy || got.GetToken().GetCreatedVia() != tc.caller.Transport {
+				t.Errorf("token_created record's creator = %q over %q, want %q over %q", got.GetToken().GetCreatedBy(), got.GetToken().GetCreatedVia(), tc.createdBy, tc.caller.Transport)
+			}
+			if want := "by " + tc.createdBy + " over " + tc.caller.Transport; !strings.Contains(got.GetReason(), want) {
+				t.Errorf("token_created reason = %q, want it to say %q", got.GetReason(), want)
+			}
+			stored, err := st.Token(r.GetId())
+			if err != nil || stored.GetCreatedBy() != tc.createdBy {
+				t.Errorf("stored token = %v, %v; want created_by %q", stored, err, tc.createdBy)
+			}
+			l, err := s.ListTokens(ctx, &controlplanev1.ListTokensRequest{Operator: tc.operator})
+			if err != nil || len(l.GetTokens()) != 1 || l.GetTokens()[0].GetCreatedBy() != tc.createdBy || l.GetTokens()[0].GetCreatedVia() != tc.caller.Transport {
+				t.Errorf("ListTokens = %v, %v; want the token created by %q over %q", l, err, tc.createdBy, tc.caller.Transport)
+			}
+		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,20 +19,15 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
 
-// Reasons carried in errdetails.ErrorInfo, for clients that branch.
+// Refusals carry an ErrorInfo (internal/errinfo, controlplanev1.ErrorReason)
+// for clients that branch.
 const (
-	Domain              = "latch.dev"
-	ReasonUnknownTool   = "UNKNOWN_TOOL"
-	ReasonInvalidArgs   = "INVALID_ARGUMENTS"
-	ReasonBadRepeatOf   = "BAD_REPEAT_OF"
-	ReasonTooLate       = "ALREADY_DISPATCHED"
-	ReasonNotResolvable = "NOT_AWAITING_DECISION"
-	ReasonStateMismatch = "STATE_MISMATCH"
 	// MetaProblem is the ErrorInfo metadata key of an INVALID_ARGUMENTS
 	// refusal's caller-facing problem (tools.ArgumentError.Problem): the
 	// argument and what is expected, without package prefixes.
@@ -347,24 +341,24 @@ func (s *Service) toStatus(err error) error {
 	var te *lifecycle.TransitionError
 	switch {
 	case errors.Is(err, engine.ErrUnknownTool):
-		return withReason(codes.NotFound, ReasonUnknownTool, err)
+		return withReason(codes.NotFound, controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, err)
 	case errors.Is(err, engine.ErrInvalidArguments):
-		return withReason(codes.InvalidArgument, ReasonInvalidArgs, err, MetaProblem, tools.ArgumentProblem(err))
+		return withReason(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS, err, MetaProblem, tools.ArgumentProblem(err))
 	case errors.Is(err, engine.ErrBadRepeatOf):
-		return withReason(codes.InvalidArgument, ReasonBadRepeatOf, err)
+		return withReason(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_BAD_REPEAT_OF, err)
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, engine.ErrSessionNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, engine.ErrTooLate):
-		return withReason(codes.FailedPrecondition, ReasonTooLate, err)
+		return withReason(codes.FailedPrecondition, controlplanev1.ErrorReason_ERROR_REASON_ALREADY_DISPATCHED, err)
 	case errors.Is(err, engine.ErrNotResolvable), errors.As(err, &te):
-		return withReason(codes.FailedPrecondition, ReasonNotResolvable, err)
+		return withReason(codes.FailedPrecondition, controlplanev1.ErrorReason_ERROR_REASON_NOT_AWAITING_DECISION, err)
 	case errors.Is(err, store.ErrStateMismatch):
 		// The text names execution IDs, keys and journal indexes (never
 		// secrets) and the command that shows every mismatch.
 		s.log.Error("state disagrees with the journal", "error", err)
-		return withReason(codes.DataLoss, ReasonStateMismatch, err)
+		return withReason(codes.DataLoss, controlplanev1.ErrorReason_ERROR_REASON_STATE_MISMATCH, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
 	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrCommitUnknown):
@@ -387,19 +381,6 @@ func (s *Service) toStatus(err error) error {
 	return status.Error(codes.Internal, "internal error in the control plane; see its log")
 }
 
-func withReason(c codes.Code, reason string, err error, kv ...string) error {
-	st := status.New(c, err.Error())
-	info := &errdetails.ErrorInfo{Reason: reason, Domain: Domain}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] != "" {
-			if info.Metadata == nil {
-				info.Metadata = map[string]string{}
-			}
-			info.Metadata[kv[i]] = kv[i+1]
-		}
-	}
-	if d, derr := st.WithDetails(info); derr == nil {
-		return d.Err()
-	}
-	return st.Err()
+func withReason(c codes.Code, reason controlplanev1.ErrorReason, err error, kv ...string) error {
+	return errinfo.Error(c, err.Error(), reason, kv...)
 }

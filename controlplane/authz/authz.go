@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/latchhq/latch/internal/errinfo"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
-// Reasons carried in errdetails.ErrorInfo of a refusal.
+// A refusal carries an ErrorInfo of reason ERROR_REASON_ACCESS_DENIED
+// (internal/errinfo).
 const (
-	Domain        = "latch.dev"
-	ReasonDenied  = "ACCESS_DENIED"
 	JournalKind   = "access_denied"
 	defaultWindow = time.Minute
 	// maxTracked bounds the refusals remembered for deduplication.
@@ -97,7 +97,9 @@ type Config struct {
 	// on the same host under its own account).
 	FrontUIDs []uint32
 	// FrontIdentities and OperatorIdentities are client-certificate
-	// identities (see CertIdentity): cn:NAME or a URI.
+	// identities (see CertIdentity): cn:NAME or a URI. An operator identity
+	// may be bound to an operator name, NAME=IDENTITY (ParseOperatorIdentity):
+	// the name it may create console tokens for (Caller.OperatorName).
 	FrontIdentities    []string
 	OperatorIdentities []string
 	// PlaintextLoopbackFronts treats plaintext TCP peers on a loopback
@@ -120,6 +122,8 @@ type Authorizer struct {
 	frontUIDs map[uint32]bool
 	fronts    map[string]bool
 	operators map[string]bool
+	// names are the operator names identities are bound to (NAME=IDENTITY).
+	names map[string]string
 
 	mu          sync.Mutex
 	seen        map[string]*seen
@@ -155,7 +159,7 @@ func New(cfg Config) (*Authorizer, error) {
 	a := &Authorizer{
 		cfg: cfg, log: cfg.Logger.Named("authz"), policy: cfg.Policy,
 		localUIDs: map[uint32]bool{uint32(os.Getuid()): true, 0: true},
-		frontUIDs: map[uint32]bool{}, fronts: map[string]bool{}, operators: map[string]bool{},
+		frontUIDs: map[uint32]bool{}, fronts: map[string]bool{}, operators: map[string]bool{}, names: map[string]string{},
 		seen: map[string]*seen{},
 	}
 	for _, u := range cfg.OperatorUIDs {
@@ -167,16 +171,24 @@ func New(cfg Config) (*Authorizer, error) {
 		}
 		a.frontUIDs[u] = true
 	}
-	for _, l := range []struct {
-		ids  []string
-		into map[string]bool
-	}{{cfg.FrontIdentities, a.fronts}, {cfg.OperatorIdentities, a.operators}} {
-		for _, s := range l.ids {
-			id, err := ParseIdentity(s)
-			if err != nil {
-				return nil, err
-			}
-			l.into[id] = true
+	for _, s := range cfg.FrontIdentities {
+		id, err := ParseIdentity(s)
+		if err != nil {
+			return nil, err
+		}
+		a.fronts[id] = true
+	}
+	for _, s := range cfg.OperatorIdentities {
+		name, id, err := ParseOperatorIdentity(s)
+		if err != nil {
+			return nil, err
+		}
+		if prev, ok := a.names[id]; ok && name != "" && prev != name {
+			return nil, fmt.Errorf("%w: %s is bound to two operator names, %q and %q", ErrConfig, id, prev, name)
+		}
+		a.operators[id] = true
+		if name != "" {
+			a.names[id] = name
 		}
 	}
 	for id := range a.fronts {
@@ -233,7 +245,7 @@ func (a *Authorizer) Identify(ctx context.Context) Caller {
 		c.Identity = id
 		switch {
 		case a.operators[id]:
-			c.Role = RoleOperator
+			c.Role, c.Operator = RoleOperator, a.names[id]
 		case a.fronts[id]:
 			c.Role = RoleFront
 		}
@@ -266,13 +278,8 @@ func (a *Authorizer) Authorize(ctx context.Context, fullMethod string) (context.
 	}
 	r := Refusal{Time: a.cfg.Now(), Method: fullMethod, Caller: c, Class: class}
 	a.refuse(ctx, r)
-	st := status.New(codes.PermissionDenied, r.Reason())
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonDenied, Domain: Domain, Metadata: map[string]string{
-		"rpc": ShortMethod(fullMethod), "class": string(class), "role": c.Role.String(), "identity": c.Identity,
-	}}); err == nil {
-		st = d
-	}
-	return nil, st.Err()
+	return nil, errinfo.Error(codes.PermissionDenied, r.Reason(), controlplanev1.ErrorReason_ERROR_REASON_ACCESS_DENIED,
+		"rpc", ShortMethod(fullMethod), "class", string(class), "role", c.Role.String(), "identity", c.Identity)
 }
 
 // refuse logs and journals a refusal. Two bounds keep a flood from

@@ -69,6 +69,10 @@ type Caller struct {
 	//   none: …          a peer that could not be identified (the reason follows)
 	Identity  string
 	Transport string
+	// Operator is the operator name an operator certificate is bound to by
+	// --operator-identity NAME=IDENTITY ("" when it is listed without one;
+	// see OperatorName).
+	Operator string
 }
 
 // String is "front spiffe://…", "local operator uid:0", …
@@ -124,4 +128,61 @@ func ParseIdentity(s string) (string, error) {
 		return "", fmt.Errorf("%w: %q: write the URI as its certificate carries it (%q)", ErrIdentity, s, u.String())
 	}
 	return s, nil
+}
+
+// OperatorName is the operator name an operator certificate is bound to:
+// the NAME of --operator-identity NAME=IDENTITY, else NAME for the identity
+// cn:NAME. It is the only name such a caller may create console (operator)
+// tokens for, so a console session opened with one acts under a name its
+// creator's certificate answers for. A certificate identified by a URI SAN
+// and listed without a name is bound to none (false): the URI's path is not
+// a name anyone vetted. Other roles are not bound to a name: a local
+// operator (the unix socket, trusted by uid) may name anyone, the rest may
+// not create console tokens at all.
+func (c Caller) OperatorName() (string, bool) {
+	if c.Role != RoleOperator {
+		return "", false
+	}
+	if c.Operator != "" {
+		return c.Operator, true
+	}
+	if name, ok := strings.CutPrefix(c.Identity, "cn:"); ok && name != "" {
+		return name, true
+	}
+	return "", false
+}
+
+// ParseOperatorIdentity checks an --operator-identity: IDENTITY (as
+// ParseIdentity) or NAME=IDENTITY, binding the certificate to the operator
+// name NAME (1-128 letters, digits, _ . @ -, starting with a letter or digit:
+// an operator token's name). The text before the first "=" is a name only
+// when it holds no ":" (else it is part of a URI or cn:, and the whole is
+// the identity).
+func ParseOperatorIdentity(s string) (name, identity string, err error) {
+	if n, id, ok := strings.Cut(s, "="); ok && !strings.Contains(n, ":") {
+		if !validOperatorName(n) {
+			return "", "", fmt.Errorf("%w: %q: the operator name %q must be 1-128 letters, digits, _ . @ -, starting with a letter or digit", ErrIdentity, s, n)
+		}
+		if identity, err = ParseIdentity(id); err != nil {
+			return "", "", err
+		}
+		return n, identity, nil
+	}
+	identity, err = ParseIdentity(s)
+	return "", identity, err
+}
+
+// validOperatorName is tokens.ValidActor's rule (authz does not import
+// tokens; TestParseOperatorIdentity holds them together).
+func validOperatorName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && strings.ContainsRune("_.@-", r))
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

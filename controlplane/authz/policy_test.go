@@ -181,8 +181,8 @@ func checkRefusal(t *testing.T, err error, method, identity string) {
 			info = i
 		}
 	}
-	if info == nil || info.GetReason() != ReasonDenied || info.GetMetadata()["identity"] != identity {
-		t.Errorf("refusal of %s details = %v, want ErrorInfo %s with identity %q", method, st.Details(), ReasonDenied, identity)
+	if info == nil || info.GetReason() != "ACCESS_DENIED" || info.GetDomain() != "latch.dev" || info.GetMetadata()["identity"] != identity {
+		t.Errorf("refusal of %s details = %v, want ErrorInfo ACCESS_DENIED (latch.dev) with identity %q", method, st.Details(), identity)
 	}
 }
 

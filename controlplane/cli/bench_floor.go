@@ -16,7 +16,7 @@ import (
 // The durability floor: what two synced writes cost on the disk under the
 // data dir, measured in the same run as the paths, so the report can say
 // how much of the durable path's extra time is the price of durability
-// (DESIGN §11: a durable call makes two synced commits before it answers,
+// (docs/design §11: a durable call makes two synced commits before it answers,
 // one before the first byte is sent and one after the answer is observed)
 // and how much is everything else.
 

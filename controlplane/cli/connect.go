@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/tlsfiles"
@@ -247,16 +247,10 @@ func explainDenied(err error) error {
 	if !ok || st.Code() != codes.PermissionDenied {
 		return err
 	}
-	var info *errdetails.ErrorInfo
-	for _, d := range st.Details() {
-		if i, ok := d.(*errdetails.ErrorInfo); ok && i.GetReason() == authz.ReasonDenied && i.GetDomain() == authz.Domain {
-			info = i
-		}
-	}
-	if info == nil {
+	reason, md, ok := errinfo.Of(err)
+	if !ok || reason != controlplanev1.ErrorReason_ERROR_REASON_ACCESS_DENIED {
 		return err
 	}
-	md := info.GetMetadata()
 	var hint string
 	switch authz.Class(md["class"]) {
 	case authz.ClassLocal:

@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // devInfo is what `latch dev` leaves in its data dir for `latch demo`.
@@ -104,9 +105,22 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	}
 
 	step(6, "latch exec explain %s", first.GetId())
-	got, err := cp.Get(ctx, &controlplanev1.GetRequest{ExecutionId: first.GetId()})
-	if err != nil {
-		return rpcError(err)
+	// The front records the delivery just after it wrote the answer: wait
+	// (a few seconds at most) for that record, so the story is told from it.
+	var got *controlplanev1.GetResponse
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		got, err = cp.Get(ctx, &controlplanev1.GetRequest{ExecutionId: first.GetId()})
+		if err != nil {
+			return rpcError(err)
+		}
+		if got.GetExecution().GetState() != recordv1.State_STATE_COMPLETED || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	hist, err := cp.History(ctx, &controlplanev1.HistoryRequest{ExecutionId: first.GetId()})
 	if err != nil {

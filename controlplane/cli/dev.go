@@ -90,7 +90,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	default:
 		source = devstack.TokenKept
 	}
-	// JWT actors (README "Agent identity"): the mapped ones are known to
+	// JWT actors (docs/how-to/oauth.md): the mapped ones are known to
 	// the control plane and, unless --strict, trusted, like the dev actor.
 	var verifier *auth.JWTVerifier
 	if oauth.Enabled() {

@@ -245,6 +245,7 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	row("outcome", outcomeName(x.GetOutcome()))
 	if x.GetTargetStatus() != 0 || x.GetOutcome() != 0 {
 		row("target_status", fmt.Sprint(x.GetTargetStatus()))
+		row("answer", lifecycle.DescribeExecutionAnswer(x))
 	}
 	row("result_ref", x.GetResultRef())
 	row("reason", x.GetReason())

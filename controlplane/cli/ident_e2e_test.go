@@ -83,6 +83,14 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 	if strings.Contains(out, bob) || strings.Contains(out, hexSum) {
 		t.Errorf("token list shows a token or its hash:\n%s", out)
 	}
+	// An operator token made on the socket says a local operator made it.
+	if out, code := runCLI(t, "operator", "token", "create", "root", "--data", data); code != 0 {
+		t.Fatalf("operator token create root on the socket = %d:\n%s", code, out)
+	}
+	out, code = runCLI(t, "operator", "token", "list", "--data", data)
+	if code != 0 || !strings.Contains(out, "CREATED BY") || !strings.Contains(out, "local operator uid:") || !strings.Contains(out, "(unix)") {
+		t.Errorf("operator token list = %d:\n%s\nwant root's token created by a local operator over unix", code, out)
+	}
 	out, code = runCLI(t, "token", "list", "--json", "--data", data)
 	if code != 0 || !strings.Contains(out, `"actor":"bob"`) || strings.Contains(out, bob) || strings.Contains(out, hexSum) {
 		t.Errorf("token list --json = %d:\n%s\nwant a JSON line with actor bob and neither the token nor its hash", code, out)
@@ -162,7 +170,7 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 			t.Error("a journal record holds a token or a token hash")
 		}
 	})
-	want := map[string]int{"token_migrated": 1, "token_created": 1, "token_revoked": 1, "catalog_loaded": 3}
+	want := map[string]int{"token_migrated": 1, "token_created": 2, "token_revoked": 1, "catalog_loaded": 3}
 	for k, n := range want {
 		if len(kinds[k]) != n {
 			t.Errorf("journal has %d %s records, want %d", len(kinds[k]), k, n)
@@ -176,8 +184,17 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 		t.Errorf("catalog_loaded records %v, want %v", triggers, w)
 	}
 	for _, e := range kinds["token_created"] {
-		if e.GetToken().GetActor() != "bob" || e.GetToken().GetId() == "" || e.GetToken().GetExpiresAt() == nil {
-			t.Errorf("token_created record %v, want bob's id, actor and expiry", e.GetToken())
+		tk := e.GetToken()
+		if tk.GetOperator() {
+			// root's console token, made on the socket: the record says a
+			// local operator made it.
+			if tk.GetActor() != "root" || !strings.HasPrefix(tk.GetCreatedBy(), "local operator uid:") || tk.GetCreatedVia() != "unix" || !strings.Contains(e.GetReason(), "by local operator uid:") {
+				t.Errorf("operator token_created record %v (%q), want root's, created by a local operator over unix", tk, e.GetReason())
+			}
+			continue
+		}
+		if tk.GetActor() != "bob" || tk.GetId() == "" || tk.GetExpiresAt() == nil {
+			t.Errorf("token_created record %v, want bob's id, actor and expiry", tk)
 		}
 	}
 }

@@ -130,7 +130,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	// A vault lock or unlock voids pending approvals (DESIGN §9). The engine
+	// A vault lock or unlock voids pending approvals (docs/design §9). The engine
 	// exists only later, hence the indirection.
 	var eng atomic.Pointer[engine.Engine]
 	var lastEpoch atomic.Uint64

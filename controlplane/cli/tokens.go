@@ -18,6 +18,7 @@ type tokenKind struct {
 	operator bool
 	holder   string // the list column of the actor: ACTOR, OPERATOR
 	origin   bool   // the list shows the ORIGIN column
+	creator  bool   // the list shows the CREATED BY column
 	// created is the line on stderr above a new token; revoked says what
 	// revoking n tokens does.
 	created func(resp *controlplanev1.CreateTokenResponse, exp string) string
@@ -35,7 +36,7 @@ var (
 	}
 	operatorTokens = tokenKind{
 		command: "operator token", usage: "create NAME [--ttl D] | list [--all] | revoke ID|NAME",
-		operator: true, holder: "OPERATOR",
+		operator: true, holder: "OPERATOR", creator: true,
 		created: func(resp *controlplanev1.CreateTokenResponse, exp string) string {
 			return fmt.Sprintf("operator token %s for %s, %s (shown once; only its hash is stored). Sign in at the console (/ui/ on the ops listener) with it; decisions there are journaled as %s:", resp.GetId(), resp.GetActor(), exp, resp.GetActor())
 		},
@@ -99,11 +100,21 @@ func runTokens(ctx context.Context, env *Env, k tokenKind, args []string) error 
 		if k.origin {
 			header += "\tORIGIN"
 		}
+		if k.creator {
+			header += "\tCREATED BY"
+		}
 		fmt.Fprintln(tw, header)
 		for _, tk := range resp.GetTokens() {
 			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", tk.GetId(), tk.GetActor(), tk.GetCreatedAt(), or(tk.GetExpiresAt(), "never"), or(tk.GetLastUsedAt(), "-"), or(tk.GetRevokedAt(), "-"))
 			if k.origin {
 				row += "\t" + tk.GetOrigin()
+			}
+			if k.creator {
+				by := or(tk.GetCreatedBy(), "-")
+				if tk.GetCreatedVia() != "" {
+					by += " (" + tk.GetCreatedVia() + ")"
+				}
+				row += "\t" + by
 			}
 			fmt.Fprintln(tw, row)
 		}

@@ -104,7 +104,7 @@ func TestFrontOverMTLSInSeparateProcess(t *testing.T) {
 	_, addr := startProc(t, "latch serve", tcpReady, latchBin, "serve", "--data", data, "--catalog", catalog,
 		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice", "--log-level", "debug",
 		"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca,
-		"--front-identity", e2eFrontID, "--operator-identity", e2eOperatorID,
+		"--front-identity", e2eFrontID, "--operator-identity", "alice="+e2eOperatorID,
 		// The front serves loopback callers without a token as alice: the
 		// control plane lets it act as alice only because it is bound to her.
 		"--front-actor", e2eFrontID+"=alice")
@@ -156,6 +156,20 @@ func TestFrontOverMTLSInSeparateProcess(t *testing.T) {
 	out, code = runCLI(t, append([]string{"vault", "unlock", "--key-file", filepath.Join(data, "vault.key"), "--tls-cert", p.operatorCert, "--tls-key", p.operatorKey}, tcp...)...)
 	if code != 1 || !strings.Contains(out, "refused Admin/VaultUnlock for operator "+e2eOperatorID) || !strings.Contains(out, "unix socket") {
 		t.Errorf("vault unlock as a remote operator: exit %d, want a refusal naming the socket:\n%s", code, out)
+	}
+	// alice's certificate creates console tokens for alice, never for
+	// another name (a console session acts under its token's name).
+	out, code = runCLI(t, append([]string{"operator", "token", "create", "root", "--tls-cert", p.operatorCert, "--tls-key", p.operatorKey}, tcp...)...)
+	if code != 1 || !strings.Contains(out, `bound to the operator "alice", not "root"`) || !strings.Contains(out, "unix socket") || strings.Contains(out, "latch_op_") {
+		t.Errorf("operator token create root with alice's certificate: exit %d, want 1 and a refusal naming alice and the socket:\n%s", code, out)
+	}
+	out, code = runCLI(t, append([]string{"operator", "token", "create", "alice", "--tls-cert", p.operatorCert, "--tls-key", p.operatorKey}, tcp...)...)
+	if code != 0 || !strings.Contains(out, "for alice") {
+		t.Errorf("operator token create alice with alice's certificate: exit %d\n%s", code, out)
+	}
+	out, code = runCLI(t, append([]string{"operator", "token", "list", "--tls-cert", p.operatorCert, "--tls-key", p.operatorKey}, tcp...)...)
+	if code != 0 || !strings.Contains(out, "operator "+e2eOperatorID+" (tcp+tls)") {
+		t.Errorf("operator token list: exit %d, want alice's token created by her certificate over tcp+tls:\n%s", code, out)
 	}
 	// No client certificate, or one from another CA: refused in the handshake.
 	for name, cert := range map[string][]string{"no certificate": nil, "another CA": {"--tls-cert", p.foreignCert, "--tls-key", p.foreignKey}} {

@@ -160,6 +160,9 @@ func or(s, def string) string {
 
 // runCatalog asks the running control plane to reload its catalog.
 func runCatalog(ctx context.Context, env *Env, args []string) error {
+	if len(args) > 0 && args[0] == "validate" {
+		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
+	}
 	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME", args)
 	if err != nil {
 		return err

@@ -16,8 +16,10 @@
 // # Sign-in and sessions
 //
 // Operators sign in with an operator token (`latch operator token create
-// NAME`, stored hashed by controlplane/tokens) or a one-time link (SignInLink,
-// which `latch dev` prints). A sign-in is journaled (kind
+// NAME`, stored hashed by controlplane/tokens; an operator certificate may
+// create one only for the name it is bound to, a local operator on the
+// socket for anyone, and the token records which) or a one-time link
+// (SignInLink, which `latch dev` prints). A sign-in is journaled (kind
 // operator_signed_in) and opens a session held in memory: a random cookie
 // (HttpOnly, SameSite=Strict, Path=/ui/, Secure when served over TLS) whose
 // SHA-256 keys the session, with its own CSRF token that every form carries
@@ -29,10 +31,13 @@
 //
 // Every decision goes through the same API operations the CLI calls
 // (Decisions, implemented by *api.Service), with the signed-in operator's
-// name as the operator: the journal records a console decision exactly as it
-// records `latch approvals approve`. The name comes from the session, never
-// from the form. Each decision asks for confirmation on a page that repeats
-// the evidence.
+// name as the operator: the journal records a console decision as it
+// records `latch approvals approve`, and each of its records also carries
+// the credential the session was opened with (JournalEntry.credential: the
+// operator token's id and who created it, over which transport), so a name
+// is never all the record says about who decided. The name comes from the
+// session, never from the form. Each decision asks for confirmation on a
+// page that repeats the evidence.
 //
 // Imported by controlplane/cli only.
 package console
@@ -51,9 +56,12 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -160,8 +168,24 @@ type Console struct {
 type session struct {
 	operator string
 	tokenID  string // "" for a one-time link
-	csrf     string
-	expires  time.Time
+	// cred is what the session was opened with, journaled with each of its
+	// decisions (JournalEntry.credential).
+	cred    *recordv1.OperatorCredential
+	csrf    string
+	expires time.Time
+}
+
+// Kinds of OperatorCredential.
+const (
+	CredentialToken = "operator_token"
+	CredentialLink  = "sign_in_link"
+)
+
+// credentialOf is the credential of a session opened with the operator
+// token t: its id and who created it.
+func credentialOf(t *recordv1.AgentToken) *recordv1.OperatorCredential {
+	return &recordv1.OperatorCredential{Operator: t.GetActor(), Kind: CredentialToken, TokenId: t.GetId(),
+		TokenCreatedBy: t.GetCreatedBy(), TokenCreatedVia: t.GetCreatedVia()}
 }
 
 type oneTime struct {
@@ -395,14 +419,15 @@ func (c *Console) session(r *http.Request) *session {
 	return s
 }
 
-// open starts a session for operator and sets its cookie.
-func (c *Console) open(w http.ResponseWriter, operator, tokenID, how string, r *http.Request) error {
+// open starts a session opened with cred and sets its cookie.
+func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential, how string, r *http.Request) error {
 	now := c.cfg.Clock()
-	if err := c.journal(r.Context(), operator, KindSignedIn, "signed in to the console "+how); err != nil {
+	operator := cred.GetOperator()
+	if err := c.journal(r.Context(), cred, KindSignedIn, "signed in to the console "+how); err != nil {
 		return err
 	}
 	val := randomToken()
-	s := &session{operator: operator, tokenID: tokenID, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
+	s := &session{operator: operator, tokenID: cred.GetTokenId(), cred: cred, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
 	c.mu.Lock()
 	for k, o := range c.sessions {
 		if now.After(o.expires) {
@@ -423,14 +448,15 @@ func (c *Console) open(w http.ResponseWriter, operator, tokenID, how string, r *
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: val, Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure,
 		SameSite: http.SameSiteStrictMode, Expires: s.expires})
-	c.log.Info("operator signed in to the console", "operator", operator, "how", how)
+	c.log.Info("operator signed in to the console", "operator", operator, "how", how, "token_created_by", cred.GetTokenCreatedBy())
 	return nil
 }
 
-// journal appends one console record (sign-in, sign-out) to the journal.
-func (c *Console) journal(ctx context.Context, operator, kind, reason string) error {
+// journal appends one console record (sign-in, sign-out) of the session
+// opened with cred to the journal.
+func (c *Console) journal(ctx context.Context, cred *recordv1.OperatorCredential, kind, reason string) error {
 	return c.cfg.Store.Update(ctx, func(tx *store.Tx) error {
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: kind, Actor: operator, Reason: reason})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: kind, Actor: cred.GetOperator(), Reason: reason, Credential: cred})
 		return err
 	})
 }
@@ -473,7 +499,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 			c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Page: signinView{Next: next, Error: "This sign-in link was used already or has expired; nothing was signed in."}})
 			return
 		}
-		if err := c.open(w, o.operator, "", "with a one-time sign-in link", r); err != nil {
+		if err := c.open(w, &recordv1.OperatorCredential{Operator: o.operator, Kind: CredentialLink}, "with a one-time sign-in link", r); err != nil {
 			c.fail(w, r, nil, http.StatusServiceUnavailable, "Signing in could not be journaled: "+err.Error())
 			return
 		}
@@ -488,7 +514,11 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 			Error: "That is not a live operator token. Create one with `latch operator token create NAME` (agent tokens do not sign in here)."}})
 		return
 	}
-	if err := c.open(w, t.GetActor(), t.GetId(), "with operator token "+t.GetId(), r); err != nil {
+	how := "with operator token " + t.GetId()
+	if by := t.GetCreatedBy(); by != "" {
+		how += " (created by " + by + ")"
+	}
+	if err := c.open(w, credentialOf(t), how, r); err != nil {
 		c.fail(w, r, nil, http.StatusServiceUnavailable, "Signing in could not be journaled: "+err.Error())
 		return
 	}
@@ -513,9 +543,28 @@ func (c *Console) refusedSignIn(r *http.Request, err error) {
 	c.log.Warn("console sign-in refused", "remote", r.RemoteAddr, "error", err, "refused_since_last_line", since)
 }
 
-// safeNext keeps a post-sign-in redirect inside the console.
+// safeNext keeps a post-sign-in redirect inside the console: next must be
+// a clean path under /ui/ (with a query, if any), anything else is /ui/.
+// Refused: control characters, whitespace and anything not printable (a
+// tab goes into the Location header as it is; browsers drop some of them
+// and read what is left), invalid UTF-8, backslashes (browsers read them
+// as slashes: /ui/\evil.example), a scheme, a host or user info, a
+// fragment, and a path that leaves /ui/ once its dot segments, encoded or
+// not, are resolved (/ui/../x, /ui/%2e%2e/x).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || len(next) > 2048 || !utf8.ValidString(next) {
+		return Prefix
+	}
+	for _, r := range next {
+		if r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return Prefix
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || u.Fragment != "" || strings.Contains(next, "#") {
+		return Prefix
+	}
+	if p := path.Clean(u.Path); p != strings.TrimSuffix(Prefix, "/") && !strings.HasPrefix(p, Prefix) {
 		return Prefix
 	}
 	return next
@@ -527,7 +576,7 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
 		delete(c.sessions, hashOf(ck.Value))
 		c.mu.Unlock()
 	}
-	if err := c.journal(r.Context(), s.operator, KindSignedOut, "signed out of the console"); err != nil {
+	if err := c.journal(r.Context(), s.cred, KindSignedOut, "signed out of the console"); err != nil {
 		c.log.Warn("sign-out not journaled", "operator", s.operator, "error", err)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})

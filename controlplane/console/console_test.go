@@ -11,9 +11,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
@@ -466,16 +469,141 @@ func TestListFilters(t *testing.T) {
 // post-sign-in redirect never leaves the console, and a name it accepts
 // is one the token store accepts too.
 func FuzzRequestInputs(f *testing.F) {
-	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
+	for _, s := range []string{"", "/ui/", "//evil.example/ui/", "/ui/\\evil", "/ui/\tx", "/ui/\u2028", "https://evil.example", "/ui/executions/act_1?x=1", "act_", "2026-12-01T10:00", "ops-alice", "-x", "a b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		if n := safeNext(s); !strings.HasPrefix(n, Prefix) || strings.HasPrefix(n, "//") || strings.ContainsAny(n, "\\\r\n") {
 			t.Errorf("safeNext(%q) = %q, leaves the console", s, n)
+		} else if i := strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }); i >= 0 {
+			t.Errorf("safeNext(%q) = %q, carries %q into the Location header", s, n, n[i:])
 		}
 		parseFilter(url.Values{"state": {s}, "since": {s}, "until": {s}, "q": {s}, "actor": {s}, "tool": {s}})
 		if validName(s) && !tokens.ValidActor(s) {
 			t.Errorf("validName(%q) but tokens.ValidActor refuses it", s)
 		}
 	})
+}
+
+// TestSafeNext: the sign-in's next parameter is followed only when it is a
+// clean path under /ui/; a control character (a tab was carried into the
+// Location header), whitespace, a backslash, a scheme or host, or a path
+// that leaves /ui/ falls back to /ui/.
+func TestSafeNext(t *testing.T) {
+	tests := []struct{ next, want string }{
+		{"/ui/", "/ui/"},
+		{"/ui/executions/act_1?state=accepted&q=act_", "/ui/executions/act_1?state=accepted&q=act_"},
+		{"/ui/sessions", "/ui/sessions"},
+		{"/ui/?q=a%09b", "/ui/?q=a%09b"},
+		{"", "/ui/"},
+		{"/ui/\texecutions", "/ui/"},
+		{"/ui/\t/evil.example", "/ui/"},
+		{"\t/ui/", "/ui/"},
+		{"/ui/\x00", "/ui/"},
+		{"/ui/\x7f", "/ui/"},
+		{"/ui/ x", "/ui/"},
+		{"/ui/\u00a0x", "/ui/"},
+		{"/ui/\u2028x", "/ui/"},
+		{"/ui/\u200bx", "/ui/"},
+		{"/ui/\xff", "/ui/"},
+		{"/ui/\r\nSet-Cookie: x=1", "/ui/"},
+		{"//evil.example/ui/", "/ui/"},
+		{"/ui/\\evil.example", "/ui/"},
+		{"\\\\evil.example/ui/", "/ui/"},
+		{"https://evil.example/ui/", "/ui/"},
+		{"/ui/../admin", "/ui/"},
+		{"/ui/%2e%2e/admin", "/ui/"},
+		{"/ui/#frag", "/ui/"},
+		{"/uix", "/ui/"},
+		{"ui/", "/ui/"},
+	}
+	for _, tt := range tests {
+		if got := safeNext(tt.next); got != tt.want {
+			t.Errorf("safeNext(%q) = %q, want %q", tt.next, got, tt.want)
+		}
+	}
+	// And through the sign-in: the Location header is the clean fallback.
+	st := newStack(t, false)
+	token, _, err := st.srv.Tokens.CreateOperator(t.Context(), "ops-bob", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := browserless(t).PostForm(st.web.URL+"/ui/signin", url.Values{"token": {token}, "next": {"/ui/\t/evil.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || got != "/ui/" {
+		t.Errorf("sign in with next=\"/ui/\\t/evil.example\" = %d, Location %q; want 303 to /ui/", resp.StatusCode, got)
+	}
+}
+
+// TestDecisionsCarryTheirCredential: a console decision's journal records
+// (and the sign-in's) carry the operator token the session was opened
+// with and who created that token, not only the name the token signs in
+// under: a token for root created by alice's certificate is not root.
+func TestDecisionsCarryTheirCredential(t *testing.T) {
+	st := newStack(t, false)
+	token, op, err := st.srv.Tokens.Issue(t.Context(), tokens.Issue{Actor: "root", Operator: true, CreatedBy: "local operator uid:0", CreatedVia: authz.TransportUnix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := browserless(t)
+	resp, err := c.PostForm(st.web.URL+"/ui/signin", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	csrf := st.csrfOf(t, c)
+	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix}
+
+	z := st.submit(t, "note", `{"text":"waits for its session"}`)
+	sessions, _ := st.srv.Store.Sessions(10)
+	ses := sessions[0].GetId()
+	from := st.srv.Store.JournalSize()
+	if got := post(t, c, st.web.URL+"/ui/sessions/"+ses+"/authorize", url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("authorize session = %d, want 303", got)
+	}
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	fromCancel := st.srv.Store.JournalSize()
+	if got := post(t, c, st.web.URL+"/ui/executions/"+x.GetId()+"/cancel", url.Values{"csrf": {csrf}, "confirm": {"yes"}, "reason": {"r"}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("cancel = %d, want 303", got)
+	}
+
+	var signedIn, authorized, approved, cancelled bool
+	for i := range st.srv.Store.JournalSize() {
+		b, err := st.srv.Store.JournalEntry(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &recordv1.JournalEntry{}
+		if err := proto.Unmarshal(b, e); err != nil {
+			t.Fatal(err)
+		}
+		var which *bool
+		switch {
+		case e.GetKind() == KindSignedIn:
+			which = &signedIn
+		case e.GetKind() == "session_authorized" && i >= from:
+			which = &authorized
+		case e.GetExecutionId() == z.GetId() && e.GetTo() == recordv1.State_STATE_AUTHORIZED:
+			which = &approved
+		case e.GetExecutionId() == x.GetId() && e.GetTo() == recordv1.State_STATE_CANCELLED && i >= fromCancel:
+			which = &cancelled
+		default:
+			if e.GetCredential() != nil {
+				t.Errorf("journal record %d (%s %q) carries the console credential; only the console's own records should", i, e.GetKind(), e.GetReason())
+			}
+			continue
+		}
+		*which = true
+		if diff := cmp.Diff(want, e.GetCredential(), protocmp.Transform()); diff != "" {
+			t.Errorf("journal record %d (%s %q) credential (-want +got):\n%s", i, e.GetKind(), e.GetReason(), diff)
+		}
+	}
+	for name, ok := range map[string]bool{"sign-in": signedIn, "session authorized": authorized, "execution approved by the session's authorization": approved, "cancel": cancelled} {
+		if !ok {
+			t.Errorf("no %s record found", name)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/store"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -32,8 +33,12 @@ type confirmView struct {
 
 // operatorContext is the context of a console decision: the API sees an
 // operator caller (as the authz interceptors would mark a CLI on the
-// socket), named after the signed-in operator.
+// socket), named after the signed-in operator, and every journal record the
+// decision writes carries the credential the session was opened with (the
+// operator token's id and who created it: store.WithCredential), so the
+// name is tied to whoever could sign in under it.
 func operatorContext(ctx context.Context, s *session) context.Context {
+	ctx = store.WithCredential(ctx, s.cred)
 	return authz.WithCaller(ctx, authz.Caller{Role: authz.RoleOperator, Identity: "console:" + s.operator, Transport: "https"})
 }
 

@@ -140,6 +140,7 @@ func (c *Console) detail(id string) (*detailView, error) {
 	add(&v.Identity, "catalog_version", x.GetCatalogVersion())
 	if x.GetTargetStatus() != 0 || x.GetOutcome() != 0 {
 		add(&v.Identity, "target_status", fmt.Sprint(x.GetTargetStatus()))
+		add(&v.Identity, "answer", lifecycle.DescribeExecutionAnswer(x))
 	}
 	add(&v.Identity, "result_ref", x.GetResultRef())
 	add(&v.Identity, "dispatches", fmt.Sprint(x.GetAttempts()))
@@ -228,7 +229,7 @@ func (c *Console) attempts(v *detailView, x *recordv1.Execution, hist []*recordv
 				a.AnswerState = lifecycle.Name(ans.GetTo())
 				a.Answer = ans.GetReason()
 				if ans.GetTo() == recordv1.State_STATE_COMPLETED {
-					a.Answer = fmt.Sprintf("target status %d, %s (%s)", ans.GetExecution().GetTargetStatus(), explain.OutcomeName(ans.GetExecution().GetOutcome()), ans.GetReason())
+					a.Answer = fmt.Sprintf("%s, %s (%s)", lifecycle.DescribeExecutionAnswer(ans.GetExecution()), explain.OutcomeName(ans.GetExecution().GetOutcome()), ans.GetReason())
 				}
 				a.Answer = explain.TS(ans.GetTime()) + ": " + a.Answer
 			}

@@ -375,6 +375,10 @@ func printBanner(w io.Writer, b banner) {
 	if b.data != ".latch-dev" {
 		dataArg = " --data " + b.data
 	}
+	story := "Try the story:  latch demo" + dataArg
+	if b.catalog != CatalogExample {
+		story = "The dropped-connection story (latch demo) needs the example catalog: run latch dev without --catalog to try it."
+	}
 	fmt.Fprintf(w, `
 Latch dev is running.
 
@@ -385,7 +389,7 @@ Latch dev is running.
   strict         %s
   catalog        %s
   data dir       %s   (admin commands: latch exec list%s)
-  demo target    %s   (/_demo/delay and /_demo/effects: see README, "The demo target")
+  demo target    %s   (/_demo/delay and /_demo/effects: see docs/tutorial/quickstart.md)
 %s
 Connect an MCP client (Streamable HTTP):
 
@@ -393,9 +397,9 @@ Connect an MCP client (Streamable HTTP):
   Cursor / VS Code (mcp.json):
     {"mcpServers": {"latch": {"url": "%s", "headers": {"Authorization": "Bearer %s"}}}}
 
-Try the story:  latch demo%s
+%s
 Ctrl-C stops cleanly; a later latch dev%s resumes with the same token.
-`, b.url, b.token, Actor, src, strict, catalog, b.data, dataArg, b.demo, opsLine, b.url, b.token, b.url, b.token, dataArg, dataArg)
+`, b.url, b.token, Actor, src, strict, catalog, b.data, dataArg, b.demo, opsLine, b.url, b.token, b.url, b.token, story, dataArg)
 }
 
 func frontMetrics(reg prometheus.Registerer) *mcpfront.Metrics {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -161,5 +162,20 @@ func TestLoadToken(t *testing.T) {
 		if _, _, err := LoadToken(data, bad); !errors.Is(err, ErrBadToken) {
 			t.Errorf("LoadToken(%q) = %v, want ErrBadToken", bad, err)
 		}
+	}
+}
+
+// TestBannerOffersDemoOnlyWithItsCatalog: the banner suggests `latch demo`
+// (with the --data that reaches this instance) only when the example catalog
+// runs; with --catalog it says why the demo is not offered.
+func TestBannerOffersDemoOnlyWithItsCatalog(t *testing.T) {
+	var example, other strings.Builder
+	printBanner(&example, banner{url: "http://127.0.0.1:7411/mcp", data: "/tmp/x", catalog: CatalogExample})
+	printBanner(&other, banner{url: "http://127.0.0.1:7411/mcp", data: "/tmp/x", catalog: "team.yaml"})
+	if !strings.Contains(example.String(), "Try the story:  latch demo --data /tmp/x") {
+		t.Errorf("banner with the example catalog does not offer latch demo --data /tmp/x:\n%s", example.String())
+	}
+	if strings.Contains(other.String(), "Try the story") || !strings.Contains(other.String(), "needs the example catalog") {
+		t.Errorf("banner with --catalog offers latch demo, which would refuse:\n%s", other.String())
 	}
 }

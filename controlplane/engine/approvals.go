@@ -15,7 +15,7 @@ const (
 	RuleApproval = "approval"
 )
 
-// decisionOrder is the one ordered list of DESIGN §9: the Authorizer's rules
+// decisionOrder is the one ordered list of docs/design §9: the Authorizer's rules
 // (vault, then actor), then the session rule, then the tool's every_call
 // approval rule. The first rule that does not pass decides.
 func decisionOrder(a Authorizer, e *Engine) []Rule {

@@ -210,6 +210,7 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string
 			}
 			x.ResultRef, x.ResultSha256 = store.ResultRef(sum), sum
 			x.TargetStatus = targetStatus(a.Result)
+			x.Answer = lifecycle.AnswerOf(a.Result)
 		}
 		x.Outcome = a.Outcome
 		return e.step(tx, x, recordv1.State_STATE_COMPLETED, now, kind, "target answered: "+a.Reason, false)

@@ -50,7 +50,7 @@ type Channel interface {
 	Identity(tool *tools.Tool, target *tools.Target) Identity
 }
 
-// Identity is a channel's part of the canonical intent record (DESIGN §3).
+// Identity is a channel's part of the canonical intent record (docs/design §3).
 type Identity struct {
 	// Target names the target the way its channel addresses it (HTTP:
 	// scheme+host+path template; SSH: host key fingerprint and account).
@@ -126,7 +126,7 @@ type Attempt struct {
 	InFlight time.Duration
 }
 
-// Authorizer contributes the first rules of the decision order (DESIGN §9):
+// Authorizer contributes the first rules of the decision order (docs/design §9):
 // the gates every execution passes before the engine's own session and
 // approval rules (see decisionOrder). Implemented by *policy.Policy (the
 // vault rule, then the actor rule); nil: only the engine's rules.
@@ -459,7 +459,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
 			return err
 		}
-		// Dispatched is recorded in the same commit (DESIGN §11: the
+		// Dispatched is recorded in the same commit (docs/design §11: the
 		// critical path is two durable writes, before dispatch and after
 		// observation); the first byte is sent only after it returns.
 		if decided == recordv1.State_STATE_AUTHORIZED {
@@ -501,7 +501,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	return res, nil
 }
 
-// matches is DESIGN §5's rule; the fingerprint already covers actor and scope,
+// matches is docs/design §5's rule; the fingerprint already covers actor and scope,
 // which are compared again so a fingerprint collision can never cross actors.
 func matches(prior *recordv1.Execution, actor, scope string, now time.Time) bool {
 	if prior.GetActor() != actor || prior.GetIntentScope() != scope || !lifecycle.Attachable(prior.GetState()) {
@@ -548,7 +548,7 @@ func stamp(t *timestamppb.Timestamp) string {
 	return t.AsTime().UTC().Format(time.RFC3339Nano)
 }
 
-// intentOf builds the canonical intent record's fields (DESIGN §3); id is
+// intentOf builds the canonical intent record's fields (docs/design §3); id is
 // the channel's part (Channel.Identity).
 func intentOf(actor, scope string, tool *tools.Tool, target *tools.Target, id Identity, args map[string]any, repeatOf string) fingerprint.Intent {
 	return fingerprint.Intent{

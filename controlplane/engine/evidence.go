@@ -11,7 +11,7 @@ import (
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// The evidence rule (DESIGN §13): "the target has no record of it" proves
+// The evidence rule (docs/design §13): "the target has no record of it" proves
 // that nothing happened only once no request carrying the execution ID can
 // still be in flight or still be on its way to the target's records. That
 // point, the settle point, is the latest send plus the dispatch timeout (or

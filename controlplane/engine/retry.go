@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/latchhq/latch/internal/backoff"
 )
 
 // Retry and backoff
@@ -49,17 +50,9 @@ type RetryPolicy struct {
 }
 
 // Backoff is the wait after the given failed attempt (1-based; lower counts
-// as 1): Min·2^(attempt-1), capped at Max, less the jitter.
+// as 1): Min·2^(attempt-1), capped at Max, less the jitter (backoff.Policy).
 func (p RetryPolicy) Backoff(attempt int) time.Duration {
-	d := p.Min
-	for i := 1; i < attempt && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	if p.Jitter && d > 0 {
-		d -= time.Duration(rand.Int64N(int64(d)/2 + 1))
-	}
-	return d
+	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter}.Delay(attempt)
 }
 
 // Exhausted reports whether attempts made so far use up the limit.

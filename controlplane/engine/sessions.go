@@ -18,7 +18,7 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// SessionConfig sets the session rule of the decision order (DESIGN §9).
+// SessionConfig sets the session rule of the decision order (docs/design §9).
 type SessionConfig struct {
 	// Required: a new agent session needs an operator's authorization
 	// before its executions proceed (production default: true).

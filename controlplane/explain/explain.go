@@ -1,4 +1,4 @@
-// Package explain answers DESIGN §10's five investigation questions about
+// Package explain answers docs/design §10's five investigation questions about
 // one execution from its journal records: one agent process or two, did the
 // first call reach dispatch, was a target answer observed, did delivery
 // fail after completion, did the second call attach or create a new
@@ -36,7 +36,7 @@ var Questions = []string{
 	"One agent process or two?",
 	"Did the first call reach dispatch?",
 	"Was a target answer observed?",
-	"Did delivery fail after completion?",
+	"Was the result delivered after completion?",
 	"Did the second call attach or create a new execution?",
 }
 
@@ -118,7 +118,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 		if unknown != nil {
 			how = "after the outcome was unknown (" + unknown.GetReason() + "), recovered from the target"
 		}
-		say(2, "Yes: %s, target status %d, at %s, %s.", OutcomeName(x.GetOutcome()), x.GetTargetStatus(), TS(x.GetCompletedAt()), how)
+		say(2, "Yes: %s, %s, at %s, %s.", OutcomeName(x.GetOutcome()), lifecycle.DescribeExecutionAnswer(x), TS(x.GetCompletedAt()), how)
 	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetState() == recordv1.State_STATE_NEEDS_REVIEW:
 		say(2, "Not yet: %s (%s). It was not re-sent blindly.", lifecycle.Name(x.GetState()), x.GetReason())
 	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED && notExecuted != nil:
@@ -141,7 +141,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 		say(2, "%d recovery quer%s settled nothing; the last, at %s: %s", n, map[bool]string{true: "y", false: "ies"}[n == 1], TS(queries[n-1].GetTime()), queries[n-1].GetReason())
 	}
 
-	// 4. Did delivery fail after completion?
+	// 4. Was the result delivered after completion?
 	switch {
 	case completed == nil:
 		say(3, "Not applicable: it has not completed.")
@@ -158,7 +158,11 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 			say(3, "No: the result was delivered at %s.", TS(delivered.GetTime()))
 		}
 	default:
-		say(3, "Yes: completed at %s but no response was recorded as delivered (completed_result_not_delivered).", TS(completed.GetTime()))
+		// Not a failure, and not "no": a front records a delivery after
+		// the answer was written, and a record may be in flight, kept by a
+		// front until the control plane is back, or lost with a front that
+		// stopped while the control plane was away.
+		say(3, "Not recorded: completed at %s, and no front has recorded the answer as delivered: the caller may have it (the record can still be on its way) or may have left before the answer (completed_result_not_delivered). Nothing is re-sent: an identical call attaches and gets the stored result.", TS(completed.GetTime()))
 	}
 
 	// 5. Did the second call attach or create a new execution?

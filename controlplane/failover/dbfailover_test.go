@@ -26,7 +26,7 @@ func TestDatabaseFailover(t *testing.T) {
 // TestDatabaseFailoverAsync is the same with asynchronous replication: the
 // primary acknowledges a commit before the standby has it, so the last
 // commits before the kill may be lost. It logs what was lost and asserts
-// nothing about it (README: High availability). Off unless -failover.async.
+// nothing about it (docs/how-to/production-topology.md, "High availability"). Off unless -failover.async.
 func TestDatabaseFailoverAsync(t *testing.T) {
 	if !*flagAsync {
 		t.Skip("off by default (it asserts nothing): run with -failover.async")

@@ -1,4 +1,4 @@
-// Package fingerprint builds the canonical intent record of DESIGN §3 and
+// Package fingerprint builds the canonical intent record of docs/design §3 and
 // its keyed fingerprint, the identifier the control plane uses to find a
 // prior execution when the protocol correlation (JSON-RPC id, MCP session)
 // has changed.
@@ -19,7 +19,7 @@
 //
 // # Record fields and what never enters
 //
-// [Intent] holds exactly the fields DESIGN §3 lists: actor, tool, channel,
+// [Intent] holds exactly the fields docs/design §3 lists: actor, tool, channel,
 // target, credential_ref, method or command, cwd, arguments, intent_scope
 // and repeat_of. Transport fields (JSON-RPC ids, MCP session ids, progress
 // tokens, _meta) have no field in Intent, so they cannot enter the record;

@@ -29,7 +29,7 @@ var (
 	ErrShortKey = errors.New("fingerprint: server key too short")
 )
 
-// Intent is the canonical intent record of DESIGN §3. It has no field for
+// Intent is the canonical intent record of docs/design §3. It has no field for
 // transport details (request ids, progress tokens, _meta, session ids): by
 // construction they cannot enter the fingerprint.
 type Intent struct {

@@ -64,7 +64,7 @@ func (c *Channel) execPlain(ctx context.Context, call engine.Call) engine.Attemp
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: outcome, Reason: summary,
 		Result: &recordv1.Result{
-			Exited: true, ExitCode: int32(res.ExitCode), Signal: res.Signal, Summary: summary,
+			Answer: recordv1.AnswerKind_ANSWER_KIND_PROCESS, Exited: true, ExitCode: int32(res.ExitCode), Signal: res.Signal, Summary: summary,
 			Body: capBytes(body, c.cfg.OutputCap), BodyTruncated: truncated,
 		},
 	}

@@ -446,10 +446,10 @@ func (c *Channel) classify(ctx context.Context, ac *agentConn, target string, m 
 			" (the agent never re-runs it); an operator decides (latch exec resolve)"}
 	case hostagentv1.MarkerState_MARKER_STATE_COMPLETED:
 		return engine.Attempt{Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Reason: "script marker completed",
-			Result: &recordv1.Result{Body: capBytes([]byte(m.GetResultJson()), c.cfg.OutputCap), BodyTruncated: len(m.GetResultJson()) > c.cfg.OutputCap, Summary: "script marker completed"}}
+			Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_MARKER, Body: capBytes([]byte(m.GetResultJson()), c.cfg.OutputCap), BodyTruncated: len(m.GetResultJson()) > c.cfg.OutputCap, Summary: "script marker completed"}}
 	case hostagentv1.MarkerState_MARKER_STATE_FAILED:
 		return engine.Attempt{Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, Reason: "script marker failed" + reason,
-			Result: &recordv1.Result{Body: capBytes([]byte(m.GetReason()), c.cfg.OutputCap), BodyTruncated: len(m.GetReason()) > c.cfg.OutputCap, Summary: "script marker failed"}}
+			Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_MARKER, Body: capBytes([]byte(m.GetReason()), c.cfg.OutputCap), BodyTruncated: len(m.GetReason()) > c.cfg.OutputCap, Summary: "script marker failed"}}
 	case hostagentv1.MarkerState_MARKER_STATE_STARTING, hostagentv1.MarkerState_MARKER_STATE_RUNNING, hostagentv1.MarkerState_MARKER_STATE_BEGUN:
 		return engine.Attempt{Class: engine.Unknown, Reason: "still running on " + target + " (marker " + stateName(m.GetState()) + pidNote(m) + ")"}
 	default:
@@ -472,7 +472,7 @@ func exited(m *hostagentv1.Marker) engine.Attempt {
 	}
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: outcome, Reason: summary,
-		Result: &recordv1.Result{Exited: true, ExitCode: m.GetExitCode(), Signal: sig, Summary: summary},
+		Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_PROCESS, Exited: true, ExitCode: m.GetExitCode(), Signal: sig, Summary: summary},
 	}
 }
 

@@ -178,7 +178,7 @@ func observed(obs *httpdispatch.Observation) engine.Attempt {
 	}
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: outcome,
-		Result: &recordv1.Result{Status: int32(obs.Status), Headers: obs.Headers, Body: obs.Body, BodyTruncated: obs.Truncated},
+		Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_STATUS, Status: int32(obs.Status), Headers: obs.Headers, Body: obs.Body, BodyTruncated: obs.Truncated},
 		Reason: fmt.Sprintf("HTTP %d", obs.Status),
 	}
 }

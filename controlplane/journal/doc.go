@@ -1,4 +1,4 @@
-// Package journal holds the tamper-evident journal logic of DESIGN §10:
+// Package journal holds the tamper-evident journal logic of docs/design §10:
 // what a journal leaf is, how the Merkle tree over the leaves is hashed,
 // how checkpoints are signed and opened, how a journal (live or exported)
 // is verified, and the export file format. It is a pure library: it stores

@@ -1,4 +1,4 @@
-// Package lifecycle is the execution state machine of DESIGN §4: which
+// Package lifecycle is the execution state machine of docs/design §4: which
 // transitions are legal, which states are terminal, and which states a retry
 // may attach to. It holds no state itself; the control plane's engine asks it
 // before every durable transition.
@@ -89,7 +89,7 @@ func Check(from, to recordv1.State) error {
 func Terminal(s recordv1.State) bool { return known(s) && len(next[s]) == 0 }
 
 // Cancellable reports whether an explicit cancel may still end the execution:
-// before dispatch only (DESIGN §4). It is read off the transition table.
+// before dispatch only (docs/design §4). It is read off the transition table.
 func Cancellable(s recordv1.State) bool { return Check(s, cancelled) == nil }
 
 // The sets below are the one definition of each group of states; every
@@ -147,7 +147,7 @@ func Owed(s recordv1.State) bool {
 }
 
 // Attachable reports whether a retry with the same intent attaches to an
-// execution in state s (DESIGN §5). delivered is included on purpose: a caller
+// execution in state s (docs/design §5). delivered is included on purpose: a caller
 // that saw the outcome and wants the action again must say so with repeat_of;
 // without it the identical call attaches and gets the stored result. That is
 // what makes repeat_of meaningful, and it keeps "the response was written" (all
@@ -178,7 +178,7 @@ func known(s recordv1.State) bool {
 	return ok && s != recordv1.State_STATE_UNSPECIFIED
 }
 
-// Name is the state's lowercase name as DESIGN writes it ("outcome_unknown").
+// Name is the state's lowercase name as docs/design writes it ("outcome_unknown").
 func Name(s recordv1.State) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
 }

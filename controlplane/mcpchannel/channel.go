@@ -331,7 +331,7 @@ func (c *Channel) result(u *upstream, res *mcp.CallToolResult) *recordv1.Result 
 			break
 		}
 	}
-	return &recordv1.Result{Body: body, BodyTruncated: cut, Summary: summary}
+	return &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT, Body: body, BodyTruncated: cut, Summary: summary}
 }
 
 // capBody redacts the upstream's credential from body and cuts it at

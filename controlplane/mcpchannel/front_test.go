@@ -65,6 +65,35 @@ func TestAgentCallsUpstreamThroughTheFront(t *testing.T) {
 	}
 }
 
+// TestUpstreamAnswerDescribedAsToolResult: an upstream tool's answer is
+// described to the model as an upstream tool's result (or error result),
+// never as an HTTP target's status (it has none: "status 0" before).
+func TestUpstreamAnswerDescribedAsToolResult(t *testing.T) {
+	up := newCounter(t)
+	info := startDev(t, httpCatalog(t, up.serveHTTP(), "idempotency_key"))
+	sess := agent(t, info)
+	for _, tc := range []struct {
+		tool, want string
+		isError    bool
+	}{
+		{"counter.add_note", "the upstream tool returned its result", false},
+		{"counter.fail", "upstream tool, which returned an error result", true},
+	} {
+		res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: map[string]any{"text": "describe me"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		sc, _ := json.Marshal(res.StructuredContent)
+		if res.IsError != tc.isError || !strings.Contains(text, tc.want) || !strings.Contains(text, "Upstream tool result:") {
+			t.Errorf("%s: isError %v, text %q; want isError %v and %q", tc.tool, res.IsError, text, tc.isError, tc.want)
+		}
+		if strings.Contains(text, "status 0") || strings.Contains(text, "HTTP status") || !strings.Contains(string(sc), `"answer":"upstream_tool_result"`) {
+			t.Errorf("%s: described as an HTTP answer: text %q, structured %s", tc.tool, text, sc)
+		}
+	}
+}
+
 // startDev runs `latch dev` on catalog and returns its dev.json.
 func startDev(t *testing.T, catalog string) devstack.Info {
 	t.Helper()

@@ -269,7 +269,7 @@ func (c *Channel) taskOutcome(ctx context.Context, u *upstream, tp *tap, caps ta
 		body, cut := c.capBody(u, body)
 		return engine.Attempt{
 			Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET,
-			Result: &recordv1.Result{Body: body, BodyTruncated: cut, Summary: clip(c.scrub(u, []byte("the upstream cancelled the task: "+task.StatusMessage)), 200)},
+			Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT, Body: body, BodyTruncated: cut, Summary: clip(c.scrub(u, []byte("the upstream cancelled the task: "+task.StatusMessage)), 200)},
 			Reason: fmt.Sprintf("upstream %s reports task %s cancelled", name, task.TaskID),
 		}
 	case taskFailed:
@@ -370,7 +370,7 @@ func (c *Channel) rpcErrorResult(u *upstream, name string, werr *jsonrpc.Error, 
 	}
 	return engine.Attempt{
 		Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET,
-		Result: &recordv1.Result{Body: body, BodyTruncated: cut, Summary: fmt.Sprintf("JSON-RPC error %d: %s", werr.Code, clip(c.scrub(u, []byte(werr.Message)), 200))},
+		Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_TOOL_RESULT, Body: body, BodyTruncated: cut, Summary: fmt.Sprintf("JSON-RPC error %d: %s", werr.Code, clip(c.scrub(u, []byte(werr.Message)), 200))},
 		Reason: reason,
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/backoff"
 	"github.com/latchhq/latch/internal/egress"
 	"github.com/latchhq/latch/tools"
 )
@@ -110,24 +111,22 @@ func (u *upstream) notifyLocked() {
 
 func (u *upstream) run() {
 	defer close(u.done)
-	backoff := u.c.cfg.RestartMin
+	restart := backoff.Policy{Min: u.c.cfg.RestartMin, Max: u.c.cfg.RestartMax}
+	failures := 0
 	for u.ctx.Err() == nil {
 		started := time.Now()
 		err := u.serveOnce()
 		if u.ctx.Err() != nil {
 			return
 		}
+		failures++
 		if time.Since(started) > 2*u.c.cfg.RestartMax {
-			backoff = u.c.cfg.RestartMin // it ran well for a while: restart promptly
+			failures = 1 // it ran well for a while: restart promptly
 		}
-		u.log.Warn("upstream session ended; connecting again", "error", err, "backoff", backoff)
-		select {
-		case <-u.ctx.Done():
+		u.log.Warn("upstream session ended; connecting again", "error", err, "backoff", restart.Delay(failures))
+		if !restart.Wait(u.ctx, failures, u.kick) {
 			return
-		case <-time.After(backoff):
-		case <-u.kick:
 		}
-		backoff = min(backoff*2, u.c.cfg.RestartMax)
 	}
 }
 

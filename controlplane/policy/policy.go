@@ -1,4 +1,4 @@
-// Package policy holds the first rules of the decision order of DESIGN §9:
+// Package policy holds the first rules of the decision order of docs/design §9:
 // a locked vault rejects everything, then an actor the control plane does
 // not know is rejected. The engine runs them before its own session rule
 // and the tool's approval rule (engine.decisionOrder); *Policy implements

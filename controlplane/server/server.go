@@ -435,7 +435,7 @@ func (s *Server) buildListeners() error {
 			// already: a goroutine per call grew its stack from the start
 			// on every Submit (argument validation, the journal, the
 			// wait), ~30 µs of CPU per call through the MCP front at
-			// c=32 (README "Where the time of an MCP call goes"). Past
+			// c=32 (docs/contributing/benchmarks.md, "Where the time of an MCP call goes"). Past
 			// streamWorkers calls in flight gRPC starts goroutines again.
 			grpc.NumStreamWorkers(streamWorkers),
 		}

@@ -379,7 +379,7 @@ func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
 // deleted from the store, leaves the first-use check nothing in the store
 // to prove the record against: with a checkpoint copy kept outside the
 // data dir, the copy's newest checkpoint refuses it; without one it
-// authenticates (the gap the README names, which `latch audit verify`
+// authenticates (the gap docs/how-to/audit.md names, which `latch audit verify`
 // closes with the copy).
 func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 	for _, tc := range []struct {

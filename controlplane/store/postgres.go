@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/latchhq/latch/internal/backoff"
 )
 
 // PostgreSQL backend errors.
@@ -594,6 +596,10 @@ func unreachable(pe *pgconn.PgError) bool {
 	return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57")
 }
 
+// resolveBackoff spaces the reads of the commit marker while the database
+// is unreachable.
+var resolveBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
+
 // resolve learns whether the commit holding token happened.
 func (k *PostgresKV) resolve(token []byte, cause error) error {
 	ctx, cancel := k.ctx()
@@ -607,10 +613,7 @@ func (k *PostgresKV) resolve(token []byte, cause error) error {
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(min(attempt+1, 10)) * 100 * time.Millisecond):
-		}
+		resolveBackoff.Wait(ctx, attempt+1, nil)
 	}
 	switch {
 	case err == nil && bytes.Equal(got, token):

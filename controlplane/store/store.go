@@ -76,6 +76,9 @@ type request struct {
 	done chan error
 	// lazy: the update starts no commit of its own (UpdateLazy).
 	lazy bool
+	// credential, from the update's context (WithCredential), is stamped
+	// on the journal records fn appends.
+	credential *recordv1.OperatorCredential
 }
 
 // lazyDelay bounds how long an UpdateLazy waits for another update to share
@@ -141,7 +144,7 @@ func (s *Store) Close() error {
 // fn's writes is durable. fn must not block; it may be retried never. When fn
 // returns an error none of its writes are kept and Update returns that error.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
-	return s.update(ctx, &request{fn: fn, done: make(chan error, 1)})
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), credential: credentialFrom(ctx)})
 }
 
 // UpdateLazy is Update for a write nothing waits on: it starts no commit
@@ -153,7 +156,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 // whose absence after a crash is the safe side and that nothing is ordered
 // after (delivered: without it, an attach returns the stored result again).
 func (s *Store) UpdateLazy(ctx context.Context, fn func(*Tx) error) error {
-	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), lazy: true})
+	return s.update(ctx, &request{fn: fn, done: make(chan error, 1), lazy: true, credential: credentialFrom(ctx)})
 }
 
 // Flush commits the lazy updates held now and returns once they are
@@ -317,7 +320,7 @@ func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 // succeeds.
 func (s *Store) add(b *batch, r *request) {
 	b.group = append(b.group, r)
-	tx := &Tx{b: b, own: map[string]*Write{}, size: b.size, gate: s.gate.Load()}
+	tx := &Tx{b: b, own: map[string]*Write{}, size: b.size, gate: s.gate.Load(), credential: r.credential}
 	err := safeRun(r.fn, tx)
 	if err == nil {
 		err = tx.err
@@ -462,6 +465,8 @@ type Tx struct {
 	transitions []Transition
 	// gate is the start-up gate open when the update began (nil: none).
 	gate *StartupGate
+	// credential is stamped on appended records that carry none.
+	credential *recordv1.OperatorCredential
 }
 
 func (t *Tx) get(key []byte) ([]byte, error) {
@@ -664,6 +669,9 @@ func (t *Tx) PutResult(id string, r *recordv1.Result) ([]byte, error) {
 func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	n := t.size
 	e.Index = uint64(n)
+	if t.credential != nil && e.GetCredential() == nil {
+		e.Credential = proto.Clone(t.credential).(*recordv1.OperatorCredential)
+	}
 	data, err := journal.EncodeEntry(e)
 	if err != nil {
 		return 0, err

@@ -263,14 +263,29 @@ func idOf(sum string) string { return "tok_" + sum[:12] }
 // Create makes a token for actor, valid for ttl (0: until revoked), stores
 // its hash, journals token_created and returns the token, once.
 func (s *Service) Create(ctx context.Context, actor string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
-	return s.create(ctx, actor, ttl, false)
+	return s.Issue(ctx, Issue{Actor: actor, TTL: ttl})
 }
 
 // CreateOperator makes an operator token for the operator named name (the
 // console signs in with it), as Create does for agents: stored hashed,
 // journaled token_created with operator set, returned once.
 func (s *Service) CreateOperator(ctx context.Context, name string, ttl time.Duration) (string, *recordv1.AgentToken, error) {
-	return s.create(ctx, name, ttl, true)
+	return s.Issue(ctx, Issue{Actor: name, TTL: ttl, Operator: true})
+}
+
+// Issue is one token to create (Service.Issue).
+type Issue struct {
+	// Actor is the agent, or the operator's name for an operator token.
+	Actor string
+	// TTL: the token expires this long after creation (0: until revoked).
+	TTL time.Duration
+	// Operator makes an operator token (console sign-in).
+	Operator bool
+	// CreatedBy and CreatedVia say who asked for it and over which
+	// transport (AgentToken.created_by, created_via; see authz.Caller):
+	// stored with the token and journaled, so a console session opened
+	// with it is tied to its creator. Empty: not known (in-process callers).
+	CreatedBy, CreatedVia string
 }
 
 func kindName(operator bool) string {
@@ -280,7 +295,10 @@ func kindName(operator bool) string {
 	return "token"
 }
 
-func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, operator bool) (string, *recordv1.AgentToken, error) {
+// Issue makes the token in: Create and CreateOperator, saying who created
+// it.
+func (s *Service) Issue(ctx context.Context, in Issue) (string, *recordv1.AgentToken, error) {
+	actor, ttl, operator := in.Actor, in.TTL, in.Operator
 	if !ValidActor(actor) {
 		return "", nil, fmt.Errorf("%w: %q (use 1-128 letters, digits, _ . @ -, starting with a letter or digit)", ErrBadActor, actor)
 	}
@@ -298,7 +316,15 @@ func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, o
 	secret := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	sum := Hash(secret)
 	now := s.clock().UTC().Truncate(time.Second)
-	t := &recordv1.AgentToken{Id: idOf(sum), Actor: actor, Sha256: sum, CreatedAt: timestamppb.New(now), Origin: OriginAPI, Operator: operator}
+	t := &recordv1.AgentToken{Id: idOf(sum), Actor: actor, Sha256: sum, CreatedAt: timestamppb.New(now), Origin: OriginAPI, Operator: operator,
+		CreatedBy: in.CreatedBy, CreatedVia: in.CreatedVia}
+	reason := kindName(operator) + " " + t.GetId() + " created"
+	if in.CreatedBy != "" {
+		reason += " by " + in.CreatedBy
+		if in.CreatedVia != "" {
+			reason += " over " + in.CreatedVia
+		}
+	}
 	if ttl > 0 {
 		t.ExpiresAt = timestamppb.New(now.Add(ttl))
 	}
@@ -306,14 +332,14 @@ func (s *Service) create(ctx context.Context, actor string, ttl time.Duration, o
 		if err := tx.PutToken(t); err != nil {
 			return err
 		}
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: kindName(operator) + " " + t.GetId() + " created", Token: store.JournaledToken(t)})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: reason, Token: store.JournaledToken(t)})
 		return err
 	})
 	if err != nil {
 		return "", nil, err
 	}
 	s.cleared.Store(t.GetId(), struct{}{})
-	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "operator", operator, "expires_at", expiry(t))
+	s.log.Info("token created", "token_id", t.GetId(), "actor", actor, "operator", operator, "expires_at", expiry(t), "created_by", in.CreatedBy, "created_via", in.CreatedVia)
 	return secret, t, nil
 }
 

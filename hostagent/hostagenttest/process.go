@@ -17,6 +17,13 @@ import (
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
+// ShimPauseEnv, set in an agent's environment to a Go duration, makes each
+// shim pause that long (at most a minute) with its command waiting at the gate
+// before it tells the agent, so a test can kill a shim before the gate opens.
+// Only binaries built by testbin.Main (with testbin.TestHooksTag) have the
+// hook: hostagent/shim/testhook_on.go.
+const ShimPauseEnv = "LATCH_HOSTAGENT_TEST_SHIM_PAUSE"
+
 // Options says how to start an agent. Empty Data and Socket pick fresh ones.
 type Options struct {
 	Bin    string // the latch-hostagent binary (testbin.Main builds it)

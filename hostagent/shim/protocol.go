@@ -12,12 +12,6 @@ import (
 // ExitGateClosed is the gate's exit code when the gate never opened.
 const ExitGateClosed = 125
 
-// TestPauseEnv, when set in the shim's environment to a Go duration, makes the
-// shim pause that long (at most a minute) after the command is waiting at the
-// gate and before it tells the agent. Tests use it to kill a shim before the
-// gate opens; it has no other use.
-const TestPauseEnv = "LATCH_HOSTAGENT_TEST_SHIM_PAUSE"
-
 var (
 	// ErrShimGone means the shim closed the control channel early.
 	ErrShimGone = errors.New("shim: control channel closed before the shim answered")

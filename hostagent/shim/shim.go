@@ -237,20 +237,6 @@ func fillExit(m *hostagentv1.Marker, ps *os.ProcessState, waitErr error) {
 	m.ExitCode = int32(ps.ExitCode())
 }
 
-func testPause(log hclog.Logger) {
-	v := os.Getenv(TestPauseEnv)
-	if v == "" {
-		return
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return
-	}
-	d = min(d, time.Minute)
-	log.Warn("test hook: pausing before reporting to the agent", "pause", d)
-	time.Sleep(d)
-}
-
 type copyResult struct {
 	written   int64
 	truncated bool

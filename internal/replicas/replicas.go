@@ -44,34 +44,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/internal/backoff"
+	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // The NotActive wire contract: a standby answers codes.Unavailable with an
-// errdetails.ErrorInfo of this domain and reason; its metadata names the
+// ErrorInfo of reason ERROR_REASON_NOT_ACTIVE (internal/errinfo); its metadata names the
 // active replica's advertised address (MetaActive, empty while nobody
 // holds the lease), its lease holder name and epoch.
 const (
-	Domain          = "latch.dev"
-	ReasonNotActive = "NOT_ACTIVE"
-	MetaActive      = "active"
-	MetaHolder      = "holder"
-	MetaEpoch       = "epoch"
+	MetaActive = "active"
+	MetaHolder = "holder"
+	MetaEpoch  = "epoch"
 )
 
 // NotActive is the status a standby answers every call it does not serve
@@ -88,15 +86,13 @@ func NotActive(active, holder string, epoch int64) error {
 	default:
 		msg = "this control plane replica is a standby and no replica holds the lease right now (a takeover is under way): try again in a moment"
 	}
-	st := status.New(codes.Unavailable, msg)
-	md := map[string]string{MetaActive: active, MetaHolder: holder}
+	ep := ""
 	if epoch > 0 {
-		md[MetaEpoch] = strconv.FormatInt(epoch, 10)
+		ep = strconv.FormatInt(epoch, 10)
 	}
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonNotActive, Domain: Domain, Metadata: md}); err == nil {
-		st = d
-	}
-	return st.Err()
+	// Empty values are left out: a standby that knows no active replica
+	// sends no MetaActive.
+	return errinfo.Error(codes.Unavailable, msg, controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE, MetaActive, active, MetaHolder, holder, MetaEpoch, ep)
 }
 
 // ActiveOf reports whether err is a standby's NotActive answer and, if so,
@@ -106,12 +102,11 @@ func ActiveOf(err error) (active string, notActive bool) {
 	if !ok || st.Code() != codes.Unavailable {
 		return "", false
 	}
-	for _, d := range st.Details() {
-		if i, ok := d.(*errdetails.ErrorInfo); ok && i.GetReason() == ReasonNotActive && i.GetDomain() == Domain {
-			return i.GetMetadata()[MetaActive], true
-		}
+	r, md, ok := errinfo.Of(err)
+	if !ok || r != controlplanev1.ErrorReason_ERROR_REASON_NOT_ACTIVE {
+		return "", false
 	}
-	return "", false
+	return md[MetaActive], true
 }
 
 // repeatSafe lists the RPCs whose repetition, after a call that reached
@@ -194,7 +189,7 @@ type Config struct {
 	FailoverWait time.Duration
 }
 
-var backoffConfig = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+var backoffConfig = grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
 // DialOptions are the options advised for every address's connection: a
 // short reconnection backoff (the default grows to two minutes, which
@@ -386,17 +381,17 @@ type search struct {
 	start   time.Time
 	// at is the endpoint to try next; tried counts attempts since the last
 	// pause, so the walk pauses once every address failed in a row.
-	at      int
-	tried   int
-	backoff time.Duration
-	last    error
+	at     int
+	tried  int
+	pauses int // pauses so far: the next waits searchBackoff.Delay(pauses+1)
+	last   error
 }
 
 func (c *Conn) search(ctx context.Context, method string, patient bool) *search {
 	c.mu.Lock()
 	at := c.cur
 	c.mu.Unlock()
-	return &search{c: c, ctx: ctx, method: method, patient: patient, at: at, backoff: firstBackoff}
+	return &search{c: c, ctx: ctx, method: method, patient: patient, at: at}
 }
 
 func (s *search) endpoint() (int, *endpoint) {
@@ -457,21 +452,12 @@ func (s *search) pause(moved bool) bool {
 		return true
 	}
 	s.tried = 0
-	t := time.NewTimer(jitter(s.backoff))
-	defer t.Stop()
-	select {
-	case <-s.ctx.Done():
-		return false
-	case <-t.C:
-	}
-	s.backoff = min(2*s.backoff, maxBackoff)
-	return true
+	s.pauses++
+	return searchBackoff.Wait(s.ctx, s.pauses, nil)
 }
 
-// jitter spreads d by ±20%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
-}
+// searchBackoff spaces the rounds of a search that found no replica.
+var searchBackoff = backoff.Policy{Min: firstBackoff, Max: maxBackoff, Jitter: true}
 
 // final is the error a call that did not find an active replica returns.
 func (s *search) final(err error) error {

@@ -9,7 +9,7 @@ import (
 
 // ForbidDeps fails t when the package in the current directory (a test's
 // working directory is its package's) links any package under one of the
-// forbidden import path prefixes. It enforces DESIGN's import rules.
+// forbidden import path prefixes. It enforces the import rules of docs/contributing/package-map.md.
 func ForbidDeps(t *testing.T, forbidden ...string) {
 	t.Helper()
 	ForbidDepsExcept(t, nil, forbidden...)

@@ -19,7 +19,6 @@ import (
 	"github.com/latchhq/latch/hostagent/execdir"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/hostagent/proc"
-	"github.com/latchhq/latch/hostagent/shim"
 	"github.com/latchhq/latch/internal/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
@@ -158,7 +157,7 @@ func TestAgentKilledMidCommand(t *testing.T) {
 
 func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	a := startAgent(t, agentOpts{data: data, env: []string{shim.TestPauseEnv + "=50s"}})
+	a := startAgent(t, agentOpts{data: data, env: []string{hostagenttest.ShimPauseEnv + "=50s"}})
 	file := filepath.Join(t.TempDir(), "effects")
 	const id = "act_shim_killed"
 	type result struct {
@@ -206,7 +205,7 @@ func TestShimKilledBeforeGateIsNotStarted(t *testing.T) {
 
 func TestAgentRestartWithShimAtGateIsNotStarted(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
-	a := startAgent(t, agentOpts{data: data, env: []string{shim.TestPauseEnv + "=1s"}})
+	a := startAgent(t, agentOpts{data: data, env: []string{hostagenttest.ShimPauseEnv + "=1s"}})
 	file := filepath.Join(t.TempDir(), "effects")
 	const id = "act_agent_killed_at_gate"
 	go func() {

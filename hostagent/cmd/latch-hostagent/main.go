@@ -1,7 +1,7 @@
 // Command latch-hostagent is Latch's host agent: it runs commands at most
 // once per execution ID under a durable marker, and serves the marker API
 // migration scripts use. See the package hostagent documentation and
-// README.md for the data layout, the unit file and the exit codes.
+// docs/how-to/install-host-agent.md for the data layout, the unit file and the exit codes.
 package main
 
 import (

@@ -161,16 +161,16 @@ func TestMonitoringUsesRegisteredMetrics(t *testing.T) {
 	}
 }
 
-// TestReadmeNamesEveryMetric keeps README.md's metrics table complete.
+// TestReadmeNamesEveryMetric keeps docs/reference/observability.md's metrics table complete.
 func TestReadmeNamesEveryMetric(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "reference", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(b)
 	for n := range registered(t) {
 		if strings.HasPrefix(n, "latch_") && !strings.Contains(readme, "`"+n+"`") {
-			t.Errorf("README.md does not document %s (add it to the metrics table)", n)
+			t.Errorf("docs/reference/observability.md does not document %s (add it to the metrics table)", n)
 		}
 	}
 }

@@ -821,12 +821,16 @@ type TokenInfo struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Times are RFC 3339, empty when unset.
-	CreatedAt     string `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ExpiresAt     string `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	LastUsedAt    string `protobuf:"bytes,5,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
-	RevokedAt     string `protobuf:"bytes,6,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
-	Origin        string `protobuf:"bytes,7,opt,name=origin,proto3" json:"origin,omitempty"`
-	Operator      bool   `protobuf:"varint,8,opt,name=operator,proto3" json:"operator,omitempty"`
+	CreatedAt  string `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt  string `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	LastUsedAt string `protobuf:"bytes,5,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	RevokedAt  string `protobuf:"bytes,6,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	Origin     string `protobuf:"bytes,7,opt,name=origin,proto3" json:"origin,omitempty"`
+	Operator   bool   `protobuf:"varint,8,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Who created the token and over which transport ("local operator
+	// uid:0", "unix"); empty for imported tokens and older ones.
+	CreatedBy     string `protobuf:"bytes,9,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedVia    string `protobuf:"bytes,10,opt,name=created_via,json=createdVia,proto3" json:"created_via,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -915,6 +919,20 @@ func (x *TokenInfo) GetOperator() bool {
 		return x.Operator
 	}
 	return false
+}
+
+func (x *TokenInfo) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedVia() string {
+	if x != nil {
+		return x.CreatedVia
+	}
+	return ""
 }
 
 type ListTokensResponse struct {
@@ -1445,7 +1463,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"expires_at\x18\x04 \x01(\tR\texpiresAt\"A\n" +
 	"\x11ListTokensRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x1a\n" +
-	"\boperator\x18\x02 \x01(\bR\boperator\"\xe4\x01\n" +
+	"\boperator\x18\x02 \x01(\bR\boperator\"\xa4\x02\n" +
 	"\tTokenInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1d\n" +
@@ -1458,7 +1476,12 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"revoked_at\x18\x06 \x01(\tR\trevokedAt\x12\x16\n" +
 	"\x06origin\x18\a \x01(\tR\x06origin\x12\x1a\n" +
-	"\boperator\x18\b \x01(\bR\boperator\"N\n" +
+	"\boperator\x18\b \x01(\bR\boperator\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\t \x01(\tR\tcreatedBy\x12\x1f\n" +
+	"\vcreated_via\x18\n" +
+	" \x01(\tR\n" +
+	"createdVia\"N\n" +
 	"\x12ListTokensResponse\x128\n" +
 	"\x06tokens\x18\x01 \x03(\v2 .latch.controlplane.v1.TokenInfoR\x06tokens\"P\n" +
 	"\x12RevokeTokenRequest\x12\x1e\n" +

@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// State is a lifecycle state (DESIGN §4).
+// State is a lifecycle state (docs/design §4).
 type State int32
 
 const (
@@ -209,6 +209,70 @@ func (Disposition) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
+// AnswerKind is the kind of answer a channel observed from its target. Who
+// describes an answer (the front's note and text, explain, the console)
+// reads it, never a channel's name, so each kind of target is described its
+// own way.
+type AnswerKind int32
+
+const (
+	AnswerKind_ANSWER_KIND_UNSPECIFIED AnswerKind = 0
+	// A protocol status code: an HTTP target's answer (Result.status).
+	AnswerKind_ANSWER_KIND_STATUS AnswerKind = 1
+	// A process ended: its exit status or signal (Result.exit_code, signal).
+	AnswerKind_ANSWER_KIND_PROCESS AnswerKind = 2
+	// An upstream MCP tool's result (CallToolResult; isError makes it a
+	// failure) or its JSON-RPC error; there is no status code.
+	AnswerKind_ANSWER_KIND_TOOL_RESULT AnswerKind = 3
+	// A migration script's marker: completed (with its result) or failed.
+	AnswerKind_ANSWER_KIND_MARKER AnswerKind = 4
+)
+
+// Enum value maps for AnswerKind.
+var (
+	AnswerKind_name = map[int32]string{
+		0: "ANSWER_KIND_UNSPECIFIED",
+		1: "ANSWER_KIND_STATUS",
+		2: "ANSWER_KIND_PROCESS",
+		3: "ANSWER_KIND_TOOL_RESULT",
+		4: "ANSWER_KIND_MARKER",
+	}
+	AnswerKind_value = map[string]int32{
+		"ANSWER_KIND_UNSPECIFIED": 0,
+		"ANSWER_KIND_STATUS":      1,
+		"ANSWER_KIND_PROCESS":     2,
+		"ANSWER_KIND_TOOL_RESULT": 3,
+		"ANSWER_KIND_MARKER":      4,
+	}
+)
+
+func (x AnswerKind) Enum() *AnswerKind {
+	p := new(AnswerKind)
+	*p = x
+	return p
+}
+
+func (x AnswerKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AnswerKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[3].Descriptor()
+}
+
+func (AnswerKind) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[3]
+}
+
+func (x AnswerKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AnswerKind.Descriptor instead.
+func (AnswerKind) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
+}
+
 // SessionState is where an agent session stands with the operator.
 type SessionState int32
 
@@ -247,11 +311,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[3].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[4].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[3]
+	return &file_latch_record_v1_record_proto_enumTypes[4]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -260,7 +324,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
 }
 
 // Evidence is protocol correlation: recorded, never used to decide.
@@ -376,7 +440,11 @@ type Result struct {
 	Summary       string                 `protobuf:"bytes,7,opt,name=summary,proto3" json:"summary,omitempty"`
 	// A process ran and ended: exit_code (and signal) are its answer, even
 	// when exit_code is 0. Unset on results stored before it existed.
-	Exited        bool `protobuf:"varint,8,opt,name=exited,proto3" json:"exited,omitempty"`
+	Exited bool `protobuf:"varint,8,opt,name=exited,proto3" json:"exited,omitempty"`
+	// What kind of answer the channel observed, set by the channel that
+	// stored the result. Unset on results stored before it existed: read
+	// exited, else a status (lifecycle.AnswerOf).
+	Answer        AnswerKind `protobuf:"varint,9,opt,name=answer,proto3,enum=latch.record.v1.AnswerKind" json:"answer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -467,6 +535,13 @@ func (x *Result) GetExited() bool {
 	return false
 }
 
+func (x *Result) GetAnswer() AnswerKind {
+	if x != nil {
+		return x.Answer
+	}
+	return AnswerKind_ANSWER_KIND_UNSPECIFIED
+}
+
 // Execution is one accepted attempt to perform one action.
 type Execution struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -526,7 +601,10 @@ type Execution struct {
 	// journaled (kind "target_task") before Latch waits for the outcome, so a
 	// status query after a crash asks the target about this task (tasks/get).
 	// Empty when the target gave none, or Latch stopped before recording it.
-	TargetTaskId  string `protobuf:"bytes,42,opt,name=target_task_id,json=targetTaskId,proto3" json:"target_task_id,omitempty"`
+	TargetTaskId string `protobuf:"bytes,42,opt,name=target_task_id,json=targetTaskId,proto3" json:"target_task_id,omitempty"`
+	// The kind of the stored result's answer (Result.answer), copied by the
+	// completed record, so a description of target_status needs no result.
+	Answer        AnswerKind `protobuf:"varint,43,opt,name=answer,proto3,enum=latch.record.v1.AnswerKind" json:"answer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -799,6 +877,13 @@ func (x *Execution) GetTargetTaskId() string {
 	return ""
 }
 
+func (x *Execution) GetAnswer() AnswerKind {
+	if x != nil {
+		return x.Answer
+	}
+	return AnswerKind_ANSWER_KIND_UNSPECIFIED
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -830,7 +915,12 @@ type JournalEntry struct {
 	// after the step: its id, actor and times, never the token or its hash.
 	Token *AgentToken `protobuf:"bytes,12,opt,name=token,proto3" json:"token,omitempty"`
 	// Catalog records (kind "catalog_loaded") carry the catalog now in force.
-	Catalog       *CatalogVersion `protobuf:"bytes,13,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	Catalog *CatalogVersion `protobuf:"bytes,13,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	// Set on the records of an operator's console decision (approve, deny,
+	// resolve, cancel, authorize or revoke a session) and of its sign-in: the
+	// credential the console session was opened with, so the operator name
+	// in actor and reason is tied to who was able to sign in under it.
+	Credential    *OperatorCredential `protobuf:"bytes,14,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -956,6 +1046,97 @@ func (x *JournalEntry) GetCatalog() *CatalogVersion {
 	return nil
 }
 
+func (x *JournalEntry) GetCredential() *OperatorCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// OperatorCredential is what authenticated a console session.
+type OperatorCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operator name the session acts under.
+	Operator string `protobuf:"bytes,1,opt,name=operator,proto3" json:"operator,omitempty"`
+	// "operator_token" (signed in with an operator token) or "sign_in_link"
+	// (a one-time link the control plane itself made, as `latch dev` prints).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The operator token's id (kind "operator_token").
+	TokenId string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Who created that token and over which transport (the token's
+	// created_by and created_via); empty for tokens created before they were
+	// recorded.
+	TokenCreatedBy  string `protobuf:"bytes,4,opt,name=token_created_by,json=tokenCreatedBy,proto3" json:"token_created_by,omitempty"`
+	TokenCreatedVia string `protobuf:"bytes,5,opt,name=token_created_via,json=tokenCreatedVia,proto3" json:"token_created_via,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OperatorCredential) Reset() {
+	*x = OperatorCredential{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorCredential) ProtoMessage() {}
+
+func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorCredential.ProtoReflect.Descriptor instead.
+func (*OperatorCredential) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OperatorCredential) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenCreatedBy() string {
+	if x != nil {
+		return x.TokenCreatedBy
+	}
+	return ""
+}
+
+func (x *OperatorCredential) GetTokenCreatedVia() string {
+	if x != nil {
+		return x.TokenCreatedVia
+	}
+	return ""
+}
+
 // AgentToken is a bearer token of an agent as the control plane stores it:
 // the SHA-256 of the token, never the token.
 type AgentToken struct {
@@ -982,14 +1163,20 @@ type AgentToken struct {
 	// An operator token (latch operator token create): it signs an operator
 	// into the console under actor as the operator's name, and never
 	// authenticates an agent. Agent tokens leave it unset.
-	Operator      bool `protobuf:"varint,10,opt,name=operator,proto3" json:"operator,omitempty"`
+	Operator bool `protobuf:"varint,10,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Who created the token: the caller's role and identity, like
+	// "local operator uid:0" or "operator cn:alice" (empty for imported
+	// tokens and those created before it was recorded).
+	CreatedBy string `protobuf:"bytes,11,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// The transport the creator came over: "unix", "tcp+tls" or "tcp".
+	CreatedVia    string `protobuf:"bytes,12,opt,name=created_via,json=createdVia,proto3" json:"created_via,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1188,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1201,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1087,6 +1274,20 @@ func (x *AgentToken) GetOperator() bool {
 	return false
 }
 
+func (x *AgentToken) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *AgentToken) GetCreatedVia() string {
+	if x != nil {
+		return x.CreatedVia
+	}
+	return ""
+}
+
 // CatalogVersion is the tool catalog the control plane enforces.
 type CatalogVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1105,7 +1306,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1318,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1331,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1182,7 +1383,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1395,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1408,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1240,7 +1441,7 @@ func (x *Checkpoint) GetNote() string {
 
 // Session is one agent run as Latch sees it: an actor plus an explicit run
 // id, or plus an MCP session when no run is given. New sessions need an
-// operator's authorization unless the actor is trusted (DESIGN §9).
+// operator's authorization unless the actor is trusted (docs/design §9).
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1265,7 +1466,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1478,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1491,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Session) GetId() string {
@@ -1405,7 +1606,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12\x1c\n" +
 	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x19\n" +
 	"\btoken_id\x18\x06 \x01(\tR\atokenId\x12 \n" +
-	"\vtraceparent\x18\x0f \x01(\tR\vtraceparent\"\xbe\x02\n" +
+	"\vtraceparent\x18\x0f \x01(\tR\vtraceparent\"\xf3\x02\n" +
 	"\x06Result\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12>\n" +
 	"\aheaders\x18\x02 \x03(\v2$.latch.record.v1.Result.HeadersEntryR\aheaders\x12\x12\n" +
@@ -1414,10 +1615,11 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x06 \x01(\tR\x06signal\x12\x18\n" +
 	"\asummary\x18\a \x01(\tR\asummary\x12\x16\n" +
-	"\x06exited\x18\b \x01(\bR\x06exited\x1a:\n" +
+	"\x06exited\x18\b \x01(\bR\x06exited\x123\n" +
+	"\x06answer\x18\t \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\v\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -1458,7 +1660,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\flast_sent_at\x18( \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
-	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\"\xa0\x04\n" +
+	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
+	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xe5\x04\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1473,7 +1676,16 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	" \x01(\v2\x19.latch.record.v1.EvidenceR\bevidence\x122\n" +
 	"\asession\x18\v \x01(\v2\x18.latch.record.v1.SessionR\asession\x121\n" +
 	"\x05token\x18\f \x01(\v2\x1b.latch.record.v1.AgentTokenR\x05token\x129\n" +
-	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\"\x8c\x03\n" +
+	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\x12C\n" +
+	"\n" +
+	"credential\x18\x0e \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
+	"credential\"\xb5\x01\n" +
+	"\x12OperatorCredential\x12\x1a\n" +
+	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12(\n" +
+	"\x10token_created_by\x18\x04 \x01(\tR\x0etokenCreatedBy\x12*\n" +
+	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\"\xcc\x03\n" +
 	"\n" +
 	"AgentToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1491,7 +1703,11 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"revoked_by\x18\b \x01(\tR\trevokedBy\x12\x16\n" +
 	"\x06origin\x18\t \x01(\tR\x06origin\x12\x1a\n" +
 	"\boperator\x18\n" +
-	" \x01(\bR\boperator\"\x8e\x01\n" +
+	" \x01(\bR\boperator\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\v \x01(\tR\tcreatedBy\x12\x1f\n" +
+	"\vcreated_via\x18\f \x01(\tR\n" +
+	"createdVia\"\x8e\x01\n" +
 	"\x0eCatalogVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x14\n" +
@@ -1546,7 +1762,14 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x0fDISPOSITION_NEW\x10\x01\x12\x18\n" +
 	"\x14DISPOSITION_ATTACHED\x10\x02\x12\x19\n" +
 	"\x15DISPOSITION_RECOVERED\x10\x03\x12\x18\n" +
-	"\x14DISPOSITION_REJECTED\x10\x04*\x81\x01\n" +
+	"\x14DISPOSITION_REJECTED\x10\x04*\x8f\x01\n" +
+	"\n" +
+	"AnswerKind\x12\x1b\n" +
+	"\x17ANSWER_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ANSWER_KIND_STATUS\x10\x01\x12\x17\n" +
+	"\x13ANSWER_KIND_PROCESS\x10\x02\x12\x1b\n" +
+	"\x17ANSWER_KIND_TOOL_RESULT\x10\x03\x12\x16\n" +
+	"\x12ANSWER_KIND_MARKER\x10\x04*\x81\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -1565,60 +1788,65 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
 	(Disposition)(0),              // 2: latch.record.v1.Disposition
-	(SessionState)(0),             // 3: latch.record.v1.SessionState
-	(*Evidence)(nil),              // 4: latch.record.v1.Evidence
-	(*Result)(nil),                // 5: latch.record.v1.Result
-	(*Execution)(nil),             // 6: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 7: latch.record.v1.JournalEntry
-	(*AgentToken)(nil),            // 8: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 9: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 10: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 11: latch.record.v1.Session
-	nil,                           // 12: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(AnswerKind)(0),               // 3: latch.record.v1.AnswerKind
+	(SessionState)(0),             // 4: latch.record.v1.SessionState
+	(*Evidence)(nil),              // 5: latch.record.v1.Evidence
+	(*Result)(nil),                // 6: latch.record.v1.Result
+	(*Execution)(nil),             // 7: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
+	(*OperatorCredential)(nil),    // 9: latch.record.v1.OperatorCredential
+	(*AgentToken)(nil),            // 10: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 11: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 12: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 13: latch.record.v1.Session
+	nil,                           // 14: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	12, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
-	0,  // 1: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
-	1,  // 2: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	13, // 3: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	13, // 4: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	13, // 5: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	13, // 6: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	13, // 7: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	13, // 8: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	4,  // 9: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	13, // 10: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	13, // 11: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
-	13, // 12: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 13: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 14: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	6,  // 15: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	4,  // 16: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	11, // 17: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	8,  // 18: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	9,  // 19: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	13, // 20: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	13, // 21: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 22: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	13, // 23: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	13, // 24: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	3,  // 25: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	13, // 26: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	13, // 27: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	13, // 28: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	13, // 29: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	14, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
+	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
+	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
+	15, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	15, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	15, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	15, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	15, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	15, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	15, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	15, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
+	15, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	13, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	10, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	11, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	9,  // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	15, // 23: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	15, // 24: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 25: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	15, // 26: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	15, // 27: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	4,  // 28: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	15, // 29: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	15, // 30: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	15, // 31: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	15, // 32: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1631,8 +1859,8 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   9,
+			NumEnums:      5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
