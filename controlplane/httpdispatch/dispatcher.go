@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/egress"
 	"github.com/latchhq/latch/internal/redact"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"
@@ -34,8 +35,9 @@ var (
 	// be recovered by evidence, never by a blind re-send.
 	ErrOutcomeUnknown = errors.New("httpdispatch: outcome unknown")
 	// ErrRefused means the address policy refused the target's address.
-	// It always comes with ErrNotSent.
-	ErrRefused = errors.New("httpdispatch: address refused by policy")
+	// It always comes with ErrNotSent. It is egress.ErrRefused: the policy
+	// is the one of all of Latch's outbound HTTP.
+	ErrRefused = egress.ErrRefused
 	// ErrInvalidCall means the call or its target cannot be sent as given
 	// (a bad base_url, path, header or credential). It always comes with
 	// ErrNotSent.
@@ -233,44 +235,23 @@ func New(cfg Config) (*Dispatcher, error) {
 }
 
 // newTransport builds an HTTP/1.1-only transport whose every connection
-// passes the address policy. See doc.go for why each setting is what it is.
+// passes the address policy (egress.NewTransport). See doc.go for why each
+// setting is what it is.
 func newTransport(cfg Config, allowPrivate bool) *http.Transport {
-	dialer := &net.Dialer{
-		Timeout:   cfg.DialTimeout,
-		KeepAlive: 30 * time.Second,
-		Resolver:  cfg.Resolver,
-		Control:   dialControl(allowPrivate),
-	}
-	var tc *tls.Config
-	if cfg.TLSConfig != nil {
-		tc = cfg.TLSConfig.Clone()
-	} else {
-		tc = &tls.Config{}
-	}
-	if tc.MinVersion == 0 {
-		tc.MinVersion = tls.VersionTLS12
-	}
-	tc.NextProtos = []string{"http/1.1"}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	return &http.Transport{
-		Proxy: nil, // a proxy would be dialed instead of the target, past the policy
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &countingConn{Conn: c}, nil
-		},
-		TLSClientConfig:        tc,
+	return egress.NewTransport(egress.Config{
+		Policy:                 egress.Policy{AllowPrivate: allowPrivate},
+		Resolver:               cfg.Resolver,
+		TLSConfig:              cfg.TLSConfig,
+		DialTimeout:            cfg.DialTimeout,
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
-		DisableCompression:     true,
+		IdleConnTimeout:        cfg.IdleConnTimeout,
 		MaxIdleConns:           4 * cfg.MaxIdleConnsPerHost,
 		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:        cfg.IdleConnTimeout,
 		MaxResponseHeaderBytes: 64 << 10,
-		Protocols:              protocols,
-	}
+		HTTP1Only:              true,
+		DisableCompression:     true,
+		WrapConn:               func(c net.Conn) net.Conn { return &countingConn{Conn: c} },
+	})
 }
 
 // Close releases idle connections. Calls in flight are not interrupted.

@@ -1,6 +1,7 @@
 // Package httpdispatch is the control plane's HTTP channel: it sends one
 // execution's request to a catalog target and classifies what became of it.
-// The execution engine imports it; it imports only the tool catalog.
+// The execution engine imports it; it imports only the tool catalog and
+// internal/egress, which builds its transports and holds the address policy.
 //
 // # Where requests go
 //

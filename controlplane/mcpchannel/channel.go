@@ -15,6 +15,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/egress"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -269,6 +270,14 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 	name := u.spec.Name + "." + call.Tool.UpstreamTool
 	if err == nil {
 		return c.observed(u, name, res, "")
+	}
+	if errors.Is(err, egress.ErrRedirect) || errors.Is(err, egress.ErrCrossOrigin) {
+		// The upstream answered with a redirect Latch does not follow
+		// (another origin, or a request with a body): the tool did not run
+		// at the configured URL and nothing went elsewhere. The SDK wraps
+		// such transport errors in a JSON-RPC error (-32005), so this is
+		// checked first. Sending again would be redirected again.
+		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: fmt.Sprintf("upstream %s: %v; nothing was sent to the redirect's target (fix the upstream's url)", name, err)}
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) {

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -23,9 +21,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/backoff"
+	"github.com/latchhq/latch/internal/egress"
 	"github.com/latchhq/latch/internal/redact"
 	"github.com/latchhq/latch/tools"
 )
@@ -237,7 +235,10 @@ func (u *upstream) connect() (*mcp.ClientSession, *os.Process, *tap, error) {
 		// One http.Client for the SDK's requests and the tap's own: the
 		// same credential, written mark and address policy.
 		tp := newTap()
-		hc := &http.Client{Transport: &roundTripper{u: u, base: u.httpTransport(), tap: tp}}
+		hc, err := u.httpClient(tp)
+		if err != nil {
+			return nil, nil, nil, err
+		}
 		tp.http = &httpRaw{url: u.spec.URL, client: hc}
 		sess, err := u.client().Connect(ctx, &mcp.StreamableClientTransport{
 			Endpoint:   u.spec.URL,
@@ -434,32 +435,33 @@ func (s *stdinWriter) Write(p []byte) (int, error) {
 
 func (s *stdinWriter) Close() error { return s.w.Close() }
 
-// httpTransport dials only addresses the HTTP dispatcher would (cloud
-// metadata, link-local and the like never; loopback and private ones with
-// allow_private), checked on the resolved address of every connection, and
-// never through a proxy from the environment.
-func (u *upstream) httpTransport() *http.Transport {
-	allow := u.spec.AllowPrivate
-	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: func(network, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return fmt.Errorf("%w: dial address %q is not an IP and port", httpdispatch.ErrRefused, address)
-		}
-		if err := httpdispatch.CheckAddr(ap.Addr(), allow); err != nil {
-			return fmt.Errorf("upstream %s: %w (allow_private on the upstream permits loopback and private addresses)", u.spec.Name, err)
-		}
-		return nil
-	}}
-	return &http.Transport{
-		DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16, IdleConnTimeout: 90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second,
+// httpClient is the upstream's one client (internal/egress): its transport
+// dials only addresses the HTTP dispatcher would (cloud metadata, link-local
+// and the like never; loopback and private ones with allow_private), checked
+// on the resolved address of every connection, never through a proxy from
+// the environment; the credential is presented only on requests to the
+// upstream's own origin; and a redirect is never followed off that origin
+// nor for a request with a body (the SDK's JSON-RPC POSTs), so neither the
+// credential nor a request reaches another host.
+func (u *upstream) httpClient(tp *tap) (*http.Client, error) {
+	tr := egress.NewTransport(egress.Config{
+		Policy:          egress.Policy{AllowPrivate: u.spec.AllowPrivate, Hint: "set allow_private on the upstream if it is meant to be reached"},
+		MaxIdleConns:    16,
+		IdleConnTimeout: 90 * time.Second,
+	})
+	base, err := egress.WithCredential(tr, u.spec.URL, u.applyCredential)
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: url %s: %w", u.spec.Name, u.spec.URL, err)
 	}
+	// No client timeout: the SDK holds a GET stream open for the session;
+	// contexts bound each exchange.
+	return egress.NewClient(egress.Config{}, &roundTripper{u: u, base: base, tap: tp}), nil
 }
 
-// roundTripper presents the upstream's credential and marks an attempt
-// written when httptrace reports the request written; for the tap it keeps
-// the session ID the upstream assigns and reads the task fields of the
-// answers the SDK decodes without them (httpraw.go).
+// roundTripper marks an attempt written when httptrace reports the request
+// written; for the tap it keeps the session ID the upstream assigns and
+// reads the task fields of the answers the SDK decodes without them
+// (httpraw.go). The credential is presented below it (egress.WithCredential).
 type roundTripper struct {
 	u    *upstream
 	base http.RoundTripper
@@ -468,9 +470,6 @@ type roundTripper struct {
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
-	if err := rt.u.applyCredential(req); err != nil {
-		return nil, err
-	}
 	var body []byte
 	if req.GetBody != nil {
 		if rc, err := req.GetBody(); err == nil {

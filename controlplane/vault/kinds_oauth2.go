@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/latchhq/latch/internal/egress"
 )
 
 // OAuth2ClientCredentials presents an access token obtained from TokenURL
@@ -34,6 +36,17 @@ type OAuth2ClientCredentials struct {
 
 // tokenFetchTimeout bounds one token request.
 const tokenFetchTimeout = 30 * time.Second
+
+// tokenClient fetches tokens (internal/egress). The token URL is the
+// operator's (latch vault put), so loopback and private token servers are
+// allowed; cloud metadata, link-local and the other never-dialed addresses
+// are not, checked on the resolved address of every connection. A redirect
+// is never followed: the token request is a POST carrying the client
+// secret, which must not go anywhere but token_url.
+var tokenClient = egress.NewClient(egress.Config{
+	Policy:  egress.Policy{AllowPrivate: true},
+	Timeout: tokenFetchTimeout,
+}, nil)
 
 // expiryMargin: a token this close to expiry is fetched again, so it does
 // not expire on the way to the target. A short-lived token gets a quarter
@@ -86,7 +99,7 @@ func (o *OAuth2ClientCredentials) token(ctx context.Context) (string, error) {
 	}
 	fctx, cancel := context.WithTimeout(ctx, tokenFetchTimeout)
 	defer cancel()
-	fctx = context.WithValue(fctx, oauth2.HTTPClient, &http.Client{Timeout: tokenFetchTimeout})
+	fctx = context.WithValue(fctx, oauth2.HTTPClient, tokenClient)
 	tok, err := cfg.Token(fctx)
 	if err != nil {
 		return "", tokenError(o.TokenURL, err)
@@ -128,6 +141,15 @@ func tokenError(tokenURL string, err error) error {
 			msg += ": " + re.ErrorDescription
 		}
 		return errors.New(msg + "; check the client ID, secret, scopes and audience (latch vault put)")
+	}
+	if errors.Is(err, egress.ErrRefused) || errors.Is(err, egress.ErrRedirect) {
+		// The inner error names addresses and origins only, never the
+		// token URL's path or query.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("oauth2 token request to %s was not sent: %w", redactURL(tokenURL), err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) {

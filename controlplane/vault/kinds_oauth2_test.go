@@ -2,17 +2,20 @@ package vault
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/internal/egress"
 	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/tools"
 )
@@ -206,4 +209,59 @@ func mustHTTP(t *testing.T, c Credential) HTTPCredential {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestOAuth2TokenFetchEgress: the token request goes only where token_url
+// says, under the address policy. A token endpoint answering 307 to another
+// origin (another loopback port) does not get the client secret re-sent
+// there, and an address the policy refuses is never connected to (here
+// loopback, under a policy without private addresses, so that the test
+// itself never sends a packet off this machine); both are errors saying
+// why, without the secret.
+func TestOAuth2TokenFetchEgress(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		http.Error(w, "no", http.StatusTeapot)
+	}))
+	t.Cleanup(other.Close)
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/token", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirecting.Close)
+	tests := []struct {
+		name, tokenURL string
+		strict         bool // a policy refusing loopback
+		want           error
+		says           string
+	}{
+		{"cross-origin redirect", redirecting.URL + "/token", false, egress.ErrRedirect, strings.TrimPrefix(other.URL, "http://")},
+		{"refused address", other.URL + "/token", true, egress.ErrRefused, "loopback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.strict {
+				prev := tokenClient
+				tokenClient = egress.NewClient(egress.Config{Timeout: tokenFetchTimeout}, nil)
+				t.Cleanup(func() { tokenClient = prev })
+			}
+			c := oauthCred(tt.tokenURL)
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate() = %v", err)
+			}
+			kind := mustHTTP(t, c)
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://api.example.com/v1", nil)
+			err := kind.Apply(req)
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("Apply() = %v; want %v, saying %q", err, tt.want, tt.says)
+			}
+			assertNoSecret(t, "Apply error", err.Error(), []string{oauthSecret})
+			if req.Header.Get("Authorization") != "" {
+				t.Errorf("Apply set Authorization %q after a failed token fetch", req.Header.Get("Authorization"))
+			}
+		})
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect's target or the refused address got %d token requests, want 0", n)
+	}
 }

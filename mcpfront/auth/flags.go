@@ -15,6 +15,7 @@ type Flags struct {
 	actorClaim  string
 	actorPrefix string
 	actorMap    listFlag
+	private     bool
 }
 
 type listFlag []string
@@ -29,6 +30,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.resource, "oauth-resource", "", "this front's resource URL, the audience tokens must carry (default http://LISTEN/mcp on a loopback listen address; required otherwise)")
 	fs.StringVar(&f.actorClaim, "oauth-actor-claim", DefaultActorClaim, "JWT claim whose string value is the actor")
 	fs.StringVar(&f.actorPrefix, "oauth-actor-prefix", "", "prefix put before the claim value to make the actor (e.g. \"idp:\" keeps IdP users apart from static-token actors)")
+	fs.BoolVar(&f.private, "oauth-allow-private", false, "fetch issuer metadata and JWKS from private (RFC 1918, unique-local) addresses too; loopback is allowed for an issuer on a loopback host")
 	fs.Var(&f.actorMap, "oauth-actor-map", "CLAIMVALUE=ACTOR (repeatable); when given, only listed claim values are accepted, as the mapped actor")
 }
 
@@ -53,8 +55,8 @@ func (f *Flags) MappedActors() []string {
 func (f *Flags) Config(defaultResource string) (JWTConfig, error) {
 	var cfg JWTConfig
 	if !f.Enabled() {
-		if len(f.jwksURLs) > 0 || f.resource != "" || len(f.actorMap) > 0 || f.actorPrefix != "" {
-			return cfg, fmt.Errorf("%w: --oauth-jwks-url, --oauth-resource, --oauth-actor-map and --oauth-actor-prefix need --oauth-issuer URL", ErrBadJWTConfig)
+		if len(f.jwksURLs) > 0 || f.resource != "" || len(f.actorMap) > 0 || f.actorPrefix != "" || f.private {
+			return cfg, fmt.Errorf("%w: --oauth-jwks-url, --oauth-resource, --oauth-actor-map, --oauth-actor-prefix and --oauth-allow-private need --oauth-issuer URL", ErrBadJWTConfig)
 		}
 		return cfg, nil
 	}
@@ -87,6 +89,7 @@ func (f *Flags) Config(defaultResource string) (JWTConfig, error) {
 		}
 		cfg.Resource = defaultResource
 	}
+	cfg.AllowPrivate = f.private
 	cfg.ActorClaim = f.actorClaim
 	cfg.ActorPrefix = f.actorPrefix
 	if len(f.actorMap) > 0 {

@@ -38,6 +38,8 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/latchhq/latch/internal/egress"
 )
 
 // Defaults of JWTConfig.
@@ -114,8 +116,19 @@ type JWTConfig struct {
 	// MaxKeyAge is how long fetched keys are used before they are fetched
 	// again (default 1h). Stale keys keep working while a refetch fails.
 	MaxKeyAge time.Duration
-	// HTTPClient fetches metadata and JWKS (default: a client with a 10s
-	// timeout that follows redirects only to https or loopback URLs).
+	// AllowPrivate permits metadata and JWKS fetches from private addresses
+	// (RFC 1918, unique-local and the like: an issuer inside the operator's
+	// network; --oauth-allow-private). Loopback addresses are permitted for
+	// an issuer whose URL names a loopback host (a local issuer in
+	// development and tests), and otherwise only with AllowPrivate. Cloud
+	// metadata, link-local, unspecified and multicast addresses are never
+	// dialed. The policy is checked on the resolved address of every
+	// connection (internal/egress).
+	AllowPrivate bool
+	// HTTPClient fetches metadata and JWKS (default: an internal/egress
+	// client per issuer under the address policy above, with a 10s timeout,
+	// following a redirect only within the origin of the URL fetched). A
+	// client given here replaces that policy: it is the caller's.
 	HTTPClient *http.Client
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -182,17 +195,6 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 	if cfg.MaxKeyAge <= 0 {
 		cfg.MaxKeyAge = DefaultMaxKeyAge
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{
-			Timeout: fetchTimeout,
-			CheckRedirect: func(r *http.Request, via []*http.Request) error {
-				if len(via) >= 5 {
-					return errors.New("too many redirects")
-				}
-				return checkFetchURL(r.URL.String())
-			},
-		}
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -209,7 +211,11 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 		if _, dup := v.issuers[is.URL]; dup {
 			return nil, fmt.Errorf("%w: issuer %s is configured twice", ErrBadJWTConfig, is.URL)
 		}
-		v.issuers[is.URL] = &keySource{v: v, issuer: is.URL, jwksURL: is.JWKSURL}
+		client := cfg.HTTPClient
+		if client == nil {
+			client = fetchClient(is.URL, cfg.AllowPrivate)
+		}
+		v.issuers[is.URL] = &keySource{v: v, issuer: is.URL, jwksURL: is.JWKSURL, client: client}
 		v.order = append(v.order, is.URL)
 	}
 	return v, nil
@@ -432,6 +438,7 @@ func keyFits(k jose.JSONWebKey, alg string) bool {
 type keySource struct {
 	v      *JWTVerifier
 	issuer string
+	client *http.Client // fetches metadata and JWKS
 
 	mu          sync.Mutex
 	jwksURL     string
@@ -505,7 +512,7 @@ func (s *keySource) keys(ctx context.Context, kid string, force bool) ([]jose.JS
 // ErrKeysUnavailable when no key set was ever fetched.
 func (s *keySource) cachedLocked(kid string) ([]jose.JSONWebKey, error) {
 	if s.set == nil {
-		return nil, fmt.Errorf("%w: issuer %s: %v (next attempt after %s)", ErrKeysUnavailable, s.issuer, s.lastErr, s.v.cfg.RefreshInterval)
+		return nil, fmt.Errorf("%w: issuer %s: %w (next attempt after %s)", ErrKeysUnavailable, s.issuer, s.lastErr, s.v.cfg.RefreshInterval)
 	}
 	return matchKeys(s.set, kid), nil
 }
@@ -630,7 +637,7 @@ func (s *keySource) getJSON(ctx context.Context, u string, dst any) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := s.v.cfg.HTTPClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -656,6 +663,25 @@ func (s *keySource) getJSON(ctx context.Context, u string, dst any) error {
 	return nil
 }
 
+// fetchClient is the default client of one issuer (see
+// JWTConfig.AllowPrivate): loopback only for an issuer on a loopback host,
+// private addresses only when allowed, redirects only within an origin
+// (internal/egress).
+func fetchClient(issuer string, allowPrivate bool) *http.Client {
+	loop := false
+	if u, err := url.Parse(issuer); err == nil {
+		loop = isLoopback(u.Hostname())
+	}
+	return egress.NewClient(egress.Config{
+		Policy: egress.Policy{
+			AllowPrivate:  allowPrivate,
+			AllowLoopback: loop,
+			Hint:          "give --oauth-allow-private if the issuer's metadata or keys are meant to be fetched from it",
+		},
+		Timeout: fetchTimeout,
+	}, nil)
+}
+
 // checkFetchURL accepts absolute https URLs, and http ones on a loopback
 // host (a local issuer in development and tests).
 func checkFetchURL(raw string) error {
@@ -679,7 +705,8 @@ func checkFetchURL(raw string) error {
 }
 
 // isLoopback: "localhost" or a loopback IP. (internal/loopback holds the
-// same rule for the rest of Latch; this package imports nothing of Latch.)
+// same rule for the rest of Latch; this package imports nothing of Latch but
+// internal/egress, which imports only the standard library.)
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true

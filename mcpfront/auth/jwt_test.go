@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/egress"
 	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
 	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
@@ -488,5 +490,76 @@ func BenchmarkJWTVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestJWKSFetchAddressPolicy: keys are fetched under the address policy. An
+// issuer on a public name may not point the front at loopback (nor private
+// addresses) for its keys unless AllowPrivate (--oauth-allow-private): the
+// loopback JWKS server receives nothing, and the error says why.
+func TestJWKSFetchAddressPolicy(t *testing.T) {
+	is := oauthtest.NewIssuer(t)
+	for _, allow := range []bool{false, true} {
+		v, _ := newVerifier(t, is, func(c *auth.JWTConfig) {
+			c.Issuers = []auth.Issuer{{URL: "https://idp.example.test", JWKSURL: is.URL + "/jwks"}}
+			c.AllowPrivate = allow
+		})
+		err := v.Warm(t.Context())
+		if allow {
+			if err != nil || is.JWKSFetches() != 1 {
+				t.Fatalf("Warm with AllowPrivate = %v, %d JWKS fetches; want the keys fetched once", err, is.JWKSFetches())
+			}
+			continue
+		}
+		if !errors.Is(err, egress.ErrRefused) || !errors.Is(err, auth.ErrKeysUnavailable) || !strings.Contains(err.Error(), "--oauth-allow-private") {
+			t.Fatalf("Warm = %v; want ErrKeysUnavailable and ErrRefused naming --oauth-allow-private", err)
+		}
+		if n := is.JWKSFetches(); n != 0 {
+			t.Fatalf("the refused JWKS server got %d fetches, want 0", n)
+		}
+	}
+}
+
+// TestJWKSFetchRedirects: a redirect within the issuer's origin is followed;
+// one to another origin (another loopback port) is not, and that origin gets
+// no request.
+func TestJWKSFetchRedirects(t *testing.T) {
+	other := oauthtest.NewIssuer(t)
+	is := oauthtest.NewIssuer(t)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/moved-here":
+			http.Redirect(w, r, "/keys", http.StatusFound)
+		case "/keys":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(is.JWKS())
+		default:
+			http.Redirect(w, r, other.URL+"/jwks", http.StatusFound)
+		}
+	}))
+	t.Cleanup(front.Close)
+	tests := []struct {
+		name, jwks string
+		want       error
+	}{
+		{"same origin", front.URL + "/moved-here", nil},
+		{"other origin", front.URL + "/jwks", egress.ErrRedirect},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, _ := newVerifier(t, is, func(c *auth.JWTConfig) {
+				c.Issuers = []auth.Issuer{{URL: front.URL, JWKSURL: tt.jwks}}
+			})
+			err := v.Warm(t.Context())
+			if tt.want == nil && err != nil {
+				t.Fatalf("Warm = %v, want the keys through the same-origin redirect", err)
+			}
+			if tt.want != nil && (!errors.Is(err, tt.want) || !strings.Contains(err.Error(), strings.TrimPrefix(other.URL, "http://"))) {
+				t.Fatalf("Warm = %v; want %v naming %s", err, tt.want, other.URL)
+			}
+		})
+	}
+	if n := other.JWKSFetches(); n != 0 {
+		t.Errorf("the other origin got %d JWKS fetches, want 0", n)
 	}
 }
