@@ -266,6 +266,14 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 }
 
+// codeRejectedByTransport is the JSON-RPC code the go-sdk gives errors of
+// its own HTTP transport (jsonrpc2.ErrRejected): a failed exchange on
+// Latch's side (a connection cut after the request was written, a refused
+// dial), not an answer of the upstream. classify judges it by what was
+// written, like any transport error; an upstream that sends this code
+// itself is judged the same way, the safe side.
+const codeRejectedByTransport = -32005
+
 func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res *mcp.CallToolResult, err error) engine.Attempt {
 	name := u.spec.Name + "." + call.Tool.UpstreamTool
 	if err == nil {
@@ -280,7 +288,7 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: fmt.Sprintf("upstream %s: %v; nothing was sent to the redirect's target (fix the upstream's url)", name, err)}
 	}
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if errors.As(err, &werr) && werr.Code != codeRejectedByTransport {
 		switch werr.Code {
 		case jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
 			return engine.Attempt{Class: engine.NotSent, Final: true, Reason: fmt.Sprintf("upstream %s refused the call before running it (JSON-RPC %d: %s)", name, werr.Code, clip(werr.Message, 300))}
