@@ -159,6 +159,9 @@ type stackOptions struct {
 	// OAuth, when set, builds the front's JWT verifier for its resource URL
 	// (the test server's /mcp).
 	OAuth func(t testing.TB, resource string) *auth.JWTVerifier
+	// Limits and Metrics go to the front's Config.
+	Limits  Limits
+	Metrics *Metrics
 }
 
 // testStack is the whole path an agent's call takes: MCP client → HTTP
@@ -250,6 +253,8 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		PersonWait:       opts.PersonWait,
 		ProgressInterval: opts.ProgressInterval,
 		AllowedOrigins:   opts.AllowedOrigins,
+		Limits:           opts.Limits,
+		Metrics:          opts.Metrics,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
