@@ -37,6 +37,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	personWait := fs.Duration("person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the operator command")
 	ckptEvery := fs.Duration("checkpoint-interval", 30*time.Second, "how often the journal is checkpointed (signed) while it grows")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
+	bindRuns := fs.Bool("bind-runs", false, "bind a run id's session authorization to the MCP session that named it (else to its token), as latch serve --bind-runs")
 	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
 	var limits mcpfront.Limits
 	limits.Register(fs)
@@ -124,7 +125,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
-		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
