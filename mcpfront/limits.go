@@ -19,8 +19,12 @@ import (
 const (
 	DefaultMaxSessionsPerActor = 64
 	DefaultMaxSessions         = 4096
-	DefaultMaxStreamsPerActor  = 128
-	DefaultMaxStreams          = 4096
+	// DefaultMaxStreamsPerActor leaves room for `latch bench` at its
+	// highest concurrency (256 calls in flight as the dev actor, each a
+	// stream, plus the next calls sent before the previous handlers
+	// returned).
+	DefaultMaxStreamsPerActor = 512
+	DefaultMaxStreams         = 4096
 )
 
 // CodeLimit is the JSON-RPC error code of a request refused by a cap
