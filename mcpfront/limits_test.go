@@ -112,6 +112,17 @@ func TestSessionCapPerActor(t *testing.T) {
 	if got := testutil.ToFloat64(m.sessions); got != 4 {
 		t.Errorf("latch_mcp_sessions_open = %v, want 4 (3 of alice, 1 of bob)", got)
 	}
+	// A session the server closes (what the idle expiry does: the SDK's
+	// timer calls ServerSession.Close) frees its slot too.
+	for ss := range st.Front.server.Sessions() {
+		if ss.ID() == held[1].ID() {
+			_ = ss.Close()
+		}
+	}
+	testbin.Eventually(t, "a slot to free after the server closed a session", func() bool {
+		_, err := st.connectErr(t, "alice")
+		return err == nil
+	})
 }
 
 // The total cap holds across actors and answers 503.
