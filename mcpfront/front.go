@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchhq/latch/internal/tracing"
@@ -104,6 +105,9 @@ type Config struct {
 	// person (approval, session authorization): it answers then with the
 	// operator command (default 5s; tasks_person.go).
 	PersonWait time.Duration
+	// Limits caps the sessions and streams HTTP callers hold open, per
+	// actor and in total (limits.go; zero fields: the defaults).
+	Limits Limits
 }
 
 // Front is the MCP front. Build it with New.
@@ -127,6 +131,9 @@ type Front struct {
 	metadataURL string
 	// watched holds the MCP session ids whose end is being watched.
 	watched sync.Map
+	// sessions and streams enforce Config.Limits (limits.go).
+	sessions *limiter
+	streams  *limiter
 
 	// pending holds the ids of completed executions whose results were
 	// handed to the SDK and not yet seen written. Only these ids are taken
@@ -180,6 +187,11 @@ func New(cfg Config) (*Front, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Limits = limits
 	f := &Front{
 		log:     cfg.Logger.Named("mcpfront"),
 		cfg:     cfg,
@@ -190,6 +202,14 @@ func New(cfg Config) (*Front, error) {
 		servers: map[*mcp.Server]string{},
 	}
 	f.closingCtx, f.cancelClosing = context.WithCancel(context.Background())
+	var sessionGauge, streamGauge prometheus.Gauge
+	if m := cfg.Metrics; m != nil {
+		sessionGauge, streamGauge = m.sessions, m.streams
+	}
+	f.sessions = newLimiter("sessions", limits.SessionsPerActor, limits.Sessions, flagSessionsPerActor, flagSessions,
+		"Close sessions you no longer use (HTTP DELETE with their Mcp-Session-Id; idle ones end after "+sessionTimeout.String()+")", sessionGauge)
+	f.streams = newLimiter("streams", limits.StreamsPerActor, limits.Streams, flagStreamsPerActor, flagStreams,
+		"Close SSE streams you do not read and let calls in progress answer before sending more", streamGauge)
 	origins, err := newOriginPolicy(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err
@@ -286,14 +306,20 @@ func (f *Front) HTTPHandler() http.Handler {
 }
 
 func (f *Front) route(w http.ResponseWriter, r *http.Request) {
-	if f.interceptTasks(w, r) { // tasks/* never reach the SDK (tasks.go)
-		return
-	}
-	if isModernEra(r.Header.Get("Mcp-Protocol-Version")) {
-		f.stateless.ServeHTTP(w, r)
-		return
-	}
-	f.stateful.ServeHTTP(w, r)
+	modern := isModernEra(r.Header.Get("Mcp-Protocol-Version"))
+	// A stateful POST without Mcp-Session-Id makes a session (an
+	// initialize; the SDK closes at once one that is not).
+	newSession := !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == ""
+	f.serveLimited(w, r, func(w http.ResponseWriter, r *http.Request) {
+		if f.interceptTasks(w, r) { // tasks/* never reach the SDK (tasks.go)
+			return
+		}
+		if modern {
+			f.stateless.ServeHTTP(w, r)
+			return
+		}
+		f.stateful.ServeHTTP(w, r)
+	}, newSession)
 }
 
 // modernEra is the first protocol revision without sessions.

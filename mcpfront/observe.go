@@ -28,6 +28,10 @@ type Metrics struct {
 	calls    *prometheus.CounterVec
 	inflight prometheus.Gauge
 	wait     prometheus.Histogram
+	// refusals, sessions and streams follow the caps (limits.go).
+	refusals *prometheus.CounterVec
+	sessions prometheus.Gauge
+	streams  prometheus.Gauge
 }
 
 // NewMetrics registers the front's collectors in reg.
@@ -50,6 +54,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "latch", Subsystem: "mcp", Name: "wait_seconds",
 			Help:    "How long a catalog tool call took to answer (submit plus the wait for the execution to rest).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		refusals: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "limit_refusals_total",
+			Help: "HTTP requests refused over a cap, by limit (sessions, streams) and reason (actor: the per-actor cap; total: the front's).",
+		}, []string{"limit", "reason"}),
+		sessions: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "sessions_open",
+			Help: "MCP sessions (Mcp-Session-Id) open on HTTP, counted against --max-sessions.",
+		}),
+		streams: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "streams_open",
+			Help: "MCP HTTP exchanges in progress (SSE GET streams, open POST responses), counted against --max-streams.",
 		}),
 	}
 }

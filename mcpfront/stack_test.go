@@ -159,6 +159,11 @@ type stackOptions struct {
 	// OAuth, when set, builds the front's JWT verifier for its resource URL
 	// (the test server's /mcp).
 	OAuth func(t testing.TB, resource string) *auth.JWTVerifier
+	// Limits and Metrics go to the front's Config.
+	Limits  Limits
+	Metrics *Metrics
+	// Sessions is the control plane's session rule (zero: not required).
+	Sessions engine.SessionConfig
 }
 
 // testStack is the whole path an agent's call takes: MCP client → HTTP
@@ -188,7 +193,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	// The real control plane (Badger in a temp dir, the HTTP channel to the
 	// effect server) served over bufconn.
 	var cpStore *store.Store
-	st.engine, cpStore = startControlPlane(t, cat)
+	st.engine, cpStore = startControlPlane(t, cat, opts.Sessions)
 	ts, err := tokens.New(tokens.Config{Store: cpStore, Clock: opts.Clock})
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +255,8 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 		PersonWait:       opts.PersonWait,
 		ProgressInterval: opts.ProgressInterval,
 		AllowedOrigins:   opts.AllowedOrigins,
+		Limits:           opts.Limits,
+		Metrics:          opts.Metrics,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -277,7 +284,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 
 // startControlPlane runs the real engine on Badger in a temp dir with the
 // HTTP channel, and stops it when the test ends.
-func startControlPlane(t testing.TB, cat *tools.Catalog) (*engine.Engine, *store.Store) {
+func startControlPlane(t testing.TB, cat *tools.Catalog, sessions engine.SessionConfig) (*engine.Engine, *store.Store) {
 	t.Helper()
 	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
 	if err != nil {
@@ -300,6 +307,7 @@ func startControlPlane(t testing.TB, cat *tools.Catalog) (*engine.Engine, *store
 	e, err := engine.New(engine.Config{
 		Store: s, Catalog: cat, Fingerprinter: fp,
 		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc},
+		Sessions: sessions,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,10 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	personWait := fs.Duration("person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the operator command")
 	ckptEvery := fs.Duration("checkpoint-interval", 30*time.Second, "how often the journal is checkpointed (signed) while it grows")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
+	bindRuns := fs.Bool("bind-runs", false, "bind a run id's session authorization to the MCP session that named it (else to its token), as latch serve --bind-runs")
 	devToken := fs.String("dev-token", "", "bearer token of the dev actor (16-256 characters; default LATCH_DEV_TOKEN, else the one kept in DATA/dev-token, else a new one)")
+	var limits mcpfront.Limits
+	limits.Register(fs)
 	var oauth auth.Flags
 	oauth.Register(fs)
 	var origins listFlag
@@ -45,6 +48,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	opsF := addOpsFlags(fs, devOpsListen)
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := limits.Validate(); err != nil {
+		return usagef("%v", err)
 	}
 	for _, o := range origins {
 		if _, _, err := mcpfront.ParseOrigin(o); err != nil {
@@ -119,7 +125,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
-		StaticTokens: []tokens.Static{devstack.StaticToken(token)}}
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
@@ -156,6 +162,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,
+		Limits:         limits,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
 	})

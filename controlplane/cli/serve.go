@@ -39,6 +39,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	var frontActors listFlag
 	fs.Var(&frontActors, "front-actor", "IDENTITY=ACTOR: the front whose client certificate identity is IDENTITY may submit as ACTOR without the agent's token (a stdio front bound to ACTOR; * for a front that authenticates agents itself, e.g. with JWT) (repeatable)")
 	openSessions := fs.Bool("open-sessions", false, "do not require authorization of new agent sessions (not for production)")
+	bindRuns := fs.Bool("bind-runs", false, "bind a run id's session authorization to the MCP session that named it (else to its token): another MCP session naming an authorized run needs its own latch session authorize")
 	grpcListen := fs.String("grpc-listen", "", "also serve the API on this TCP address (latch-mcp or operators on other hosts); mutual TLS 1.3 (--tls-cert, --tls-key, --tls-client-ca) required unless loopback")
 	tlsCert := fs.String("tls-cert", "", "with --grpc-listen: server certificate (PEM)")
 	tlsKey := fs.String("tls-key", "", "with --grpc-listen: server key (PEM)")
@@ -92,7 +93,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	defer ob.close()
 	st, err := newStack(stackConfig{
 		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
-		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions,
+		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,

@@ -61,6 +61,9 @@ type stackConfig struct {
 	Trusted []string
 	// OpenSessions turns the session rule off (every session authorized).
 	OpenSessions bool
+	// BindRuns binds a run id's session to the MCP session (else token)
+	// that named it (engine.SessionConfig.BindRuns).
+	BindRuns bool
 	// FrontActors binds front identities to the actors they may act as
 	// without an agent credential (--front-actor).
 	FrontActors api.FrontActors
@@ -228,7 +231,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		CheckpointInterval: cfg.CheckpointInterval,
 		Channels:           channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
-		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs},
+		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs, BindRuns: cfg.BindRuns},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		// Called once the state is loaded (at takeover on PostgreSQL).
 		Register: func(g grpc.ServiceRegistrar, s *server.Server) {

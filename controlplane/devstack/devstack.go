@@ -205,6 +205,9 @@ type Config struct {
 	// PersonWait bounds a call without a task that waits for a person
 	// (mcpfront.Config.PersonWait; 0: its default).
 	PersonWait time.Duration
+	// Limits caps the front's MCP sessions and streams
+	// (mcpfront.Config.Limits; zero fields: its defaults).
+	Limits mcpfront.Limits
 	// Strict is whether the dev actor goes through the full decision order.
 	Strict bool
 	// CatalogPath is the --catalog file, "" for the embedded example.
@@ -239,6 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 		OAuth:   cfg.OAuth,
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 		PersonWait: cfg.PersonWait,
+		Limits:     cfg.Limits,
 	})
 	if err != nil {
 		return err

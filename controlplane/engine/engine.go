@@ -381,7 +381,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 
 	// The decision is taken before the atomic step (an Authorizer may do
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
-	sessionID, sessionKey := sessionOf(in.Actor, in.Scope, in.Evidence)
+	sessionID, sessionKey := e.sessionFor(in.Actor, in.Scope, in.Evidence)
 	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
 	now := e.cfg.Clock()
 	var res *SubmitResult

@@ -31,6 +31,12 @@ type SessionConfig struct {
 	// approval, so the line can be pasted as is: "--data DIR" for a data
 	// dir other than the admin commands' default.
 	CommandArgs string
+	// BindRuns binds a run id's session to the MCP session (else the
+	// token) that named it (sessions_bind.go): a run authorized on one MCP
+	// session is a new session on another. False: a run's session is the
+	// actor plus the run id, so any holder of the actor's token naming it
+	// joins the authorization.
+	BindRuns bool
 }
 
 // logPending tells the operator, at info, that x waits and which command

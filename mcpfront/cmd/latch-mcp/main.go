@@ -74,6 +74,7 @@ type options struct {
 	oauthCfg     auth.JWTConfig
 	ops          opsOptions
 	personWait   time.Duration
+	limits       mcpfront.Limits
 }
 
 type stringList []string
@@ -101,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.DurationVar(&o.personWait, "person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the execution and the operator command; the agent's identical call later attaches")
+	o.limits.Register(fs)
 	o.oauth.Register(fs)
 	o.ops.flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +115,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	o.controlPlane = replicas.Split(cps)
+	if err := o.limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
 	if o.personWait <= 0 {
 		return nil, fmt.Errorf("%w: --person-wait must be a positive duration like 5s", errUsage)
 	}
@@ -187,6 +192,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		LoopbackActor:  o.actor,
 		AllowedOrigins: o.origins,
 		PersonWait:     o.personWait,
+		Limits:         o.limits,
 	}
 	fo, err := o.ops.setup(ctx, logger, &cfg)
 	if err != nil {

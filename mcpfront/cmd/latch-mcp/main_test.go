@@ -38,6 +38,7 @@ func TestRunBadArguments(t *testing.T) {
 		{"oauth mapped actor with a space", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-actor-map", "00u1=a b"}, "actor map"},
 		{"oauth jwks of an unknown issuer", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://idp.example.com", "--oauth-jwks-url", "https://other.example.com=https://other.example.com/jwks"}, "not an --oauth-issuer"},
 		{"oauth jwks ambiguous", []string{"--control-plane", "unix:///tmp/x.sock", "--oauth-issuer", "https://a.example.com", "--oauth-issuer", "https://b.example.com", "--oauth-jwks-url", "https://a.example.com/jwks"}, "ISSUER=URL"},
+		{"negative session cap", []string{"--control-plane", "unix:///tmp/x.sock", "--max-sessions-per-actor", "-1"}, "--max-sessions-per-actor is -1"},
 		{"oauth with stdio", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio", "--actor", "a", "--oauth-issuer", "https://idp.example.com"}, "--oauth-issuer is for HTTP"},
 	}
 	for _, tt := range tests {
