@@ -259,7 +259,7 @@ func (p *parser) target(e kv) *Target {
 	case ChannelLocal:
 		if t.HostagentSocket == "" {
 			if _, given := f["hostagent_socket"]; !given {
-				p.addf(e.keyNode, "%s: hostagent_socket is required for local targets", what)
+				p.addf(e.keyNode, "%s: hostagent_socket is required for local targets (the host agent's unix socket; latch dev serves one at DATA/hostagent.sock, latch-hostagent serve --socket sets it elsewhere)", what)
 			}
 		}
 	}
