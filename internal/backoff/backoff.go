@@ -29,7 +29,7 @@ func (p Policy) Delay(attempt int) time.Duration {
 	}
 	d = min(d, p.Max)
 	if p.Jitter && d > 0 {
-		d -= time.Duration(rand.Int64N(int64(d)/2 + 1))
+		d -= time.Duration(rand.Int64N(int64(d)/2 + 1)) //nolint:gosec // jitter spreads retries; it guards nothing
 	}
 	return d
 }

@@ -68,7 +68,7 @@ func uEscape(s string, format string) string {
 		case r == '\\':
 			b.WriteString(`\\`)
 		case r < 0x20 || r >= 0x80 || strings.ContainsRune(`<>&'"/`, r):
-			b.WriteString(fmt.Sprintf(format, r))
+			fmt.Fprintf(&b, format, r)
 		default:
 			b.WriteRune(r)
 		}
@@ -80,7 +80,7 @@ func numericHTML(s, format string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if strings.ContainsRune(`&<>"'/`, r) {
-			b.WriteString(fmt.Sprintf(format, r))
+			fmt.Fprintf(&b, format, r)
 		} else {
 			b.WriteRune(r)
 		}
