@@ -114,16 +114,23 @@
 // fingerprint and compared again at match time). The history index e/<id>
 // lists exactly the journal records of <id>.
 //
+// Every agent session record S/<id> equals the session its last journal
+// record carries (session_started, _authorized, _revoked, _ended,
+// _orphaned), but for last_seen_at, which is moved without a journal
+// record (sessioncheck.go): the session rule lets an authorized session's
+// calls proceed without an operator, so a session planted by hand or
+// flipped back from revoked is a mismatch like a forged execution.
+//
 // Not compared (they decide nothing a retry depends on, or are derived):
-// sessions S/ (last_seen_at is written without a journal record; the
-// journal records each session state change), and the list indexes a/, n/,
-// s/ (the start-up scope cross-checks s/ against the records it lists).
+// the list indexes a/, n/, s/ (the start-up scope cross-checks s/ against
+// the records it lists).
 //
 // consistency.go checks this. CheckAll (latch audit verify, and start-up up
 // to SmallStore journal records) reads the journal itself (measured on a
 // loaded 2-core machine: 3m35s for 1M executions, 5M journal records), and
 // holds the agent token records t/ and h/ against the token journal records
-// too (tokencheck.go: a token planted by hand has none). A larger store
+// too (tokencheck.go: a token planted by hand has none), and the session
+// records S/ against the session journal records (sessioncheck.go). A larger store
 // starts behind a StartupGate (startupgate.go): the control plane serves at
 // once while the gate's pass checks the executions start-up acts on (every
 // unsettled one, and not_executed) through their history index, as

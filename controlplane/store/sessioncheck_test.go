@@ -1,0 +1,141 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/controlplane/store"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// putSession stores x and journals it as kind, as the engine does
+// (engine touchSession, setSession).
+func putSession(tx *store.Tx, x *recordv1.Session, kind string) (int64, error) {
+	if err := tx.PutSession(x); err != nil {
+		return 0, err
+	}
+	return tx.Append(&recordv1.JournalEntry{Kind: kind, Actor: x.GetActor(), Session: proto.Clone(x).(*recordv1.Session)})
+}
+
+// sessionStore writes executions and three agent sessions as the engine
+// does: ses_pending (started, waits for an operator), ses_authorized
+// (authorized by ops, then seen again: last_seen_at moved without a
+// journal record) and ses_revoked (authorized, then revoked).
+func sessionStore(t *testing.T, s *store.Store) {
+	t.Helper()
+	at := func(m int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 12, 1, 10, m, 0, 0, time.UTC))
+	}
+	build(t, s, 5, 2)
+	err := s.Update(context.Background(), func(tx *store.Tx) error {
+		for _, id := range []string{"ses_pending", "ses_authorized", "ses_revoked"} {
+			x := &recordv1.Session{Id: id, Actor: "agent", Key: "run:" + id, State: recordv1.SessionState_SESSION_STATE_PENDING, StartedAt: at(0), LastSeenAt: at(0)}
+			if _, err := putSession(tx, x, "session_started"); err != nil {
+				return err
+			}
+			if id == "ses_pending" {
+				continue
+			}
+			x.State, x.AuthorizedAt, x.AuthorizedBy = recordv1.SessionState_SESSION_STATE_AUTHORIZED, at(1), "ops"
+			if _, err := putSession(tx, x, "session_authorized"); err != nil {
+				return err
+			}
+			if id == "ses_revoked" {
+				x.State, x.Reason = recordv1.SessionState_SESSION_STATE_REVOKED, "revoked by ops: stolen laptop"
+				if _, err := putSession(tx, x, "session_revoked"); err != nil {
+					return err
+				}
+				continue
+			}
+			x.LastSeenAt = at(5)
+			if err := tx.PutSession(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func editSession(kv store.KV, id string, edit func(x *recordv1.Session)) error {
+	v, err := kv.Get([]byte("S/" + id))
+	if err != nil {
+		return err
+	}
+	x := &recordv1.Session{}
+	if err := proto.Unmarshal(v, x); err != nil {
+		return err
+	}
+	edit(x)
+	return put(kv, "S/"+id, x)
+}
+
+// TestCheckStateFindsForgedSessions forges a stopped store (Badger and
+// PostgreSQL) once per kind of session forgery: the full check (start-up
+// of a small store, latch audit verify) names the session.
+func TestCheckStateFindsForgedSessions(t *testing.T) {
+	tests := []struct {
+		name  string
+		forge func(kv store.KV) error
+		want  []found
+	}{
+		{name: "planted authorized session", forge: func(kv store.KV) error {
+			return put(kv, "S/ses_planted", &recordv1.Session{Id: "ses_planted", Actor: "mallory", Key: "run:x",
+				State: recordv1.SessionState_SESSION_STATE_AUTHORIZED, AuthorizedBy: "ops", AuthorizedAt: timestamppb.Now()})
+		}, want: []found{{"ses_planted", store.MismatchUnjournaled}}},
+		{name: "revoked session flipped to authorized", forge: func(kv store.KV) error {
+			return editSession(kv, "ses_revoked", func(x *recordv1.Session) {
+				x.State, x.Reason = recordv1.SessionState_SESSION_STATE_AUTHORIZED, ""
+			})
+		}, want: []found{{"ses_revoked", store.MismatchRecord}}},
+		{name: "pending session set to authorized", forge: func(kv store.KV) error {
+			return editSession(kv, "ses_pending", func(x *recordv1.Session) {
+				x.State, x.AuthorizedBy, x.AuthorizedAt = recordv1.SessionState_SESSION_STATE_AUTHORIZED, "ops", timestamppb.Now()
+			})
+		}, want: []found{{"ses_pending", store.MismatchRecord}}},
+		{name: "authorizer renamed", forge: func(kv store.KV) error {
+			return editSession(kv, "ses_authorized", func(x *recordv1.Session) { x.AuthorizedBy = "cfo" })
+		}, want: []found{{"ses_authorized", store.MismatchRecord}}},
+		{name: "session deleted", forge: func(kv store.KV) error {
+			return kv.Commit([]store.Write{{Key: []byte("S/ses_revoked"), Delete: true}})
+		}, want: []found{{"ses_revoked", store.MismatchMissing}}},
+	}
+	for _, b := range tokenBackends {
+		for _, tt := range tests {
+			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
+				open := b.new(t)
+				s := openStore(t, open())
+				sessionStore(t, s)
+				rep, err := s.CheckState(t.Context(), store.CheckAll)
+				if err != nil || !rep.OK() || rep.Sessions != 3 {
+					t.Fatalf("CheckState of an untouched store = %v, %v (sessions %d); want ok over 3 sessions", rep, err, rep.Sessions)
+				}
+				s.Close()
+				kv := open()
+				if err := tt.forge(kv); err != nil {
+					t.Fatal(err)
+				}
+				kv.Close()
+				s = openStore(t, open())
+				defer s.Close()
+				rep, err = s.CheckState(t.Context(), store.CheckAll)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tt.want, summary(rep.Mismatches)); diff != "" {
+					t.Errorf("CheckState(CheckAll) mismatches (-want +got):\n%s\n%s", diff, rep)
+				}
+				if err := rep.Err(); err == nil {
+					t.Errorf("Err() = nil, want store.ErrStateMismatch")
+				}
+			})
+		}
+	}
+}
