@@ -93,6 +93,14 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 	s, err := e.st.Session(id)
 	switch {
 	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_AUTHORIZED:
+		// Authorized lets the call proceed without an operator: the
+		// record must be the one its journal record carries (a session
+		// edited into authorized in a stopped store, or by another writer
+		// of its database, is not honoured, on a store of any size).
+		if cerr := e.st.CheckSession(s); cerr != nil {
+			e.log.Error("agent session record disagrees with its journal: its calls wait for an operator", "session_id", id, "error", cerr)
+			return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is stored as authorized but its record does not match its journal record (%v); an operator must authorize it again: latch session authorize %s", ReasonSessionAuthorization, id, actor, cerr, id)
+		}
 		return false, false, ""
 	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_REVOKED:
 		return true, false, fmt.Sprintf("%s: session %s was revoked: %s", ReasonSessionRevoked, id, s.GetReason())

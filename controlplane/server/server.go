@@ -320,6 +320,11 @@ func (s *Server) load(ctx context.Context) error {
 	if err := s.prepareTokenIndex(ctx, log, st); err != nil {
 		return err
 	}
+	// The session index before the engine decides from sessions (the
+	// session rule checks an authorized session against it).
+	if err := indexSessions(ctx, log, st); err != nil {
+		return err
+	}
 	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		return err

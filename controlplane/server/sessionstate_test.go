@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -62,55 +63,113 @@ func TestForgedSessionRefusedAtStart(t *testing.T) {
 			data := t.TempDir()
 			cfg := stateConfig(t, data, 0)
 			cfg.Sessions = engine.SessionConfig{Required: true}
+			id := forgeSession(t, cfg, tt.before, tt.edit)
 			srv, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := runSession("mallory", "evil")
-			r, err := srv.Engine.Submit(t.Context(), engine.SubmitInput{Actor: "mallory", Scope: "evil", Tool: "deploy", Arguments: []byte(`{"version":"1"}`)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := r.Execution.GetState(); got != recordv1.State_STATE_AWAITING_APPROVAL {
-				t.Fatalf("a call in a new session is %s, want awaiting_approval", got)
-			}
-			if tt.before != nil {
-				tt.before(t, srv, id)
-			}
-			runAndStop(t, srv)
-
-			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cur := &recordv1.Session{}
-			if v, err := kv.Get([]byte("S/" + id)); err == nil {
-				if err := proto.Unmarshal(v, cur); err != nil {
-					t.Fatal(err)
-				}
-			}
-			v, err := proto.Marshal(tt.edit(cur))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := kv.Commit([]store.Write{{Key: []byte("S/" + id), Value: v}}); err != nil {
-				t.Fatal(err)
-			}
-			kv.Close()
-
-			srv, err = New(cfg)
 			if err == nil {
 				defer srv.Store.Close()
-				r, err := srv.Engine.Submit(context.Background(), engine.SubmitInput{Actor: "mallory", Scope: "evil", Tool: "deploy", Arguments: []byte(`{"version":"2"}`)})
-				var state recordv1.State
-				if err == nil {
-					state = r.Execution.GetState()
-				}
-				t.Fatalf("New on a store whose session %s was forged succeeded; a call in that run is %s (%v), want New to refuse", id, state, err)
+				t.Fatalf("New on a store whose session %s was forged succeeded; a call in that run is %s, want New to refuse", id, callIn(t, srv))
 			}
 			if !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) {
 				t.Errorf("New with a forged session = %v, want ErrStateMismatch naming %s", err, id)
 			}
 		})
 	}
+}
+
+// TestForgedSessionWaitsOnALargeStore: on a store large enough that
+// start-up serves before the full check (FullStateCheckUpTo -1), a session
+// forged into authorized in the stopped store is not honoured: the run's
+// next call waits for an operator (the session rule holds the record
+// against its journal record first), and the background pass stops Run
+// naming the session.
+func TestForgedSessionWaitsOnALargeStore(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		before func(t *testing.T, srv *Server, id string)
+	}{
+		{name: "revoked flipped to authorized", before: func(t *testing.T, srv *Server, id string) {
+			if _, err := srv.Engine.AuthorizeSession(t.Context(), id, "ops"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.Engine.RevokeSession(t.Context(), id, "ops", "stolen laptop"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "pending set to authorized"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := t.TempDir()
+			cfg := stateConfig(t, data, -1)
+			cfg.Sessions = engine.SessionConfig{Required: true}
+			id := forgeSession(t, cfg, tt.before, func(x *recordv1.Session) *recordv1.Session {
+				x.State, x.Reason, x.AuthorizedBy, x.AuthorizedAt = recordv1.SessionState_SESSION_STATE_AUTHORIZED, "", "ops", timestamppb.Now()
+				return x
+			})
+			srv, err := New(cfg)
+			if err != nil {
+				t.Fatalf("New on a large store: %v (start-up does not check sessions synchronously there)", err)
+			}
+			if got := callIn(t, srv); got != recordv1.State_STATE_AWAITING_APPROVAL {
+				t.Errorf("a call in the run of the forged session %s is %s, want awaiting_approval (not honoured)", id, got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) || !strings.Contains(err.Error(), id) {
+				t.Errorf("Run with the background pass = %v, want ErrStateMismatch naming %s", err, id)
+			}
+		})
+	}
+}
+
+// forgeSession runs a control plane on cfg's data dir once: a call of
+// mallory's run "evil" (its session is new: the call waits), then before
+// (nil: nothing); it stops it and replaces the session's stored record by
+// edit's (given the stored one, or an empty one when none is stored). It
+// returns the session's id.
+func forgeSession(t *testing.T, cfg Config, before func(t *testing.T, srv *Server, id string), edit func(x *recordv1.Session) *recordv1.Session) string {
+	t.Helper()
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := runSession("mallory", "evil")
+	if got := callIn(t, srv); got != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Fatalf("a call in a new session is %s, want awaiting_approval", got)
+	}
+	if before != nil {
+		before(t, srv, id)
+	}
+	runAndStop(t, srv)
+
+	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	cur := &recordv1.Session{}
+	if v, err := kv.Get([]byte("S/" + id)); err == nil {
+		if err := proto.Unmarshal(v, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := proto.Marshal(edit(cur))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]store.Write{{Key: []byte("S/" + id), Value: v}}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// callIn makes a call in mallory's run "evil" and returns the state it
+// went to (unspecified when Submit failed).
+func callIn(t *testing.T, srv *Server) recordv1.State {
+	t.Helper()
+	r, err := srv.Engine.Submit(context.Background(), engine.SubmitInput{Actor: "mallory", Scope: "evil", Tool: "deploy", Arguments: []byte(`{"version":"` + time.Now().Format(time.RFC3339Nano) + `"}`)})
+	if err != nil {
+		t.Errorf("Submit: %v", err)
+		return recordv1.State_STATE_UNSPECIFIED
+	}
+	return r.Execution.GetState()
 }

@@ -101,6 +101,24 @@ func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	return nil
 }
 
+// indexSessions builds the session journal index of a store written before
+// it (store.IndexSessions: one read of the journal, decoding only the
+// session records; nothing on a store that has the index), so that the
+// session rule can hold an authorized session against its journal record
+// before a call proceeds on it.
+func indexSessions(ctx context.Context, log hclog.Logger, st *store.Store) error {
+	start := time.Now()
+	n, err := st.IndexSessions(ctx)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if n > 0 {
+		log.Named("server").Info("indexed the agent sessions' journal records (once, for a store written before the index)",
+			"sessions", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
+	}
+	return nil
+}
+
 // ErrCheckpointCopy is returned by New when the checkpoint copy
 // (--checkpoint-copy) and the journal disagree: its newest checkpoint does
 // not verify with the journal's key, or covers more of the journal than the

@@ -56,6 +56,8 @@
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
 //	tj/<token id>                     journal index of the token's last journal record (8 bytes, big endian)
 //	m/tokens_indexed                  journal size N (8 bytes, big endian): tj/ covers every token record below N
+//	sj/<session id>                   journal index of the session's last journal record (8 bytes, big endian)
+//	m/sessions_indexed                journal size the session index was built at (8 bytes): sj/ exists
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
 //
@@ -119,7 +121,14 @@
 // _orphaned), but for last_seen_at, which is moved without a journal
 // record (sessioncheck.go): the session rule lets an authorized session's
 // calls proceed without an operator, so a session planted by hand or
-// flipped back from revoked is a mismatch like a forged execution.
+// flipped back from revoked is a mismatch like a forged execution. The
+// session rule does not wait for that check (a large store serves first):
+// before an authorized session lets a call proceed it is held against the
+// journal record sj/ names (CheckSession, sessionindex.go); Append writes
+// sj/ with every session record, and IndexSessions builds it once, at
+// start, for a store written before it. A latch without the index (a
+// replica not yet upgraded) leaves sj/ behind: the session's calls then
+// wait for an operator (fail closed) until one authorizes it again.
 //
 // Not compared (they decide nothing a retry depends on, or are derived):
 // the list indexes a/, n/, s/ (the start-up scope cross-checks s/ against

@@ -20,7 +20,10 @@ import (
 // authorized session's calls proceed without an operator), so a session
 // planted by hand, or one flipped from revoked back to authorized, or one
 // whose authorizer was renamed, is a store that disagrees with its journal.
-// CheckAll holds every S/ against the journal (checkSessions).
+// CheckAll holds every S/ against the journal (checkSessions), and the
+// session rule holds an authorized session against the record its session
+// journal index names before a call proceeds on it (CheckSession,
+// sessionindex.go).
 
 // journaledSession is the last journal record of one session, as the
 // journal pass keeps it.
@@ -87,6 +90,23 @@ func (s *Store) checkSessions(ctx context.Context, journaled map[string]journale
 		if !seen[id] {
 			differ = append(differ, id)
 		}
+	}
+	// sj/ names a record of its session (its last: Append writes it with
+	// every session record; S/ is held against the last record above).
+	err = s.kv.Scan([]byte("sj/"), false, func(k, v []byte) bool {
+		id := string(k[3:])
+		i, err := decodeIndex(v, nil)
+		if err != nil {
+			add(id, -1, "sj/"+id, MismatchIndex, "%v", err)
+			return true
+		}
+		if e, err := entryAt(s.kv.Get, i); err != nil || e.GetSession().GetId() != id {
+			add(id, i, "sj/"+id, MismatchIndex, "the session journal index names journal record %d, which is not a record of this agent session", i)
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: state check: read the session journal index: %w", err)
 	}
 	if len(differ) == 0 {
 		return n, ctx.Err()

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -137,5 +138,115 @@ func TestCheckStateFindsForgedSessions(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCheckSessionAgainstItsIndexedRecord: CheckSession (the session
+// rule's check of an authorized session, through sj/) passes the sessions
+// the store made and refuses each forgery; a store written before the
+// index gets it from IndexSessions.
+func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
+	for _, b := range tokenBackends {
+		t.Run(b.name, func(t *testing.T) {
+			open := b.new(t)
+			s := openStore(t, open())
+			sessionStore(t, s)
+			for _, id := range []string{"ses_pending", "ses_authorized", "ses_revoked"} {
+				x, err := s.Session(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.CheckSession(x); err != nil {
+					t.Errorf("CheckSession(%s) = %v, want nil", id, err)
+				}
+			}
+			revoked, err := s.Session("ses_revoked")
+			if err != nil {
+				t.Fatal(err)
+			}
+			flipped := proto.Clone(revoked).(*recordv1.Session)
+			flipped.State, flipped.Reason = recordv1.SessionState_SESSION_STATE_AUTHORIZED, ""
+			planted := &recordv1.Session{Id: "ses_planted", Actor: "mallory", State: recordv1.SessionState_SESSION_STATE_AUTHORIZED, AuthorizedBy: "ops"}
+			s.Close()
+
+			kv := open()
+			authorizedAt, err := kv.Get([]byte("sj/ses_authorized"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := put(kv, "S/ses_revoked", flipped); err != nil {
+				t.Fatal(err)
+			}
+			if err := put(kv, "S/ses_planted", planted); err != nil {
+				t.Fatal(err)
+			}
+			kv.Close()
+			s = openStore(t, open())
+			for _, tt := range []struct {
+				name string
+				x    *recordv1.Session
+				want []found
+			}{
+				{"revoked flipped to authorized", flipped, []found{{"ses_revoked", store.MismatchRecord}}},
+				{"planted, no index entry", planted, []found{{"ses_planted", store.MismatchUnjournaled}}},
+			} {
+				err := s.CheckSession(tt.x)
+				var se *store.StateError
+				if !errors.As(err, &se) {
+					t.Errorf("CheckSession(%s) = %v, want a *store.StateError", tt.name, err)
+					continue
+				}
+				if diff := cmp.Diff(tt.want, summary(se.Mismatches)); diff != "" {
+					t.Errorf("CheckSession(%s) mismatches (-want +got):\n%s", tt.name, diff)
+				}
+			}
+			s.Close()
+
+			// The planted session's index entry names another session's
+			// record.
+			kv = open()
+			if err := kv.Commit([]store.Write{{Key: []byte("sj/ses_planted"), Value: authorizedAt}}); err != nil {
+				t.Fatal(err)
+			}
+			kv.Close()
+			s = openStore(t, open())
+			var se *store.StateError
+			if err := s.CheckSession(planted); !errors.As(err, &se) || se.Mismatches[0].Kind != store.MismatchUnjournaled {
+				t.Errorf("CheckSession(planted, index naming another session's record) = %v, want unjournaled", err)
+			}
+			s.Close()
+
+			// A store written before the index: no sj/, no marker.
+			kv = open()
+			var ws []store.Write
+			for _, k := range []string{"sj/ses_pending", "sj/ses_authorized", "sj/ses_revoked", "sj/ses_planted", "m/sessions_indexed", "S/ses_planted"} {
+				ws = append(ws, store.Write{Key: []byte(k), Delete: true})
+			}
+			if err := put(kv, "S/ses_revoked", revoked); err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Commit(ws); err != nil {
+				t.Fatal(err)
+			}
+			kv.Close()
+			s = openStore(t, open())
+			defer s.Close()
+			auth, err := s.Session("ses_authorized")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CheckSession(auth); !errors.Is(err, store.ErrSessionsNotIndexed) {
+				t.Errorf("CheckSession before IndexSessions = %v, want ErrSessionsNotIndexed", err)
+			}
+			if n, err := s.IndexSessions(t.Context()); err != nil || n != 3 {
+				t.Fatalf("IndexSessions = %d, %v, want 3 sessions", n, err)
+			}
+			if err := s.CheckSession(auth); err != nil {
+				t.Errorf("CheckSession after IndexSessions = %v, want nil", err)
+			}
+			if rep, err := s.CheckState(t.Context(), store.CheckAll); err != nil || !rep.OK() {
+				t.Errorf("CheckState after IndexSessions = %v, %v, want ok", rep, err)
+			}
+		})
 	}
 }
