@@ -130,6 +130,12 @@
 // replica not yet upgraded) leaves sj/ behind: the session's calls then
 // wait for an operator (fail closed) until one authorizes it again.
 //
+// The record of the catalog in force m/catalog equals the catalog its last
+// catalog_loaded journal record carries (start-up reads it to decide
+// whether the catalog it loads needs a journal record), and every catalog
+// source k/sha256:<hex> hashes to its version, one a catalog_loaded record
+// carries (catalogcheck.go).
+//
 // Not compared (they decide nothing a retry depends on, or are derived):
 // the list indexes a/, n/, s/ (the start-up scope cross-checks s/ against
 // the records it lists).

@@ -289,7 +289,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	info, tokens, sessions := pass.info, pass.tokens, pass.sessions
+	info, tokens, sessions, catalogs := pass.info, pass.tokens, pass.sessions, pass.catalogs
 	add := func(id string, idx int64, key string, kind MismatchKind, format string, args ...any) {
 		rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -463,6 +463,9 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 		return nil, err
 	}
 	if rep.Sessions, err = s.checkSessions(ctx, sessions, int64(rep.Journal), add); err != nil {
+		return nil, err
+	}
+	if err = s.checkCatalog(ctx, catalogs, int64(rep.Journal), add); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {

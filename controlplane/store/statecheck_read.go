@@ -44,6 +44,7 @@ type entryFacts struct {
 	x                   *recordv1.Execution // the decoded snapshot, on the slow path
 	token               *recordv1.AgentToken
 	session             *recordv1.Session
+	catalog             *recordv1.CatalogVersion
 }
 
 // read reads f's record: from its wire form when the fast path reads it
@@ -77,6 +78,9 @@ func (f *entryFacts) read() {
 	if ss := e.GetSession(); ss != nil && ss.GetId() != "" {
 		f.session = ss
 	}
+	if c := e.GetCatalog(); c != nil && c.GetVersion() != "" {
+		f.catalog = c
+	}
 }
 
 // journalPass folds the journal into per-execution digests (journaled).
@@ -87,6 +91,8 @@ type journalPass struct {
 	tokens map[string]*recordv1.AgentToken // the last journal record of each token
 	// sessions: the last journal record of each agent session
 	sessions map[string]journaledSession
+	// catalogs: the catalog records, in journal order
+	catalogs journaledCatalogs
 	chunk    []entryFacts
 	touched  []*journaled // the executions the chunk changed
 	dgs      []*digester  // one per worker
@@ -133,6 +139,9 @@ func (p *journalPass) flush() {
 		}
 		if f.session != nil {
 			p.sessions[f.session.GetId()] = journaledSession{index: f.i, session: f.session}
+		}
+		if f.catalog != nil {
+			p.catalogs.add(f.i, f.catalog)
 		}
 		if len(f.id) == 0 {
 			continue
