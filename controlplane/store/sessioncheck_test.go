@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -248,5 +249,63 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 				t.Errorf("CheckState after IndexSessions = %v, %v, want ok", rep, err)
 			}
 		})
+	}
+}
+
+// TestCheckAllLiveKeepsUpWithSessionsAndCatalogs: sessions started,
+// authorized, revoked and seen, and catalogs loaded, while the live pass
+// runs are not reported (they are looked at again with the journal records
+// appended since).
+func TestCheckAllLiveKeepsUpWithSessionsAndCatalogs(t *testing.T) {
+	_, s := openBadger(t, t.TempDir())
+	defer s.Close()
+	build(t, s, 200, 7)
+	done := make(chan error, 1)
+	go func() {
+		for i := range 300 {
+			err := s.Update(context.Background(), func(tx *store.Tx) error {
+				id := fmt.Sprintf("ses_%04d", i/3)
+				x, err := tx.Session(id)
+				switch {
+				case err != nil:
+					x = &recordv1.Session{Id: id, Actor: "agent", State: recordv1.SessionState_SESSION_STATE_PENDING}
+					_, err = putSession(tx, x, "session_started")
+				case i%3 == 1:
+					x.State, x.AuthorizedBy = recordv1.SessionState_SESSION_STATE_AUTHORIZED, "ops"
+					_, err = putSession(tx, x, "session_authorized")
+				default:
+					x.LastSeenAt = timestamppb.New(time.Unix(int64(i), 0))
+					err = tx.PutSession(x)
+				}
+				if err != nil || i%50 != 0 {
+					return err
+				}
+				_, err = putCatalog(tx, []byte(fmt.Sprintf("tools: {t%d: {}}", i)), "")
+				return err
+			})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var werr error
+	for n, writing := 0, true; writing || n < 5; n++ {
+		select {
+		case werr = <-done:
+			writing = false
+		default:
+		}
+		rep, err := s.CheckState(t.Context(), store.CheckAllLive)
+		if err != nil || !rep.OK() {
+			t.Fatalf("CheckState(CheckAllLive) while writing = %v, %v; want ok", rep, err)
+		}
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if rep, err := s.CheckState(t.Context(), store.CheckAll); err != nil || !rep.OK() || rep.Sessions != 100 {
+		t.Errorf("CheckState(CheckAll) after the writes = %v, %v (sessions %d); want ok over 100 sessions", rep, err, rep.Sessions)
 	}
 }
