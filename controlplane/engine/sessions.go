@@ -99,6 +99,12 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 		// of its database, is not honoured, on a store of any size).
 		if cerr := e.st.CheckSession(s); cerr != nil {
 			e.log.Error("agent session record disagrees with its journal: its calls wait for an operator", "session_id", id, "error", cerr)
+			if se := (*store.StateError)(nil); errors.As(cerr, &se) {
+				e.sessionMu.Lock()
+				e.sessionMismatches = append(e.sessionMismatches, se.Mismatches...)
+				e.sessionMu.Unlock()
+				e.sessionFailOnce.Do(func() { close(e.sessionsFailed) })
+			}
 			return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is stored as authorized but its record does not match its journal record (%v); an operator must authorize it again: latch session authorize %s", ReasonSessionAuthorization, id, actor, cerr, id)
 		}
 		return false, false, ""
@@ -106,6 +112,18 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 		return true, false, fmt.Sprintf("%s: session %s was revoked: %s", ReasonSessionRevoked, id, s.GetReason())
 	}
 	return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is new and needs an operator's authorization: latch session authorize %s", ReasonSessionAuthorization, id, actor, id)
+}
+
+// SessionsFailed is closed when a session stored as authorized was found to
+// disagree with its journal record (its call waited for an operator
+// instead): the caller stops serving from the store.
+func (e *Engine) SessionsFailed() <-chan struct{} { return e.sessionsFailed }
+
+// SessionMismatches returns the session mismatches found so far.
+func (e *Engine) SessionMismatches() []store.Mismatch {
+	e.sessionMu.Lock()
+	defer e.sessionMu.Unlock()
+	return append([]store.Mismatch(nil), e.sessionMismatches...)
 }
 
 // touchSession records the session inside a Submit update: created on first

@@ -758,6 +758,7 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 	})
 	g.Go(func() error { return s.checkpointLoop(ctx) })
 	g.Go(func() error { return s.watchTokens(ctx) })
+	g.Go(func() error { return s.watchSessions(ctx) })
 	if s.tokenIndexReady != nil {
 		g.Go(func() error { return s.buildTokenIndex(ctx) })
 	}

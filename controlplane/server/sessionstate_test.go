@@ -80,8 +80,8 @@ func TestForgedSessionRefusedAtStart(t *testing.T) {
 // start-up serves before the full check (FullStateCheckUpTo -1), a session
 // forged into authorized in the stopped store is not honoured: the run's
 // next call waits for an operator (the session rule holds the record
-// against its journal record first), and the background pass stops Run
-// naming the session.
+// against its journal record first, and reports the mismatch:
+// Engine.SessionsFailed), and Run stops naming the session.
 func TestForgedSessionWaitsOnALargeStore(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -111,6 +111,14 @@ func TestForgedSessionWaitsOnALargeStore(t *testing.T) {
 			}
 			if got := callIn(t, srv); got != recordv1.State_STATE_AWAITING_APPROVAL {
 				t.Errorf("a call in the run of the forged session %s is %s, want awaiting_approval (not honoured)", id, got)
+			}
+			select {
+			case <-srv.Engine.SessionsFailed():
+				if ms := srv.Engine.SessionMismatches(); len(ms) == 0 || ms[0].ExecutionID != id {
+					t.Errorf("SessionMismatches() = %v, want one naming %s", ms, id)
+				}
+			default:
+				t.Errorf("SessionsFailed() is not closed after the forged session was read")
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

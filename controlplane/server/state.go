@@ -202,6 +202,22 @@ func (s *Server) watchTokens(ctx context.Context) error {
 	return err
 }
 
+// watchSessions stops the control plane when a session stored as
+// authorized disagreed with its journal record when the session rule read
+// it (the call waited for an operator instead of proceeding).
+func (s *Server) watchSessions(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.Engine.SessionsFailed():
+	}
+	ms := s.Engine.SessionMismatches()
+	err := fmt.Errorf("%w: %d mismatch(es), first: %s; stopped serving from %s (the session was not honoured: its call waits for an operator); run `latch audit verify %s` to see every mismatch",
+		ErrStateMismatch, len(ms), ms[0].String(), s.cfg.DataDir, s.cfg.DataDir)
+	s.log.Error("a stored agent session disagrees with its journal record; it was not honoured; stopping", "mismatches", len(ms), "error", err)
+	return err
+}
+
 // backgroundChecks runs, while serving, the start-up gate's pass over the
 // unsettled executions (if any), then the check of all state. A mismatch
 // stops the control plane (Run returns the error).
