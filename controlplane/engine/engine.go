@@ -254,6 +254,8 @@ type Engine struct {
 	sessionMismatches []store.Mismatch
 	sessionsFailed    chan struct{}
 	sessionFailOnce   sync.Once
+	// clearedSessions: session id -> clearedSession (checkSession).
+	clearedSessions sync.Map
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.

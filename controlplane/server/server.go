@@ -364,7 +364,7 @@ func (s *Server) load(ctx context.Context) error {
 	cur := cm.Current()
 	eng, err = engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: s.keys.fp,
-		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
+		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: sessionConfig(cfg.Sessions, tks),
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
 	})
@@ -765,6 +765,16 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 	if s.backgroundCheck {
 		g.Go(func() error { return s.backgroundChecks(ctx) })
 	}
+}
+
+// sessionConfig is the session rule's configuration with the anchor an
+// authorized session's journal record is proven against: the one tokens
+// are proven against.
+func sessionConfig(c engine.SessionConfig, tks *tokens.Service) engine.SessionConfig {
+	if c.Anchor == nil {
+		c.Anchor = tks.Anchor
+	}
+	return c
 }
 
 // gateUnary answers NotActive while this replica does not serve the API

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -180,4 +183,66 @@ func callIn(t *testing.T, srv *Server) recordv1.State {
 		return recordv1.State_STATE_UNSPECIFIED
 	}
 	return r.Execution.GetState()
+}
+
+// TestForgedSessionRecordRefusedByTheCheckpoint: a session planted as
+// authorized with a journal record forged in place of a checkpointed one
+// (and the session journal index naming it) agrees with the state check,
+// which trusts journal leaves as stored: a small store starts. The session
+// rule proves the record against the newest signed checkpoint before it
+// honours the session, which refuses it: the call waits for an operator,
+// and Run stops naming the session.
+func TestForgedSessionRecordRefusedByTheCheckpoint(t *testing.T) {
+	data := t.TempDir()
+	cfg := stateConfig(t, data, 0)
+	cfg.Sessions = engine.SessionConfig{Required: true}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAndStop(t, srv)
+	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := freeRecord(t, kv)
+	id := runSession("mallory", "evil")
+	x := &recordv1.Session{Id: id, Actor: "mallory", Key: "run:evil", State: recordv1.SessionState_SESSION_STATE_AUTHORIZED,
+		AuthorizedBy: "ops", AuthorizedAt: timestamppb.New(time.Now().Truncate(time.Second)), StartedAt: timestamppb.New(time.Now().Truncate(time.Second))}
+	v, err := proto.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Appendf(nil, "j/%016x", at)
+	leaf, err := kv.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(at), Kind: "session_authorized", Actor: "mallory", Session: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stored hashes the leaf completed stay: only the record changes.
+	if err := kv.Commit([]store.Write{{Key: []byte("S/" + id), Value: v},
+		{Key: key, Value: append(append([]byte(nil), leaf[:1+int(leaf[0])*32]...), rec...)},
+		{Key: []byte("sj/" + id), Value: binary.BigEndian.AppendUint64(nil, uint64(at))}}); err != nil {
+		t.Fatal(err)
+	}
+	kv.Close()
+
+	srv, err = New(cfg)
+	if err != nil {
+		t.Fatalf("New = %v; the state check trusts journal leaves as stored, so it starts", err)
+	}
+	if got := callIn(t, srv); got != recordv1.State_STATE_AWAITING_APPROVAL {
+		t.Errorf("a call in the session planted with a forged journal record is %s, want awaiting_approval", got)
+	}
+	if ms := srv.Engine.SessionMismatches(); len(ms) == 0 || ms[0].Kind != store.MismatchProof {
+		t.Errorf("SessionMismatches() = %v, want a %s mismatch", ms, store.MismatchProof)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Run(ctx); !errors.Is(err, ErrStateMismatch) {
+		t.Errorf("Run = %v, want ErrStateMismatch", err)
+	}
 }

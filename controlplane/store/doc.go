@@ -124,7 +124,10 @@
 // flipped back from revoked is a mismatch like a forged execution. The
 // session rule does not wait for that check (a large store serves first):
 // before an authorized session lets a call proceed it is held against the
-// journal record sj/ names (CheckSession, sessionindex.go); Append writes
+// journal record sj/ names, and that record is proven included in the
+// newest signed checkpoint when it covers it (CheckSession,
+// sessionindex.go; the engine clears a session once per record and
+// index, then pays one read of sj/ per call); Append writes
 // sj/ with every session record, and IndexSessions builds it once, at
 // start, for a store written before it. A latch without the index (a
 // replica not yet upgraded) leaves sj/ behind: the session's calls then

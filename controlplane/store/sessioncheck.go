@@ -41,6 +41,10 @@ func sameSession(stored, journaled *recordv1.Session) bool {
 	return proto.Equal(a, b)
 }
 
+// SameSession reports whether two session records agree in everything but
+// last_seen_at (which moves without a journal record).
+func SameSession(a, b *recordv1.Session) bool { return sameSession(a, b) }
+
 // sessionDiff names the fields that decide in which a and b differ.
 func sessionDiff(stored, journaled *recordv1.Session) string {
 	var out []string

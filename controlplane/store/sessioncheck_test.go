@@ -157,7 +157,7 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := s.CheckSession(x); err != nil {
+				if err := s.CheckSession(x, nil); err != nil {
 					t.Errorf("CheckSession(%s) = %v, want nil", id, err)
 				}
 			}
@@ -191,7 +191,7 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 				{"revoked flipped to authorized", flipped, []found{{"ses_revoked", store.MismatchRecord}}},
 				{"planted, no index entry", planted, []found{{"ses_planted", store.MismatchUnjournaled}}},
 			} {
-				err := s.CheckSession(tt.x)
+				err := s.CheckSession(tt.x, nil)
 				var se *store.StateError
 				if !errors.As(err, &se) {
 					t.Errorf("CheckSession(%s) = %v, want a *store.StateError", tt.name, err)
@@ -212,7 +212,7 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 			kv.Close()
 			s = openStore(t, open())
 			var se *store.StateError
-			if err := s.CheckSession(planted); !errors.As(err, &se) || se.Mismatches[0].Kind != store.MismatchUnjournaled {
+			if err := s.CheckSession(planted, nil); !errors.As(err, &se) || se.Mismatches[0].Kind != store.MismatchUnjournaled {
 				t.Errorf("CheckSession(planted, index naming another session's record) = %v, want unjournaled", err)
 			}
 			s.Close()
@@ -236,13 +236,13 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.CheckSession(auth); !errors.Is(err, store.ErrSessionsNotIndexed) {
+			if err := s.CheckSession(auth, nil); !errors.Is(err, store.ErrSessionsNotIndexed) {
 				t.Errorf("CheckSession before IndexSessions = %v, want ErrSessionsNotIndexed", err)
 			}
 			if n, err := s.IndexSessions(t.Context()); err != nil || n != 3 {
 				t.Fatalf("IndexSessions = %d, %v, want 3 sessions", n, err)
 			}
-			if err := s.CheckSession(auth); err != nil {
+			if err := s.CheckSession(auth, nil); err != nil {
 				t.Errorf("CheckSession after IndexSessions = %v, want nil", err)
 			}
 			if rep, err := s.CheckState(t.Context(), store.CheckAll); err != nil || !rep.OK() {

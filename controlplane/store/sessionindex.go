@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strconv"
 
+	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/journal"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -27,6 +29,12 @@ func sessionJournalKey(id string) []byte { return []byte("sj/" + id) }
 
 var sessionsIndexedKey = []byte("m/sessions_indexed")
 
+// SessionJournalIndex returns the journal index sj/<id> names (the
+// session's last journal record), or ErrNotFound.
+func (s *Store) SessionJournalIndex(id string) (int64, error) {
+	return decodeIndex(s.kv.Get(sessionJournalKey(id)))
+}
+
 // ErrSessionsNotIndexed is returned by CheckSession on a store whose
 // session journal index was never built (IndexSessions).
 var ErrSessionsNotIndexed = errors.New("store: the session journal index is not built yet (IndexSessions builds it at start)")
@@ -43,7 +51,9 @@ func (t *Tx) indexSession(e *recordv1.JournalEntry, n int64) {
 
 // CheckSession checks one stored session x against the journal record its
 // session journal index names: the record exists and carries this session
-// as stored (all but last_seen_at). It returns a *StateError
+// as stored (all but last_seen_at), and, when anchor (the newest signed
+// checkpoint; nil: none) covers the record, the record is included in the
+// anchor's tree, as CheckToken proves a token's. It returns a *StateError
 // (ErrStateMismatch) or nil, ErrSessionsNotIndexed, or another error when
 // the store cannot be read. A disagreement seen by the plain reads is
 // confirmed in the writer (an authorization writes S/ and sj/ together and
@@ -51,9 +61,9 @@ func (t *Tx) indexSession(e *recordv1.JournalEntry, n int64) {
 // names the session's last record (an index pointed back at the
 // session_authorized record of a session since revoked, with S/ edited to
 // match): that takes the whole journal, which CheckAll reads.
-func (s *Store) CheckSession(x *recordv1.Session) error {
+func (s *Store) CheckSession(x *recordv1.Session, anchor *journal.Checkpoint) error {
 	id := x.GetId()
-	ms, err := s.checkSession(s.kv.Get, id, x)
+	ms, err := s.checkSession(s.kv.Get, id, x, anchor)
 	if err != nil || len(ms) == 0 {
 		return err
 	}
@@ -66,7 +76,7 @@ func (s *Store) CheckSession(x *recordv1.Session) error {
 		case err != nil:
 			return err
 		}
-		ms, err = s.checkSession(tx.get, id, cx)
+		ms, err = s.checkSession(tx.get, id, cx, anchor)
 		return err
 	})
 	switch {
@@ -78,7 +88,7 @@ func (s *Store) CheckSession(x *recordv1.Session) error {
 }
 
 // checkSession is CheckSession on one view of the store.
-func (s *Store) checkSession(get getter, id string, x *recordv1.Session) ([]Mismatch, error) {
+func (s *Store) checkSession(get getter, id string, x *recordv1.Session, anchor *journal.Checkpoint) ([]Mismatch, error) {
 	var out []Mismatch
 	add := func(idx int64, key string, kind MismatchKind, format string, args ...any) {
 		out = append(out, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
@@ -95,16 +105,34 @@ func (s *Store) checkSession(get getter, id string, x *recordv1.Session) ([]Mism
 		add(-1, "sj/"+id, MismatchIndex, "%v", err)
 		return out, nil
 	}
-	e, err := entryAt(get, idx)
-	switch {
-	case errors.Is(err, ErrNotFound):
+	v, err := get(journalKey(idx))
+	if errors.Is(err, ErrNotFound) {
 		add(idx, "sj/"+id, MismatchIndex, "the session journal index names journal record %d, which does not exist", idx)
-	case err != nil:
-		add(idx, string(journalKey(idx)), MismatchIndex, "%v", err)
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, data, ok := decodeLeaf(v)
+	e := &recordv1.JournalEntry{}
+	switch {
+	case !ok || proto.Unmarshal(data, e) != nil || e.GetIndex() != uint64(idx):
+		add(idx, string(journalKey(idx)), MismatchIndex, "journal record %d, which the session journal index names, is malformed or does not decode as record %d", idx, idx)
+		return out, nil
 	case e.GetSession().GetId() != id:
 		add(idx, "sj/"+id, MismatchUnjournaled, "the session journal index names journal record %d, which is not a record of this agent session: no journal record started it (planted?)", idx)
+		return out, nil
 	case x.GetId() != id || !sameSession(x, e.GetSession()):
 		add(idx, "S/"+id, MismatchRecord, "the agent session differs from its journal record %d in %s", idx, sessionDiff(x, e.GetSession()))
+	}
+	if anchor != nil && idx < anchor.Size {
+		p, err := tlog.ProveRecord(anchor.Size, idx, hashReader(get))
+		if err == nil {
+			err = tlog.CheckRecord(p, anchor.Size, anchor.Root, idx, journal.LeafHash(data))
+		}
+		if err != nil {
+			add(idx, string(journalKey(idx)), MismatchProof, "journal record %d is not the record the signed checkpoint of tree size %d holds (%v): the journal was rewritten", idx, anchor.Size, err)
+		}
 	}
 	return out, nil
 }
