@@ -141,6 +141,13 @@ func TestVerifyAllSharesTheJournalRead(t *testing.T) {
 		{name: "state", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.State, id(2), id(3)) }},
 		{name: "result", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.ResultBody, id(2), id(3)) }},
 		{name: "deleted record", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.Deleted, id(2), id(3)) }},
+		{name: "planted authorized session", forge: func(kv store.KV) error {
+			v, err := proto.Marshal(&recordv1.Session{Id: "ses_planted", Actor: "mallory", State: recordv1.SessionState_SESSION_STATE_AUTHORIZED, AuthorizedBy: "ops"})
+			if err != nil {
+				return err
+			}
+			return kv.Commit([]store.Write{{Key: []byte("S/ses_planted"), Value: v}})
+		}},
 		{name: "journal record gone", forge: func(kv store.KV) error {
 			return kv.Commit([]store.Write{{Key: leafKey(9), Delete: true}})
 		}},

@@ -246,6 +246,16 @@ type Engine struct {
 	// dispatchRetry and recoveryRetry are the engine's retry rules
 	// (retry.go), fixed at New from MaxDispatches and Recovery.
 	dispatchRetry, recoveryRetry RetryPolicy
+
+	// sessionsFailed is closed when an authorized session was found to
+	// disagree with its journal record (sessions.go); sessionMismatches
+	// holds what was found (guarded by sessionMu).
+	sessionMu         sync.Mutex
+	sessionMismatches []store.Mismatch
+	sessionsFailed    chan struct{}
+	sessionFailOnce   sync.Once
+	// clearedSessions: session id -> clearedSession (checkSession).
+	clearedSessions sync.Map
 }
 
 // New builds an engine. Call Start to run recovery, Close to stop.
@@ -301,16 +311,17 @@ func New(cfg Config) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg:           cfg,
-		log:           cfg.Logger.Named("engine"),
-		st:            cfg.Store,
-		watchers:      map[string]map[chan *recordv1.Execution]struct{}{},
-		secrets:       map[string]map[string]any{},
-		sealedWaiting: map[string]struct{}{},
-		ctx:           ctx,
-		cancel:        cancel,
-		rq:            rq,
-		rstate:        map[string]*recoveryState{},
+		cfg:            cfg,
+		log:            cfg.Logger.Named("engine"),
+		st:             cfg.Store,
+		watchers:       map[string]map[chan *recordv1.Execution]struct{}{},
+		secrets:        map[string]map[string]any{},
+		sealedWaiting:  map[string]struct{}{},
+		sessionsFailed: make(chan struct{}),
+		ctx:            ctx,
+		cancel:         cancel,
+		rq:             rq,
+		rstate:         map[string]*recoveryState{},
 
 		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true},
 		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},

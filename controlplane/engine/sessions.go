@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -26,6 +27,11 @@ type SessionConfig struct {
 	// Trusted reports actors whose sessions need no authorization (the dev
 	// actor of `latch dev`, for instance). Nil: none.
 	Trusted func(actor string) bool
+	// Anchor returns the newest signed checkpoint, which the session rule
+	// proves an authorized session's journal record against before it
+	// first honours it (the tokens service's Anchor). Nil: no proof, only
+	// the record check.
+	Anchor func() (*journal.Checkpoint, error)
 	// CommandArgs are appended to the operator commands logged (at info)
 	// when an execution starts waiting for a session authorization or an
 	// approval, so the line can be pasted as is: "--data DIR" for a data
@@ -99,11 +105,73 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 	s, err := e.st.Session(id)
 	switch {
 	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_AUTHORIZED:
+		// Authorized lets the call proceed without an operator: the
+		// record must be the one its journal record carries (a session
+		// edited into authorized in a stopped store, or by another writer
+		// of its database, is not honoured, on a store of any size).
+		if cerr := e.checkSession(s); cerr != nil {
+			e.log.Error("agent session record disagrees with its journal: its calls wait for an operator", "session_id", id, "error", cerr)
+			if se := (*store.StateError)(nil); errors.As(cerr, &se) {
+				e.sessionMu.Lock()
+				e.sessionMismatches = append(e.sessionMismatches, se.Mismatches...)
+				e.sessionMu.Unlock()
+				e.sessionFailOnce.Do(func() { close(e.sessionsFailed) })
+			}
+			return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is stored as authorized but its record does not match its journal record (%v); an operator must authorize it again: latch session authorize %s", ReasonSessionAuthorization, id, actor, cerr, id)
+		}
 		return false, false, ""
 	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_REVOKED:
 		return true, false, fmt.Sprintf("%s: session %s was revoked: %s", ReasonSessionRevoked, id, s.GetReason())
 	}
 	return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is new and needs an operator's authorization: latch session authorize %s", ReasonSessionAuthorization, id, actor, id)
+}
+
+// checkSession holds an authorized session against its journal record
+// (store.CheckSession, with the inclusion proof against the newest signed
+// checkpoint) unless this process cleared the same record at the same
+// journal index already: a cleared session costs one read of its session
+// journal index per call, and any journaled change (a revocation moves the
+// index) or edit of the record is checked again.
+func (e *Engine) checkSession(s *recordv1.Session) error {
+	id := s.GetId()
+	idx, err := e.st.SessionJournalIndex(id)
+	if c, ok := e.clearedSessions.Load(id); ok && err == nil {
+		if c := c.(clearedSession); c.index == idx && store.SameSession(c.session, s) {
+			return nil
+		}
+	}
+	var anchor *journal.Checkpoint
+	if e.cfg.Sessions.Anchor != nil {
+		if anchor, err = e.cfg.Sessions.Anchor(); err != nil {
+			return err
+		}
+	}
+	if err := e.st.CheckSession(s, anchor); err != nil {
+		return err
+	}
+	if idx, err := e.st.SessionJournalIndex(id); err == nil {
+		e.clearedSessions.Store(id, clearedSession{index: idx, session: proto.Clone(s).(*recordv1.Session)})
+	}
+	return nil
+}
+
+// clearedSession is a session record checkSession cleared, and the
+// journal index its session journal index named then.
+type clearedSession struct {
+	index   int64
+	session *recordv1.Session
+}
+
+// SessionsFailed is closed when a session stored as authorized was found to
+// disagree with its journal record (its call waited for an operator
+// instead): the caller stops serving from the store.
+func (e *Engine) SessionsFailed() <-chan struct{} { return e.sessionsFailed }
+
+// SessionMismatches returns the session mismatches found so far.
+func (e *Engine) SessionMismatches() []store.Mismatch {
+	e.sessionMu.Lock()
+	defer e.sessionMu.Unlock()
+	return append([]store.Mismatch(nil), e.sessionMismatches...)
 }
 
 // touchSession records the session inside a Submit update: created on first

@@ -320,6 +320,11 @@ func (s *Server) load(ctx context.Context) error {
 	if err := s.prepareTokenIndex(ctx, log, st); err != nil {
 		return err
 	}
+	// The session index before the engine decides from sessions (the
+	// session rule checks an authorized session against it).
+	if err := indexSessions(ctx, log, st); err != nil {
+		return err
+	}
 	scope, gate, err := checkState(log, cfg.DataDir, st, cfg.FullStateCheckUpTo)
 	if err != nil {
 		return err
@@ -359,7 +364,7 @@ func (s *Server) load(ctx context.Context) error {
 	cur := cm.Current()
 	eng, err = engine.New(engine.Config{
 		Logger: log, Store: st, Catalog: cur.Catalog, CatalogVersion: cur.Version, Fingerprinter: s.keys.fp,
-		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: cfg.Sessions,
+		Channels: cfg.Channels, Authorizer: cfg.Authorizer, Recovery: cfg.Recovery, Sessions: sessionConfig(cfg.Sessions, tks),
 		Sealer:   cfg.Sealer,
 		Observer: engineObserver(cfg.Telemetry),
 	})
@@ -753,12 +758,23 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 	})
 	g.Go(func() error { return s.checkpointLoop(ctx) })
 	g.Go(func() error { return s.watchTokens(ctx) })
+	g.Go(func() error { return s.watchSessions(ctx) })
 	if s.tokenIndexReady != nil {
 		g.Go(func() error { return s.buildTokenIndex(ctx) })
 	}
 	if s.backgroundCheck {
 		g.Go(func() error { return s.backgroundChecks(ctx) })
 	}
+}
+
+// sessionConfig is the session rule's configuration with the anchor an
+// authorized session's journal record is proven against: the one tokens
+// are proven against.
+func sessionConfig(c engine.SessionConfig, tks *tokens.Service) engine.SessionConfig {
+	if c.Anchor == nil {
+		c.Anchor = tks.Anchor
+	}
+	return c
 }
 
 // gateUnary answers NotActive while this replica does not serve the API

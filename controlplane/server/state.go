@@ -101,6 +101,24 @@ func indexTokens(ctx context.Context, log hclog.Logger, st *store.Store) error {
 	return nil
 }
 
+// indexSessions builds the session journal index of a store written before
+// it (store.IndexSessions: one read of the journal, decoding only the
+// session records; nothing on a store that has the index), so that the
+// session rule can hold an authorized session against its journal record
+// before a call proceeds on it.
+func indexSessions(ctx context.Context, log hclog.Logger, st *store.Store) error {
+	start := time.Now()
+	n, err := st.IndexSessions(ctx)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if n > 0 {
+		log.Named("server").Info("indexed the agent sessions' journal records (once, for a store written before the index)",
+			"sessions", n, "journal_size", st.JournalSize(), "duration", time.Since(start))
+	}
+	return nil
+}
+
 // ErrCheckpointCopy is returned by New when the checkpoint copy
 // (--checkpoint-copy) and the journal disagree: its newest checkpoint does
 // not verify with the journal's key, or covers more of the journal than the
@@ -181,6 +199,22 @@ func (s *Server) watchTokens(ctx context.Context) error {
 	err := fmt.Errorf("%w: %d mismatch(es), first: %s; stopped serving from %s (the token was refused: it authenticated nobody); run `latch audit verify %s` to see every mismatch",
 		ErrStateMismatch, len(ms), ms[0].String(), s.cfg.DataDir, s.cfg.DataDir)
 	s.log.Error("a stored token disagrees with its journal record; it authenticated nobody; stopping", "mismatches", len(ms), "error", err)
+	return err
+}
+
+// watchSessions stops the control plane when a session stored as
+// authorized disagreed with its journal record when the session rule read
+// it (the call waited for an operator instead of proceeding).
+func (s *Server) watchSessions(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.Engine.SessionsFailed():
+	}
+	ms := s.Engine.SessionMismatches()
+	err := fmt.Errorf("%w: %d mismatch(es), first: %s; stopped serving from %s (the session was not honoured: its call waits for an operator); run `latch audit verify %s` to see every mismatch",
+		ErrStateMismatch, len(ms), ms[0].String(), s.cfg.DataDir, s.cfg.DataDir)
+	s.log.Error("a stored agent session disagrees with its journal record; it was not honoured; stopping", "mismatches", len(ms), "error", err)
 	return err
 }
 

@@ -541,19 +541,28 @@ func runWithCopy(t *testing.T) (string, Config, *Server) {
 }
 
 // freeRecord is the index of a journal record no state depends on (no
-// execution, no token): one a test can forge a token record in place of.
+// execution, token or session): one a test can forge a token record in
+// place of. A catalog_loaded record is made free first: the record of the
+// catalog in force and its source, which the state check holds against it,
+// are deleted (the next start records the catalog again).
 func freeRecord(t *testing.T, kv store.KV) int64 {
 	t.Helper()
 	at := int64(-1)
+	var cat *recordv1.CatalogVersion
 	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
 		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil {
-			at = int64(e.GetIndex())
+		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil && e.GetSession() == nil {
+			at, cat = int64(e.GetIndex()), e.GetCatalog()
 			return false
 		}
 		return true
 	}); err != nil || at < 0 {
-		t.Fatalf("no journal record without execution and token to forge (%v)", err)
+		t.Fatalf("no journal record without execution, token and session to forge (%v)", err)
+	}
+	if cat != nil {
+		if err := kv.Commit([]store.Write{{Key: []byte("m/catalog"), Delete: true}, {Key: []byte("k/" + cat.GetVersion()), Delete: true}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return at
 }

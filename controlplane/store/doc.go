@@ -56,6 +56,8 @@
 //	h/<token sha256, hex>             token id (index: authenticate a token with one Get)
 //	tj/<token id>                     journal index of the token's last journal record (8 bytes, big endian)
 //	m/tokens_indexed                  journal size N (8 bytes, big endian): tj/ covers every token record below N
+//	sj/<session id>                   journal index of the session's last journal record (8 bytes, big endian)
+//	m/sessions_indexed                journal size the session index was built at (8 bytes): sj/ exists
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
 //
@@ -114,16 +116,39 @@
 // fingerprint and compared again at match time). The history index e/<id>
 // lists exactly the journal records of <id>.
 //
+// Every agent session record S/<id> equals the session its last journal
+// record carries (session_started, _authorized, _revoked, _ended,
+// _orphaned), but for last_seen_at, which is moved without a journal
+// record (sessioncheck.go): the session rule lets an authorized session's
+// calls proceed without an operator, so a session planted by hand or
+// flipped back from revoked is a mismatch like a forged execution. The
+// session rule does not wait for that check (a large store serves first):
+// before an authorized session lets a call proceed it is held against the
+// journal record sj/ names, and that record is proven included in the
+// newest signed checkpoint when it covers it (CheckSession,
+// sessionindex.go; the engine clears a session once per record and
+// index, then pays one read of sj/ per call); Append writes
+// sj/ with every session record, and IndexSessions builds it once, at
+// start, for a store written before it. A latch without the index (a
+// replica not yet upgraded) leaves sj/ behind: the session's calls then
+// wait for an operator (fail closed) until one authorizes it again.
+//
+// The record of the catalog in force m/catalog equals the catalog its last
+// catalog_loaded journal record carries (start-up reads it to decide
+// whether the catalog it loads needs a journal record), and every catalog
+// source k/sha256:<hex> hashes to its version, one a catalog_loaded record
+// carries (catalogcheck.go).
+//
 // Not compared (they decide nothing a retry depends on, or are derived):
-// sessions S/ (last_seen_at is written without a journal record; the
-// journal records each session state change), and the list indexes a/, n/,
-// s/ (the start-up scope cross-checks s/ against the records it lists).
+// the list indexes a/, n/, s/ (the start-up scope cross-checks s/ against
+// the records it lists).
 //
 // consistency.go checks this. CheckAll (latch audit verify, and start-up up
 // to SmallStore journal records) reads the journal itself (measured on a
 // loaded 2-core machine: 3m35s for 1M executions, 5M journal records), and
 // holds the agent token records t/ and h/ against the token journal records
-// too (tokencheck.go: a token planted by hand has none). A larger store
+// too (tokencheck.go: a token planted by hand has none), and the session
+// records S/ against the session journal records (sessioncheck.go). A larger store
 // starts behind a StartupGate (startupgate.go): the control plane serves at
 // once while the gate's pass checks the executions start-up acts on (every
 // unsettled one, and not_executed) through their history index, as

@@ -47,6 +47,7 @@ type StateReport struct {
 	Results    int // stored results checked
 	Index      int // fingerprint index entries checked
 	Tokens     int // agent token records checked (CheckAll)
+	Sessions   int // agent session records checked (CheckAll)
 	Journal    int // journal records read
 	Mismatches []Mismatch
 }
@@ -67,7 +68,7 @@ func (r *StateReport) String() string {
 		what = "all state, while serving"
 	}
 	if r.OK() {
-		fmt.Fprintf(&b, "state ok: %d execution records, %d results and %d fingerprint index entries agree with %d journal records (%s)", r.Executions, r.Results, r.Index, r.Journal, what)
+		fmt.Fprintf(&b, "state ok: %d execution records, %d results, %d fingerprint index entries, %d agent tokens and %d agent sessions agree with %d journal records (%s)", r.Executions, r.Results, r.Index, r.Tokens, r.Sessions, r.Journal, what)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "state DISAGREES with the journal: %d mismatch(es) in %d execution records, %d results, %d fingerprint index entries (%s)", len(r.Mismatches), r.Executions, r.Results, r.Index, what)
@@ -288,7 +289,7 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	info, tokens := pass.info, pass.tokens
+	info, tokens, sessions, catalogs := pass.info, pass.tokens, pass.sessions, pass.catalogs
 	add := func(id string, idx int64, key string, kind MismatchKind, format string, args ...any) {
 		rep.Mismatches = append(rep.Mismatches, Mismatch{ExecutionID: id, JournalIndex: idx, Key: key, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -459,6 +460,12 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 		s.nameOwners(rep.Mismatches, foreign, info)
 	}
 	if rep.Tokens, err = s.checkTokens(ctx, tokens, int64(rep.Journal), add); err != nil {
+		return nil, err
+	}
+	if rep.Sessions, err = s.checkSessions(ctx, sessions, int64(rep.Journal), add); err != nil {
+		return nil, err
+	}
+	if err = s.checkCatalog(ctx, catalogs, int64(rep.Journal), add); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {

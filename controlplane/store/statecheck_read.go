@@ -43,6 +43,8 @@ type entryFacts struct {
 	exec                []byte              // the snapshot's wire form, on the fast path (statewire.go)
 	x                   *recordv1.Execution // the decoded snapshot, on the slow path
 	token               *recordv1.AgentToken
+	session             *recordv1.Session
+	catalog             *recordv1.CatalogVersion
 }
 
 // read reads f's record: from its wire form when the fast path reads it
@@ -73,23 +75,34 @@ func (f *entryFacts) read() {
 	if t := e.GetToken(); t != nil && t.GetId() != "" {
 		f.token = t
 	}
+	if ss := e.GetSession(); ss != nil && ss.GetId() != "" {
+		f.session = ss
+	}
+	if c := e.GetCatalog(); c != nil && c.GetVersion() != "" {
+		f.catalog = c
+	}
 }
 
 // journalPass folds the journal into per-execution digests (journaled).
 type journalPass struct {
-	ctx     context.Context
-	rep     *StateReport
-	info    map[string]*journaled
-	tokens  map[string]*recordv1.AgentToken // the last journal record of each token
-	chunk   []entryFacts
-	touched []*journaled // the executions the chunk changed
-	dgs     []*digester  // one per worker
+	ctx    context.Context
+	rep    *StateReport
+	info   map[string]*journaled
+	tokens map[string]*recordv1.AgentToken // the last journal record of each token
+	// sessions: the last journal record of each agent session
+	sessions map[string]journaledSession
+	// catalogs: the catalog records, in journal order
+	catalogs journaledCatalogs
+	chunk    []entryFacts
+	touched  []*journaled // the executions the chunk changed
+	dgs      []*digester  // one per worker
 }
 
 // newJournalPass starts a pass over a journal of about size records.
 func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
 	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, executionsHint(size)), tokens: map[string]*recordv1.AgentToken{},
-		chunk: make([]entryFacts, 0, stateChunk)}
+		sessions: map[string]journaledSession{},
+		chunk:    make([]entryFacts, 0, stateChunk)}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
 	}
@@ -123,6 +136,12 @@ func (p *journalPass) flush() {
 		}
 		if f.token != nil {
 			p.tokens[f.token.GetId()] = f.token
+		}
+		if f.session != nil {
+			p.sessions[f.session.GetId()] = journaledSession{index: f.i, session: f.session}
+		}
+		if f.catalog != nil {
+			p.catalogs.add(f.i, f.catalog)
 		}
 		if len(f.id) == 0 {
 			continue

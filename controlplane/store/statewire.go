@@ -47,6 +47,8 @@ var (
 	entryKind        = entryFields.num("kind")
 	entryExecution   = entryFields.num("execution")
 	entryToken       = entryFields.num("token")
+	entrySession     = entryFields.num("session")
+	entryCatalog     = entryFields.num("catalog")
 
 	execFingerprint     = execFields.num("fingerprint")
 	execState           = execFields.num("state")
@@ -371,8 +373,8 @@ type wireEntry struct {
 }
 
 // readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
-// the fast path does not read it (see walk), or when it carries a token,
-// which the check decodes. It does not look into the execution snapshot:
+// the fast path does not read it (see walk), or when it carries a token, a
+// session or a catalog, which the check decodes. It does not look into the execution snapshot:
 // whoever reads the entry must read e.execution with digester.execution
 // (which refuses what walk refuses) before taking the entry as sound.
 func readWireEntry(b []byte) (e wireEntry, ok bool) {
@@ -385,7 +387,7 @@ func readWireEntry(b []byte) (e wireEntry, ok bool) {
 			e.kind = fl.value
 		case entryExecution:
 			e.execution, e.hasExec = fl.value, true
-		case entryToken:
+		case entryToken, entrySession, entryCatalog:
 			token = true
 		}
 	})

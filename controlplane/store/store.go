@@ -681,7 +681,8 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 		return 0, fmt.Errorf("store: journal hashes: %w", err)
 	}
 	t.set(journalKey(n), encodeLeaf(hashes, data))
-	t.indexToken(e, n) // tj/ (tokens.go)
+	t.indexToken(e, n)   // tj/ (tokens.go)
+	t.indexSession(e, n) // sj/ (sessionindex.go)
 	if tr, ok := transitionOf(e); ok && t.b.observed {
 		t.transitions = append(t.transitions, tr)
 	}

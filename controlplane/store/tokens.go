@@ -329,13 +329,17 @@ var journalEntryToken = (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().F
 // carriesToken reports whether an encoded JournalEntry has a token field,
 // reading only its top-level tags (most records carry none: decoding each
 // would cost the migration of a large store seconds).
-func carriesToken(b []byte) bool {
+func carriesToken(b []byte) bool { return carriesField(b, journalEntryToken) }
+
+// carriesField reports whether an encoded journal entry has field num set
+// (or is malformed: the decoder judges those).
+func carriesField(b []byte, field protowire.Number) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return true // let the decoder judge a malformed record
 		}
-		if num == journalEntryToken {
+		if num == field {
 			return true
 		}
 		b = b[n:]

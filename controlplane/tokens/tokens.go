@@ -225,6 +225,11 @@ func (s *Service) admit(ctx context.Context, t *recordv1.AgentToken) error {
 	return nil
 }
 
+// Anchor is what a stored record is proven against before it is first
+// honoured: the newest signed checkpoint, as anchor says (the session rule
+// proves an authorized session's journal record against it too).
+func (s *Service) Anchor() (*journal.Checkpoint, error) { return s.anchor() }
+
 // anchor is the newest signed checkpoint (the store's, or Config.Anchor
 // when it covers more), or nil when there is none or no verifier is
 // configured. A store's newest that does not verify is a mismatch: the
