@@ -23,6 +23,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -146,8 +147,8 @@ func (s *Service) VaultList(context.Context, *controlplanev1.VaultListRequest) (
 }
 
 func (s *Service) CreateToken(ctx context.Context, req *controlplanev1.CreateTokenRequest) (*controlplanev1.CreateTokenResponse, error) {
-	if !tokens.ValidActor(req.GetActor()) {
-		return nil, status.Error(codes.InvalidArgument, "actor name must be 1-128 characters of letters, digits, _ . @ -, starting with a letter or digit")
+	if err := actorname.CheckIssued(req.GetActor()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "CreateToken: %v", err)
 	}
 	ttl := time.Duration(req.GetTtlSeconds()) * time.Second
 	if req.GetTtlSeconds() < 0 || req.GetTtlSeconds() > int64(tokens.MaxTTL/time.Second) {

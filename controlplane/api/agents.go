@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sort"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/actorname"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -54,11 +57,14 @@ func PeerCaller(ctx context.Context) Caller {
 		return Caller{Identity: "unix", Operator: true}
 	}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
-		c := ti.State.PeerCertificates[0]
-		if len(c.URIs) > 0 {
-			return Caller{Identity: c.URIs[0].String()}
+		// The identity rule of the authz interceptors: a certificate it
+		// gives no identity (several URI SANs, a non-canonical one, …)
+		// is anonymous here too.
+		id, err := authz.CertIdentity(ti.State.PeerCertificates[0])
+		if err != nil {
+			return Caller{}
 		}
-		return Caller{Identity: "cn:" + c.Subject.CommonName}
+		return Caller{Identity: id}
 	}
 	return Caller{}
 }
@@ -95,8 +101,10 @@ func ParseFrontActor(v string) (identity, actor string, err error) {
 		return "", "", errors.New("want IDENTITY=ACTOR (the front's certificate identity, = , the actor it may act as, or * for any)")
 	}
 	identity, actor = v[:i], v[i+1:]
-	if actor != "*" && !tokens.ValidActor(actor) {
-		return "", "", errors.New("actor " + actor + " is not a valid actor name (1-128 letters, digits, _ . @ -)")
+	if actor != "*" {
+		if err := actorname.Check(actor); err != nil {
+			return "", "", fmt.Errorf("actor %q: %w", actor, err)
+		}
 	}
 	return identity, actor, nil
 }
@@ -124,6 +132,11 @@ func (s *Service) submitActor(ctx context.Context, req *controlplanev1.SubmitReq
 	switch {
 	case req.GetActor() == "":
 		return "", nil, status.Error(codes.Unauthenticated, "Submit needs the agent's credential, or an actor from a caller allowed to act as it")
+	}
+	if err := actorname.Check(req.GetActor()); err != nil {
+		return "", nil, status.Errorf(codes.InvalidArgument, "Submit: %v", err)
+	}
+	switch {
 	case c.Operator, s.fronts.Allows(c.Identity, req.GetActor()):
 		return req.GetActor(), ev, nil
 	}
@@ -216,6 +229,11 @@ func (s *Service) readActor(ctx context.Context, rpc, actor, credential string) 
 			return "", status.Errorf(codes.PermissionDenied, "%s: the credential authenticates actor %s, not %s", rpc, t.GetActor(), actor)
 		}
 		return t.GetActor(), nil
+	}
+	if actor != "" {
+		if err := actorname.Check(actor); err != nil {
+			return "", status.Errorf(codes.InvalidArgument, "%s: %v", rpc, err)
+		}
 	}
 	c := s.caller(ctx)
 	if c.Operator || (actor != "" && s.fronts.Allows(c.Identity, actor)) {

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -355,5 +356,33 @@ func TestDrainEndsLongPolls(t *testing.T) {
 	}
 	if r, err := f.svc.ListTools(t.Context(), &controlplanev1.ListToolsRequest{KnownVersion: "sha256:one", WaitMs: 60_000}); err != nil || !r.GetUnchanged() {
 		t.Errorf("long poll after Drain = %v, %v; want an immediate unchanged", r, err)
+	}
+}
+
+// TestActorNameRule: an actor a front names (a JWT front trusted for any
+// actor, or an operator) must pass the actor-name rule the front applies:
+// a name with invisible characters, or not in NFC, is refused before it is
+// filed or read under, and so is a --front-actor binding to one.
+func TestActorNameRule(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	for _, caller := range []Caller{{Identity: "spiffe://latch/jwt-front"}, {Identity: "unix", Operator: true}} {
+		f.caller = caller
+		for _, name := range []string{"dev\u200b", "dev\u00a0", "a\u202eb", "\u0085x", "e\u0301"} {
+			_, err := f.svc.Submit(ctx, &controlplanev1.SubmitRequest{Actor: name, Tool: "look", Arguments: []byte(`{"what":"x"}`)})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "actor name") {
+				t.Errorf("Submit(actor %q) by %s = %v, want InvalidArgument naming the actor-name rule", name, caller.Identity, err)
+			}
+			if _, err := f.svc.List(ctx, &controlplanev1.ListRequest{Actor: name}); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("List(actor %q) by %s = %v, want InvalidArgument", name, caller.Identity, err)
+			}
+			if _, _, err := ParseFrontActor("spiffe://latch/front=" + name); err == nil {
+				t.Errorf("ParseFrontActor(spiffe://latch/front=%q) = nil error", name)
+			}
+		}
+	}
+	f.caller = Caller{Identity: "spiffe://latch/jwt-front"}
+	if _, err := f.svc.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "oauth:jos\u00e9", Tool: "look", Arguments: []byte(`{"what":"y"}`)}); err != nil {
+		t.Errorf("Submit(actor oauth:josé, NFC) = %v, want it accepted", err)
 	}
 }

@@ -14,9 +14,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/errinfo"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -411,11 +413,46 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		if c, _ := CallerFrom(ctx); c.Role == RoleOperator {
+		c, _ := CallerFrom(ctx)
+		if err := checkOperatorName(req); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.FullMethod, err)
+		}
+		if c.Role == RoleOperator {
 			bindOperator(req, c.Identity)
 		}
 		return h(ctx, req)
 	}
+}
+
+// operatorField is the "operator" string field of req, if it has one.
+func operatorField(req any) (protoreflect.Message, protoreflect.FieldDescriptor, bool) {
+	m, ok := req.(proto.Message)
+	if !ok {
+		return nil, nil, false
+	}
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("operator")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
+		return nil, nil, false
+	}
+	return r, fd, true
+}
+
+// checkOperatorName refuses an operator name a caller gives (the name a
+// decision is journaled under) that is not an acceptable actor name
+// (actorname.Check): "bob\u200b" would show as bob in the journal and the
+// console. Empty is fine: the caller's identity is used.
+func checkOperatorName(req any) error {
+	r, fd, ok := operatorField(req)
+	if !ok {
+		return nil
+	}
+	if name := r.Get(fd).String(); name != "" {
+		if err := actorname.Check(name); err != nil {
+			return fmt.Errorf("operator name: %w", err)
+		}
+	}
+	return nil
 }
 
 // bindOperator ties the "operator" field of a request (the name a decision
@@ -424,13 +461,8 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // the identity, or "NAME (IDENTITY)" when the client gave another name.
 // Socket callers are trusted by uid and keep the name they give.
 func bindOperator(req any, identity string) {
-	m, ok := req.(proto.Message)
+	r, fd, ok := operatorField(req)
 	if !ok {
-		return
-	}
-	r := m.ProtoReflect()
-	fd := r.Descriptor().Fields().ByName("operator")
-	if fd == nil || fd.Kind() != protoreflect.StringKind || fd.IsList() {
 		return
 	}
 	name := r.Get(fd).String()

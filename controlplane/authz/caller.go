@@ -3,9 +3,12 @@ package authz
 import (
 	"context"
 	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/latchhq/latch/internal/actorname"
 )
 
 // Role is what a caller may do, decided from how it connected.
@@ -97,37 +100,156 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 // SAN when it has exactly one (a SPIFFE ID, say), else "cn:" + its subject
 // common name. A certificate with several URI SANs, or with none and no
 // CN, has no identity: listing one of its names must not grant the others.
+//
+// The two namespaces stay apart: "cn:" is only ever a subject CN, and a URI
+// SAN must be a canonical absolute URI (CanonicalURI) whose scheme is not
+// one of Latch's own identity prefixes (cn, uid, tcp, none). The URI is
+// checked as the certificate carries it, not as net/url rewrites it (which
+// lower-cases the scheme: SPIFFE://… would otherwise pass as spiffe://…).
+// A CN must be an acceptable actor name (actorname.Check: no invisible
+// characters), since an operator's identity names the decisions it makes.
 func CertIdentity(cert *x509.Certificate) (string, error) {
 	switch len(cert.URIs) {
 	case 0:
 		if cert.Subject.CommonName == "" {
 			return "", fmt.Errorf("%w: the client certificate has neither a URI SAN nor a subject CN", ErrIdentity)
 		}
+		if err := actorname.Check(cert.Subject.CommonName); err != nil {
+			return "", fmt.Errorf("%w: the client certificate's subject CN: %w", ErrIdentity, err)
+		}
 		return "cn:" + cert.Subject.CommonName, nil
 	case 1:
-		return cert.URIs[0].String(), nil
+		raw, err := rawURISANs(cert)
+		if err != nil {
+			return "", err
+		}
+		if len(raw) == 0 && cert.Raw == nil {
+			// A certificate built in memory, never encoded: its URL is
+			// all there is (still checked below).
+			raw = []string{cert.URIs[0].String()}
+		}
+		if len(raw) != 1 {
+			return "", fmt.Errorf("%w: the client certificate's SAN extension holds %d URIs, its parsed form 1", ErrIdentity, len(raw))
+		}
+		if err := CanonicalURI(raw[0]); err != nil {
+			return "", fmt.Errorf("the client certificate's URI SAN: %w", err)
+		}
+		return raw[0], nil
 	}
 	return "", fmt.Errorf("%w: the client certificate has %d URI SANs; an identity needs exactly one", ErrIdentity, len(cert.URIs))
 }
 
 // ParseIdentity checks an identity given by --front-identity or
-// --operator-identity: "cn:NAME", or an absolute URI (scheme://…), the way
-// CertIdentity writes them.
+// --operator-identity: "cn:NAME", or a canonical absolute URI
+// (scheme://host/path, see CanonicalURI), the way CertIdentity writes them.
 func ParseIdentity(s string) (string, error) {
 	if name, ok := strings.CutPrefix(s, "cn:"); ok {
 		if name == "" || strings.TrimSpace(name) != name {
 			return "", fmt.Errorf("%w: %q: cn: needs the exact subject common name", ErrIdentity, s)
 		}
+		if err := actorname.Check(name); err != nil {
+			return "", fmt.Errorf("%w: %q: %w", ErrIdentity, s, err)
+		}
 		return s, nil
 	}
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" || (u.Host == "" && u.Opaque == "") {
-		return "", fmt.Errorf("%w: %q is neither cn:NAME nor an absolute URI like spiffe://example.org/latch/front", ErrIdentity, s)
-	}
-	if u.String() != s {
-		return "", fmt.Errorf("%w: %q: write the URI as its certificate carries it (%q)", ErrIdentity, s, u.String())
+	if why := uriProblem(s); why != "" {
+		return "", fmt.Errorf("%w: %q is neither cn:NAME nor an absolute URI in canonical form like spiffe://example.org/latch/front: it %s", ErrIdentity, s, why)
 	}
 	return s, nil
+}
+
+// reservedSchemes are the prefixes of identities that are not URI SANs.
+var reservedSchemes = map[string]bool{"cn": true, "uid": true, "tcp": true, "none": true}
+
+// CanonicalURI reports whether s is a URI SAN in the one form identities
+// are compared in: scheme://host[/segment…] with a lower-case scheme that
+// is not cn, uid, tcp or none, a lower-case host without userinfo or
+// port, and a path of non-empty segments that are not . or .., without
+// percent-encoding, query or fragment. Two URIs that could name the same
+// thing differently are thus never both accepted; the error says which
+// rule s breaks, for the operator to fix the certificate or the flag.
+func CanonicalURI(s string) error {
+	if why := uriProblem(s); why != "" {
+		return fmt.Errorf("%w: %q %s", ErrIdentity, s, why)
+	}
+	return nil
+}
+
+// uriProblem says why s is not a canonical URI identity ("" if it is).
+func uriProblem(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "is not a URI: " + err.Error()
+	}
+	scheme := u.Scheme // url.Parse lower-cases it
+	switch {
+	case scheme == "":
+		return "has no scheme (want scheme://host/path)"
+	case reservedSchemes[scheme]:
+		return "has the scheme " + scheme + ":, reserved for Latch's own identities (cn:NAME is a subject CN, never a URI SAN)"
+	case !strings.HasPrefix(s, scheme+"://"):
+		if !strings.HasPrefix(s, scheme+":") {
+			return "has a scheme that is not lower-case (write " + scheme + ":)"
+		}
+		return "is not an absolute URI with a host (want " + scheme + "://host/path)"
+	case strings.Contains(s, "%"):
+		return "holds percent-encoding"
+	case u.User != nil:
+		return "holds userinfo (user@)"
+	case u.Host == "":
+		return "has no host"
+	case strings.Contains(u.Host, ":"):
+		return "holds a port (or an IPv6 literal); an identity names no port"
+	case u.Host != strings.ToLower(u.Host):
+		return "has a host that is not lower-case (write " + strings.ToLower(u.Host) + ")"
+	case u.RawQuery != "" || u.ForceQuery:
+		return "holds a query"
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return "holds a fragment"
+	}
+	if u.Path != "" {
+		for _, seg := range strings.Split(strings.TrimPrefix(u.Path, "/"), "/") {
+			switch seg {
+			case "":
+				return "has an empty path segment (// or a trailing /)"
+			case ".", "..":
+				return "has a dot segment (" + seg + ")"
+			}
+		}
+	}
+	if u.String() != s {
+		return fmt.Sprintf("is not in canonical form (%q)", u.String())
+	}
+	return ""
+}
+
+// oidSubjectAltName is the X.509 subjectAltName extension.
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// rawURISANs returns the URI SANs of cert as its SAN extension carries
+// them (x509 parses them with net/url, which rewrites some).
+func rawURISANs(cert *x509.Certificate) ([]string, error) {
+	var out []string
+	for _, ext := range cert.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		rest, err := asn1.Unmarshal(ext.Value, &seq)
+		if err != nil || len(rest) != 0 || !seq.IsCompound || seq.Tag != asn1.TagSequence || seq.Class != asn1.ClassUniversal {
+			return nil, fmt.Errorf("%w: the client certificate's SAN extension is malformed", ErrIdentity)
+		}
+		for b := seq.Bytes; len(b) > 0; {
+			var v asn1.RawValue
+			if b, err = asn1.Unmarshal(b, &v); err != nil {
+				return nil, fmt.Errorf("%w: the client certificate's SAN extension is malformed", ErrIdentity)
+			}
+			if v.Class == asn1.ClassContextSpecific && v.Tag == 6 { // uniformResourceIdentifier [6] IA5String
+				out = append(out, string(v.Bytes))
+			}
+		}
+	}
+	return out, nil
 }
 
 // OperatorName is the operator name an operator certificate is bound to:
@@ -172,17 +294,6 @@ func ParseOperatorIdentity(s string) (name, identity string, err error) {
 	return "", identity, err
 }
 
-// validOperatorName is tokens.ValidActor's rule (authz does not import
-// tokens; TestParseOperatorIdentity holds them together).
-func validOperatorName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && strings.ContainsRune("_.@-", r))
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
+// validOperatorName is the rule of names Latch issues tokens for
+// (actorname.CheckIssued): an operator token's name.
+func validOperatorName(s string) bool { return actorname.CheckIssued(s) == nil }

@@ -17,7 +17,7 @@ func TestParseOperatorIdentity(t *testing.T) {
 		{in: "alice=" + operatorID, name: "alice", identity: operatorID},
 		{in: "ops.bob@example.org=cn:bob", name: "ops.bob@example.org", identity: "cn:bob"},
 		{in: "cn:a=b", identity: "cn:a=b"},
-		{in: "spiffe://latch.test/op?x=1", identity: "spiffe://latch.test/op?x=1"},
+		{in: "spiffe://latch.test/op=x1", identity: "spiffe://latch.test/op=x1"},
 		{in: "=" + operatorID, err: true},
 		{in: "-x=" + operatorID, err: true},
 		{in: "a b=" + operatorID, err: true},

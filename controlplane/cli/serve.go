@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
 )
@@ -77,7 +78,22 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return usagef("--front-actor %q: %v", v, err)
 		}
+		// The identity is compared with the one authz gives the front's
+		// certificate: one it could never give binds nothing.
+		if _, err := authz.ParseIdentity(id); err != nil {
+			return usagef("--front-actor %q: %v", v, err)
+		}
 		fa[id] = append(fa[id], actor)
+	}
+	for _, l := range []struct {
+		flag  string
+		names []string
+	}{{"--actor", actors}, {"--trusted-actor", trusted}} {
+		for _, name := range l.names {
+			if err := actorname.Check(name); err != nil {
+				return usagef("%s %q: %v", l.flag, name, err)
+			}
+		}
 	}
 	// The metrics' tool labels are bounded by the catalog at start (tools
 	// a later reload adds count as "other" until the next start); the

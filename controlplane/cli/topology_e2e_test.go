@@ -207,6 +207,10 @@ func TestServeRefusesUnidentifiableTCP(t *testing.T) {
 		{"plaintext off loopback", []string{"--grpc-listen", "0.0.0.0:0"}, 1, "without TLS"},
 		{"bad identity", []string{"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca, "--front-identity", "mcp-1"}, 1, "neither cn:NAME nor an absolute URI"},
 		{"identities without a listener", []string{"--front-identity", e2eFrontID}, 2, "give --grpc-listen"},
+		{"front bound to an invisible actor", []string{"--front-actor", e2eFrontID + "=dev\u200b"}, 2, "U+200B"},
+		{"front binding with an upper-case scheme", []string{"--front-actor", "SPIFFE://latch.internal/front/mcp-1=alice"}, 2, "lower-case"},
+		{"known actor with a no-break space", []string{"--actor", "dev\u00a0"}, 2, "U+00A0"},
+		{"trusted actor not in NFC", []string{"--trusted-actor", "e\u0301"}, 2, "NFC"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

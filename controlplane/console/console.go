@@ -67,6 +67,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/actorname"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -314,18 +315,7 @@ func (c *Console) SignInLink(operator string, ttl time.Duration) (string, error)
 	return Prefix + "signin?code=" + url.QueryEscape(code), nil
 }
 
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for i, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && strings.ContainsRune("_.@-", r))
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return actorname.CheckIssued(s) == nil }
 
 func randomToken() string {
 	var b [32]byte

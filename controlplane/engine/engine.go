@@ -19,6 +19,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/actorname"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -357,6 +358,9 @@ const maxNameLen = 256
 func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, error) {
 	if in.Actor == "" || len(in.Actor) > maxNameLen || len(in.Scope) > maxNameLen {
 		return nil, fmt.Errorf("%w: actor is required and actor and intent scope must be at most %d bytes", ErrInvalidRequest, maxNameLen)
+	}
+	if err := actorname.Check(in.Actor); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	cat := e.catalog.Load()
 	tool, ok := cat.cat.Tools[in.Tool]

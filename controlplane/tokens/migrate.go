@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/actorname"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -53,8 +54,11 @@ func (s *Service) Migrate(ctx context.Context, path string) (int, error) {
 		return 0, fmt.Errorf("%w: %s: %v (fix or move it away; its tokens are not imported until then)", ErrBadFile, path, err)
 	}
 	for i, t := range f.Tokens {
-		if _, err := hex.DecodeString(t.SHA256); err != nil || len(t.SHA256) != 64 || !ValidActor(t.Actor) {
-			return 0, fmt.Errorf("%w: %s: token %d (id %q) has a bad actor or sha256", ErrBadFile, path, i, t.ID)
+		if _, err := hex.DecodeString(t.SHA256); err != nil || len(t.SHA256) != 64 {
+			return 0, fmt.Errorf("%w: %s: token %d (id %q) has a bad sha256", ErrBadFile, path, i, t.ID)
+		}
+		if err := actorname.CheckIssued(t.Actor); err != nil {
+			return 0, fmt.Errorf("%w: %s: token %d (id %q) has a bad actor: %w", ErrBadFile, path, i, t.ID, err)
 		}
 	}
 	now := s.clock().UTC().Truncate(time.Second)

@@ -39,7 +39,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +48,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/actorname"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -93,11 +93,10 @@ var (
 	ErrBadFile = errors.New("tokens: bad tokens.json")
 )
 
-var actorName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@-]{0,127}$`)
-
-// ValidActor reports whether name is an acceptable actor name: 1-128
-// letters, digits, _ . @ -, starting with a letter or digit.
-func ValidActor(name string) bool { return actorName.MatchString(name) }
+// ValidActor reports whether name is an acceptable actor name for a token:
+// actorname.CheckIssued (1-128 letters, digits, _ . @ -, starting with a
+// letter or digit; a subset of the actor-name rule the front applies).
+func ValidActor(name string) bool { return actorname.CheckIssued(name) == nil }
 
 // Static is a credential known without the store (latch dev's dev token):
 // never stored, never journaled.
@@ -174,6 +173,9 @@ func New(cfg Config) (*Service, error) {
 	for _, s := range cfg.Static {
 		if s.Credential == "" || s.Actor == "" || s.ID == "" {
 			return nil, errors.New("tokens: a static credential needs Credential, Actor and ID")
+		}
+		if err := actorname.CheckIssued(s.Actor); err != nil {
+			return nil, fmt.Errorf("%w: static credential %s: %w", ErrBadActor, s.ID, err)
 		}
 	}
 	return &Service{log: cfg.Logger.Named("tokens"), st: cfg.Store, clock: cfg.Clock, every: cfg.LastUsedEvery, static: cfg.Static,
@@ -304,8 +306,8 @@ func kindName(operator bool) string {
 // it.
 func (s *Service) Issue(ctx context.Context, in Issue) (string, *recordv1.AgentToken, error) {
 	actor, ttl, operator := in.Actor, in.TTL, in.Operator
-	if !ValidActor(actor) {
-		return "", nil, fmt.Errorf("%w: %q (use 1-128 letters, digits, _ . @ -, starting with a letter or digit)", ErrBadActor, actor)
+	if err := actorname.CheckIssued(actor); err != nil {
+		return "", nil, fmt.Errorf("%w: %w", ErrBadActor, err)
 	}
 	if ttl < 0 || ttl > MaxTTL {
 		return "", nil, fmt.Errorf("%w: %s (give a positive duration of at most %s, or none for a token that lasts until revoked)", ErrBadTTL, ttl, MaxTTL)

@@ -3,6 +3,7 @@ package tokens
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -420,5 +421,36 @@ func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
 	}
 	if !s.HasActor("alice") {
 		t.Errorf("HasActor(alice) = false, want true (her token agrees with its journal record)")
+	}
+}
+
+// TestInvisibleActorNames: a token (agent or operator), an imported
+// tokens.json token and a static credential cannot carry an actor name
+// with invisible characters or in a non-NFC form; the error says why.
+func TestInvisibleActorNames(t *testing.T) {
+	s, _, _ := newService(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	sum := Hash("latch_x")
+	for i, tt := range []struct{ name, why string }{
+		{"dev\u200b", "U+200B"}, {"dev\u00a0", "U+00A0"}, {"a\u202eb", "U+202E"}, {"\u0085x", "U+0085"}, {"e\u0301", "NFC"},
+	} {
+		if _, _, err := s.Create(ctx, tt.name, 0); !errors.Is(err, ErrBadActor) || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("Create(%q) = %v, want ErrBadActor naming %s", tt.name, err, tt.why)
+		}
+		if _, _, err := s.CreateOperator(ctx, tt.name, 0); !errors.Is(err, ErrBadActor) {
+			t.Errorf("CreateOperator(%q) = %v, want ErrBadActor", tt.name, err)
+		}
+		b, _ := json.Marshal(map[string]any{"tokens": []map[string]string{{"id": "tok_x", "actor": tt.name, "sha256": sum}}})
+		p := filepath.Join(dir, fmt.Sprintf("t%d.json", i))
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Migrate(ctx, p); !errors.Is(err, ErrBadFile) || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("Migrate(actor %q) = %v, want ErrBadFile naming %s", tt.name, err, tt.why)
+		}
+		if _, err := New(Config{Store: s.st, Static: []Static{{Credential: "latch_s", Actor: tt.name, ID: "dev"}}}); !errors.Is(err, ErrBadActor) {
+			t.Errorf("New(static actor %q) = %v, want ErrBadActor", tt.name, err)
+		}
 	}
 }

@@ -90,6 +90,14 @@ func (ca *CA) Client(t testing.TB, cn string, uris ...string) *Leaf {
 	return ca.issue(t, tmpl)
 }
 
+// ClientURLs is Client with URI SANs given as URLs, written into the
+// certificate as their String() is (a test can so carry a URI net/url
+// would not produce by parsing, an upper-case scheme say).
+func (ca *CA) ClientURLs(t testing.TB, cn string, uris ...*url.URL) *Leaf {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, URIs: uris})
+}
+
 func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate) *Leaf {
 	t.Helper()
 	key := newKey(t)

@@ -2,27 +2,22 @@ package auth
 
 import (
 	"fmt"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/latchhq/latch/internal/actorname"
 )
 
 // MaxActorLen bounds an actor name in bytes.
-const MaxActorLen = 256
+const MaxActorLen = actorname.MaxLen
 
-// ValidateActor applies the actor-name rules every actor obeys, however it
-// authenticated (a static token, a JWT claim): non-empty, valid UTF-8, at
-// most MaxActorLen bytes, no spaces or control characters. It returns an
-// error wrapping ErrBadActor.
+// ValidateActor applies the actor-name rule every actor obeys, however it
+// authenticated (a static token, a JWT claim): actorname.Check, the rule
+// the control plane applies too (non-empty, at most MaxActorLen bytes, NFC
+// UTF-8, no spaces, controls, format, separator, private-use, unassigned or
+// other invisible characters). It returns an error wrapping ErrBadActor
+// and actorname.ErrInvalid.
 func ValidateActor(actor string) error {
-	switch {
-	case actor == "":
-		return fmt.Errorf("%w: the name is empty", ErrBadActor)
-	case len(actor) > MaxActorLen:
-		return fmt.Errorf("%w: the name is %d bytes long, at most %d are allowed", ErrBadActor, len(actor), MaxActorLen)
-	case !utf8.ValidString(actor):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrBadActor, actor)
-	case strings.ContainsFunc(actor, func(r rune) bool { return r < 0x21 || r == 0x7f }):
-		return fmt.Errorf("%w: %q (use a non-empty name without spaces or control characters)", ErrBadActor, actor)
+	if err := actorname.Check(actor); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadActor, err)
 	}
 	return nil
 }

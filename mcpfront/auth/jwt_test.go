@@ -563,3 +563,23 @@ func TestJWKSFetchRedirects(t *testing.T) {
 		t.Errorf("the other origin got %d JWKS fetches, want 0", n)
 	}
 }
+
+// TestJWTActorInvisibleCharacters: a claim that would make an actor name
+// with invisible characters (shown as "dev" in `latch exec list` and the
+// console) or in a non-NFC form is refused, saying why.
+func TestJWTActorInvisibleCharacters(t *testing.T) {
+	is := oauthtest.NewIssuer(t)
+	v, _ := newVerifier(t, is, nil)
+	for _, tt := range []struct{ sub, why string }{
+		{"dev\u200b", "U+200B"},
+		{"dev\u00a0", "U+00A0"},
+		{"a\u202eb", "U+202E"},
+		{"\u0085x", "U+0085"},
+		{"e\u0301", "NFC"},
+	} {
+		_, err := v.Verify(context.Background(), is.Token(t, is.Claims(tt.sub, resource)))
+		if !errors.Is(err, auth.ErrInvalidToken) || !strings.Contains(err.Error(), tt.why) {
+			t.Errorf("Verify(sub %q) error = %v, want ErrInvalidToken naming %s", tt.sub, err, tt.why)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latchhq/latch/internal/actorname"
 )
 
 func TestTokenStore(t *testing.T) {
@@ -113,5 +115,19 @@ func TestHasActor(t *testing.T) {
 	}
 	if ok, _ := s.HasActor("alice"); ok {
 		t.Error("HasActor(alice) = true after Revoke")
+	}
+}
+
+// TestTokenStoreRefusesInvisibleActors: a static token cannot be made for
+// a name with invisible characters or in a non-NFC form.
+func TestTokenStoreRefusesInvisibleActors(t *testing.T) {
+	s, err := OpenTokenStore(filepath.Join(t.TempDir(), "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dev\u200b", "dev\u00a0", "a\u202eb", "\u0085x", "e\u0301"} {
+		if _, err := s.Create(name); !errors.Is(err, ErrBadActor) || !errors.Is(err, actorname.ErrInvalid) {
+			t.Errorf("Create(%q) error = %v, want ErrBadActor", name, err)
+		}
 	}
 }
