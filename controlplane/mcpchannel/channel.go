@@ -57,6 +57,9 @@ type Config struct {
 	Credentials Credentials
 	// MaxResult caps a stored result (default DefaultMaxResult).
 	MaxResult int
+	// MaxFrame caps a line read from a stdio upstream (default
+	// DefaultMaxFrame); a longer answer is stored truncated (frame.go).
+	MaxFrame int
 	// ConnectWait bounds a catalog load's wait for upstreams (default
 	// DefaultConnectWait).
 	ConnectWait time.Duration
@@ -93,6 +96,9 @@ func New(cfg Config) (*Channel, error) {
 	}
 	if cfg.MaxResult <= 0 {
 		cfg.MaxResult = DefaultMaxResult
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
 	}
 	if cfg.ConnectWait <= 0 {
 		cfg.ConnectWait = DefaultConnectWait
@@ -228,7 +234,8 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	timeout := call.Tool.DispatchTimeout(call.Target)
 	// An upstream that takes this tool as a task is called task-augmented
 	// (tasks.go): its task ID is recorded before Latch waits for the end.
-	if tp, err := u.tapNow(); err == nil {
+	tp, tapErr := u.tapNow()
+	if tapErr == nil {
 		caps := tp.capsNow()
 		if ok, _ := taskCapable(caps, call.Tool.UpstreamTool); ok {
 			return c.dispatchTask(ctx, u, tp, caps, call, args, tr, timeout)
@@ -254,6 +261,11 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	defer timer.Stop()
 	select {
 	case a := <-done:
+		if tp != nil {
+			if o := tp.takeOversize(id); o != nil {
+				return c.oversized(u, call, o)
+			}
+		}
 		return c.classify(u, call, tr, a.res, a.err)
 	case <-timer.C:
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: no answer to tools/call %s within %s after the request was handed to the transport", u.spec.Name, call.Tool.UpstreamTool, timeout)}
@@ -305,6 +317,27 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: the request was written and no answer came: %v", name, err)}
 	}
 	return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("upstream %s: nothing was sent: %v", name, err)}
+}
+
+// oversized is an answer over the frame cap (frame.go): observed, stored as
+// its first MaxResult bytes (the raw JSON-RPC frame, redacted), truncated,
+// with the reason.
+func (c *Channel) oversized(u *upstream, call engine.Call, o *oversize) engine.Attempt {
+	name := u.spec.Name + "." + call.Tool.UpstreamTool
+	body, _ := c.capBody(u, o.head)
+	why := fmt.Sprintf("its answer was %d bytes, over the %d-byte frame cap: read, stored truncated to its first %d bytes", o.size, c.cfg.MaxFrame, len(body))
+	outcome, reason := recordv1.Outcome_OUTCOME_SUCCEEDED, "upstream "+name+" answered; "+why
+	switch {
+	case o.rpcErr:
+		outcome, reason = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "upstream "+name+" answered with a JSON-RPC error; "+why
+	case o.isError:
+		outcome, reason = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "upstream "+name+" answered with isError; "+why
+	}
+	u.log.Warn("upstream answer over the frame cap; stored truncated", "tool", name, "bytes", o.size, "frame_cap", c.cfg.MaxFrame)
+	return engine.Attempt{
+		Class: engine.Observed, Outcome: outcome, Reason: reason,
+		Result: &recordv1.Result{Body: body, BodyTruncated: true, Summary: clip("answer over the frame cap: "+why, 200)},
+	}
 }
 
 func orNull(b json.RawMessage) json.RawMessage {

@@ -22,6 +22,9 @@
 //     under the same execution ID;
 //   - an isError result → Observed, failed_at_target; any other result →
 //     Observed, succeeded;
+//   - a stdio answer over the frame cap (Config.MaxFrame) → Observed like
+//     the answer it is, its result stored truncated with the reason; the
+//     line is read to its end and the session lives on (frame.go);
 //   - a JSON-RPC error → Observed with the error as the result, except
 //     method not found and invalid params, which prove the upstream refused
 //     the call before running it → NotSent, final.

@@ -332,7 +332,15 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	u.handles = append(u.handles, proc)
 	u.mu.Unlock()
 	tp := newTap()
-	sess, err := u.client().Connect(ctx, &tapTransport{inner: &mcp.IOTransport{Reader: stdout, Writer: &stdinWriter{w: stdin, u: u}}, tap: tp}, nil)
+	frames := newFrameReader(stdout, u.c.cfg.MaxFrame, u.c.cfg.MaxResult+4096, tp, func(size int64, why string) {
+		u.log.Warn("upstream frame over the cap dropped: it cannot be answered", "bytes", size, "frame_cap", u.c.cfg.MaxFrame, "why", why)
+	})
+	// The SDK's own bound stays, above what frameReader hands on (a line
+	// within MaxFrame, and what its decoder read ahead of the next): a value
+	// spread over many lines, which MCP's stdio framing forbids, still ends
+	// the connection.
+	inner := &mcp.IOTransport{Reader: frames, Writer: &stdinWriter{w: stdin, u: u}, MaxLineLength: 2*u.c.cfg.MaxFrame + 64<<10}
+	sess, err := u.client().Connect(ctx, &tapTransport{inner: inner, tap: tp}, nil)
 	if err != nil {
 		u.reap(cmd.Process)
 		return nil, nil, nil, fmt.Errorf("upstream %s: the process (pid %d) did not complete the MCP handshake: %w", u.spec.Name, cmd.Process.Pid, err)

@@ -8,7 +8,8 @@
 // request_id), hold (while present, calls wait, each writing holding.<n> when
 // it starts waiting), variant (read at start: "2" adds a required property
 // to add_note's schema), url (the HTTP URL, when serving HTTP), auth (every
-// Authorization header it was sent).
+// Authorization header it was sent), calls.big (one line per call of big,
+// whose answer is as many bytes of text as its "bytes" argument asks).
 package main
 
 import (
@@ -121,6 +122,22 @@ func (s *server) mcpServer(variant string) *mcp.Server {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: -32000, Message: "backend exploded"}
 		})
+	srv.AddTool(&mcp.Tool{Name: "big", Description: "Answers with as many bytes of text as asked.", InputSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+		"bytes": {Type: "integer"},
+	}}, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a struct {
+			Bytes int `json:"bytes"`
+		}
+		json.Unmarshal(req.Params.Arguments, &a)
+		f, err := os.OpenFile(filepath.Join(s.dir, "calls.big"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(f, a.Bytes)
+		f.Sync()
+		f.Close()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", a.Bytes)}}}, nil
+	})
 	return srv
 }
 
