@@ -71,6 +71,10 @@ type Config struct {
 	BaseEnv []string
 	// Version is the client version Latch announces to upstreams.
 	Version string
+	// PidDir keeps a pid file per running stdio upstream process
+	// (pidfile.go); New stops the processes an earlier run's files name.
+	// Empty: none are kept.
+	PidDir string
 }
 
 // Channel implements engine.Channel for upstream MCP servers.
@@ -88,8 +92,9 @@ type Channel struct {
 
 var _ engine.Channel = (*Channel)(nil)
 
-// New builds the channel. It starts nothing: Configure (or Source's Load)
-// starts the upstreams a catalog defines.
+// New builds the channel. It starts nothing (Configure, or Source's Load,
+// starts the upstreams a catalog defines); it stops the stdio upstreams an
+// earlier run left running (Config.PidDir).
 func New(cfg Config) (*Channel, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -115,7 +120,9 @@ func New(cfg Config) (*Channel, error) {
 	if cfg.BaseEnv == nil {
 		cfg.BaseEnv = baseEnv()
 	}
-	return &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}}, nil
+	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}}
+	stopOrphans(cfg.PidDir, c.log)
+	return c, nil
 }
 
 // Configure starts the upstreams cat defines and stops those it no longer

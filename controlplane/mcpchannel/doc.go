@@ -33,6 +33,15 @@
 // the waiting only (no notifications/cancelled is sent), as a dropped agent
 // never cancels a dispatched execution.
 //
+// # Stdio processes
+//
+// A stdio upstream runs in its own process group, which stopping it
+// signals (stdin closed, then SIGTERM, then SIGKILL). On Linux the kernel
+// SIGKILLs it when the control plane dies (Pdeathsig, armed from an OS
+// thread held until the process is reaped), and a pid file per process in
+// Config.PidDir lets the next run stop a group the kill left (what the
+// upstream started under it) before it starts its own: pidfile.go.
+//
 // # Schemas
 //
 // The input schema of an upstream tool is the upstream's: Source binds it

@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -271,9 +272,8 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	}
 	cmd := exec.Command(u.spec.Command[0], u.spec.Command[1:]...)
 	cmd.Env, cmd.Dir = env, u.spec.Cwd
-	// Its own process group: stopping it reaches what it started (npx
-	// runs node under it).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, and killed with the control plane (procAttr).
+	cmd.SysProcAttr = procAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, nil, err
@@ -296,22 +296,24 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 		return nil, nil, nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close() // the child has its copies
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
-	}
 	stdout := &drainedReader{f: outR, done: make(chan struct{})}
 	stderrDone := make(chan struct{})
-	go func() { u.logStderr(errR, cmd.Process.Pid); close(stderrDone) }()
 	// Wait reaps the process; the session ends at stdout's EOF, once what
 	// it wrote is read. A process it left behind may hold the pipes open:
 	// they are closed terminateWait after the exit.
 	waited := make(chan struct{})
+	started := make(chan error, 1)
 	go func() {
+		// Started and waited for on one locked OS thread: Pdeathsig fires
+		// when the thread that started the process exits (procAttr), and
+		// the runtime ends a thread only when a goroutine exits locked to it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		err := cmd.Wait()
 		u.log.Info("upstream process exited", "pid", cmd.Process.Pid, "status", exitStatus(err))
 		drain := time.NewTimer(terminateWait)
@@ -327,6 +329,18 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 		errR.Close()
 		close(waited)
 	}()
+	err = <-started
+	outW.Close() // the child has its copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
+	}
+	go func() { u.logStderr(errR, cmd.Process.Pid); close(stderrDone) }()
+	if err := recordPid(u.c.cfg.PidDir, cmd.Process.Pid, u.spec.Name); err != nil {
+		u.log.Warn("cannot write the upstream's pid file; a killed control plane's next run will not find it", "pid", cmd.Process.Pid, "error", err)
+	}
 	proc := &procHandle{p: cmd.Process, waited: waited}
 	u.mu.Lock()
 	u.handles = append(u.handles, proc)
@@ -388,11 +402,13 @@ func (u *upstream) reap(p *os.Process) {
 		select {
 		case <-h.waited:
 			syscall.Kill(-p.Pid, syscall.SIGKILL) //nolint:errcheck // what it left behind
+			removePid(u.c.cfg.PidDir, p.Pid)
 			return
 		case <-time.After(terminateWait):
 		}
 	}
 	<-h.waited
+	removePid(u.c.cfg.PidDir, p.Pid)
 }
 
 func (u *upstream) logStderr(r io.Reader, pid int) {

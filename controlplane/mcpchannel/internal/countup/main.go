@@ -8,7 +8,8 @@
 // request_id), hold (while present, calls wait, each writing holding.<n> when
 // it starts waiting), variant (read at start: "2" adds a required property
 // to add_note's schema), url (the HTTP URL, when serving HTTP), auth (every
-// Authorization header it was sent), calls.big (one line per call of big,
+// Authorization header it was sent), linger (while present at the end of
+// stdin, it runs on for two minutes instead of exiting), calls.big (one line per call of big,
 // whose answer is as many bytes of text as its "bytes" argument asks).
 package main
 
@@ -54,6 +55,10 @@ func main() {
 	if *httpAddr == "" {
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "countup:", err)
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, "linger")); err == nil {
+			// An upstream that does not end with its stdin (bounded).
+			time.Sleep(2 * time.Minute)
 		}
 		return
 	}
