@@ -71,6 +71,13 @@ type Config struct {
 	BaseEnv []string
 	// Version is the client version Latch announces to upstreams.
 	Version string
+	// Pins keeps the accepted form of each upstream tool (pins.go); nil:
+	// the store the catalog manager hands Source (StorePins), and until
+	// then none is pinned and only a schema change holds a tool.
+	Pins Pins
+	// MaxDescription caps an upstream tool's description as agents see it
+	// (default DefaultMaxDescription).
+	MaxDescription int
 	// PidDir keeps a pid file per running stdio upstream process
 	// (pidfile.go); New stops the processes an earlier run's files name.
 	// Empty: none are kept.
@@ -84,9 +91,12 @@ type Channel struct {
 
 	mu        sync.Mutex
 	upstreams map[string]*upstream
-	catalog   *tools.Catalog // the last one Source bound
-	parsed    *tools.Catalog // the same before binding (held tools included)
-	reload    func()         // SetReload
+	catalog   *tools.Catalog    // the last one Source bound
+	parsed    *tools.Catalog    // the same before binding (held tools included)
+	reload    func()            // SetReload
+	pinned    map[string]string // catalog tool -> the pin hash in force (Bind, Accept)
+	pins      Pins              // Config.Pins, or the store's (Source's UseStore)
+	pinsFixed bool              // Config.Pins was set
 	closed    bool
 }
 
@@ -105,6 +115,9 @@ func New(cfg Config) (*Channel, error) {
 	if cfg.MaxFrame <= 0 {
 		cfg.MaxFrame = DefaultMaxFrame
 	}
+	if cfg.MaxDescription <= 0 {
+		cfg.MaxDescription = DefaultMaxDescription
+	}
 	if cfg.ConnectWait <= 0 {
 		cfg.ConnectWait = DefaultConnectWait
 	}
@@ -120,7 +133,8 @@ func New(cfg Config) (*Channel, error) {
 	if cfg.BaseEnv == nil {
 		cfg.BaseEnv = baseEnv()
 	}
-	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}}
+	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}, pinned: map[string]string{}}
+	c.pins, c.pinsFixed = cfg.Pins, cfg.Pins != nil
 	stopOrphans(cfg.PidDir, c.log)
 	return c, nil
 }

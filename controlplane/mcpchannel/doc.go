@@ -49,10 +49,20 @@
 // and the catalog's version covers it. A tool the upstream does not offer,
 // whose schema cannot be used, or whose upstream could not be reached is
 // held: left out of the catalog, with the reason logged and shown by
-// `latch catalog upstream-tools`. At dispatch the upstream's current schema
+// `latch catalog upstream-tools`. At dispatch the upstream's current offer
 // (listed on every connect and on notifications/tools/list_changed) is
 // compared with the one in force; a change holds the tool (the call is
-// not_executed, nothing sent) until the operator reloads the catalog.
+// not_executed, nothing sent).
+//
+// What an upstream offers for a tool with a contract (input schema,
+// description, annotations) is pinned by hash in the store at the first
+// catalog load that sees it (journaled: upstream_tool_pinned), so a restart
+// or a failover keeps the pin. Any other offer holds the tool, at every
+// catalog load (a reload, SIGHUP, a restart, a failover, the reload when an
+// upstream is reached) and at dispatch, until an operator accepts it:
+// `latch catalog upstream-tools accept NAME` shows the diff, journals
+// upstream_tool_accepted and reloads the catalog (pins.go). Descriptions
+// reach agents cut at Config.MaxDescription (4 KiB), with a note saying so.
 //
 // # Tasks
 //

@@ -759,6 +759,11 @@ func (u *upstream) heldReason(t *tools.Tool) string {
 	if !ok {
 		return fmt.Sprintf("held: upstream %s no longer offers tool %s; nothing was sent (latch catalog upstream-tools %s, then latch catalog reload)", u.spec.Name, t.UpstreamTool, u.spec.Name)
 	}
+	if h := u.c.pinnedHash(t.Name); h != "" {
+		if offer := offerOf(t.Name, lt); offer.GetHash() != h {
+			return fmt.Sprintf("held: the upstream changed %s since it was accepted (%s, now %s); nothing was sent (review with latch catalog upstream-tools %s, accept with latch catalog upstream-tools accept %s)", t.Name, h, offer.GetHash(), u.spec.Name, t.Name)
+		}
+	}
 	bound, err := t.BindUpstreamSchema(schemaJSON(lt))
 	if err != nil {
 		return fmt.Sprintf("held: the input schema of %s changed at the upstream and no longer fits its contract (%v); nothing was sent (review it with latch catalog upstream-tools %s, then latch catalog reload)", t.Name, err, u.spec.Name)

@@ -58,6 +58,8 @@
 //	m/tokens_indexed                  journal size N (8 bytes, big endian): tj/ covers every token record below N
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
+//	u/<catalog tool>                  UpstreamToolPin (protobuf): the accepted schema, description and
+//	                                  annotations of an upstream tool, written with its journal record
 //
 // Tokens are journaled like sessions: token_created, token_revoked and
 // token_migrated entries carry the AgentToken without its hash; a token's
