@@ -27,9 +27,11 @@ func (s *Service) AcceptUpstreamTool(ctx context.Context, req *controlplanev1.Ac
 	if s.ups == nil {
 		return nil, status.Error(codes.FailedPrecondition, "this control plane has no upstream MCP channel")
 	}
-	actor := req.GetActor()
-	if actor == "" {
-		actor = "operator"
+	// The admin API's callers are operators (authz); the name is what the
+	// client says, and the journal says so.
+	actor := "operator"
+	if a := req.GetActor(); a != "" {
+		actor = "operator " + a + " (as the client names itself)"
 	}
 	resp, err := s.ups.AcceptUpstreamTool(ctx, req.GetTool(), actor, req.GetHash())
 	switch {

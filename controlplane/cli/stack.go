@@ -72,6 +72,9 @@ type stackConfig struct {
 	// CommandArgs are appended to the operator commands the engine logs
 	// for pending sessions and approvals ("--data DIR").
 	CommandArgs string
+	// UpstreamMaxDescription caps upstream tool descriptions as agents
+	// see them (0: mcpchannel.DefaultMaxDescription).
+	UpstreamMaxDescription int
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config

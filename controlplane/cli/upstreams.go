@@ -21,7 +21,7 @@ func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackCon
 	if cfg.DataDir != "" {
 		pidDir = filepath.Join(cfg.DataDir, "upstream-pids")
 	}
-	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version, PidDir: pidDir})
+	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
 		return nil, err
 	}

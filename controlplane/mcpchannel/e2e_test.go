@@ -137,11 +137,12 @@ type latch struct {
 	stderr *testbin.Buffer
 }
 
-// startLatch runs `latch serve` as a real process and waits for its socket.
-func startLatch(t *testing.T, data, catalog string) *latch {
+// startLatch runs `latch serve` (with flags) as a real process and waits
+// for its socket.
+func startLatch(t *testing.T, data, catalog string, flags ...string) *latch {
 	t.Helper()
-	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug",
-		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice")
+	cmd := exec.Command(latchBin, append([]string{"serve", "--data", data, "--catalog", catalog, "--log-level", "debug",
+		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice"}, flags...)...)
 	l := &latch{cmd: cmd, stderr: &testbin.Buffer{}}
 	cmd.Stderr = l.stderr
 	if err := cmd.Start(); err != nil {

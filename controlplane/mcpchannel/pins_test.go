@@ -109,21 +109,31 @@ func TestDescriptionChangeHeldUntilAccepted(t *testing.T) {
 }
 
 // TestHugeDescriptionIsCapped: a 200 KB upstream description reaches agents
-// cut at the cap, saying so.
+// cut at the cap (4 KiB, or --upstream-max-description), saying so.
 func TestHugeDescriptionIsCapped(t *testing.T) {
-	up := newCounter(t)
-	if err := os.WriteFile(filepath.Join(up.dir, "variant"), []byte("bigdesc"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	data := t.TempDir()
-	startLatch(t, data, stdioCatalog(t, up, "review"))
-	c := client(t, data)
-	tl := listed(t, c, "counter.add_note")
-	if tl == nil {
-		t.Fatal("add_note is not listed")
-	}
-	d := tl.GetDescription()
-	if len(d) > 4096+256 || !strings.Contains(d, "Latch cut this description: the upstream's is") || !strings.Contains(d, "over the 4096-byte cap") {
-		t.Errorf("description is %d bytes, ends %q; want it cut at 4 KiB with the reason", len(d), d[max(0, len(d)-200):])
+	for _, tc := range []struct {
+		flags []string
+		cap   int
+	}{
+		{nil, 4096},
+		{[]string{"--upstream-max-description", "100"}, 100},
+	} {
+		t.Run(strconv.Itoa(tc.cap), func(t *testing.T) {
+			up := newCounter(t)
+			if err := os.WriteFile(filepath.Join(up.dir, "variant"), []byte("bigdesc"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			data := t.TempDir()
+			startLatch(t, data, stdioCatalog(t, up, "review"), tc.flags...)
+			c := client(t, data)
+			tl := listed(t, c, "counter.add_note")
+			if tl == nil {
+				t.Fatal("add_note is not listed")
+			}
+			d := tl.GetDescription()
+			if len(d) > tc.cap+256 || !strings.Contains(d, "Latch cut this description: the upstream's is") || !strings.Contains(d, fmt.Sprintf("over the %d-byte cap", tc.cap)) {
+				t.Errorf("description is %d bytes, ends %q; want it cut at %d bytes with the reason", len(d), d[max(0, len(d)-200):], tc.cap)
+			}
+		})
 	}
 }
