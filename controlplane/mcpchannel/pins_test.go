@@ -82,7 +82,7 @@ func TestDescriptionChangeHeldUntilAccepted(t *testing.T) {
 	}
 
 	l.kill()
-	startLatch(t, data, catalog)
+	l2 := startLatch(t, data, catalog)
 	c = client(t, data)
 	if tl := listed(t, c, "counter.add_note"); tl != nil {
 		t.Errorf("after a restart add_note is exposed (description %q); want it held until accepted", tl.GetDescription())
@@ -105,6 +105,17 @@ func TestDescriptionChangeHeldUntilAccepted(t *testing.T) {
 	out, err = exec.Command(latchBin, "catalog", "upstream-tools", "accept", "counter.add_note", "--data", data).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "nothing changed") {
 		t.Errorf("a second accept: %v\n%s\nwant nothing changed", err, out)
+	}
+
+	// The pin and the acceptance are in the journal, which verifies.
+	l2.kill()
+	out, err = exec.Command(latchBin, "audit", "verify", data).CombinedOutput()
+	if err != nil {
+		t.Errorf("latch audit verify: %v\n%s", err, out)
+	}
+	out, err = exec.Command(latchBin, "audit", "export", data).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "upstream_tool_pinned") || !strings.Contains(string(out), "upstream_tool_accepted") {
+		t.Errorf("latch audit export: %v; want upstream_tool_pinned and upstream_tool_accepted records:\n%.2000s", err, out)
 	}
 }
 
