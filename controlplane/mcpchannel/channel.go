@@ -91,12 +91,12 @@ type Channel struct {
 
 	mu        sync.Mutex
 	upstreams map[string]*upstream
-	catalog   *tools.Catalog    // the last one Source bound
-	parsed    *tools.Catalog    // the same before binding (held tools included)
-	reload    func()            // SetReload
-	pinned    map[string]string // catalog tool -> the pin hash in force (Bind, Accept)
-	pins      Pins              // Config.Pins, or the store's (Source's UseStore)
-	pinsFixed bool              // Config.Pins was set
+	catalog   *tools.Catalog       // the last one Source bound
+	parsed    *tools.Catalog       // the same before binding (held tools included)
+	reload    func(trigger string) // SetReload
+	pinned    map[string]string    // catalog tool -> the pin hash in force (Bind, Accept)
+	pins      Pins                 // Config.Pins, or the store's (Source's UseStore)
+	pinsFixed bool                 // Config.Pins was set
 	closed    bool
 }
 
@@ -173,8 +173,10 @@ func (c *Channel) Configure(cat *tools.Catalog) {
 // manager). It is called, once per upstream, when an upstream that could not
 // be reached when the catalog was loaded connects: its tools were held only
 // for want of a schema, and come into force with a catalog_loaded record
-// (trigger upstream_reached). A schema change is never reloaded this way.
-func (c *Channel) SetReload(fn func()) {
+// (trigger upstream_reached); and after an operator accepts an upstream
+// tool's change (trigger upstream_tool_accepted). A change at the upstream
+// is never brought into force by a reload: pins.go.
+func (c *Channel) SetReload(fn func(trigger string)) {
 	c.mu.Lock()
 	c.reload = fn
 	c.mu.Unlock()

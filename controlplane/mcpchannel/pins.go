@@ -37,6 +37,12 @@ const (
 	KindToolAccepted = "upstream_tool_accepted"
 )
 
+// Triggers of the catalog loads the channel asks for (SetReload).
+const (
+	TriggerUpstreamReached = "upstream_reached"
+	TriggerToolAccepted    = "upstream_tool_accepted"
+)
+
 // DefaultMaxDescription caps an upstream tool's description as agents see it.
 const DefaultMaxDescription = 4 << 10
 
@@ -220,7 +226,7 @@ func (c *Channel) AcceptUpstreamTool(ctx context.Context, name, actor, wantHash 
 	c.log.Info("upstream tool change accepted", "tool", name, "hash", offer.GetHash(), "previous", pin.GetHash(), "actor", actor)
 	resp.Changed = true
 	if reload != nil {
-		reload() // the accepted form comes into force under a new catalog version
+		reload(TriggerToolAccepted) // the accepted form comes into force under a new catalog version
 	}
 	return resp, nil
 }

@@ -166,7 +166,7 @@ func (u *upstream) serveOnce() error {
 		u.c.mu.Unlock()
 		if reload != nil {
 			u.log.Info("upstream reached after the catalog was loaded without it; reloading the catalog to expose its tools")
-			go reload()
+			go reload(TriggerUpstreamReached)
 		}
 	}
 
