@@ -54,6 +54,14 @@ type Source interface {
 	Load() (cat *tools.Catalog, data []byte, source string, err error)
 }
 
+// StoreUser is a Source that keeps state of its own in the store (the
+// upstream tools' pins: mcpchannel). Load hands it the store before the
+// first load, on every replica that becomes active. Implemented by
+// mcpchannel's Source.
+type StoreUser interface {
+	UseStore(st *store.Store)
+}
+
 // File reads and validates the catalog file at path on every load.
 func File(path string) Source { return fileSource(path) }
 
@@ -164,6 +172,9 @@ func Load(ctx context.Context, cfg Config) (*Manager, error) {
 		cfg.OnChange = func(*tools.Catalog, string) {}
 	}
 	m := &Manager{log: cfg.Logger.Named("catalog"), st: cfg.Store, src: cfg.Source, clock: cfg.Clock, onChange: cfg.OnChange}
+	if u, ok := cfg.Source.(StoreUser); ok {
+		u.UseStore(cfg.Store)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, err := m.loadLocked(ctx, TriggerStart); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/tlsfiles"
@@ -51,12 +52,16 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity; NAME=IDENTITY binds it to the operator name NAME, the only name it may create console tokens for (cn:NAME is bound to NAME; an unbound URI to none) (repeatable)")
 	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
 	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
+	maxDesc := fs.Int("upstream-max-description", mcpchannel.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
 	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := opsF.validate(*level); err != nil {
 		return err
+	}
+	if *maxDesc <= 0 {
+		return usagef("--upstream-max-description %d: want a positive number of bytes", *maxDesc)
 	}
 	if *data == "" || *catalogPath == "" {
 		return usagef("--data and --catalog are required (tools/examples/catalog.yaml is an example catalog)")
@@ -110,7 +115,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	st, err := newStack(stackConfig{
 		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
-		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg,
+		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
 			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,

@@ -72,6 +72,9 @@ type stackConfig struct {
 	// CommandArgs are appended to the operator commands the engine logs
 	// for pending sessions and approvals ("--data DIR").
 	CommandArgs string
+	// UpstreamMaxDescription caps upstream tool descriptions as agents
+	// see them (0: mcpchannel.DefaultMaxDescription).
+	UpstreamMaxDescription int
 	// TCPAddr and TLS serve the API on TCP too (server.Config).
 	TCPAddr string
 	TLS     *tls.Config
@@ -253,14 +256,14 @@ func newStack(cfg stackConfig) (*stack, error) {
 		upstreams.Close()
 		return nil, err
 	}
-	upstreams.SetReload(func() {
+	upstreams.SetReload(func(trigger string) {
 		// A standby has no catalog loaded yet: it reads the catalog, and
 		// reaches its upstreams, when it takes over.
 		m := srv.CatalogManager()
 		if m == nil {
 			return
 		}
-		if _, err := m.Reload(context.Background(), "upstream_reached"); err != nil {
+		if _, err := m.Reload(context.Background(), trigger); err != nil {
 			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
 		}
 	})

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"path/filepath"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/engine"
@@ -11,9 +13,15 @@ import (
 
 // addUpstreamChannel adds the channel of upstream MCP servers and wraps the
 // catalog source so that every load binds the upstreams' schemas
-// (mcpchannel.Source). Close stops the upstreams.
+// (mcpchannel.Source). Close stops the upstreams. The stdio upstreams' pid
+// files are in DATA/upstream-pids: an upstream a killed run left is stopped
+// here, before the catalog starts its successor.
 func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackConfig, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
-	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version})
+	var pidDir string
+	if cfg.DataDir != "" {
+		pidDir = filepath.Join(cfg.DataDir, "upstream-pids")
+	}
+	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
 		return nil, err
 	}

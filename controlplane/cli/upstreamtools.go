@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"slices"
 	"strings"
 
@@ -39,6 +41,33 @@ func runUpstreamTools(ctx context.Context, env *Env, t *target, pos []string, as
 	return nil
 }
 
+// runAcceptUpstreamTool accepts what the upstream offers now for a catalog
+// tool (its schema, description, annotations), releasing a held change.
+func runAcceptUpstreamTool(ctx context.Context, env *Env, t *target, pos []string, hash string) error {
+	if len(pos) != 1 {
+		return usagef("catalog upstream-tools accept takes one catalog tool name (<upstream>.<tool>)")
+	}
+	c, closeFn, err := adminClient(ctx, t)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	actor := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		actor = u.Username
+	}
+	resp, err := c.AcceptUpstreamTool(ctx, &controlplanev1.AcceptUpstreamToolRequest{Tool: pos[0], Actor: actor, Hash: hash})
+	if err != nil {
+		return rpcError(err)
+	}
+	if !resp.GetChanged() {
+		fmt.Fprintf(env.Stdout, "%s: the upstream's offer is the one accepted (%s); nothing changed\n", resp.GetTool(), resp.GetHash())
+		return nil
+	}
+	fmt.Fprintf(env.Stdout, "%s: accepted %s (was %s)\n%s", resp.GetTool(), resp.GetHash(), or(resp.GetPrevious(), "none"), resp.GetDiff())
+	return nil
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -61,6 +90,16 @@ func printUpstreamTools(w io.Writer, resp *controlplanev1.ListUpstreamToolsRespo
 		}
 		if d := strings.TrimSpace(tl.GetDescription()); d != "" {
 			fmt.Fprintf(w, "  description: %s\n", oneLine(d, 200))
+		}
+		if h := tl.GetHash(); h != "" {
+			fmt.Fprintf(w, "  offered: %s", h)
+			if p := tl.GetPinnedHash(); p != "" && p != h {
+				fmt.Fprintf(w, " (accepted: %s; latch catalog upstream-tools accept %s --hash %s)", p, tl.GetContract(), h)
+			}
+			fmt.Fprintln(w)
+		}
+		if d := tl.GetDiff(); d != "" {
+			fmt.Fprintf(w, "  changed since accepted:\n%s", indent(d, "    "))
 		}
 		switch c := tl.GetCalls(); {
 		case c == "task":
@@ -154,4 +193,15 @@ func oneLine(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString(prefix + l)
+		}
+	}
+	return b.String()
 }

@@ -163,20 +163,24 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "validate" {
 		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
 	}
-	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME", args)
+	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME | upstream-tools accept TOOL", args)
 	if err != nil {
 		return err
 	}
 	asJSON := fs.Bool("json", false, "upstream-tools: print the listing as JSON")
+	hash := fs.String("hash", "", "upstream-tools accept: accept only if the upstream still offers this hash (the one upstream-tools showed)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if sub == "upstream-tools" && len(pos) > 0 && pos[0] == "accept" {
+		return runAcceptUpstreamTool(ctx, env, t, pos[1:], *hash)
 	}
 	if sub == "upstream-tools" {
 		return runUpstreamTools(ctx, env, t, pos, *asJSON)
 	}
 	if sub != "reload" || len(pos) != 0 {
-		return usagef("unknown catalog subcommand %q (want: catalog reload, or catalog upstream-tools NAME)", strings.Join(append([]string{sub}, pos...), " "))
+		return usagef("unknown catalog subcommand %q (want: catalog reload, catalog upstream-tools NAME, or catalog upstream-tools accept TOOL)", strings.Join(append([]string{sub}, pos...), " "))
 	}
 	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {

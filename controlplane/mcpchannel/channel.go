@@ -57,6 +57,9 @@ type Config struct {
 	Credentials Credentials
 	// MaxResult caps a stored result (default DefaultMaxResult).
 	MaxResult int
+	// MaxFrame caps a line read from a stdio upstream (default
+	// DefaultMaxFrame); a longer answer is stored truncated (frame.go).
+	MaxFrame int
 	// ConnectWait bounds a catalog load's wait for upstreams (default
 	// DefaultConnectWait).
 	ConnectWait time.Duration
@@ -68,6 +71,17 @@ type Config struct {
 	BaseEnv []string
 	// Version is the client version Latch announces to upstreams.
 	Version string
+	// Pins keeps the accepted form of each upstream tool (pins.go); nil:
+	// the store the catalog manager hands Source (StorePins), and until
+	// then none is pinned and only a schema change holds a tool.
+	Pins Pins
+	// MaxDescription caps an upstream tool's description as agents see it
+	// (default DefaultMaxDescription).
+	MaxDescription int
+	// PidDir keeps a pid file per running stdio upstream process
+	// (pidfile.go); New stops the processes an earlier run's files name.
+	// Empty: none are kept.
+	PidDir string
 }
 
 // Channel implements engine.Channel for upstream MCP servers.
@@ -77,22 +91,32 @@ type Channel struct {
 
 	mu        sync.Mutex
 	upstreams map[string]*upstream
-	catalog   *tools.Catalog // the last one Source bound
-	parsed    *tools.Catalog // the same before binding (held tools included)
-	reload    func()         // SetReload
+	catalog   *tools.Catalog       // the last one Source bound
+	parsed    *tools.Catalog       // the same before binding (held tools included)
+	reload    func(trigger string) // SetReload
+	pinned    map[string]string    // catalog tool -> the pin hash in force (Bind, Accept)
+	pins      Pins                 // Config.Pins, or the store's (Source's UseStore)
+	pinsFixed bool                 // Config.Pins was set
 	closed    bool
 }
 
 var _ engine.Channel = (*Channel)(nil)
 
-// New builds the channel. It starts nothing: Configure (or Source's Load)
-// starts the upstreams a catalog defines.
+// New builds the channel. It starts nothing (Configure, or Source's Load,
+// starts the upstreams a catalog defines); it stops the stdio upstreams an
+// earlier run left running (Config.PidDir).
 func New(cfg Config) (*Channel, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.MaxResult <= 0 {
 		cfg.MaxResult = DefaultMaxResult
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = DefaultMaxFrame
+	}
+	if cfg.MaxDescription <= 0 {
+		cfg.MaxDescription = DefaultMaxDescription
 	}
 	if cfg.ConnectWait <= 0 {
 		cfg.ConnectWait = DefaultConnectWait
@@ -109,7 +133,10 @@ func New(cfg Config) (*Channel, error) {
 	if cfg.BaseEnv == nil {
 		cfg.BaseEnv = baseEnv()
 	}
-	return &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}}, nil
+	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}, pinned: map[string]string{}}
+	c.pins, c.pinsFixed = cfg.Pins, cfg.Pins != nil
+	stopOrphans(cfg.PidDir, c.log)
+	return c, nil
 }
 
 // Configure starts the upstreams cat defines and stops those it no longer
@@ -146,8 +173,10 @@ func (c *Channel) Configure(cat *tools.Catalog) {
 // manager). It is called, once per upstream, when an upstream that could not
 // be reached when the catalog was loaded connects: its tools were held only
 // for want of a schema, and come into force with a catalog_loaded record
-// (trigger upstream_reached). A schema change is never reloaded this way.
-func (c *Channel) SetReload(fn func()) {
+// (trigger upstream_reached); and after an operator accepts an upstream
+// tool's change (trigger upstream_tool_accepted). A change at the upstream
+// is never brought into force by a reload: pins.go.
+func (c *Channel) SetReload(fn func(trigger string)) {
 	c.mu.Lock()
 	c.reload = fn
 	c.mu.Unlock()
@@ -228,7 +257,8 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	timeout := call.Tool.DispatchTimeout(call.Target)
 	// An upstream that takes this tool as a task is called task-augmented
 	// (tasks.go): its task ID is recorded before Latch waits for the end.
-	if tp, err := u.tapNow(); err == nil {
+	tp, tapErr := u.tapNow()
+	if tapErr == nil {
 		caps := tp.capsNow()
 		if ok, _ := taskCapable(caps, call.Tool.UpstreamTool); ok {
 			return c.dispatchTask(ctx, u, tp, caps, call, args, tr, timeout)
@@ -254,6 +284,11 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	defer timer.Stop()
 	select {
 	case a := <-done:
+		if tp != nil {
+			if o := tp.takeOversize(id); o != nil {
+				return c.oversized(u, call, o)
+			}
+		}
 		return c.classify(u, call, tr, a.res, a.err)
 	case <-timer.C:
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: no answer to tools/call %s within %s after the request was handed to the transport", u.spec.Name, call.Tool.UpstreamTool, timeout)}
@@ -305,6 +340,27 @@ func (c *Channel) classify(u *upstream, call engine.Call, tr *attemptTrack, res 
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: the request was written and no answer came: %v", name, err)}
 	}
 	return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("upstream %s: nothing was sent: %v", name, err)}
+}
+
+// oversized is an answer over the frame cap (frame.go): observed, stored as
+// its first MaxResult bytes (the raw JSON-RPC frame, redacted), truncated,
+// with the reason.
+func (c *Channel) oversized(u *upstream, call engine.Call, o *oversize) engine.Attempt {
+	name := u.spec.Name + "." + call.Tool.UpstreamTool
+	body, _ := c.capBody(u, o.head)
+	why := fmt.Sprintf("its answer was %d bytes, over the %d-byte frame cap: read, stored truncated to its first %d bytes", o.size, c.cfg.MaxFrame, len(body))
+	outcome, reason := recordv1.Outcome_OUTCOME_SUCCEEDED, "upstream "+name+" answered; "+why
+	switch {
+	case o.rpcErr:
+		outcome, reason = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "upstream "+name+" answered with a JSON-RPC error; "+why
+	case o.isError:
+		outcome, reason = recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, "upstream "+name+" answered with isError; "+why
+	}
+	u.log.Warn("upstream answer over the frame cap; stored truncated", "tool", name, "bytes", o.size, "frame_cap", c.cfg.MaxFrame)
+	return engine.Attempt{
+		Class: engine.Observed, Outcome: outcome, Reason: reason,
+		Result: &recordv1.Result{Body: body, BodyTruncated: true, Summary: clip("answer over the frame cap: "+why, 200)},
+	}
 }
 
 func orNull(b json.RawMessage) json.RawMessage {

@@ -22,6 +22,9 @@
 //     under the same execution ID;
 //   - an isError result → Observed, failed_at_target; any other result →
 //     Observed, succeeded;
+//   - a stdio answer over the frame cap (Config.MaxFrame) → Observed like
+//     the answer it is, its result stored truncated with the reason; the
+//     line is read to its end and the session lives on (frame.go);
 //   - a JSON-RPC error → Observed with the error as the result, except
 //     method not found and invalid params, which prove the upstream refused
 //     the call before running it → NotSent, final.
@@ -30,6 +33,15 @@
 // the waiting only (no notifications/cancelled is sent), as a dropped agent
 // never cancels a dispatched execution.
 //
+// # Stdio processes
+//
+// A stdio upstream runs in its own process group, which stopping it
+// signals (stdin closed, then SIGTERM, then SIGKILL). On Linux the kernel
+// SIGKILLs it when the control plane dies (Pdeathsig, armed from an OS
+// thread held until the process is reaped), and a pid file per process in
+// Config.PidDir lets the next run stop a group the kill left (what the
+// upstream started under it) before it starts its own: pidfile.go.
+//
 // # Schemas
 //
 // The input schema of an upstream tool is the upstream's: Source binds it
@@ -37,10 +49,20 @@
 // and the catalog's version covers it. A tool the upstream does not offer,
 // whose schema cannot be used, or whose upstream could not be reached is
 // held: left out of the catalog, with the reason logged and shown by
-// `latch catalog upstream-tools`. At dispatch the upstream's current schema
+// `latch catalog upstream-tools`. At dispatch the upstream's current offer
 // (listed on every connect and on notifications/tools/list_changed) is
 // compared with the one in force; a change holds the tool (the call is
-// not_executed, nothing sent) until the operator reloads the catalog.
+// not_executed, nothing sent).
+//
+// What an upstream offers for a tool with a contract (input schema,
+// description, annotations) is pinned by hash in the store at the first
+// catalog load that sees it (journaled: upstream_tool_pinned), so a restart
+// or a failover keeps the pin. Any other offer holds the tool, at every
+// catalog load (a reload, SIGHUP, a restart, a failover, the reload when an
+// upstream is reached) and at dispatch, until an operator accepts it:
+// `latch catalog upstream-tools accept NAME` shows the diff, journals
+// upstream_tool_accepted and reloads the catalog (pins.go). Descriptions
+// reach agents cut at Config.MaxDescription (4 KiB), with a note saying so.
 //
 // # Tasks
 //

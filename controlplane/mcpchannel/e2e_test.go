@@ -137,11 +137,12 @@ type latch struct {
 	stderr *testbin.Buffer
 }
 
-// startLatch runs `latch serve` as a real process and waits for its socket.
-func startLatch(t *testing.T, data, catalog string) *latch {
+// startLatch runs `latch serve` (with flags) as a real process and waits
+// for its socket.
+func startLatch(t *testing.T, data, catalog string, flags ...string) *latch {
 	t.Helper()
-	cmd := exec.Command(latchBin, "serve", "--data", data, "--catalog", catalog, "--log-level", "debug",
-		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice")
+	cmd := exec.Command(latchBin, append([]string{"serve", "--data", data, "--catalog", catalog, "--log-level", "debug",
+		"--vault-key-file", filepath.Join(data, "vault.key"), "--trusted-actor", "alice"}, flags...)...)
 	l := &latch{cmd: cmd, stderr: &testbin.Buffer{}}
 	cmd.Stderr = l.stderr
 	if err := cmd.Start(); err != nil {
@@ -374,8 +375,8 @@ func TestLatchKilledWhileUpstreamHoldsCall(t *testing.T) {
 }
 
 // TestSchemaChangeHoldsTool: the upstream restarts with a changed input
-// schema; the tool is held (not_executed, nothing sent) until the operator
-// reloads the catalog, which brings the new schema into force.
+// schema; the tool is held (not_executed, nothing sent), a reload does not
+// release it, and the operator's accept brings the new schema into force.
 func TestSchemaChangeHoldsTool(t *testing.T) {
 	up := newCounter(t)
 	data := t.TempDir()
@@ -409,10 +410,17 @@ func TestSchemaChangeHoldsTool(t *testing.T) {
 		t.Errorf("effects while held = %d, want 1 (the call before the change)", n)
 	}
 
+	// A reload does not release it: the change is held until accepted.
 	adm := controlplanev1.NewAdminClient(dial(t, data))
-	rr, err := adm.ReloadCatalog(context.Background(), &controlplanev1.ReloadCatalogRequest{})
-	if err != nil || !rr.GetChanged() {
-		t.Fatalf("ReloadCatalog = %v, %v; want a new version (the upstream's schema changed)", rr, err)
+	if _, err := adm.ReloadCatalog(context.Background(), &controlplanev1.ReloadCatalogRequest{}); err != nil {
+		t.Fatalf("ReloadCatalog = %v", err)
+	}
+	if listed(t, c, "counter.add_note") != nil {
+		t.Errorf("after a reload counter.add_note is exposed with the changed schema; want it held until accepted")
+	}
+	ar, err := adm.AcceptUpstreamTool(context.Background(), &controlplanev1.AcceptUpstreamToolRequest{Tool: "counter.add_note", Actor: "alice"})
+	if err != nil || !ar.GetChanged() || !strings.Contains(ar.GetDiff(), "input_schema") {
+		t.Fatalf("AcceptUpstreamTool = %v, %v; want the schema change accepted with its diff", ar, err)
 	}
 	r := submit(t, c, "counter.add_note", `{"text":"three","extra":"x"}`)
 	waitState(t, c, r.GetExecution().GetId(), recordv1.State_STATE_COMPLETED)
@@ -456,7 +464,7 @@ func TestCatalogUpstreamTools(t *testing.T) {
 	syscall.Kill(old, syscall.SIGKILL)
 	testbin.Eventually(t, "the listing to show add_note held", func() bool {
 		out, _ = exec.Command(latchBin, "catalog", "upstream-tools", "counter", "--data", data).CombinedOutput()
-		return strings.Contains(string(out), "HELD as counter.add_note: held: the input schema of counter.add_note changed")
+		return strings.Contains(string(out), "HELD as counter.add_note: held: the upstream changed the input schema of counter.add_note since it was accepted")
 	})
 
 	out, err = exec.Command(latchBin, "catalog", "upstream-tools", "nosuch", "--data", data).CombinedOutput()

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/store"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -27,6 +28,18 @@ func (c *Channel) Source(inner catalog.Source) catalog.Source {
 type source struct {
 	c     *Channel
 	inner catalog.Source
+}
+
+var _ catalog.StoreUser = (*source)(nil)
+
+// UseStore keeps the upstream tools' pins in st (unless Config.Pins named
+// where).
+func (s *source) UseStore(st *store.Store) {
+	s.c.mu.Lock()
+	if !s.c.pinsFixed {
+		s.c.pins = StorePins(st, nil)
+	}
+	s.c.mu.Unlock()
 }
 
 func (s *source) Load() (*tools.Catalog, []byte, string, error) {
@@ -47,16 +60,27 @@ func (s *source) Load() (*tools.Catalog, []byte, string, error) {
 		s.c.log.Warn("upstream tool held: not exposed until the catalog is reloaded with it available", "tool", h.Tool, "reason", h.Reason)
 	}
 	pins := map[string]json.RawMessage{}
+	accepted := map[string]string{}
+	s.c.mu.Lock()
 	for name, t := range bound.Tools {
 		if t.Upstream != "" {
 			pins[name] = t.InputSchema
+			if h := s.c.pinned[name]; h != "" {
+				accepted[name] = h
+			}
 		}
 	}
+	s.c.mu.Unlock()
 	heldNames := make([]string, 0, len(held))
 	for _, h := range held {
 		heldNames = append(heldNames, h.Tool)
 	}
-	extra, err := json.Marshal(map[string]any{"upstream_schemas": pins, "held": heldNames})
+	fields := map[string]any{"upstream_schemas": pins, "held": heldNames}
+	if len(accepted) > 0 {
+		// Pinned descriptions and annotations are part of what is in force.
+		fields["upstream_pins"] = accepted
+	}
+	extra, err := json.Marshal(fields)
 	if err != nil {
 		return nil, nil, src, fmt.Errorf("%w: upstream schemas do not encode: %v", catalog.ErrInvalid, err)
 	}
@@ -140,6 +164,10 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 			held = append(held, Held{Tool: name, Reason: fmt.Sprintf("upstream %s offers no tool %s (latch catalog upstream-tools %s lists what it offers)", t.Upstream, t.UpstreamTool, t.Upstream)})
 			continue
 		}
+		if h := c.checkPin(ctx, name, t.Upstream, lt); h != "" {
+			held = append(held, Held{Tool: name, Reason: h})
+			continue
+		}
 		b, err := t.BindUpstreamSchema(schemaJSON(lt))
 		if err != nil {
 			held = append(held, Held{Tool: name, Reason: err.Error()})
@@ -152,11 +180,49 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 			}
 		}
 		if b.Description == "" {
-			b.Description = lt.Description
+			b.Description = c.capDescription(lt.Description)
 		}
 		out.Tools[name] = b
 	}
 	return out, held
+}
+
+// checkPin compares what the upstream offers for catalog tool name with its
+// pin: none yet pins it (first seen); another one holds the tool.
+func (c *Channel) checkPin(ctx context.Context, name, upstream string, lt *mcp.Tool) string {
+	pins := c.pinStore()
+	if pins == nil {
+		return ""
+	}
+	offer := offerOf(name, lt)
+	pin, err := pins.Pin(name)
+	if err != nil {
+		return fmt.Sprintf("held: the accepted form of %s cannot be read from the store: %v", name, err)
+	}
+	if pin == nil {
+		offer.AcceptedBy = "first_seen"
+		if err := pins.Put(ctx, offer, KindToolPinned, fmt.Sprintf("upstream tool %s pinned as first offered (%s)", name, offer.GetHash())); err != nil {
+			return fmt.Sprintf("held: the first offer of %s could not be pinned: %v", name, err)
+		}
+		pin = offer
+	}
+	c.mu.Lock()
+	c.pinned[name] = pin.GetHash()
+	c.mu.Unlock()
+	return pinHold(name, upstream, pin, offer)
+}
+
+func (c *Channel) pinStore() Pins {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pins
+}
+
+// pinnedHash is the pin hash in force for catalog tool name ("" when none).
+func (c *Channel) pinnedHash(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pinned[name]
 }
 
 // schemaJSON is a listed tool's input schema as JSON.
@@ -219,6 +285,16 @@ func (c *Channel) listUpstream(ctx context.Context, cat *tools.Catalog, name str
 		}
 		ut.Calls = u.callsAs(tn)
 		if ut.Contract != "" {
+			offer := offerOf(ut.Contract, lt)
+			ut.Hash = offer.GetHash()
+			if pins := c.pinStore(); pins != nil {
+				if pin, err := pins.Pin(ut.Contract); err == nil && pin != nil {
+					ut.PinnedHash = pin.GetHash()
+					if pin.GetHash() != offer.GetHash() {
+						ut.Diff = pinDiff(pin, offer)
+					}
+				}
+			}
 			ut.Held = heldBy[ut.Contract]
 			if inForce != nil && ut.Held == "" && inForce.Tools[ut.Contract] != nil {
 				t := inForce.Tools[ut.Contract]

@@ -84,12 +84,14 @@ type tap struct {
 	mu      sync.Mutex
 	waiting map[string]chan *jsonrpc.Response
 	closed  bool
-	sent    map[string]string // SDK request ID -> method, for the methods whose results the tap reads
+	sent    map[string]string    // SDK request ID -> method, for the methods whose results the tap reads
+	calls   map[string]string    // SDK tools/call request ID -> execution ID, until answered
+	over    map[string]*oversize // execution ID -> its oversized answer (frame.go), until taken
 	caps    taskCaps
 }
 
 func newTap() *tap {
-	return &tap{waiting: map[string]chan *jsonrpc.Response{}, sent: map[string]string{}, caps: taskCaps{support: map[string]string{}}}
+	return &tap{waiting: map[string]chan *jsonrpc.Response{}, sent: map[string]string{}, calls: map[string]string{}, over: map[string]*oversize{}, caps: taskCaps{support: map[string]string{}}}
 }
 
 type tapConn struct {
@@ -111,6 +113,12 @@ func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			c.tap.mu.Lock()
 			c.tap.sent[idKey(req.ID)] = req.Method
 			c.tap.mu.Unlock()
+		case "tools/call":
+			if id := executionIDIn(req.Params); id != "" {
+				c.tap.mu.Lock()
+				c.tap.calls[idKey(req.ID)] = id
+				c.tap.mu.Unlock()
+			}
 		}
 	}
 	return c.Connection.Write(ctx, msg)
@@ -141,6 +149,7 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.tap.mu.Lock()
 		method := c.tap.sent[key]
 		delete(c.tap.sent, key)
+		delete(c.tap.calls, key)
 		c.tap.mu.Unlock()
 		if method != "" && resp.Error == nil {
 			c.tap.observe(method, resp.Result)
@@ -230,6 +239,26 @@ func (t *tap) observe(method string, result json.RawMessage) {
 
 func isObject(b json.RawMessage) bool {
 	return len(b) > 0 && b[0] == '{'
+}
+
+// sawOversize notes that the answer to request key was over the frame cap
+// (frame.go); the answer handed on in its place follows.
+func (t *tap) sawOversize(key string, o *oversize) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id := t.calls[key]; id != "" {
+		t.over[id] = o
+	}
+}
+
+// takeOversize returns (once) the oversized answer to the tools/call of
+// execution id, or nil.
+func (t *tap) takeOversize(id string) *oversize {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.over[id]
+	delete(t.over, id)
+	return o
 }
 
 func (t *tap) capsNow() taskCaps {

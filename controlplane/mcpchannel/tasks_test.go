@@ -3,6 +3,7 @@ package mcpchannel_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,8 +142,9 @@ func TestUpstreamTaskCompletes(t *testing.T) {
 }
 
 // TestLatchKilledWhileUpstreamTaskRuns: the control plane is SIGKILLed
-// while the upstream runs the task (its ID recorded); the task completes at
-// the upstream meanwhile. After the restart recovery asks tasks/get, takes
+// while the upstream (over HTTP: a stdio upstream ends with the control
+// plane) runs the task (its ID recorded); the task completes at the
+// upstream meanwhile. After the restart recovery asks tasks/get, takes
 // the result with tasks/result: completed, exactly one effect. If the
 // upstream no longer knows the task when asked (its store lost it), that is
 // no proof nothing ran: needs_review, the effect there to see.
@@ -158,7 +160,8 @@ func TestLatchKilledWhileUpstreamTaskRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			data := t.TempDir()
-			catalog := taskCatalog(t, dir, false)
+			srv := startTaskServer(t, dir, false)
+			catalog := httpTaskCatalog(t, srv.url)
 			l := startLatch(t, data, catalog)
 			c := client(t, data)
 			id, taskID := submitHeldTask(t, c, dir)
@@ -166,11 +169,18 @@ func TestLatchKilledWhileUpstreamTaskRuns(t *testing.T) {
 			os.Remove(filepath.Join(dir, "hold"))
 			testbin.Eventually(t, "the task to complete at the upstream", func() bool { return len(taskEffects(t, dir)) == 1 })
 			if tc.lostTask {
-				pid := readPid(t, dir)
-				testbin.Eventually(t, "the old upstream process to exit", func() bool { return exited(pid) })
+				// Its store loses the task: stopped, the file removed,
+				// started again on the same address.
+				srv.cmd.Process.Kill()
+				<-srv.exited
 				if err := os.Remove(filepath.Join(dir, "tasks", taskID+".json")); err != nil {
 					t.Fatal(err)
 				}
+				u, err := url.Parse(srv.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.start(u.Host)
 			}
 
 			startLatch(t, data, catalog)

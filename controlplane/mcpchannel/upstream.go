@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -165,7 +166,7 @@ func (u *upstream) serveOnce() error {
 		u.c.mu.Unlock()
 		if reload != nil {
 			u.log.Info("upstream reached after the catalog was loaded without it; reloading the catalog to expose its tools")
-			go reload()
+			go reload(TriggerUpstreamReached)
 		}
 	}
 
@@ -271,9 +272,8 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 	}
 	cmd := exec.Command(u.spec.Command[0], u.spec.Command[1:]...)
 	cmd.Env, cmd.Dir = env, u.spec.Cwd
-	// Its own process group: stopping it reaches what it started (npx
-	// runs node under it).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, and killed with the control plane (procAttr).
+	cmd.SysProcAttr = procAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, nil, err
@@ -296,22 +296,24 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 		return nil, nil, nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	outW.Close() // the child has its copies
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
-	}
 	stdout := &drainedReader{f: outR, done: make(chan struct{})}
 	stderrDone := make(chan struct{})
-	go func() { u.logStderr(errR, cmd.Process.Pid); close(stderrDone) }()
 	// Wait reaps the process; the session ends at stdout's EOF, once what
 	// it wrote is read. A process it left behind may hold the pipes open:
 	// they are closed terminateWait after the exit.
 	waited := make(chan struct{})
+	started := make(chan error, 1)
 	go func() {
+		// Started and waited for on one locked OS thread: Pdeathsig fires
+		// when the thread that started the process exits (procAttr), and
+		// the runtime ends a thread only when a goroutine exits locked to it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		err := cmd.Wait()
 		u.log.Info("upstream process exited", "pid", cmd.Process.Pid, "status", exitStatus(err))
 		drain := time.NewTimer(terminateWait)
@@ -327,12 +329,32 @@ func (u *upstream) connectStdio(ctx context.Context) (*mcp.ClientSession, *os.Pr
 		errR.Close()
 		close(waited)
 	}()
+	err = <-started
+	outW.Close() // the child has its copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, nil, nil, fmt.Errorf("upstream %s: starting %s: %w", u.spec.Name, u.spec.Command[0], err)
+	}
+	go func() { u.logStderr(errR, cmd.Process.Pid); close(stderrDone) }()
+	if err := recordPid(u.c.cfg.PidDir, cmd.Process.Pid, u.spec.Name); err != nil {
+		u.log.Warn("cannot write the upstream's pid file; a killed control plane's next run will not find it", "pid", cmd.Process.Pid, "error", err)
+	}
 	proc := &procHandle{p: cmd.Process, waited: waited}
 	u.mu.Lock()
 	u.handles = append(u.handles, proc)
 	u.mu.Unlock()
 	tp := newTap()
-	sess, err := u.client().Connect(ctx, &tapTransport{inner: &mcp.IOTransport{Reader: stdout, Writer: &stdinWriter{w: stdin, u: u}}, tap: tp}, nil)
+	frames := newFrameReader(stdout, u.c.cfg.MaxFrame, u.c.cfg.MaxResult+4096, tp, func(size int64, why string) {
+		u.log.Warn("upstream frame over the cap dropped: it cannot be answered", "bytes", size, "frame_cap", u.c.cfg.MaxFrame, "why", why)
+	})
+	// The SDK's own bound stays, above what frameReader hands on (a line
+	// within MaxFrame, and what its decoder read ahead of the next): a value
+	// spread over many lines, which MCP's stdio framing forbids, still ends
+	// the connection.
+	inner := &mcp.IOTransport{Reader: frames, Writer: &stdinWriter{w: stdin, u: u}, MaxLineLength: 2*u.c.cfg.MaxFrame + 64<<10}
+	sess, err := u.client().Connect(ctx, &tapTransport{inner: inner, tap: tp}, nil)
 	if err != nil {
 		u.reap(cmd.Process)
 		return nil, nil, nil, fmt.Errorf("upstream %s: the process (pid %d) did not complete the MCP handshake: %w", u.spec.Name, cmd.Process.Pid, err)
@@ -380,11 +402,13 @@ func (u *upstream) reap(p *os.Process) {
 		select {
 		case <-h.waited:
 			syscall.Kill(-p.Pid, syscall.SIGKILL) //nolint:errcheck // what it left behind
+			removePid(u.c.cfg.PidDir, p.Pid)
 			return
 		case <-time.After(terminateWait):
 		}
 	}
 	<-h.waited
+	removePid(u.c.cfg.PidDir, p.Pid)
 }
 
 func (u *upstream) logStderr(r io.Reader, pid int) {
@@ -734,6 +758,11 @@ func (u *upstream) heldReason(t *tools.Tool) string {
 	lt, ok := listed[t.UpstreamTool]
 	if !ok {
 		return fmt.Sprintf("held: upstream %s no longer offers tool %s; nothing was sent (latch catalog upstream-tools %s, then latch catalog reload)", u.spec.Name, t.UpstreamTool, u.spec.Name)
+	}
+	if h := u.c.pinnedHash(t.Name); h != "" {
+		if offer := offerOf(t.Name, lt); offer.GetHash() != h {
+			return fmt.Sprintf("held: the upstream changed %s since it was accepted (%s, now %s); nothing was sent (review with latch catalog upstream-tools %s, accept with latch catalog upstream-tools accept %s)", t.Name, h, offer.GetHash(), u.spec.Name, t.Name)
+		}
 	}
 	bound, err := t.BindUpstreamSchema(schemaJSON(lt))
 	if err != nil {

@@ -60,6 +60,8 @@
 //	m/sessions_indexed                journal size the session index was built at (8 bytes): sj/ exists
 //	m/catalog                         CatalogVersion (protobuf): the tool catalog in force
 //	k/<catalog version>               that catalog's source bytes (what executions were accepted under)
+//	u/<catalog tool>                  UpstreamToolPin (protobuf): the accepted schema, description and
+//	                                  annotations of an upstream tool, written with its journal record
 //
 // Tokens are journaled like sessions: token_created, token_revoked and
 // token_migrated entries carry the AgentToken without its hash; a token's

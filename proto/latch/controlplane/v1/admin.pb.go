@@ -1298,6 +1298,151 @@ func (x *ListUpstreamToolsResponse) GetTools() []*UpstreamTool {
 	return nil
 }
 
+type AcceptUpstreamToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The catalog tool ("<upstream>.<tool>").
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Who accepts it, for the journal.
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// When set, accept only if the upstream's current offer has this hash
+	// (the one a diff was shown for).
+	Hash          string `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptUpstreamToolRequest) Reset() {
+	*x = AcceptUpstreamToolRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptUpstreamToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptUpstreamToolRequest) ProtoMessage() {}
+
+func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptUpstreamToolRequest.ProtoReflect.Descriptor instead.
+func (*AcceptUpstreamToolRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AcceptUpstreamToolRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolRequest) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+type AcceptUpstreamToolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The pin now in force.
+	Hash string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	// The hash it replaced ("" when there was none).
+	Previous string `protobuf:"bytes,3,opt,name=previous,proto3" json:"previous,omitempty"`
+	// What changed, for people (a line per changed field; "" when nothing
+	// did).
+	Diff string `protobuf:"bytes,4,opt,name=diff,proto3" json:"diff,omitempty"`
+	// False when the upstream's offer was already the pin in force.
+	Changed       bool `protobuf:"varint,5,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptUpstreamToolResponse) Reset() {
+	*x = AcceptUpstreamToolResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptUpstreamToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptUpstreamToolResponse) ProtoMessage() {}
+
+func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptUpstreamToolResponse.ProtoReflect.Descriptor instead.
+func (*AcceptUpstreamToolResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *AcceptUpstreamToolResponse) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolResponse) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolResponse) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *AcceptUpstreamToolResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 // UpstreamTool is one tool an upstream offers.
 type UpstreamTool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1317,14 +1462,20 @@ type UpstreamTool struct {
 	// How Latch calls it on the upstream's current connection: "task" (a
 	// task-augmented tools/call, its task ID recorded before Latch waits),
 	// or "plain" with the reason it is not called as a task ("plain: ...").
-	Calls         string `protobuf:"bytes,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	Calls string `protobuf:"bytes,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	// The hash of what the upstream offers now and of the pin in force
+	// (UpstreamToolPin.hash); they differ while a change is held.
+	Hash       string `protobuf:"bytes,8,opt,name=hash,proto3" json:"hash,omitempty"`
+	PinnedHash string `protobuf:"bytes,9,opt,name=pinned_hash,json=pinnedHash,proto3" json:"pinned_hash,omitempty"`
+	// What changed since the pin, for people ("" when nothing did).
+	Diff          string `protobuf:"bytes,10,opt,name=diff,proto3" json:"diff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1487,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1500,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -1397,6 +1548,27 @@ func (x *UpstreamTool) GetHeld() string {
 func (x *UpstreamTool) GetCalls() string {
 	if x != nil {
 		return x.Calls
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetPinnedHash() string {
+	if x != nil {
+		return x.PinnedHash
+	}
+	return ""
+}
+
+func (x *UpstreamTool) GetDiff() string {
+	if x != nil {
+		return x.Diff
 	}
 	return ""
 }
@@ -1501,7 +1673,17 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x129\n" +
-	"\x05tools\x18\x03 \x03(\v2#.latch.controlplane.v1.UpstreamToolR\x05tools\"\xcf\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2#.latch.controlplane.v1.UpstreamToolR\x05tools\"Y\n" +
+	"\x19AcceptUpstreamToolRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\tR\x04hash\"\x8e\x01\n" +
+	"\x1aAcceptUpstreamToolResponse\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\x12\x1a\n" +
+	"\bprevious\x18\x03 \x01(\tR\bprevious\x12\x12\n" +
+	"\x04diff\x18\x04 \x01(\tR\x04diff\x12\x18\n" +
+	"\achanged\x18\x05 \x01(\bR\achanged\"\x98\x02\n" +
 	"\fUpstreamTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -1509,7 +1691,12 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\vannotations\x18\x04 \x01(\fR\vannotations\x12\x1a\n" +
 	"\bcontract\x18\x05 \x01(\tR\bcontract\x12\x12\n" +
 	"\x04held\x18\x06 \x01(\tR\x04held\x12\x14\n" +
-	"\x05calls\x18\a \x01(\tR\x05calls2\x83\b\n" +
+	"\x05calls\x18\a \x01(\tR\x05calls\x12\x12\n" +
+	"\x04hash\x18\b \x01(\tR\x04hash\x12\x1f\n" +
+	"\vpinned_hash\x18\t \x01(\tR\n" +
+	"pinnedHash\x12\x12\n" +
+	"\x04diff\x18\n" +
+	" \x01(\tR\x04diff2\xfe\b\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -1521,7 +1708,8 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"ListTokens\x12(.latch.controlplane.v1.ListTokensRequest\x1a).latch.controlplane.v1.ListTokensResponse\x12d\n" +
 	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponse\x12j\n" +
 	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponse\x12v\n" +
-	"\x11ListUpstreamTools\x12/.latch.controlplane.v1.ListUpstreamToolsRequest\x1a0.latch.controlplane.v1.ListUpstreamToolsResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\x11ListUpstreamTools\x12/.latch.controlplane.v1.ListUpstreamToolsRequest\x1a0.latch.controlplane.v1.ListUpstreamToolsResponse\x12y\n" +
+	"\x12AcceptUpstreamTool\x120.latch.controlplane.v1.AcceptUpstreamToolRequest\x1a1.latch.controlplane.v1.AcceptUpstreamToolResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -1535,36 +1723,38 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
-	(*VaultStatusRequest)(nil),        // 0: latch.controlplane.v1.VaultStatusRequest
-	(*VaultStatusResponse)(nil),       // 1: latch.controlplane.v1.VaultStatusResponse
-	(*VaultUnlockRequest)(nil),        // 2: latch.controlplane.v1.VaultUnlockRequest
-	(*VaultUnlockResponse)(nil),       // 3: latch.controlplane.v1.VaultUnlockResponse
-	(*VaultLockRequest)(nil),          // 4: latch.controlplane.v1.VaultLockRequest
-	(*VaultLockResponse)(nil),         // 5: latch.controlplane.v1.VaultLockResponse
-	(*VaultPutRequest)(nil),           // 6: latch.controlplane.v1.VaultPutRequest
-	(*VaultPutResponse)(nil),          // 7: latch.controlplane.v1.VaultPutResponse
-	(*VaultListRequest)(nil),          // 8: latch.controlplane.v1.VaultListRequest
-	(*VaultListResponse)(nil),         // 9: latch.controlplane.v1.VaultListResponse
-	(*CreateTokenRequest)(nil),        // 10: latch.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),       // 11: latch.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),         // 12: latch.controlplane.v1.ListTokensRequest
-	(*TokenInfo)(nil),                 // 13: latch.controlplane.v1.TokenInfo
-	(*ListTokensResponse)(nil),        // 14: latch.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),        // 15: latch.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),       // 16: latch.controlplane.v1.RevokeTokenResponse
-	(*ReloadCatalogRequest)(nil),      // 17: latch.controlplane.v1.ReloadCatalogRequest
-	(*ReloadCatalogResponse)(nil),     // 18: latch.controlplane.v1.ReloadCatalogResponse
-	(*ListUpstreamToolsRequest)(nil),  // 19: latch.controlplane.v1.ListUpstreamToolsRequest
-	(*ListUpstreamToolsResponse)(nil), // 20: latch.controlplane.v1.ListUpstreamToolsResponse
-	(*UpstreamTool)(nil),              // 21: latch.controlplane.v1.UpstreamTool
+	(*VaultStatusRequest)(nil),         // 0: latch.controlplane.v1.VaultStatusRequest
+	(*VaultStatusResponse)(nil),        // 1: latch.controlplane.v1.VaultStatusResponse
+	(*VaultUnlockRequest)(nil),         // 2: latch.controlplane.v1.VaultUnlockRequest
+	(*VaultUnlockResponse)(nil),        // 3: latch.controlplane.v1.VaultUnlockResponse
+	(*VaultLockRequest)(nil),           // 4: latch.controlplane.v1.VaultLockRequest
+	(*VaultLockResponse)(nil),          // 5: latch.controlplane.v1.VaultLockResponse
+	(*VaultPutRequest)(nil),            // 6: latch.controlplane.v1.VaultPutRequest
+	(*VaultPutResponse)(nil),           // 7: latch.controlplane.v1.VaultPutResponse
+	(*VaultListRequest)(nil),           // 8: latch.controlplane.v1.VaultListRequest
+	(*VaultListResponse)(nil),          // 9: latch.controlplane.v1.VaultListResponse
+	(*CreateTokenRequest)(nil),         // 10: latch.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 11: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 12: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 13: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 14: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 15: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 16: latch.controlplane.v1.RevokeTokenResponse
+	(*ReloadCatalogRequest)(nil),       // 17: latch.controlplane.v1.ReloadCatalogRequest
+	(*ReloadCatalogResponse)(nil),      // 18: latch.controlplane.v1.ReloadCatalogResponse
+	(*ListUpstreamToolsRequest)(nil),   // 19: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil),  // 20: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*AcceptUpstreamToolRequest)(nil),  // 21: latch.controlplane.v1.AcceptUpstreamToolRequest
+	(*AcceptUpstreamToolResponse)(nil), // 22: latch.controlplane.v1.AcceptUpstreamToolResponse
+	(*UpstreamTool)(nil),               // 23: latch.controlplane.v1.UpstreamTool
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	13, // 2: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	21, // 3: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	23, // 3: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
 	0,  // 4: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
 	2,  // 5: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
 	4,  // 6: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
@@ -1575,18 +1765,20 @@ var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	15, // 11: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
 	17, // 12: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
 	19, // 13: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	1,  // 14: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 15: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 16: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 17: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 18: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 19: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 20: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 21: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 22: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	20, // 23: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	14, // [14:24] is the sub-list for method output_type
-	4,  // [4:14] is the sub-list for method input_type
+	21, // 14: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	1,  // 15: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 16: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 17: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 18: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 19: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 20: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 21: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 22: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 23: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	20, // 24: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	22, // 25: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	15, // [15:26] is the sub-list for method output_type
+	4,  // [4:15] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1603,7 +1795,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_VaultStatus_FullMethodName       = "/latch.controlplane.v1.Admin/VaultStatus"
-	Admin_VaultUnlock_FullMethodName       = "/latch.controlplane.v1.Admin/VaultUnlock"
-	Admin_VaultLock_FullMethodName         = "/latch.controlplane.v1.Admin/VaultLock"
-	Admin_VaultPut_FullMethodName          = "/latch.controlplane.v1.Admin/VaultPut"
-	Admin_VaultList_FullMethodName         = "/latch.controlplane.v1.Admin/VaultList"
-	Admin_CreateToken_FullMethodName       = "/latch.controlplane.v1.Admin/CreateToken"
-	Admin_ListTokens_FullMethodName        = "/latch.controlplane.v1.Admin/ListTokens"
-	Admin_RevokeToken_FullMethodName       = "/latch.controlplane.v1.Admin/RevokeToken"
-	Admin_ReloadCatalog_FullMethodName     = "/latch.controlplane.v1.Admin/ReloadCatalog"
-	Admin_ListUpstreamTools_FullMethodName = "/latch.controlplane.v1.Admin/ListUpstreamTools"
+	Admin_VaultStatus_FullMethodName        = "/latch.controlplane.v1.Admin/VaultStatus"
+	Admin_VaultUnlock_FullMethodName        = "/latch.controlplane.v1.Admin/VaultUnlock"
+	Admin_VaultLock_FullMethodName          = "/latch.controlplane.v1.Admin/VaultLock"
+	Admin_VaultPut_FullMethodName           = "/latch.controlplane.v1.Admin/VaultPut"
+	Admin_VaultList_FullMethodName          = "/latch.controlplane.v1.Admin/VaultList"
+	Admin_CreateToken_FullMethodName        = "/latch.controlplane.v1.Admin/CreateToken"
+	Admin_ListTokens_FullMethodName         = "/latch.controlplane.v1.Admin/ListTokens"
+	Admin_RevokeToken_FullMethodName        = "/latch.controlplane.v1.Admin/RevokeToken"
+	Admin_ReloadCatalog_FullMethodName      = "/latch.controlplane.v1.Admin/ReloadCatalog"
+	Admin_ListUpstreamTools_FullMethodName  = "/latch.controlplane.v1.Admin/ListUpstreamTools"
+	Admin_AcceptUpstreamTool_FullMethodName = "/latch.controlplane.v1.Admin/AcceptUpstreamTool"
 )
 
 // AdminClient is the client API for Admin service.
@@ -62,6 +63,10 @@ type AdminClient interface {
 	// the catalog tool that gives each a contract and why a contracted tool
 	// is held (latch catalog upstream-tools).
 	ListUpstreamTools(ctx context.Context, in *ListUpstreamToolsRequest, opts ...grpc.CallOption) (*ListUpstreamToolsResponse, error)
+	// AcceptUpstreamTool pins an upstream tool's schema, description and
+	// annotations as the upstream offers them now, releasing a held change
+	// (journaled: upstream_tool_accepted). It answers the diff it accepted.
+	AcceptUpstreamTool(ctx context.Context, in *AcceptUpstreamToolRequest, opts ...grpc.CallOption) (*AcceptUpstreamToolResponse, error)
 }
 
 type adminClient struct {
@@ -172,6 +177,16 @@ func (c *adminClient) ListUpstreamTools(ctx context.Context, in *ListUpstreamToo
 	return out, nil
 }
 
+func (c *adminClient) AcceptUpstreamTool(ctx context.Context, in *AcceptUpstreamToolRequest, opts ...grpc.CallOption) (*AcceptUpstreamToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptUpstreamToolResponse)
+	err := c.cc.Invoke(ctx, Admin_AcceptUpstreamTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -203,6 +218,10 @@ type AdminServer interface {
 	// the catalog tool that gives each a contract and why a contracted tool
 	// is held (latch catalog upstream-tools).
 	ListUpstreamTools(context.Context, *ListUpstreamToolsRequest) (*ListUpstreamToolsResponse, error)
+	// AcceptUpstreamTool pins an upstream tool's schema, description and
+	// annotations as the upstream offers them now, releasing a held change
+	// (journaled: upstream_tool_accepted). It answers the diff it accepted.
+	AcceptUpstreamTool(context.Context, *AcceptUpstreamToolRequest) (*AcceptUpstreamToolResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -242,6 +261,9 @@ func (UnimplementedAdminServer) ReloadCatalog(context.Context, *ReloadCatalogReq
 }
 func (UnimplementedAdminServer) ListUpstreamTools(context.Context, *ListUpstreamToolsRequest) (*ListUpstreamToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListUpstreamTools not implemented")
+}
+func (UnimplementedAdminServer) AcceptUpstreamTool(context.Context, *AcceptUpstreamToolRequest) (*AcceptUpstreamToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptUpstreamTool not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -444,6 +466,24 @@ func _Admin_ListUpstreamTools_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_AcceptUpstreamTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptUpstreamToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).AcceptUpstreamTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_AcceptUpstreamTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).AcceptUpstreamTool(ctx, req.(*AcceptUpstreamToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -490,6 +530,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListUpstreamTools",
 			Handler:    _Admin_ListUpstreamTools_Handler,
+		},
+		{
+			MethodName: "AcceptUpstreamTool",
+			Handler:    _Admin_AcceptUpstreamTool_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -920,9 +920,13 @@ type JournalEntry struct {
 	// resolve, cancel, authorize or revoke a session) and of its sign-in: the
 	// credential the console session was opened with, so the operator name
 	// in actor and reason is tied to who was able to sign in under it.
-	Credential    *OperatorCredential `protobuf:"bytes,14,opt,name=credential,proto3" json:"credential,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Credential *OperatorCredential `protobuf:"bytes,14,opt,name=credential,proto3" json:"credential,omitempty"`
+	// Upstream tool records (kind "upstream_tool_pinned": first seen, pinned
+	// as offered; "upstream_tool_accepted": an operator accepted a change)
+	// carry the pin now in force.
+	UpstreamToolPin *UpstreamToolPin `protobuf:"bytes,15,opt,name=upstream_tool_pin,json=upstreamToolPin,proto3" json:"upstream_tool_pin,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JournalEntry) Reset() {
@@ -1053,6 +1057,13 @@ func (x *JournalEntry) GetCredential() *OperatorCredential {
 	return nil
 }
 
+func (x *JournalEntry) GetUpstreamToolPin() *UpstreamToolPin {
+	if x != nil {
+		return x.UpstreamToolPin
+	}
+	return nil
+}
+
 // OperatorCredential is what authenticated a console session.
 type OperatorCredential struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1137,6 +1148,108 @@ func (x *OperatorCredential) GetTokenCreatedVia() string {
 	return ""
 }
 
+// UpstreamToolPin is what Latch accepted of one upstream tool with a
+// contract: its input schema, description and annotations as the upstream
+// offered them, and their hash. A tool the upstream offers otherwise is held
+// until an operator accepts the change (latch catalog upstream-tools
+// accept).
+type UpstreamToolPin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The catalog tool ("<upstream>.<tool>").
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// "sha256:" + hex SHA-256 over the JSON of the three fields below
+	// (mcpchannel.PinHash).
+	Hash        string                 `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	InputSchema []byte                 `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	Description string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	Annotations []byte                 `protobuf:"bytes,5,opt,name=annotations,proto3" json:"annotations,omitempty"`
+	AcceptedAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	// "first_seen" (pinned at the first catalog load that saw it) or the
+	// operator who accepted it.
+	AcceptedBy    string `protobuf:"bytes,7,opt,name=accepted_by,json=acceptedBy,proto3" json:"accepted_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpstreamToolPin) Reset() {
+	*x = UpstreamToolPin{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpstreamToolPin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpstreamToolPin) ProtoMessage() {}
+
+func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpstreamToolPin.ProtoReflect.Descriptor instead.
+func (*UpstreamToolPin) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpstreamToolPin) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *UpstreamToolPin) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *UpstreamToolPin) GetInputSchema() []byte {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *UpstreamToolPin) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpstreamToolPin) GetAnnotations() []byte {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *UpstreamToolPin) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *UpstreamToolPin) GetAcceptedBy() string {
+	if x != nil {
+		return x.AcceptedBy
+	}
+	return ""
+}
+
 // AgentToken is a bearer token of an agent as the control plane stores it:
 // the SHA-256 of the token, never the token.
 type AgentToken struct {
@@ -1176,7 +1289,7 @@ type AgentToken struct {
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1301,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1314,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1306,7 +1419,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1431,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1444,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1383,7 +1496,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1508,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1521,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1466,7 +1579,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1591,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1604,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Session) GetId() string {
@@ -1661,7 +1774,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
 	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
-	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xe5\x04\n" +
+	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xb3\x05\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1679,13 +1792,24 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\acatalog\x18\r \x01(\v2\x1f.latch.record.v1.CatalogVersionR\acatalog\x12C\n" +
 	"\n" +
 	"credential\x18\x0e \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
-	"credential\"\xb5\x01\n" +
+	"credential\x12L\n" +
+	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\"\xb5\x01\n" +
 	"\x12OperatorCredential\x12\x1a\n" +
 	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
 	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12(\n" +
 	"\x10token_created_by\x18\x04 \x01(\tR\x0etokenCreatedBy\x12*\n" +
-	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\"\xcc\x03\n" +
+	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\"\xfe\x01\n" +
+	"\x0fUpstreamToolPin\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\tR\x04hash\x12!\n" +
+	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12 \n" +
+	"\vannotations\x18\x05 \x01(\fR\vannotations\x12;\n" +
+	"\vaccepted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\x12\x1f\n" +
+	"\vaccepted_by\x18\a \x01(\tR\n" +
+	"acceptedBy\"\xcc\x03\n" +
 	"\n" +
 	"AgentToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -1789,7 +1913,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -1801,52 +1925,55 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Execution)(nil),             // 7: latch.record.v1.Execution
 	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
 	(*OperatorCredential)(nil),    // 9: latch.record.v1.OperatorCredential
-	(*AgentToken)(nil),            // 10: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 11: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 12: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 13: latch.record.v1.Session
-	nil,                           // 14: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*UpstreamToolPin)(nil),       // 10: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 11: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 12: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 13: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 14: latch.record.v1.Session
+	nil,                           // 15: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	14, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	15, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	15, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	15, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	15, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	15, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	15, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	15, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	16, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	16, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	16, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	16, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	16, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	15, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	15, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	16, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	16, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	15, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	16, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	13, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	10, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	11, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	14, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	11, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	12, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
 	9,  // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	15, // 23: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	15, // 24: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 25: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	15, // 26: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	15, // 27: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	4,  // 28: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	15, // 29: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	15, // 30: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	15, // 31: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	15, // 32: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	10, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	16, // 24: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	16, // 25: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	16, // 26: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 27: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	16, // 28: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	16, // 29: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	4,  // 30: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	16, // 31: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	16, // 32: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	16, // 33: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	16, // 34: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1860,7 +1987,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
