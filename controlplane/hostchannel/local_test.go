@@ -27,7 +27,7 @@ func TestLocalDispatchRunsOnce(t *testing.T) {
 	first := c.Dispatch(ctxT(t), call)
 	want := engine.Attempt{
 		Class: engine.Observed, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, Reason: "exit status 0",
-		Result: &recordv1.Result{Exited: true, ExitCode: 0, Body: []byte("ran\n"), Summary: "exit status 0"},
+		Result: &recordv1.Result{Answer: recordv1.AnswerKind_ANSWER_KIND_PROCESS, Exited: true, ExitCode: 0, Body: []byte("ran\n"), Summary: "exit status 0"},
 	}
 	if diff := cmp.Diff(want, first, protocmp.Transform()); diff != "" {
 		t.Fatalf("Dispatch() mismatch (-want +got):\n%s", diff)
