@@ -142,7 +142,7 @@ func (s *server) mcpServer(variant string) *mcp.Server {
 			Bytes int `json:"bytes"`
 		}
 		json.Unmarshal(req.Params.Arguments, &a)
-		f, err := os.OpenFile(filepath.Join(s.dir, "calls.big"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(filepath.Join(s.dir, "calls.big"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, err
 		}
