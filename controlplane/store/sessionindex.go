@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
@@ -63,28 +62,9 @@ func (t *Tx) indexSession(e *recordv1.JournalEntry, n int64) {
 // match): that takes the whole journal, which CheckAll reads.
 func (s *Store) CheckSession(x *recordv1.Session, anchor *journal.Checkpoint) error {
 	id := x.GetId()
-	ms, err := s.checkSession(s.kv.Get, id, x, anchor)
-	if err != nil || len(ms) == 0 {
-		return err
-	}
-	uerr := s.Update(context.Background(), func(tx *Tx) error {
-		cx, err := decodeSession(tx.get(sessionKey(id)))
-		switch {
-		case errors.Is(err, ErrNotFound):
-			ms = []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "S/" + id, Kind: MismatchMissing, Detail: "the agent session's record is gone"}}
-			return nil
-		case err != nil:
-			return err
-		}
-		ms, err = s.checkSession(tx.get, id, cx, anchor)
-		return err
-	})
-	switch {
-	case errors.Is(uerr, ErrClosed): // no writer to ask: report what was read
-	case uerr != nil:
-		return uerr
-	}
-	return stateErr(ms)
+	return confirmInWriter(s, id, "S/"+id, "the agent session's record is gone", x,
+		func(get getter) (*recordv1.Session, error) { return decodeSession(get(sessionKey(id))) },
+		func(get getter, x *recordv1.Session) ([]Mismatch, error) { return s.checkSession(get, id, x, anchor) })
 }
 
 // checkSession is CheckSession on one view of the store.
@@ -158,30 +138,7 @@ func (s *Store) IndexSessions(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	size := s.JournalSize()
-	last := map[string]int64{}
-	var derr error
-	err := s.kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
-		_, data, ok := decodeLeaf(v)
-		if !ok || !carriesField(data, journalEntrySession) {
-			return ctx.Err() == nil // the journal check reports damaged leaves
-		}
-		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
-		if err != nil {
-			derr = fmt.Errorf("store: journal key %q is malformed", k)
-			return false
-		}
-		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(data, e) == nil && e.GetSession().GetId() != "" && i < size {
-			last[e.GetSession().GetId()] = i
-		}
-		return ctx.Err() == nil
-	})
-	if err == nil {
-		err = derr
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
+	last, err := s.lastRecords(ctx, 0, size, journalEntrySession, func(e *recordv1.JournalEntry) string { return e.GetSession().GetId() })
 	if err != nil {
 		return 0, fmt.Errorf("store: index the sessions' journal records: %w", err)
 	}

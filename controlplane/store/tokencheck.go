@@ -76,20 +76,32 @@ func sameToken(stored, journaled *recordv1.AgentToken) bool {
 // is reported.
 func (s *Store) CheckToken(x *recordv1.AgentToken, anchor *journal.Checkpoint) error {
 	id := x.GetId()
-	ms, err := s.checkToken(s.kv.Get, id, x, anchor)
+	return confirmInWriter(s, id, "t/"+id, "the token's record is gone", x,
+		func(get getter) (*recordv1.AgentToken, error) { return decodeToken(get(tokenKey(id))) },
+		func(get getter, x *recordv1.AgentToken) ([]Mismatch, error) { return s.checkToken(get, id, x, anchor) })
+}
+
+// confirmInWriter checks record x (of id, stored at key) on the store as
+// read and, when that finds a mismatch, once more inside the single writer
+// with the record as the writer sees it (load): a record written between two
+// reads is no forgery, so only a mismatch the writer's view shows too is
+// reported. A record the writer no longer finds is reported missing (gone
+// says what); with no writer (the store closed) what was read is reported.
+func confirmInWriter[T any](s *Store, id, key, gone string, x T, load func(getter) (T, error), check func(getter, T) ([]Mismatch, error)) error {
+	ms, err := check(s.kv.Get, x)
 	if err != nil || len(ms) == 0 {
 		return err
 	}
 	uerr := s.Update(context.Background(), func(tx *Tx) error {
-		cx, err := decodeToken(tx.get(tokenKey(id)))
+		cx, err := load(tx.get)
 		switch {
 		case errors.Is(err, ErrNotFound):
-			ms = []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: "t/" + id, Kind: MismatchMissing, Detail: "the token's record is gone"}}
+			ms = []Mismatch{{ExecutionID: id, JournalIndex: -1, Key: key, Kind: MismatchMissing, Detail: gone}}
 			return nil
 		case err != nil:
 			return err
 		}
-		ms, err = s.checkToken(tx.get, id, cx, anchor)
+		ms, err = check(tx.get, cx)
 		return err
 	})
 	switch {

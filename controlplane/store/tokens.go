@@ -208,30 +208,7 @@ func (s *Store) IndexTokens(ctx context.Context) (reason string, n int, err erro
 			return "", 0, err
 		}
 	}
-	last := map[string]int64{}
-	var derr error
-	err = s.kv.ScanFrom([]byte("j/"), journalKey(from), false, func(k, v []byte) bool {
-		_, data, ok := decodeLeaf(v)
-		if !ok || !carriesToken(data) {
-			return ctx.Err() == nil // the journal check reports damaged leaves
-		}
-		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
-		if err != nil {
-			derr = fmt.Errorf("store: journal key %q is malformed", k)
-			return false
-		}
-		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(data, e) == nil && e.GetToken().GetId() != "" && i < size {
-			last[e.GetToken().GetId()] = i
-		}
-		return ctx.Err() == nil
-	})
-	if err == nil {
-		err = derr
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
+	last, err := s.lastRecords(ctx, from, size, journalEntryToken, func(e *recordv1.JournalEntry) string { return e.GetToken().GetId() })
 	if err != nil {
 		return reason, 0, fmt.Errorf("store: index the tokens' journal records: %w", err)
 	}
@@ -330,6 +307,39 @@ var journalEntryToken = (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().F
 // reading only its top-level tags (most records carry none: decoding each
 // would cost the migration of a large store seconds).
 func carriesToken(b []byte) bool { return carriesField(b, journalEntryToken) }
+
+// lastRecords reads the journal from index from up to size and returns,
+// for each id that idOf reads off an entry carrying field (a token, a
+// session), the index of its last record: what a journal index (tj/, sj/)
+// of a store written before it is built from. Only the entries that carry
+// field are decoded; damaged leaves are left to the journal check.
+func (s *Store) lastRecords(ctx context.Context, from, size int64, field protowire.Number, idOf func(*recordv1.JournalEntry) string) (map[string]int64, error) {
+	last := map[string]int64{}
+	var derr error
+	err := s.kv.ScanFrom([]byte("j/"), journalKey(from), false, func(k, v []byte) bool {
+		_, data, ok := decodeLeaf(v)
+		if !ok || !carriesField(data, field) {
+			return ctx.Err() == nil
+		}
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) == nil && idOf(e) != "" && i < size {
+			last[idOf(e)] = i
+		}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return last, err
+}
 
 // carriesField reports whether an encoded journal entry has field num set
 // (or is malformed: the decoder judges those).
