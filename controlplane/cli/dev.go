@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/latchhq/latch/controlplane/devstack"
@@ -67,16 +68,22 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return usagef("--person-wait must be a positive duration like 5s")
 	}
 	log := formattedLogger(env.Stderr, *level, opsF.logFormat)
-	demoLis, err := net.Listen("tcp", *demoListen)
+	lis, err := listenAll([]devListener{
+		{"demo target", "--demo-listen", *demoListen},
+		{"MCP front", "--listen", *listen},
+		{"ops listener", "--http-listen", opsF.listen},
+	})
 	if err != nil {
-		return fmt.Errorf("demo target: %w (pass --demo-listen to use another address)", err)
+		return err
 	}
+	demoLis, mcpLis := lis[0], lis[1]
 	defer demoLis.Close()
-	mcpLis, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("MCP front: %w (pass --listen to use another address)", err)
-	}
 	defer mcpLis.Close()
+	if lis[2] != nil {
+		// Checked with the others so every busy address is named at once;
+		// the ops listener itself opens it again once the stack exists.
+		lis[2].Close()
+	}
 	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
 	chosen, source := *devToken, devstack.TokenFromFlag
 	if chosen == "" {
@@ -171,4 +178,35 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 // recoveryForDev resolves unknowns quickly so the demo's story is short.
 func recoveryForDev() engine.RecoveryConfig {
 	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
+}
+
+// devListener is one address latch dev listens on, and the flag that sets it.
+type devListener struct{ what, flag, addr string }
+
+// listenAll opens every address (an empty one is skipped: nil) before
+// anything starts, so one message names every address that is taken, each
+// with its flag, instead of one failed start per busy port.
+func listenAll(ls []devListener) ([]net.Listener, error) {
+	out := make([]net.Listener, len(ls))
+	var busy []string
+	for i, l := range ls {
+		if l.addr == "" {
+			continue
+		}
+		lis, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			busy = append(busy, fmt.Sprintf("%s on %s: %v (pass %s to use another address)", l.what, l.addr, err, l.flag))
+			continue
+		}
+		out[i] = lis
+	}
+	if len(busy) == 0 {
+		return out, nil
+	}
+	for _, lis := range out {
+		if lis != nil {
+			lis.Close()
+		}
+	}
+	return nil, fmt.Errorf("latch dev cannot listen on %d address(es); nothing was started:\n  %s", len(busy), strings.Join(busy, "\n  "))
 }

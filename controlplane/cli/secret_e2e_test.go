@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,5 +153,25 @@ func TestDevRefusesBadAllowOrigin(t *testing.T) {
 	}
 	if _, err := os.Stat(data); err == nil {
 		t.Errorf("latch dev created %s before refusing its arguments", data)
+	}
+}
+
+// TestDevNamesEveryBusyPort: with the MCP and ops addresses taken, latch dev
+// names both, each with its flag, in one message, and starts nothing.
+func TestDevNamesEveryBusyPort(t *testing.T) {
+	taken := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l.Addr().String()
+	}
+	mcpAddr, opsAddr := taken(), taken()
+	data := filepath.Join(t.TempDir(), "d")
+	out, code := runCLI(t, "dev", "--data", data, "--listen", mcpAddr, "--demo-listen", "127.0.0.1:0", "--http-listen", opsAddr)
+	if code != 1 || !strings.Contains(out, "MCP front on "+mcpAddr) || !strings.Contains(out, "--listen to use another") ||
+		!strings.Contains(out, "ops listener on "+opsAddr) || !strings.Contains(out, "--http-listen to use another") || !strings.Contains(out, "nothing was started") {
+		t.Fatalf("latch dev with two busy ports: exit %d\n%s\nwant exit 1 naming both addresses and their flags", code, out)
 	}
 }
