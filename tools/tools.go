@@ -54,6 +54,15 @@ type Catalog struct {
 	// Upstreams are the upstream MCP servers (upstream.go); each is also a
 	// target of channel mcp.
 	Upstreams map[string]*Upstream
+	// Held are the tools of the file left out of the catalog in force, and
+	// why (an upstream tool that is not offered, or whose offer changed):
+	// set by the control plane when it binds upstreams, never by Parse.
+	Held []HeldTool
+}
+
+// HeldTool is a tool left out of the catalog in force, and why.
+type HeldTool struct {
+	Tool, Reason string
 }
 
 // Target is a place actions are sent to.

@@ -221,7 +221,11 @@ func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCat
 		s.log.Error("catalog reload failed", "error", err)
 		return nil, status.Errorf(codes.Internal, "catalog reload failed; nothing changed (catalog %s stays in force); see the control plane's log", r.Version)
 	}
-	return &controlplanev1.ReloadCatalogResponse{Version: r.Version, Previous: r.Previous, Changed: r.Changed, Source: r.Source, Tools: int32(len(r.Catalog.Tools))}, nil
+	resp := &controlplanev1.ReloadCatalogResponse{Version: r.Version, Previous: r.Previous, Changed: r.Changed, Source: r.Source, Tools: int32(len(r.Catalog.Tools))}
+	for _, h := range r.Catalog.Held {
+		resp.Held = append(resp.Held, &controlplanev1.HeldTool{Tool: h.Tool, Reason: h.Reason})
+	}
+	return resp, nil
 }
 
 // mayName reports whether caller may create a console token for the

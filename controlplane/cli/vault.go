@@ -168,6 +168,7 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	asJSON := fs.Bool("json", false, "upstream-tools: print the listing as JSON")
+	allowHeld := fs.Bool("allow-held", false, "reload: exit 0 even when tools of the file are held (left out of the catalog in force)")
 	hash := fs.String("hash", "", "upstream-tools accept: accept only if the upstream still offers this hash (the one upstream-tools showed)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -193,10 +194,28 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	}
 	if !resp.GetChanged() {
 		fmt.Fprintf(env.Stdout, "catalog unchanged: %s (%s, %d tools)\n", resp.GetVersion(), resp.GetSource(), resp.GetTools())
+	} else {
+		fmt.Fprintf(env.Stdout, "catalog %s in force (%s, %d tools), replacing %s\n", resp.GetVersion(), resp.GetSource(), resp.GetTools(), or(resp.GetPrevious(), "none"))
+	}
+	return reportHeld(env, resp.GetHeld(), *allowHeld)
+}
+
+// reportHeld lists the tools a reload left out. Any held tool makes the
+// reload exit non-zero (a team's deploy script must not take a catalog with
+// tools missing for a good one) unless allow says it is expected.
+func reportHeld(env *Env, held []*controlplanev1.HeldTool, allow bool) error {
+	if len(held) == 0 {
 		return nil
 	}
-	fmt.Fprintf(env.Stdout, "catalog %s in force (%s, %d tools), replacing %s\n", resp.GetVersion(), resp.GetSource(), resp.GetTools(), or(resp.GetPrevious(), "none"))
-	return nil
+	fmt.Fprintf(env.Stdout, "%d tool(s) of the file are held: not exposed to agents until fixed:\n", len(held))
+	for _, h := range held {
+		fmt.Fprintf(env.Stdout, "  %s: %s\n", h.GetTool(), h.GetReason())
+	}
+	if allow {
+		return nil
+	}
+	fmt.Fprintln(env.Stderr, "the catalog is in force without them; fix the contracts (or the upstream), or pass --allow-held when held tools are expected")
+	return errSilent
 }
 
 func printVaultStatus(w io.Writer, st *controlplanev1.VaultStatusResponse) {

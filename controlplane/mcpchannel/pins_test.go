@@ -73,9 +73,15 @@ func TestDescriptionChangeHeldUntilAccepted(t *testing.T) {
 		t.Errorf("effects while held = %d, want 1", n)
 	}
 
+	// A reload that leaves a tool out says so and exits non-zero, unless
+	// held tools are expected (--allow-held).
 	out, err := exec.Command(latchBin, "catalog", "reload", "--data", data).CombinedOutput()
-	if err != nil {
-		t.Fatalf("latch catalog reload: %v\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "counter.add_note: ") || !strings.Contains(string(out), "--allow-held") {
+		t.Errorf("latch catalog reload with a held tool: %v\n%s\nwant a non-zero exit naming the held tool and --allow-held", err, out)
+	}
+	out, err = exec.Command(latchBin, "catalog", "reload", "--allow-held", "--data", data).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "counter.add_note: ") {
+		t.Fatalf("latch catalog reload --allow-held: %v\n%s\nwant exit 0, still naming the held tool", err, out)
 	}
 	if tl := listed(t, c, "counter.add_note"); tl != nil {
 		t.Errorf("after a reload add_note is exposed (description %q); want it held until accepted", tl.GetDescription())

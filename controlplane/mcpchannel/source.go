@@ -84,6 +84,9 @@ func (s *source) Load() (*tools.Catalog, []byte, string, error) {
 	if err != nil {
 		return nil, nil, src, fmt.Errorf("%w: upstream schemas do not encode: %v", catalog.ErrInvalid, err)
 	}
+	for _, h := range held {
+		bound.Held = append(bound.Held, tools.HeldTool{Tool: h.Tool, Reason: h.Reason})
+	}
 	s.c.setCatalog(bound)
 	versioned := append(append(append([]byte(nil), data...), "\n#latch-upstream-schemas "...), extra...)
 	return bound, versioned, src, nil

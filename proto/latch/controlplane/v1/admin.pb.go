@@ -1119,9 +1119,13 @@ type ReloadCatalogResponse struct {
 	Version  string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	Previous string `protobuf:"bytes,2,opt,name=previous,proto3" json:"previous,omitempty"`
 	// False when the file had not changed (same version).
-	Changed       bool   `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
-	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
-	Tools         int32  `protobuf:"varint,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	Changed bool   `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	Source  string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Tools   int32  `protobuf:"varint,5,opt,name=tools,proto3" json:"tools,omitempty"`
+	// The catalog file's tools left out of the catalog in force, and why
+	// (an upstream tool its upstream does not offer, or whose offer changed
+	// since it was pinned). The reload took effect without them.
+	Held          []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1191,6 +1195,65 @@ func (x *ReloadCatalogResponse) GetTools() int32 {
 	return 0
 }
 
+func (x *ReloadCatalogResponse) GetHeld() []*HeldTool {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+type HeldTool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeldTool) Reset() {
+	*x = HeldTool{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeldTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeldTool) ProtoMessage() {}
+
+func (x *HeldTool) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeldTool.ProtoReflect.Descriptor instead.
+func (*HeldTool) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *HeldTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *HeldTool) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type ListUpstreamToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The upstream's name under upstreams: in the catalog.
@@ -1201,7 +1264,7 @@ type ListUpstreamToolsRequest struct {
 
 func (x *ListUpstreamToolsRequest) Reset() {
 	*x = ListUpstreamToolsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1276,7 @@ func (x *ListUpstreamToolsRequest) String() string {
 func (*ListUpstreamToolsRequest) ProtoMessage() {}
 
 func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1289,7 @@ func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListUpstreamToolsRequest) GetUpstream() string {
@@ -1249,7 +1312,7 @@ type ListUpstreamToolsResponse struct {
 
 func (x *ListUpstreamToolsResponse) Reset() {
 	*x = ListUpstreamToolsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1324,7 @@ func (x *ListUpstreamToolsResponse) String() string {
 func (*ListUpstreamToolsResponse) ProtoMessage() {}
 
 func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1337,7 @@ func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListUpstreamToolsResponse) GetUpstream() string {
@@ -1313,7 +1376,7 @@ type AcceptUpstreamToolRequest struct {
 
 func (x *AcceptUpstreamToolRequest) Reset() {
 	*x = AcceptUpstreamToolRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1388,7 @@ func (x *AcceptUpstreamToolRequest) String() string {
 func (*AcceptUpstreamToolRequest) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1401,7 @@ func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolRequest.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcceptUpstreamToolRequest) GetTool() string {
@@ -1380,7 +1443,7 @@ type AcceptUpstreamToolResponse struct {
 
 func (x *AcceptUpstreamToolResponse) Reset() {
 	*x = AcceptUpstreamToolResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1455,7 @@ func (x *AcceptUpstreamToolResponse) String() string {
 func (*AcceptUpstreamToolResponse) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1468,7 @@ func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolResponse.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcceptUpstreamToolResponse) GetTool() string {
@@ -1475,7 +1538,7 @@ type UpstreamTool struct {
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1550,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1563,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -1661,13 +1724,17 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\bR\boperator\"/\n" +
 	"\x13RevokeTokenResponse\x12\x18\n" +
 	"\arevoked\x18\x01 \x01(\x05R\arevoked\"\x16\n" +
-	"\x14ReloadCatalogRequest\"\x95\x01\n" +
+	"\x14ReloadCatalogRequest\"\xca\x01\n" +
 	"\x15ReloadCatalogResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\bprevious\x18\x02 \x01(\tR\bprevious\x12\x18\n" +
 	"\achanged\x18\x03 \x01(\bR\achanged\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
-	"\x05tools\x18\x05 \x01(\x05R\x05tools\"6\n" +
+	"\x05tools\x18\x05 \x01(\x05R\x05tools\x123\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"6\n" +
+	"\bHeldTool\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"6\n" +
 	"\x18ListUpstreamToolsRequest\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\"\x90\x01\n" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
@@ -1723,7 +1790,7 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*VaultStatusRequest)(nil),         // 0: latch.controlplane.v1.VaultStatusRequest
 	(*VaultStatusResponse)(nil),        // 1: latch.controlplane.v1.VaultStatusResponse
@@ -1744,44 +1811,46 @@ var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*RevokeTokenResponse)(nil),        // 16: latch.controlplane.v1.RevokeTokenResponse
 	(*ReloadCatalogRequest)(nil),       // 17: latch.controlplane.v1.ReloadCatalogRequest
 	(*ReloadCatalogResponse)(nil),      // 18: latch.controlplane.v1.ReloadCatalogResponse
-	(*ListUpstreamToolsRequest)(nil),   // 19: latch.controlplane.v1.ListUpstreamToolsRequest
-	(*ListUpstreamToolsResponse)(nil),  // 20: latch.controlplane.v1.ListUpstreamToolsResponse
-	(*AcceptUpstreamToolRequest)(nil),  // 21: latch.controlplane.v1.AcceptUpstreamToolRequest
-	(*AcceptUpstreamToolResponse)(nil), // 22: latch.controlplane.v1.AcceptUpstreamToolResponse
-	(*UpstreamTool)(nil),               // 23: latch.controlplane.v1.UpstreamTool
+	(*HeldTool)(nil),                   // 19: latch.controlplane.v1.HeldTool
+	(*ListUpstreamToolsRequest)(nil),   // 20: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil),  // 21: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*AcceptUpstreamToolRequest)(nil),  // 22: latch.controlplane.v1.AcceptUpstreamToolRequest
+	(*AcceptUpstreamToolResponse)(nil), // 23: latch.controlplane.v1.AcceptUpstreamToolResponse
+	(*UpstreamTool)(nil),               // 24: latch.controlplane.v1.UpstreamTool
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	13, // 2: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	23, // 3: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
-	0,  // 4: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 5: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 6: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 7: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 8: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 9: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	12, // 10: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	15, // 11: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	17, // 12: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	19, // 13: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	21, // 14: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
-	1,  // 15: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 16: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 17: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 18: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 19: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 20: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 21: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 22: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 23: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	20, // 24: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	22, // 25: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
-	15, // [15:26] is the sub-list for method output_type
-	4,  // [4:15] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	19, // 3: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	24, // 4: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	0,  // 5: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	2,  // 6: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	4,  // 7: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	6,  // 8: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	8,  // 9: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	10, // 10: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	12, // 11: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	15, // 12: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	17, // 13: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	20, // 14: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	22, // 15: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	1,  // 16: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 17: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 18: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 19: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 20: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 21: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 22: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 23: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 24: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	21, // 25: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	23, // 26: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	16, // [16:27] is the sub-list for method output_type
+	5,  // [5:16] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -1795,7 +1864,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
