@@ -191,8 +191,10 @@ func TestHTTPUpstreamTaskWithVaultCredential(t *testing.T) {
 	if out, err := put.CombinedOutput(); err != nil {
 		t.Fatalf("latch vault put: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(latchBin, "catalog", "reload", "--data", data).CombinedOutput(); err != nil {
-		t.Fatalf("latch catalog reload: %v\n%s", err, out)
+	// tasker.plain stays held by design (status_query on a tool that takes
+	// no tasks): the reload names it, and --allow-held says it is expected.
+	if out, err := exec.Command(latchBin, "catalog", "reload", "--allow-held", "--data", data).CombinedOutput(); err != nil || !strings.Contains(string(out), "tasker.plain: ") {
+		t.Fatalf("latch catalog reload --allow-held: %v\n%s\nwant exit 0 naming the held tasker.plain", err, out)
 	}
 	c := client(t, data)
 	r := submit(t, c, "tasker.charge", `{"text":"with the token"}`)
