@@ -232,6 +232,13 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if code != 0 || strings.Count(out, "deploy_release") != 5 {
 		t.Errorf("exec list: exit %d\n%s", code, out)
 	}
+	// The connection flags work before the subcommand too.
+	if out, code := runCLI(t, "exec", "--data", data, "list"); code != 0 || strings.Count(out, "deploy_release") != 5 {
+		t.Errorf("exec --data DATA list: exit %d\n%s", code, out)
+	}
+	if out, code := runCLI(t, "approvals", "--data="+data, "list"); code != 0 {
+		t.Errorf("approvals --data=DATA list: exit %d\n%s", code, out)
+	}
 	out, code = runCLI(t, "exec", "list", "--json", "--data", data)
 	var line map[string]any
 	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &line); code != 0 || err != nil {
