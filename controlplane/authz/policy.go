@@ -12,7 +12,9 @@
 // on TCP. An RPC without an entry is refused to everyone. Every refusal is a
 // gRPC PermissionDenied naming the RPC and the caller, and is journaled
 // (deduplicated, see Refusal). Only the control plane's server package
-// imports it; handlers read the caller with CallerFrom.
+// imports it (and controlplane/console, for ConsoleSessionKey: the console
+// reaches the API over its own in-process connection, see console.go);
+// handlers read the caller with CallerFrom.
 package authz
 
 import (

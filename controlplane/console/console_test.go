@@ -71,7 +71,7 @@ func newStack(t testing.TB, secure bool) *stack {
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	st := &stack{srv: srv, now: time.Now()}
-	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Decisions: srv.API(), Operators: srv.Tokens,
+	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Connect: srv.ConsoleConn, Operators: srv.Tokens,
 		Catalog: func() *tools.Catalog { return srv.Catalog.Current().Catalog }, VerifierKey: srv.VerifierKey(),
 		VerifyCommand: "latch audit verify DIR", Secure: secure})
 	if err != nil {
