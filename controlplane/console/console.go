@@ -122,9 +122,9 @@ type Operators interface {
 
 // Config names the console's dependencies.
 type Config struct {
-	Logger    hclog.Logger
-	Store     *store.Store
-	Reads     Reads
+	Logger hclog.Logger
+	Store  *store.Store
+	Reads  Reads
 	// Connect is how the console reaches the API for its decisions.
 	Connect   Connect
 	Operators Operators
