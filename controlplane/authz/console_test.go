@@ -64,3 +64,20 @@ func TestConsoleCallers(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleSessionKeyIsIgnoredElsewhere: a caller on the socket or on
+// TCP that sends a console session key is still identified by its
+// transport: only the console's in-process connection reads the key.
+func TestConsoleSessionKeyIsIgnoredElsewhere(t *testing.T) {
+	a, err := New(Config{ConsoleSession: func(context.Context, string) (*recordv1.OperatorCredential, error) {
+		return &recordv1.OperatorCredential{Operator: "erin"}, nil
+	}, FrontUIDs: []uint32{4242}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := metadata.Pairs(ConsoleSessionKey, "live")
+	ctx := metadata.NewIncomingContext(peer.NewContext(t.Context(), &peer.Peer{AuthInfo: PeerInfo{UID: 4242}}), md)
+	if c := a.Identify(ctx); c.Role != RoleFront || c.Identity != "uid:4242" || c.Credential != nil {
+		t.Errorf("Identify(socket front with a console session key) = %+v, want the front uid:4242", c)
+	}
+}
