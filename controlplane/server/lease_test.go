@@ -12,10 +12,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
@@ -196,6 +200,20 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	if _, ok := replicas.ActiveOf(err); !ok {
 		t.Errorf("an Admin RPC on the standby = %v; want NotActive", err)
 	}
+	// The console's connection runs the same gate: a console decision on
+	// a standby is answered NotActive, with the active's address.
+	console, err := b.ConsoleConn(func(context.Context, string) (*recordv1.OperatorCredential, error) {
+		return &recordv1.OperatorCredential{Operator: "erin", Kind: "operator_token", TokenId: "tok_1"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer console.(*grpc.ClientConn).Close()
+	_, err = controlplanev1.NewControlPlaneClient(console).Approve(metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, "session"),
+		&controlplanev1.ApproveRequest{ExecutionId: "act_1", Operator: "erin"})
+	if active, ok := replicas.ActiveOf(err); !ok || active != aAddr {
+		t.Errorf("a console Approve on the standby = %v; want Unavailable naming %s", err, aAddr)
+	}
 	readiness := map[string]error{}
 	for _, c := range b.ReadyChecks() {
 		readiness[c.Name] = c.Ready(ctx)
@@ -223,6 +241,11 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	}
 	if _, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "look"}); err != nil {
 		t.Errorf("Submit on the new active: %v", err)
+	}
+	_, err = controlplanev1.NewControlPlaneClient(console).Approve(metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, "session"),
+		&controlplanev1.ApproveRequest{ExecutionId: "act_1", Operator: "erin"})
+	if c := status.Code(err); c != codes.NotFound {
+		t.Errorf("a console Approve of an unknown execution on the new active = %v, want NotFound (past the gate and authorization)", err)
 	}
 }
 

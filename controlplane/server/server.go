@@ -54,6 +54,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/api"
@@ -177,6 +178,9 @@ type Server struct {
 	lis     net.Listener
 	tcpLis  net.Listener
 	authz   *authz.Authorizer
+	// console is the API's in-process listener for the operator console
+	// (console.go): the same services behind the same interceptors.
+	console consoleListener
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -402,7 +406,7 @@ func (s *Server) load(ctx context.Context) error {
 func (s *Server) buildListeners() error {
 	cfg, log := s.cfg, s.cfg.Logger
 	access := cfg.Access
-	access.Logger, access.Journal = log, s
+	access.Logger, access.Journal, access.ConsoleSession = log, s, s.console.verify
 	var tlsCfg *tls.Config
 	if cfg.TCPAddr != "" {
 		switch {
@@ -434,8 +438,8 @@ func (s *Server) buildListeners() error {
 		// what it says, the active's advertised address, every front is
 		// configured with anyway). Health passes to show the role.
 		return []grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), logUnary(log)),
-			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor()),
+			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), credentialUnary, logUnary(log)),
+			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor(), credentialStream),
 			// Calls run on long-lived goroutines whose stacks have grown
 			// already: a goroutine per call grew its stack from the start
 			// on every Submit (argument validation, the journal, the
@@ -451,6 +455,9 @@ func (s *Server) buildListeners() error {
 	s.services.registerOn(g, s.Active, s.notActive)
 	healthpb.RegisterHealthServer(g, s.health)
 	s.grpc = g
+	s.console.srv = grpc.NewServer(append(interceptors(), grpc.Creds(authz.ConsoleCredentials()))...)
+	s.services.registerOn(s.console.srv, s.Active, s.notActive)
+	s.console.lis = bufconn.Listen(consoleBuffer)
 	if cfg.TCPAddr != "" {
 		opts := append(interceptors(),
 			// A connection is re-made (and its certificate checked again)
@@ -609,6 +616,7 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.takeOver(gctx, g) })
 	}
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
+	g.Go(func() error { return s.console.srv.Serve(s.console.lis) })
 	if s.tcp != nil {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
@@ -621,7 +629,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if s.Active() {
 			s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
 		}
-		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
+		for _, g := range []*grpc.Server{s.grpc, s.tcp, s.console.srv} {
 			if g == nil {
 				continue
 			}
