@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -89,9 +91,9 @@ func build(tb testing.TB, s *store.Store, n, unsettledEvery int) {
 	}
 }
 
-func openBadger(tb testing.TB, dir string) (*store.BadgerKV, *store.Store) {
+func openBadger(tb testing.TB, dir string) (*badgerkv.KV, *store.Store) {
 	tb.Helper()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestCheckStateFindsEveryForgery(t *testing.T) {
 				t.Fatalf("CheckState of an untouched store = %v, %v; want ok over 5 executions, 3 results, 5 index entries", rep, err)
 			}
 			s.Close()
-			kv, err = store.OpenBadger(dir, store.BadgerOptions{})
+			kv, err = badgerkv.Open(dir, badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -250,7 +252,7 @@ func TestVerifiedWithholdsAForgedResult(t *testing.T) {
 		t.Fatalf("Verified = %v, %v, %v; want the 201 result", x, r, err)
 	}
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +280,7 @@ func TestLatestRefusesAnIndexThatDisagrees(t *testing.T) {
 			_, s := openBadger(t, dir)
 			build(t, s, 3, 0)
 			s.Close()
-			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+			kv, err := badgerkv.Open(dir, badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +343,7 @@ func TestStartupCheckAtScale(t *testing.T) {
 	build(t, s, n, 1000)
 	t.Logf("built %d executions (%d journal records) in %v", n, s.JournalSize(), time.Since(start))
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestStartupCheckAtScale(t *testing.T) {
 // records, result against its committed hash) on a store of 10,000
 // executions, next to the unchecked read it replaced.
 func BenchmarkVerified(b *testing.B) {
-	s, err := store.New(store.Config{KV: store.NewMemKV()})
+	s, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		b.Fatal(err)
 	}

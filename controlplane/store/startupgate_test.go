@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -20,7 +21,7 @@ func TestStartupGateChecksBeforeActing(t *testing.T) {
 	kv, s := openBadger(t, dir)
 	build(t, s, 30, 10) // 0, 10, 20 stay dispatched
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

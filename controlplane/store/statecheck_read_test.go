@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -99,7 +100,7 @@ func TestCheckAllChunkingChangesNothing(t *testing.T) {
 			_, s := openBadger(t, dir)
 			build(t, s, 7, 3)
 			s.Close()
-			if kv, err := store.OpenBadger(dir, store.BadgerOptions{}); err != nil {
+			if kv, err := badgerkv.Open(dir, badgerkv.Options{}); err != nil {
 				t.Fatal(err)
 			} else {
 				if err := tt.forge(kv); err != nil {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -61,7 +63,7 @@ var tokenBackends = []struct {
 	{"badger", func(t *testing.T) func() store.KV {
 		dir := t.TempDir()
 		return func() store.KV {
-			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+			kv, err := badgerkv.Open(dir, badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +73,7 @@ var tokenBackends = []struct {
 	{"postgres", func(t *testing.T) func() store.KV {
 		url := pgtest.URL(t)
 		return func() store.KV {
-			kv, err := store.OpenPostgres(context.Background(), url, store.PostgresOptions{Migrate: true})
+			kv, err := pgkv.Open(context.Background(), url, pgkv.Options{Migrate: true})
 			if err != nil {
 				t.Fatal(err)
 			}
