@@ -1,7 +1,7 @@
 // Package badgerkv is the embedded on-disk store backend: Badger with
-// SyncWrites, in the data directory (DATA/db). Only the composition root
-// (package backends) and tests open it by name; everything else holds a
-// backend.KV.
+// SyncWrites, in the data directory (DATA/db). Package backends opens it
+// for an empty --store; offline readers (audit) and benchmarks open it
+// directly. Everything else holds it as a backend.KV.
 package badgerkv
 
 import (
