@@ -109,7 +109,9 @@ tools:
 // (a new store and engine on the reopened file) the execution, its result
 // and its journal are there and pass the state check.
 func TestCarriesAnExecution(t *testing.T) {
-	if err := backends.Register(backends.Kind{Name: "file", Takes: func(spec string) bool { return strings.HasPrefix(spec, "file:") }, Open: func(_ context.Context, spec, _ string, _ hclog.Logger) (backend.KV, error) { return filekv.Open(strings.TrimPrefix(spec, "file:")) }}); err != nil {
+	if err := backends.Register(backends.Kind{Name: "file", Takes: func(spec string) bool { return strings.HasPrefix(spec, "file:") }, Open: func(_ context.Context, spec, _ string, _ hclog.Logger) (backend.KV, error) {
+		return filekv.Open(strings.TrimPrefix(spec, "file:"))
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	spec := "file:" + filepath.Join(t.TempDir(), "kv")
