@@ -104,11 +104,13 @@ func openBadger(tb testing.TB, dir string) (*badgerkv.KV, *store.Store) {
 	return kv, s
 }
 
+// found is one mismatch a check reported: the record and the kind.
 type found struct {
 	ID   string
 	Kind store.MismatchKind
 }
 
+// summary is ms as founds, ordered by ID then kind (for cmp.Diff).
 func summary(ms []store.Mismatch) []found {
 	out := []found{}
 	for _, m := range ms {
@@ -121,27 +123,6 @@ func summary(ms []store.Mismatch) []found {
 		return out[i].Kind < out[j].Kind
 	})
 	return out
-}
-
-func put(kv store.KV, key string, m proto.Message) error {
-	v, err := proto.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return kv.Commit([]store.Write{{Key: []byte(key), Value: v}})
-}
-
-func rewrite(kv store.KV, id string, edit func(x *recordv1.Execution)) error {
-	v, err := kv.Get([]byte("x/" + id))
-	if err != nil {
-		return err
-	}
-	x := &recordv1.Execution{}
-	if err := proto.Unmarshal(v, x); err != nil {
-		return err
-	}
-	edit(x)
-	return put(kv, "x/"+id, x)
 }
 
 // TestCheckStateFindsEveryForgery forges a stopped Badger store once per
@@ -171,10 +152,10 @@ func TestCheckStateFindsEveryForgery(t *testing.T) {
 		{name: "in-flight execution set to not_executed", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.State, inFlight, other) },
 			want: []found{{inFlight, store.MismatchRecord}}, unsettled: true},
 		{name: "arguments of an in-flight execution", forge: func(kv store.KV) error {
-			return rewrite(kv, inFlight, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"666"}`) })
+			return storetest.Rewrite(kv, inFlight, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"666"}`) })
 		}, want: []found{{inFlight, store.MismatchRecord}}, unsettled: true},
 		{name: "journal index", forge: func(kv store.KV) error {
-			return rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
 		}, want: []found{{victim, store.MismatchRecord}}},
 		{name: "rewound to an older snapshot with its history cut", forge: func(kv store.KV) error {
 			// The record becomes its dispatched snapshot, and the history
@@ -187,38 +168,28 @@ func TestCheckStateFindsEveryForgery(t *testing.T) {
 			if err := kv.Commit([]store.Write{{Key: []byte("e/" + victim), Value: hv[:24]}}); err != nil {
 				return err
 			}
-			return rewrite(kv, victim, func(x *recordv1.Execution) {
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) {
 				x.State, x.ResultRef, x.ResultSha256, x.Outcome, x.TargetStatus = recordv1.State_STATE_DISPATCHED, "", nil, 0, 0
 				x.JournalIndex = uint64(dispatchedAt)
 			})
 		}, want: []found{{victim, store.MismatchHistory}, {victim, store.MismatchRecord}}},
 		{name: "record nobody journaled", forge: func(kv store.KV) error {
-			return put(kv, "x/act_intruder", &recordv1.Execution{Id: "act_intruder", State: recordv1.State_STATE_COMPLETED})
+			return storetest.Put(kv, "x/act_intruder", &recordv1.Execution{Id: "act_intruder", State: recordv1.State_STATE_COMPLETED})
 		}, want: []found{{"act_intruder", store.MismatchUnjournaled}}},
 		{name: "result nobody journaled", forge: func(kv store.KV) error {
-			return put(kv, "r/act_intruder", &recordv1.Result{Status: 200})
+			return storetest.Put(kv, "r/act_intruder", &recordv1.Result{Status: 200})
 		}, want: []found{{"act_intruder", store.MismatchUnjournaled}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			kv, s := openBadger(t, dir)
+			open := storetest.Badger(t)
+			s := storetest.OpenStore(t, open())
 			build(t, s, 5, 3)
 			rep, err := s.CheckState(t.Context(), store.CheckAll)
 			if err != nil || !rep.OK() || rep.Executions != 5 || rep.Results != 3 || rep.Index != 5 {
 				t.Fatalf("CheckState of an untouched store = %v, %v; want ok over 5 executions, 3 results, 5 index entries", rep, err)
 			}
-			s.Close()
-			kv, err = badgerkv.Open(dir, badgerkv.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tt.forge(kv); err != nil {
-				t.Fatal(err)
-			}
-			kv.Close()
-			_, s = openBadger(t, dir)
-			defer s.Close()
+			s = storetest.Reopen(t, s, open, tt.forge)
 			rep, err = s.CheckState(t.Context(), store.CheckAll)
 			if err != nil {
 				t.Fatal(err)

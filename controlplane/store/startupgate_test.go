@@ -7,6 +7,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -27,7 +28,7 @@ func TestStartupGateChecksBeforeActing(t *testing.T) {
 	}
 	forged, sound, settled := idOf(0), idOf(10), idOf(1)
 	for _, id := range []string{forged, settled} {
-		if err := rewrite(kv, id, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"forged"}`) }); err != nil {
+		if err := storetest.Rewrite(kv, id, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"forged"}`) }); err != nil {
 			t.Fatal(err)
 		}
 	}

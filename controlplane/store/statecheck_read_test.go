@@ -56,7 +56,7 @@ func TestCheckAllChunkingChangesNothing(t *testing.T) {
 			return storetest.Forge(kv, storetest.DeletedWithIndex, victim, other)
 		}},
 		{name: "journal index", forge: func(kv store.KV) error {
-			return rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
 		}},
 		{name: "journal record gone", forge: func(kv store.KV) error {
 			return kv.Commit([]store.Write{{Key: leafKey(9), Delete: true}})
