@@ -125,7 +125,7 @@ type KV struct {
 	opts Options
 
 	closed atomic.Bool
-	gets   getBatcher // pgget.go
+	gets   getBatcher // get.go
 	// epoch, once a lease is acquired, fences every commit.
 	epoch atomic.Int64
 	// broken holds the error every commit returns after an unknown outcome.
