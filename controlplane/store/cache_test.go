@@ -56,7 +56,7 @@ func TestCachedMissNeverHidesACommit(t *testing.T) {
 	}
 
 	// The same for a value read while a commit replaced it.
-	if err := kv.KV.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
+	if err := kv.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
 		t.Fatal(err)
 	}
 	kv.during = func() {

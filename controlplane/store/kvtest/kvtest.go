@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -126,11 +127,7 @@ func contract(t *testing.T, kv backend.KV) {
 		}
 		return out
 	}
-	var all []string
-	for _, k := range keys {
-		all = append(all, k)
-	}
-	all = append(all, "empty")
+	all := append(slices.Clone(keys), "empty")
 	sort.Strings(all)
 	tests := []struct {
 		name    string
@@ -214,7 +211,7 @@ func ConcurrentGets(t *testing.T, kv backend.KV) {
 		t.Fatal(err)
 	}
 	start := make(chan struct{})
-	errs := make(chan error, Workers*PerWorker)
+	errs := make(chan string, Workers*PerWorker)
 	var wg sync.WaitGroup
 	for w := range Workers {
 		wg.Add(1)
@@ -228,7 +225,7 @@ func ConcurrentGets(t *testing.T, kv backend.KV) {
 				switch {
 				case i%5 == 4:
 					if !errors.Is(err, backend.ErrNotFound) {
-						errs <- fmt.Errorf("Get(k%d) = %q, %v; want ErrNotFound", i, v, err)
+						errs <- fmt.Sprintf("Get(k%d) = %q, %v; want ErrNotFound", i, v, err)
 					}
 					continue
 				case i%7 == 0:
@@ -236,7 +233,7 @@ func ConcurrentGets(t *testing.T, kv backend.KV) {
 					want = fmt.Sprintf("v%d", i)
 				}
 				if err != nil || string(v) != want {
-					errs <- fmt.Errorf("Get(k%d) = %q, %v; want %q", i, v, err, want)
+					errs <- fmt.Sprintf("Get(k%d) = %q, %v; want %q", i, v, err, want)
 					continue
 				}
 				if len(v) > 0 {

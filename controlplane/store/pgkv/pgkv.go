@@ -616,7 +616,7 @@ func (k *KV) resolve(token []byte, cause error) error {
 	case err == nil:
 		return fmt.Errorf("%w: PostgreSQL commit failed (the connection was lost before it committed): %w", backend.ErrNotCommitted, cause)
 	}
-	return k.markBroken(fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", backend.ErrCommitUnknown, cause, err))
+	return k.markBroken(fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", backend.ErrCommitUnknown, cause, err)) //nolint:errorlint // only ErrCommitUnknown is the answer: the lost connection and the failed read are told, not wrapped (moved from store/postgres.go unchanged)
 }
 
 // markBroken makes every later commit fail with broken, and returns it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func TestReopenKeepsCommitsAndDropsATornBatch(t *testing.T) {
 	f.Write([]byte{0, 0, 0, 40, 1, 2}) // a torn batch
 	f.Close()
 	kv = open(t, path)
-	if _, err := kv.Get([]byte("a")); err != backend.ErrNotFound {
+	if _, err := kv.Get([]byte("a")); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("Get(a) after reopen = %v, want ErrNotFound (deleted)", err)
 	}
 	if v, err := kv.Get([]byte("b")); err != nil || string(v) != "2" {
