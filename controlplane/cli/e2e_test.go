@@ -23,6 +23,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -315,7 +316,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 
 	// Tamper: rewrite journal record 3 in place (as an attacker with the
 	// files would), then verify again.
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

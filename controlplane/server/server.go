@@ -63,6 +63,8 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/store/backends"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/tracing"
@@ -74,7 +76,7 @@ import (
 type Config struct {
 	Logger  hclog.Logger
 	DataDir string
-	// Store selects the backend (store.OpenKV): empty for Badger in
+	// Store selects the backend (backends.Open): empty for Badger in
 	// DATA/db, or a PostgreSQL connection string. On Badger the keys and
 	// the vault are files in DataDir; on PostgreSQL they are in the store,
 	// sealed (keys.go). The API socket is in DataDir either way.
@@ -194,9 +196,10 @@ type Server struct {
 	keys     *keySet
 	verifier string
 	beat     *replicaBeat
-	// pg is the PostgreSQL backend (nil on Badger); holder and lease
-	// describe the lease this replica takes on it.
-	pg     *store.PostgresKV
+	// pg is the backend as a Leaser (PostgreSQL; nil on a backend with
+	// no lease: Badger); holder and lease describe the lease this replica
+	// takes on it.
+	pg     backend.Leaser
 	holder string
 	lease  *leaseKeeper
 	// active is set once the state is loaded and the engine started: the
@@ -253,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 	kv := cfg.KV
 	if kv == nil {
 		var err error
-		if kv, err = store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
+		if kv, err = backends.Open(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 	// On PostgreSQL the replica loads state only once it is active (Run):
 	// it holds the lease, and every commit from then on is fenced by its
 	// epoch. Until then it serves as a standby.
-	s.pg, _ = kv.(*store.PostgresKV)
+	s.pg, _ = kv.(backend.Leaser)
 	if s.pg != nil {
 		s.holder = holderName(cfg.Replica)
 		s.beat.setHolder(s.holder)
