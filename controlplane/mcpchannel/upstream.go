@@ -529,9 +529,6 @@ func (u *upstream) applyCredential(req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if v.Kind == vault.KindSSHKey {
-		return fmt.Errorf("upstream %s: credential %s is an SSH key; an http upstream needs bearer, basic, header, aws_sigv4 or oauth2_client_credentials", u.spec.Name, ref)
-	}
 	h, err := v.HTTP()
 	if err != nil {
 		return fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, ref, err)
@@ -588,14 +585,9 @@ func (u *upstream) credentialValue() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var s string
-	switch v.Kind {
-	case vault.KindBearer:
-		s = v.Token
-	case vault.KindHeader:
-		s = v.Value
-	default:
-		return "", fmt.Errorf("upstream %s: credential %s is %s; a stdio upstream's credential_env takes a bearer or header credential", u.spec.Name, u.spec.Credential, v.Kind)
+	s, err := v.Env()
+	if err != nil {
+		return "", fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, u.spec.Credential, err)
 	}
 	if err := u.setSecrets([][]byte{[]byte(s)}); err != nil {
 		return "", err
