@@ -99,7 +99,7 @@ func (c Credential) SSH() (SSHCredential, error) {
 	k, _ := Lookup(c.Kind)
 	s, ok := k.(SSHKind)
 	if !ok {
-		return nil, fmt.Errorf("%w: a %s credential is not for SSH; an ssh target needs %s", ErrWrongKind, c.kindLabel(), kindNames(isSSH))
+		return nil, fmt.Errorf("%w: a %s credential is not an SSH key; an ssh target needs an %s credential", ErrWrongKind, c.kindLabel(), strings.ReplaceAll(kindNames(isSSH), ", ", " or "))
 	}
 	return s.SSH(c), nil
 }
