@@ -2,7 +2,7 @@ package vault
 
 import (
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
