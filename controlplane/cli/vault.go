@@ -373,14 +373,9 @@ func setPutFields(req *controlplanev1.VaultPutRequest, fields vault.Fields) {
 }
 
 // readKindJSON reads the fields of kind k from r as one JSON object keyed
-// by field name: strings, and arrays of strings for list fields, e.g.
-//
-//	aws_sigv4:                 {"access_key_id": "AKIA…", "secret_access_key": "…", "session_token": "…" (optional),
-//	                            "region": "eu-west-1", "service": "execute-api"}
-//	oauth2_client_credentials: {"token_url": "https://auth.example.com/oauth/token", "client_id": "…",
-//	                            "client_secret": "…", "scopes": ["a", "b"] (optional), "audience": "…" (optional)}
-//
-// Unknown keys are refused. Errors name keys, never values.
+// by field name: strings, and arrays of strings for list fields (the
+// examples are in docs/reference/credential-kinds.md). Unknown keys are
+// refused. Errors name keys, never values.
 func readKindJSON(r io.Reader, k vault.CredentialKind, fields vault.Fields) error {
 	kind := k.Name()
 	if r == nil {

@@ -713,7 +713,7 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 	ref := t.Credential
 	switch {
 	case ref == "":
-		return nil, fmt.Errorf("hostchannel: ssh target %s has no credential; set credential: to an ssh_key in the vault", t.Name)
+		return nil, fmt.Errorf("hostchannel: ssh target %s has no credential; set credential: to an SSH key credential in the vault", t.Name)
 	case c.creds == nil:
 		return nil, fmt.Errorf("hostchannel: no vault is configured for credential %s of target %s", ref, t.Name)
 	}

@@ -397,7 +397,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		return nil, invalid("%s", p.red.String(err.Error()))
 	}
 	if p.cred != nil {
-		// The probe may have fetched a token (oauth2_client_credentials).
+		// The probe may have fetched a token (a kind that fetches tokens).
 		if p.red, err = credentialRedactor(p.cred); err != nil {
 			return nil, invalid("%v", err)
 		}
@@ -647,7 +647,7 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 	red := p.red
 	if p.cred != nil {
 		// Asked again after Apply: a kind that fetched a token for this
-		// request (oauth2_client_credentials) names it now.
+		// request (a kind that fetches tokens) names it now.
 		var err error
 		if red, err = credentialRedactor(p.cred, appliedSecrets(p.cred, req.Header, p.credHeaders)...); err != nil {
 			return nil, &failure{class: notSent, err: redactError(p.red, invalid("target %q: %v", c.Target.Name, err))}

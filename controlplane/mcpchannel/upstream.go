@@ -535,7 +535,7 @@ func (u *upstream) applyCredential(req *http.Request) error {
 	}
 	// Checked before Apply, so a credential too short to be redacted is
 	// never sent; set again after it, when a kind that fetched a token
-	// (oauth2_client_credentials) names it.
+	// (a kind that fetches tokens) names it.
 	if err := u.setSecrets(h.Secrets()); err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ type Credential struct {
 	Fields Fields
 
 	// tokens is the vault's token cache for this credential (set by
-	// Vault.Get; oauth2_client_credentials keeps its access tokens there);
+	// Vault.Get; a kind that fetches access tokens keeps them there);
 	// nil: no cache shared between calls.
 	tokens *tokenCache
 }

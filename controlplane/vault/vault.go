@@ -96,8 +96,8 @@ type Vault struct {
 	dek   *[keySize]byte // data key; nil while locked
 	epoch uint64
 
-	// tokens caches the access tokens credentials fetch (the
-	// oauth2_client_credentials kind) by name, in memory only; Lock drops them.
+	// tokens caches the access tokens credentials fetch (a kind that gets
+	// tokens) by name, in memory only; Lock drops them.
 	tokensMu sync.Mutex
 	tokens   map[string]*tokenCache
 }
