@@ -543,6 +543,11 @@ func (u *upstream) applyCredential(req *http.Request) error {
 		return errors.New(u.scrub([]byte(err.Error())))
 	}
 	applied := h.Secrets()
+	// A kind signing in a header of its own names the signature
+	// (httpdispatch.AppliedSecreter).
+	if a, ok := h.(interface{ AppliedSecrets(http.Header) [][]byte }); ok {
+		applied = append(applied, a.AppliedSecrets(req.Header)...)
+	}
 	if slices.Contains(h.Headers(), "Authorization") {
 		applied = append(applied, []byte(req.Header.Get("Authorization")))
 	}
