@@ -50,7 +50,7 @@ const (
 	KindAWSSigV4 Kind = "aws_sigv4"
 	// KindOAuth2ClientCredentials fetches access tokens with the client
 	// credentials grant and sends them as bearer tokens.
-	KindOAuth2ClientCredentials Kind = "oauth2_client_credentials"
+	KindOAuth2ClientCredentials Kind = "oauth2_client_credentials" //nolint:gosec // a kind name, not a credential
 )
 
 // FieldType says how a field's value is encoded where it is not a plain

@@ -239,7 +239,7 @@ func (oauth2Kind) Validate(c Credential) error {
 	if err != nil || u.Host == "" || u.User != nil {
 		return invalidf("oauth2 token_url must be an absolute https URL without user info")
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())) {
+	if u.Scheme != "https" && (u.Scheme != "http" || !isLoopbackHost(u.Hostname())) {
 		return invalidf("oauth2 token_url must use https (http only on a loopback address)")
 	}
 	if !validHeaderValue(c.Get("client_id")) || !validHeaderValue(c.Get("client_secret")) || !validHeaderValue(c.Get("audience")) {

@@ -43,7 +43,7 @@ func (k SSHKey) Signer() (ssh.Signer, error) {
 	s, err := ssh.ParsePrivateKey(k.PrivateKey)
 	if err != nil {
 		// x/crypto's parse errors name the problem, never the key.
-		return nil, fmt.Errorf("not a usable unencrypted SSH private key (%v)", err)
+		return nil, fmt.Errorf("not a usable unencrypted SSH private key (%w)", err)
 	}
 	return s, nil
 }
