@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/authz"
@@ -120,14 +121,11 @@ func (s *Service) VaultLock(context.Context, *controlplanev1.VaultLockRequest) (
 }
 
 func (s *Service) VaultPut(_ context.Context, req *controlplanev1.VaultPutRequest) (*controlplanev1.VaultPutResponse, error) {
-	c := vault.Credential{
-		Kind: vault.Kind(req.GetKind()), Token: req.GetToken(), Username: req.GetUsername(), Password: req.GetPassword(),
-		Header: req.GetHeader(), Value: req.GetValue(), PrivateKey: req.GetPrivateKey(),
-		AccessKeyID: req.GetAccessKeyId(), SecretAccessKey: req.GetSecretAccessKey(), SessionToken: req.GetSessionToken(),
-		Region: req.GetRegion(), Service: req.GetService(),
-		TokenURL: req.GetTokenUrl(), ClientID: req.GetClientId(), ClientSecret: req.GetClientSecret(),
-		Scopes: req.GetScopes(), Audience: req.GetAudience(),
+	fields, err := putFields(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	c := vault.Credential{Kind: vault.Kind(req.GetKind()), Fields: fields}
 	if err := c.Validate(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -295,4 +293,38 @@ func vaultStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// putFields are the credential fields of req: every field of the request
+// set besides name, kind and fields, under its proto name (which is the
+// kind's field name: token, private_key, scopes, ...), and the fields map
+// for the fields no message field names. Which belong to the kind is
+// Validate's question, so nothing here knows a kind.
+func putFields(req *controlplanev1.VaultPutRequest) (vault.Fields, error) {
+	out := vault.Fields{}
+	var err error
+	req.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := string(fd.Name())
+		switch {
+		case name == "name" || name == "kind" || name == "fields":
+		case fd.IsList():
+			items := make([]string, v.List().Len())
+			for i := range items {
+				items[i] = v.List().Get(i).String()
+			}
+			out[name] = vault.JoinList(items)
+		case fd.Kind() == protoreflect.BytesKind:
+			out[name] = string(v.Bytes())
+		default:
+			out[name] = v.String()
+		}
+		return true
+	})
+	for name, v := range req.GetFields() {
+		if _, dup := out[name]; dup {
+			err = fmt.Errorf("vault: field %s is given twice (as a request field and in fields)", name)
+		}
+		out[name] = v
+	}
+	return out, err
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +9,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/latchhq/latch/controlplane/vault"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -24,16 +28,21 @@ func adminClient(ctx context.Context, t *target) (controlplanev1.AdminClient, fu
 }
 
 func runVault(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "vault", "status | unlock [--init] | lock | put NAME --kind bearer|basic|header|ssh_key|aws_sigv4|oauth2_client_credentials | list", args)
+	sub, args, fs, t, err := adminCommand(env, "vault", "status | unlock [--init] | lock | put NAME --kind "+strings.Join(kindNames(), "|")+" | list", args)
 	if err != nil {
 		return err
 	}
 	init := fs.Bool("init", false, "unlock: create the vault with this passphrase if it does not exist")
 	passFile := fs.String("passphrase-file", "", "unlock: read the passphrase from this file (default: first line of stdin)")
-	unlockKey := fs.String("key-file", "", "unlock: a 32-byte key file on the control plane's host instead of a passphrase; put --kind ssh_key: the private key file")
-	kind := fs.String("kind", "", "put: bearer, basic, header, ssh_key, aws_sigv4 or oauth2_client_credentials (the last two read a JSON object from stdin)")
-	username := fs.String("username", "", "put --kind basic: the user name (the password is read from stdin)")
-	header := fs.String("header", "", "put --kind header: the header name (the value is read from stdin)")
+	kind := fs.String("kind", "", "put: the credential kind, one of "+strings.Join(kindNames(), ", ")+"; "+kindInputHelp())
+	stdinJSON := fs.Bool("stdin-json", false, "put: read all of the kind's fields as one JSON object from stdin (any kind; the default for kinds without flags)")
+	fieldFlags := map[string]*string{"key-file": fs.String("key-file", "", "unlock: a 32-byte key file on the control plane's host instead of a passphrase"+fieldFlagHelp("key-file"))}
+	for _, name := range fieldFlagNames() {
+		if fieldFlags[name] == nil {
+			fieldFlags[name] = fs.String(name, "", strings.TrimPrefix(fieldFlagHelp(name), "; "))
+		}
+	}
+	unlockKey := fieldFlags["key-file"]
 	asJSON := fs.Bool("json", false, "status, list: print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -111,37 +120,12 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		if len(pos) != 1 {
 			return usagef("vault put needs exactly one NAME")
 		}
-		req := &controlplanev1.VaultPutRequest{Name: pos[0], Kind: *kind, Username: *username, Header: *header}
-		switch *kind {
-		case "ssh_key":
-			if *unlockKey == "" {
-				return usagef("--kind ssh_key needs --key-file")
-			}
-			if req.PrivateKey, err = os.ReadFile(*unlockKey); err != nil {
-				return err
-			}
-		case "bearer", "basic", "header":
-			fmt.Fprintln(env.Stderr, "secret value (one line on stdin):")
-			secret, err := readLine(env.Stdin)
-			if err != nil {
-				return err
-			}
-			switch *kind {
-			case "bearer":
-				req.Token = string(secret)
-			case "basic":
-				req.Password = string(secret)
-			default:
-				req.Value = string(secret)
-			}
-		case "aws_sigv4", "oauth2_client_credentials":
-			fmt.Fprintf(env.Stderr, "%s fields as one JSON object on stdin (see latch vault put -h):\n", *kind)
-			if err := readKindJSON(env.Stdin, *kind, req); err != nil {
-				return err
-			}
-		default:
-			return usagef("--kind must be bearer, basic, header, ssh_key, aws_sigv4 or oauth2_client_credentials")
+		fields, err := readFields(env, *kind, fieldFlags, *stdinJSON)
+		if err != nil {
+			return err
 		}
+		req := &controlplanev1.VaultPutRequest{Name: pos[0], Kind: *kind}
+		setPutFields(req, fields)
 		if _, err := c.VaultPut(ctx, req); err != nil {
 			return rpcError(err)
 		}
@@ -247,16 +231,153 @@ func readLine(r io.Reader) ([]byte, error) {
 // maxKindJSON bounds the JSON object read for a kind's fields.
 const maxKindJSON = 64 << 10
 
-// readKindJSON reads the fields of an aws_sigv4 or oauth2_client_credentials
-// credential from r as one JSON object:
-//
-//	aws_sigv4:                 {"access_key_id": "AKIA…", "secret_access_key": "…", "session_token": "…" (optional),
-//	                            "region": "eu-west-1", "service": "execute-api"}
-//	oauth2_client_credentials: {"token_url": "https://auth.example.com/oauth/token", "client_id": "…",
-//	                            "client_secret": "…", "scopes": ["a", "b"] (optional), "audience": "…" (optional)}
-//
-// Unknown keys are refused. Errors name keys, never values.
-func readKindJSON(r io.Reader, kind string, req *controlplanev1.VaultPutRequest) error {
+// The `vault put` input of every kind comes from its fields
+// (vault.Field): flags, a file named by a flag, one prompted line on
+// stdin, or the whole set as one JSON object on stdin. Nothing here names
+// a kind.
+
+func kindNames() []string {
+	var names []string
+	for _, k := range vault.Kinds() {
+		names = append(names, string(k.Name()))
+	}
+	return names
+}
+
+// kindInputHelp says which kinds read JSON on stdin by default.
+func kindInputHelp() string {
+	var names []string
+	for _, k := range vault.Kinds() {
+		if !hasFlagInput(k) {
+			names = append(names, string(k.Name()))
+		}
+	}
+	return strings.Join(names, " and ") + " read a JSON object from stdin"
+}
+
+// hasFlagInput reports whether a kind reads its fields from flags or a
+// prompt rather than JSON on stdin.
+func hasFlagInput(k vault.CredentialKind) bool {
+	for _, f := range k.Fields() {
+		if f.Flag != "" || f.Prompt {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldFlagNames are the flags kinds' fields are read from, sorted.
+func fieldFlagNames() []string {
+	var names []string
+	for _, k := range vault.Kinds() {
+		for _, f := range k.Fields() {
+			if f.Flag != "" && !slices.Contains(names, f.Flag) {
+				names = append(names, f.Flag)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// fieldFlagHelp is "; put --kind K: <help>" for each kind reading a field
+// from flag.
+func fieldFlagHelp(flag string) string {
+	var b strings.Builder
+	for _, k := range vault.Kinds() {
+		for _, f := range k.Fields() {
+			if f.Flag == flag {
+				fmt.Fprintf(&b, "; put --kind %s: %s", k.Name(), f.Help)
+				if f.Prompt {
+					continue
+				}
+				for _, p := range k.Fields() {
+					if p.Prompt {
+						fmt.Fprintf(&b, " (%s: one line on stdin)", p.Name)
+					}
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// readFields reads the fields of a credential of kind for vault put.
+func readFields(env *Env, kind string, flags map[string]*string, stdinJSON bool) (vault.Fields, error) {
+	k, ok := vault.Lookup(vault.Kind(kind))
+	if !ok {
+		return nil, usagef("--kind must be one of %s", strings.Join(kindNames(), ", "))
+	}
+	for _, name := range fieldFlagNames() {
+		if *flags[name] == "" {
+			continue
+		}
+		if !slices.ContainsFunc(k.Fields(), func(f vault.Field) bool { return f.Flag == name }) || stdinJSON {
+			return nil, usagef("--%s is not read for --kind %s%s", name, kind, map[bool]string{true: " with --stdin-json", false: ""}[stdinJSON])
+		}
+	}
+	fields := vault.Fields{}
+	if stdinJSON || !hasFlagInput(k) {
+		fmt.Fprintf(env.Stderr, "%s fields as one JSON object on stdin (see latch vault put -h):\n", kind)
+		return fields, readKindJSON(env.Stdin, k, fields)
+	}
+	for _, f := range k.Fields() {
+		switch {
+		case f.Flag != "" && f.File:
+			path := *flags[f.Flag]
+			if path == "" {
+				return nil, usagef("--kind %s needs --%s", kind, f.Flag)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, err
+			}
+			fields[f.Name] = string(b)
+		case f.Flag != "":
+			fields[f.Name] = *flags[f.Flag]
+		case f.Prompt:
+			fmt.Fprintln(env.Stderr, "secret value (one line on stdin):")
+			secret, err := readLine(env.Stdin)
+			if err != nil {
+				return nil, err
+			}
+			fields[f.Name] = string(secret)
+		}
+	}
+	return fields, nil
+}
+
+// setPutFields puts fields in req: in the request field of the same name
+// where there is one, else in req.Fields.
+func setPutFields(req *controlplanev1.VaultPutRequest, fields vault.Fields) {
+	m := req.ProtoReflect()
+	for name, v := range fields {
+		fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
+		switch {
+		case fd == nil || name == "name" || name == "kind" || name == "fields":
+			if req.Fields == nil {
+				req.Fields = map[string]string{}
+			}
+			req.Fields[name] = v
+		case fd.IsList():
+			l := m.Mutable(fd).List()
+			for _, item := range vault.ListValue(v) {
+				l.Append(protoreflect.ValueOfString(item))
+			}
+		case fd.Kind() == protoreflect.BytesKind:
+			m.Set(fd, protoreflect.ValueOfBytes([]byte(v)))
+		default:
+			m.Set(fd, protoreflect.ValueOfString(v))
+		}
+	}
+}
+
+// readKindJSON reads the fields of kind k from r as one JSON object keyed
+// by field name: strings, and arrays of strings for list fields (the
+// examples are in docs/reference/credential-kinds.md). Unknown keys are
+// refused. Errors name keys, never values.
+func readKindJSON(r io.Reader, k vault.CredentialKind, fields vault.Fields) error {
+	kind := k.Name()
 	if r == nil {
 		return usagef("nothing on stdin: pipe the %s fields as a JSON object", kind)
 	}
@@ -267,35 +388,53 @@ func readKindJSON(r io.Reader, kind string, req *controlplanev1.VaultPutRequest)
 	if len(b) > maxKindJSON {
 		return usagef("the %s fields on stdin are over %d bytes", kind, maxKindJSON)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	switch kind {
-	case "aws_sigv4":
-		var in struct {
-			AccessKeyID     string `json:"access_key_id"`
-			SecretAccessKey string `json:"secret_access_key"`
-			SessionToken    string `json:"session_token"`
-			Region          string `json:"region"`
-			Service         string `json:"service"`
+	var want []string
+	for _, f := range k.Fields() {
+		w := strconv.Quote(f.Name)
+		if f.Type == vault.FieldList {
+			w += " (list)"
 		}
-		if err := dec.Decode(&in); err != nil {
-			return usagef("aws_sigv4 fields: %s (want {\"access_key_id\", \"secret_access_key\", \"session_token\" (optional), \"region\", \"service\"})", jsonProblem(err))
+		if !f.Required {
+			w += " (optional)"
 		}
-		req.AccessKeyId, req.SecretAccessKey, req.SessionToken, req.Region, req.Service = in.AccessKeyID, in.SecretAccessKey, in.SessionToken, in.Region, in.Service
-	default:
-		var in struct {
-			TokenURL     string   `json:"token_url"`
-			ClientID     string   `json:"client_id"`
-			ClientSecret string   `json:"client_secret"`
-			Scopes       []string `json:"scopes"`
-			Audience     string   `json:"audience"`
+		want = append(want, w)
+	}
+	bad := func(problem string) error {
+		return usagef("%s fields: %s (want {%s})", kind, problem, strings.Join(want, ", "))
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(b, &in); err != nil {
+		return bad(jsonProblem(err))
+	}
+	for key, raw := range in {
+		f, ok := fieldOf(k, key)
+		if !ok {
+			return bad(fmt.Sprintf("unknown field %q", key))
 		}
-		if err := dec.Decode(&in); err != nil {
-			return usagef("oauth2_client_credentials fields: %s (want {\"token_url\", \"client_id\", \"client_secret\", \"scopes\" (optional list), \"audience\" (optional)})", jsonProblem(err))
+		if f.Type == vault.FieldList {
+			var l []string
+			if err := json.Unmarshal(raw, &l); err != nil {
+				return bad(fmt.Sprintf("key %q must be a list of strings", key))
+			}
+			fields[key] = vault.JoinList(l)
+			continue
 		}
-		req.TokenUrl, req.ClientId, req.ClientSecret, req.Scopes, req.Audience = in.TokenURL, in.ClientID, in.ClientSecret, in.Scopes, in.Audience
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return bad(fmt.Sprintf("key %q must be a string", key))
+		}
+		fields[key] = v
 	}
 	return nil
+}
+
+func fieldOf(k vault.CredentialKind, name string) (vault.Field, bool) {
+	for _, f := range k.Fields() {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return vault.Field{}, false
 }
 
 // jsonProblem describes a decoding error without quoting input values.

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func (f *fakeCreds) Get(name string) (vault.Credential, error) {
 	if !ok {
 		return vault.Credential{}, errors.New("vault: credential not found")
 	}
-	c.PrivateKey = append([]byte(nil), c.PrivateKey...) // Get returns a copy
+	c.Fields = maps.Clone(c.Fields) // Get returns a copy
 	return c, nil
 }
 
@@ -102,7 +103,7 @@ func newKey(tb testing.TB) (ssh.Signer, vault.Credential) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return signer, vault.Credential{Kind: vault.KindSSHKey, PrivateKey: pem.EncodeToMemory(block)}
+	return signer, vault.Credential{Kind: vault.KindSSHKey, Fields: vault.Fields{"private_key": string(pem.EncodeToMemory(block))}}
 }
 
 // newPool returns an SSH pool with fast keepalives, closed at cleanup.

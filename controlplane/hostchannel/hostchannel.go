@@ -713,7 +713,7 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 	ref := t.Credential
 	switch {
 	case ref == "":
-		return nil, fmt.Errorf("hostchannel: ssh target %s has no credential; set credential: to an ssh_key in the vault", t.Name)
+		return nil, fmt.Errorf("hostchannel: ssh target %s has no credential; set credential: to an SSH key credential in the vault", t.Name)
 	case c.creds == nil:
 		return nil, fmt.Errorf("hostchannel: no vault is configured for credential %s of target %s", ref, t.Name)
 	}
@@ -724,10 +724,9 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 		}
 		return nil, fmt.Errorf("hostchannel: credential %s of target %s: %w", ref, t.Name, err)
 	}
-	defer clear(cred.PrivateKey)
 	kind, err := cred.SSH()
 	if err != nil {
-		return nil, fmt.Errorf("hostchannel: credential %s of target %s is %s; an ssh target needs an ssh_key credential", ref, t.Name, cred.Kind)
+		return nil, fmt.Errorf("hostchannel: credential %s of target %s: %w", ref, t.Name, err)
 	}
 	signer, err := kind.Signer()
 	if err != nil {

@@ -133,10 +133,10 @@ func TestSSHRefusals(t *testing.T) {
 		{name: "no SSH pool", mod: func(c *Config) { c.SSH = nil }, mention: "no SSH pool"},
 		{name: "vault locked", change: func(e *sshEnv) { e.creds.locked = true }, mention: "latch vault unlock"},
 		{name: "credential is not an SSH key", change: func(e *sshEnv) {
-			e.creds.creds["deploy-ssh-key"] = vault.Credential{Kind: vault.KindBearer, Token: "tok-secret"}
+			e.creds.creds["deploy-ssh-key"] = vault.Credential{Kind: vault.KindBearer, Fields: vault.Fields{"token": "tok-secret"}}
 		}, mention: "needs an ssh_key"},
 		{name: "key does not parse", change: func(e *sshEnv) {
-			e.creds.creds["deploy-ssh-key"] = vault.Credential{Kind: vault.KindSSHKey, PrivateKey: []byte("not-a-key-secret")}
+			e.creds.creds["deploy-ssh-key"] = vault.Credential{Kind: vault.KindSSHKey, Fields: vault.Fields{"private_key": string([]byte("not-a-key-secret"))}}
 		}, mention: "latch vault put"},
 		{name: "host key changed", change: func(e *sshEnv) {
 			other, _ := newKey(t)

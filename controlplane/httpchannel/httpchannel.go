@@ -152,9 +152,6 @@ func (c *Channel) credential(call engine.Call) (httpdispatch.Credential, engine.
 		}
 		return nil, engine.Attempt{Class: engine.NotSent, Reason: reason}, false
 	}
-	if v.Kind == vault.KindSSHKey {
-		return nil, engine.Attempt{Class: engine.NotSent, Reason: "credential " + ref + " is an SSH key; an HTTP target needs bearer, basic or header"}, false
-	}
 	kind, err := v.HTTP()
 	if err != nil {
 		return nil, engine.Attempt{Class: engine.NotSent, Reason: "credential " + ref + ": " + err.Error()}, false

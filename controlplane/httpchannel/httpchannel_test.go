@@ -51,7 +51,7 @@ func (c creds) Get(name string) (vault.Credential, error) {
 	if c.locked {
 		return vault.Credential{}, vault.ErrLocked
 	}
-	return vault.Credential{Kind: vault.KindBearer, Token: "tok-0123456789"}, nil
+	return vault.Credential{Kind: vault.KindBearer, Fields: vault.Fields{"token": "tok-0123456789"}}, nil
 }
 
 func setup(t *testing.T, c creds) (*Channel, *demotarget.Server, *tools.Catalog) {

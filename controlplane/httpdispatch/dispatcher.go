@@ -46,8 +46,8 @@ var (
 
 // Credential is a secret the vault hands the dispatcher for one call, as
 // the kind that presents it. Implemented by the vault's HTTP kinds
-// (vault.Bearer, vault.Basic, vault.Header; vault.Credential.HTTP picks
-// one): a new kind, a request signer included, needs no change here. It is
+// (vault.HTTPCredential: vault.Credential.HTTP asks the credential's kind
+// for it): a new kind, a request signer included, needs no change here. It is
 // never logged, stored or returned.
 type Credential interface {
 	// Apply presents the credential on the request that goes on the wire.
@@ -65,6 +65,16 @@ type Credential interface {
 	// it is asked again after each Apply. A value shorter than
 	// redact.MinLen cannot be redacted, and the call is refused.
 	Secrets() [][]byte
+}
+
+// AppliedSecreter is implemented by a Credential whose Apply puts secret
+// values on the request that Secrets cannot know beforehand and that are
+// not in the Authorization header (whose values are always redacted): a
+// per-request signature in a header of its own. Implemented by
+// controlplane/vault/hmacsig.Signer.
+type AppliedSecreter interface {
+	// AppliedSecrets are those values, read from the headers Apply set.
+	AppliedSecrets(h http.Header) [][]byte
 }
 
 // Call is one HTTP exchange with a catalog target.
@@ -387,7 +397,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		return nil, invalid("%s", p.red.String(err.Error()))
 	}
 	if p.cred != nil {
-		// The probe may have fetched a token (oauth2_client_credentials).
+		// The probe may have fetched a token (a kind that fetches tokens).
 		if p.red, err = credentialRedactor(p.cred); err != nil {
 			return nil, invalid("%v", err)
 		}
@@ -465,12 +475,16 @@ func credentialRedactor(cred Credential, applied ...[]byte) (*redact.Redactor, e
 // sets it ("Bearer <token>", "Basic <pair>", a SigV4 "AWS4-HMAC-SHA256
 // Credential=..., Signature=<hex>"), and a signature in it alone (S3's
 // SignatureDoesNotMatch answer quotes the signature provided; it is valid
-// for that request for minutes).
-func appliedSecrets(h http.Header, credHeaders []string) [][]byte {
-	if !slices.Contains(credHeaders, "Authorization") {
-		return nil
-	}
+// for that request for minutes), and what a credential implementing
+// AppliedSecreter names (a signature in a header of its own).
+func appliedSecrets(cred Credential, h http.Header, credHeaders []string) [][]byte {
 	var out [][]byte
+	if a, ok := cred.(AppliedSecreter); ok {
+		out = a.AppliedSecrets(h)
+	}
+	if !slices.Contains(credHeaders, "Authorization") {
+		return out
+	}
 	for _, v := range h.Values("Authorization") {
 		out = append(out, []byte(v))
 		if _, sig, ok := strings.Cut(v, "Signature="); ok {
@@ -633,9 +647,9 @@ func (d *Dispatcher) attempt(ctx context.Context, tr *http.Transport, c Call, p 
 	red := p.red
 	if p.cred != nil {
 		// Asked again after Apply: a kind that fetched a token for this
-		// request (oauth2_client_credentials) names it now.
+		// request (a kind that fetches tokens) names it now.
 		var err error
-		if red, err = credentialRedactor(p.cred, appliedSecrets(req.Header, p.credHeaders)...); err != nil {
+		if red, err = credentialRedactor(p.cred, appliedSecrets(p.cred, req.Header, p.credHeaders)...); err != nil {
 			return nil, &failure{class: notSent, err: redactError(p.red, invalid("target %q: %v", c.Target.Name, err))}
 		}
 	}

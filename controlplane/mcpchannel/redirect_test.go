@@ -98,7 +98,7 @@ tools:
 func redirectChannel(t *testing.T) *Channel {
 	c := newTestChannel(t, Config{
 		Logger:      testlog.New(t, 0),
-		Credentials: oneCredential{vault.Credential{Kind: vault.KindBearer, Token: redirectToken}},
+		Credentials: oneCredential{vault.Credential{Kind: vault.KindBearer, Fields: vault.Fields{"token": redirectToken}}},
 		ConnectWait: 5 * time.Second,
 	})
 	t.Cleanup(c.Close)

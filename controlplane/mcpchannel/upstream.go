@@ -529,16 +529,13 @@ func (u *upstream) applyCredential(req *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if v.Kind == vault.KindSSHKey {
-		return fmt.Errorf("upstream %s: credential %s is an SSH key; an http upstream needs bearer, basic, header, aws_sigv4 or oauth2_client_credentials", u.spec.Name, ref)
-	}
 	h, err := v.HTTP()
 	if err != nil {
 		return fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, ref, err)
 	}
 	// Checked before Apply, so a credential too short to be redacted is
 	// never sent; set again after it, when a kind that fetched a token
-	// (oauth2_client_credentials) names it.
+	// (a kind that fetches tokens) names it.
 	if err := u.setSecrets(h.Secrets()); err != nil {
 		return err
 	}
@@ -546,6 +543,11 @@ func (u *upstream) applyCredential(req *http.Request) error {
 		return errors.New(u.scrub([]byte(err.Error())))
 	}
 	applied := h.Secrets()
+	// A kind signing in a header of its own names the signature
+	// (httpdispatch.AppliedSecreter).
+	if a, ok := h.(interface{ AppliedSecrets(http.Header) [][]byte }); ok {
+		applied = append(applied, a.AppliedSecrets(req.Header)...)
+	}
 	if slices.Contains(h.Headers(), "Authorization") {
 		applied = append(applied, []byte(req.Header.Get("Authorization")))
 	}
@@ -588,14 +590,9 @@ func (u *upstream) credentialValue() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var s string
-	switch v.Kind {
-	case vault.KindBearer:
-		s = v.Token
-	case vault.KindHeader:
-		s = v.Value
-	default:
-		return "", fmt.Errorf("upstream %s: credential %s is %s; a stdio upstream's credential_env takes a bearer or header credential", u.spec.Name, u.spec.Credential, v.Kind)
+	s, err := v.Env()
+	if err != nil {
+		return "", fmt.Errorf("upstream %s: credential %s: %w", u.spec.Name, u.spec.Credential, err)
 	}
 	if err := u.setSecrets([][]byte{[]byte(s)}); err != nil {
 		return "", err

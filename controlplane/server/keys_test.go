@@ -391,7 +391,7 @@ func TestTakeoverReadsTheVaultAgain(t *testing.T) {
 		x, err := a.Store.Execution(res.Execution.GetId())
 		return err == nil && x.GetState() == recordv1.State_STATE_COMPLETED
 	})
-	if err := ra.vault.Put("deploy", vault.Credential{Kind: vault.KindBearer, Token: "tok-after-b-started"}); err != nil {
+	if err := ra.vault.Put("deploy", vault.Credential{Kind: vault.KindBearer, Fields: vault.Fields{"token": "tok-after-b-started"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rb.vault.Get("deploy"); !errors.Is(err, vault.ErrNotFound) {
@@ -413,7 +413,7 @@ func TestTakeoverReadsTheVaultAgain(t *testing.T) {
 		<-bdone // a Run cancelled during its start-up may report that; the test is over
 	}()
 	waitActive(t, b, bdone)
-	if c, err := rb.vault.Get("deploy"); err != nil || c.Token != "tok-after-b-started" {
+	if c, err := rb.vault.Get("deploy"); err != nil || c.Fields["token"] != "tok-after-b-started" {
 		t.Errorf("the new active's vault: %v, %v; want the credential the old active stored", c, err)
 	}
 }

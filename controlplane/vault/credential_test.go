@@ -59,7 +59,7 @@ func TestCredentialPrintsNoSecret(t *testing.T) {
 }
 
 func TestCredentialKindLabelNotEchoed(t *testing.T) {
-	c := Credential{Kind: "sk-live-pasted-into-kind", Token: "x"}
+	c := Credential{Kind: "sk-live-pasted-into-kind", Fields: Fields{"token": "x"}}
 	out := fmt.Sprintf("%v %#v", c, c)
 	if strings.Contains(out, "sk-live") {
 		t.Errorf("unknown kind echoed: %s", out)
@@ -77,34 +77,34 @@ func TestValidate(t *testing.T) {
 		c    Credential
 		ok   bool
 	}{
-		{"bearer", Credential{Kind: KindBearer, Token: secret}, true},
+		{"bearer", Credential{Kind: KindBearer, Fields: Fields{"token": secret}}, true},
 		{"bearer empty", Credential{Kind: KindBearer}, false},
-		{"bearer newline", Credential{Kind: KindBearer, Token: secret + "\r\nX-Evil: 1"}, false},
-		{"bearer space", Credential{Kind: KindBearer, Token: "a " + secret}, false},
-		{"bearer stray password", Credential{Kind: KindBearer, Token: "t", Password: secret}, false},
-		{"bearer too short to redact", Credential{Kind: KindBearer, Token: "abc"}, false},
-		{"bearer inside the redaction mark", Credential{Kind: KindBearer, Token: "DACT"}, false},
-		{"basic password too short to redact", Credential{Kind: KindBasic, Username: "u", Password: "pw"}, false},
-		{"header value too short to redact", Credential{Kind: KindHeader, Header: "X-K", Value: "v"}, false},
-		{"basic", Credential{Kind: KindBasic, Username: "u", Password: secret}, true},
-		{"basic empty password", Credential{Kind: KindBasic, Username: "u"}, true},
-		{"basic colon in password", Credential{Kind: KindBasic, Username: "u", Password: "a:" + secret}, true},
-		{"basic no username", Credential{Kind: KindBasic, Password: secret}, false},
-		{"basic colon in username", Credential{Kind: KindBasic, Username: "u:" + secret}, false},
-		{"basic control in password", Credential{Kind: KindBasic, Username: "u", Password: secret + "\n"}, false},
-		{"basic stray token", Credential{Kind: KindBasic, Username: "u", Token: secret}, false},
-		{"header", Credential{Kind: KindHeader, Header: "X-Api-Key", Value: secret}, true},
-		{"header no value", Credential{Kind: KindHeader, Header: "X-Api-Key"}, false},
-		{"header no name", Credential{Kind: KindHeader, Value: secret}, false},
-		{"header line pasted as name", Credential{Kind: KindHeader, Header: "Authorization: Bearer " + secret, Value: "v"}, false},
-		{"header value injection", Credential{Kind: KindHeader, Header: "X-K", Value: secret + "\nX-Evil: 1"}, false},
-		{"header stray key", Credential{Kind: KindHeader, Header: "X-K", Value: "v", PrivateKey: []byte(secret)}, false},
-		{"ssh key", Credential{Kind: KindSSHKey, PrivateKey: key}, true},
-		{"ssh key garbage", Credential{Kind: KindSSHKey, PrivateKey: []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret + "\n-----END OPENSSH PRIVATE KEY-----\n")}, false},
+		{"bearer newline", Credential{Kind: KindBearer, Fields: Fields{"token": secret + "\r\nX-Evil: 1"}}, false},
+		{"bearer space", Credential{Kind: KindBearer, Fields: Fields{"token": "a " + secret}}, false},
+		{"bearer stray password", Credential{Kind: KindBearer, Fields: Fields{"token": "t", "password": secret}}, false},
+		{"bearer too short to redact", Credential{Kind: KindBearer, Fields: Fields{"token": "abc"}}, false},
+		{"bearer inside the redaction mark", Credential{Kind: KindBearer, Fields: Fields{"token": "DACT"}}, false},
+		{"basic password too short to redact", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "password": "pw"}}, false},
+		{"header value too short to redact", Credential{Kind: KindHeader, Fields: Fields{"header": "X-K", "value": "v"}}, false},
+		{"basic", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "password": secret}}, true},
+		{"basic empty password", Credential{Kind: KindBasic, Fields: Fields{"username": "u"}}, true},
+		{"basic colon in password", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "password": "a:" + secret}}, true},
+		{"basic no username", Credential{Kind: KindBasic, Fields: Fields{"password": secret}}, false},
+		{"basic colon in username", Credential{Kind: KindBasic, Fields: Fields{"username": "u:" + secret}}, false},
+		{"basic control in password", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "password": secret + "\n"}}, false},
+		{"basic stray token", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "token": secret}}, false},
+		{"header", Credential{Kind: KindHeader, Fields: Fields{"header": "X-Api-Key", "value": secret}}, true},
+		{"header no value", Credential{Kind: KindHeader, Fields: Fields{"header": "X-Api-Key"}}, false},
+		{"header no name", Credential{Kind: KindHeader, Fields: Fields{"value": secret}}, false},
+		{"header line pasted as name", Credential{Kind: KindHeader, Fields: Fields{"header": "Authorization: Bearer " + secret, "value": "v"}}, false},
+		{"header value injection", Credential{Kind: KindHeader, Fields: Fields{"header": "X-K", "value": secret + "\nX-Evil: 1"}}, false},
+		{"header stray key", Credential{Kind: KindHeader, Fields: Fields{"header": "X-K", "value": "v", "private_key": string([]byte(secret))}}, false},
+		{"ssh key", Credential{Kind: KindSSHKey, Fields: Fields{"private_key": string(key)}}, true},
+		{"ssh key garbage", Credential{Kind: KindSSHKey, Fields: Fields{"private_key": string([]byte("-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret + "\n-----END OPENSSH PRIVATE KEY-----\n"))}}, false},
 		{"ssh key empty", Credential{Kind: KindSSHKey}, false},
-		{"ssh key stray token", Credential{Kind: KindSSHKey, PrivateKey: key, Token: secret}, false},
-		{"no kind", Credential{Token: secret}, false},
-		{"unknown kind", Credential{Kind: "oauth", Token: secret}, false},
+		{"ssh key stray token", Credential{Kind: KindSSHKey, Fields: Fields{"private_key": string(key), "token": secret}}, false},
+		{"no kind", Credential{Fields: Fields{"token": secret}}, false},
+		{"unknown kind", Credential{Kind: "oauth", Fields: Fields{"token": secret}}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestValidate(t *testing.T) {
 func TestValidateEncryptedSSHKey(t *testing.T) {
 	v, _, _ := newUnlocked(t, "pass")
 	enc := encryptedSSHKey(t)
-	err := v.Put("k", Credential{Kind: KindSSHKey, PrivateKey: enc})
+	err := v.Put("k", Credential{Kind: KindSSHKey, Fields: Fields{"private_key": string(enc)}})
 	if !errors.Is(err, ErrInvalidCredential) || !strings.Contains(err.Error(), "passphrase-protected") {
 		t.Errorf("Put(encrypted ssh key) = %v, want ErrInvalidCredential naming the passphrase", err)
 	}

@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"bytes"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
@@ -160,41 +159,30 @@ func verifyMAC(f *fileV1, dek *[keySize]byte) error {
 	return nil
 }
 
-// payload is the sealed plaintext of one entry. Vault and Name bind the
-// ciphertext to its place: a box copied to another name or another vault
-// fails to open as that name.
-type payload struct {
-	Vault      []byte `json:"vault"`
-	Name       string `json:"name"`
-	Kind       Kind   `json:"kind"`
-	Token      string `json:"token,omitempty"`
-	Username   string `json:"username,omitempty"`
-	Password   string `json:"password,omitempty"`
-	Header     string `json:"header,omitempty"`
-	Value      string `json:"value,omitempty"`
-	PrivateKey []byte `json:"private_key,omitempty"`
-
-	AccessKeyID     string   `json:"access_key_id,omitempty"`
-	SecretAccessKey string   `json:"secret_access_key,omitempty"`
-	SessionToken    string   `json:"session_token,omitempty"`
-	Region          string   `json:"region,omitempty"`
-	Service         string   `json:"service,omitempty"`
-	TokenURL        string   `json:"token_url,omitempty"`
-	ClientID        string   `json:"client_id,omitempty"`
-	ClientSecret    string   `json:"client_secret,omitempty"`
-	Scopes          []string `json:"scopes,omitempty"`
-	Audience        string   `json:"audience,omitempty"`
-}
+// The sealed plaintext of one entry is one JSON object: "vault" (the vault
+// id) and "name" bind the ciphertext to its place (a box copied to another
+// name or another vault fails to open as that name), "kind" names the
+// kind, and each set field of the kind is a key of its own, encoded as its
+// FieldType says (a string, base64 bytes, an array of strings).
 
 func sealEntry(id []byte, name string, c Credential, dek *[keySize]byte) ([]byte, error) {
-	msg, err := json.Marshal(payload{
-		Vault: id, Name: name, Kind: c.Kind,
-		Token: c.Token, Username: c.Username, Password: c.Password,
-		Header: c.Header, Value: c.Value, PrivateKey: c.PrivateKey,
-		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken,
-		Region: c.Region, Service: c.Service,
-		TokenURL: c.TokenURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: c.Scopes, Audience: c.Audience,
-	})
+	p := map[string]any{"vault": id, "name": name, "kind": c.Kind}
+	k, _ := Lookup(c.Kind) // Put validated c: k is registered
+	for fname, v := range c.Fields {
+		if v == "" {
+			continue
+		}
+		f, _ := field(k, fname)
+		switch f.Type {
+		case FieldBytes:
+			p[fname] = []byte(v)
+		case FieldList:
+			p[fname] = ListValue(v)
+		default:
+			p[fname] = v
+		}
+	}
+	msg, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("vault: encode credential: %w", err)
 	}
@@ -208,26 +196,62 @@ func openEntry(id []byte, name string, sealed []byte, dek *[keySize]byte) (Crede
 		return Credential{}, fmt.Errorf("%w: entry %q does not decrypt (modified or sealed under another key)", ErrCorrupt, name)
 	}
 	defer clear(msg)
-	var p payload
-	dec := json.NewDecoder(bytes.NewReader(msg))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		// The decoder's message may quote plaintext: not passed on.
-		return Credential{}, fmt.Errorf("%w: entry %q holds no valid credential", ErrCorrupt, name)
+	// The decoder's messages may quote plaintext: none is passed on.
+	notValid := fmt.Errorf("%w: entry %q holds no valid credential", ErrCorrupt, name)
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &p); err != nil {
+		return Credential{}, notValid
 	}
-	if subtle.ConstantTimeCompare(p.Vault, id) != 1 || p.Name != name {
+	var head struct {
+		Vault []byte
+		Name  string
+		Kind  Kind
+	}
+	for key, dst := range map[string]any{"vault": &head.Vault, "name": &head.Name, "kind": &head.Kind} {
+		if raw, ok := p[key]; ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return Credential{}, notValid
+			}
+		}
+		delete(p, key)
+	}
+	if subtle.ConstantTimeCompare(head.Vault, id) != 1 || head.Name != name {
 		return Credential{}, fmt.Errorf("%w: entry %q was sealed for another name or vault (entries moved or swapped)", ErrCorrupt, name)
 	}
 	// Not validated again: Put validated it and the box is authenticated,
 	// and a stricter Validate in a later release must not make stored
-	// credentials unreadable.
-	return Credential{
-		Kind: p.Kind, Token: p.Token, Username: p.Username, Password: p.Password,
-		Header: p.Header, Value: p.Value, PrivateKey: p.PrivateKey,
-		AccessKeyID: p.AccessKeyID, SecretAccessKey: p.SecretAccessKey, SessionToken: p.SessionToken,
-		Region: p.Region, Service: p.Service,
-		TokenURL: p.TokenURL, ClientID: p.ClientID, ClientSecret: p.ClientSecret, Scopes: p.Scopes, Audience: p.Audience,
-	}, nil
+	// credentials unreadable. A kind no longer registered keeps its text
+	// fields (HTTP and SSH then refuse it by name).
+	k, known := Lookup(head.Kind)
+	c := Credential{Kind: head.Kind, Fields: make(Fields, len(p))}
+	for key, raw := range p {
+		var f Field
+		if known {
+			if f, ok = field(k, key); !ok {
+				return Credential{}, notValid
+			}
+		}
+		var err error
+		switch f.Type {
+		case FieldBytes:
+			var b []byte
+			err = json.Unmarshal(raw, &b)
+			c.Fields[key] = string(b)
+			clear(b)
+		case FieldList:
+			var l []string
+			err = json.Unmarshal(raw, &l)
+			c.Fields[key] = JoinList(l)
+		default:
+			var s string
+			err = json.Unmarshal(raw, &s)
+			c.Fields[key] = s
+		}
+		if err != nil {
+			return Credential{}, notValid
+		}
+	}
+	return c, nil
 }
 
 // GenerateKeyFile writes 32 random bytes to a new file at path with mode

@@ -89,11 +89,15 @@
 //
 // # Kinds
 //
-// Credential is the stored record. Credential.HTTP and Credential.SSH turn
-// it into its kind, which implements HTTPCredential (Apply on an
-// *http.Request: Bearer, Basic, Header) or SSHCredential (Signer: SSHKey).
-// The dispatchers call only those interfaces, so adding a kind (a request
-// signer) touches this package alone (kinds.go, Validate, the sealed fields). No error or log line of this package contains a
-// secret value, nor a rejected name or header name (a secret may have been
-// pasted there by mistake).
+// Credential is the stored record: a kind and its field values. Each kind
+// is a CredentialKind in a registry (kinds.go lists the built-ins, one
+// line each, one file each; Register adds another package's): it declares
+// its fields, validates them, and presents the credential through the
+// capabilities it has, HTTPKind (an HTTPCredential: Apply on an
+// *http.Request), SSHKind (an SSHCredential: Signer) and EnvKind (a
+// credential_env value). Credential.HTTP, SSH and Env ask the kind, so the
+// dispatchers, the admin service and the CLI name no kind. The sealed
+// entry keeps each field under its name. No error or log line of this
+// package contains a secret value, nor a rejected name or header name (a
+// secret may have been pasted there by mistake).
 package vault

@@ -68,10 +68,10 @@ func sampleCredentials(t testing.TB) (map[string]Credential, []string) {
 	t.Helper()
 	key := sshKeyPEM(t)
 	creds := map[string]Credential{
-		"deploy-api":  {Kind: KindBearer, Token: "tok-SECRET-bearer-7f3a9c"},
-		"payments":    {Kind: KindBasic, Username: "svc-payments", Password: "pw-SECRET-basic-41d2"},
-		"metrics.key": {Kind: KindHeader, Header: "X-Api-Key", Value: "hdr-SECRET-value-e81b"},
-		"db_host":     {Kind: KindSSHKey, PrivateKey: key},
+		"deploy-api":  {Kind: KindBearer, Fields: Fields{"token": "tok-SECRET-bearer-7f3a9c"}},
+		"payments":    {Kind: KindBasic, Fields: Fields{"username": "svc-payments", "password": "pw-SECRET-basic-41d2"}},
+		"metrics.key": {Kind: KindHeader, Fields: Fields{"header": "X-Api-Key", "value": "hdr-SECRET-value-e81b"}},
+		"db_host":     {Kind: KindSSHKey, Fields: Fields{"private_key": string(key)}},
 	}
 	// The middle of the PEM body is key material.
 	body := string(key)

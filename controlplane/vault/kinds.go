@@ -1,28 +1,153 @@
 package vault
 
 import (
-	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
+	"regexp"
 	"slices"
+	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
+
+	"net/http"
 )
 
-// A credential kind is how a secret is presented to a target. Each kind is a
-// type implementing the interface of its channel, so a new kind is a new
-// type (kinds_sigv4.go, kinds_oauth2.go) and a case in Credential.HTTP; the
-// dispatcher only calls the interface.
-//
-// The stored Credential stays one record with the fields of every kind (it
-// is what the vault seals and what PutCredential carries); HTTP and SSH turn
-// it into its kind.
+// A credential kind is how a secret is presented to a target. Every kind is
+// a CredentialKind in the registry: the built-ins are listed in builtIn
+// below, one line each, each declared in its own file (kinds_<name>.go);
+// another package adds one with Register. A kind declares its fields (what
+// Validate checks, what the vault seals, what `latch vault put` reads and
+// VaultPutRequest carries), checks them, and presents the credential
+// through the capabilities it implements: HTTPKind, SSHKind, EnvKind.
+// Callers ask a Credential for a capability (HTTP, SSH, Env); nothing
+// outside a kind's file switches on kind names.
 
-// HTTPCredential presents a credential on an HTTP request. Implemented by
-// Bearer, Basic and Header; httpdispatch.Credential is the same method set,
-// defined where it is used.
+// builtIn are the kinds every vault knows, one line per kind.
+var builtIn = []CredentialKind{
+	bearerKind{},
+	basicKind{},
+	headerKind{},
+	sshKeyKind{},
+	sigV4Kind{},
+	oauth2Kind{},
+}
+
+// Kind names a credential kind (the kind of VaultPutRequest, `latch vault
+// put --kind`, and the sealed entry).
+type Kind string
+
+// The names of the built-in kinds.
+const (
+	// KindBearer is sent as "Authorization: Bearer <token>".
+	KindBearer Kind = "bearer"
+	// KindBasic is sent as HTTP basic authentication.
+	KindBasic Kind = "basic"
+	// KindHeader is sent as a custom header "<header>: <value>".
+	KindHeader Kind = "header"
+	// KindSSHKey is an unencrypted SSH private key (PEM or OpenSSH format).
+	KindSSHKey Kind = "ssh_key"
+	// KindAWSSigV4 signs each request with AWS Signature Version 4.
+	KindAWSSigV4 Kind = "aws_sigv4"
+	// KindOAuth2ClientCredentials fetches access tokens with the client
+	// credentials grant and sends them as bearer tokens.
+	KindOAuth2ClientCredentials Kind = "oauth2_client_credentials" //nolint:gosec // a kind name, not a credential
+)
+
+// FieldType says how a field's value is encoded where it is not a plain
+// string: in the sealed entry, on stdin as JSON, and in VaultPutRequest.
+type FieldType uint8
+
+const (
+	// FieldText is a string.
+	FieldText FieldType = iota
+	// FieldBytes is a byte string (base64 in JSON, bytes in proto).
+	FieldBytes
+	// FieldList is a list of strings, held in Fields joined by "\n"
+	// (ListValue splits it; a JSON array, a repeated proto field).
+	FieldList
+)
+
+// ListValue splits the value of a FieldList field; "" is no items.
+func ListValue(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, "\n")
+}
+
+// JoinList is the Fields value of a FieldList field holding items.
+func JoinList(items []string) string { return strings.Join(items, "\n") }
+
+// Field is one field of a kind.
+type Field struct {
+	// Name is snake_case: the key in Fields, in the sealed entry, in the
+	// JSON `latch vault put` reads and the VaultPutRequest field of that
+	// name (when there is one; else it travels in VaultPutRequest.fields).
+	Name string
+	Type FieldType
+	// Required: Validate refuses the credential without it.
+	Required bool
+	// Secret: the value is redacted from results and must be long enough
+	// for that (package redact). Non-secret fields (a user name, a header
+	// name, a region) may appear in messages about the credential.
+	Secret bool
+	// Help describes the field in `latch vault put -h`.
+	Help string
+
+	// How `latch vault put` reads the field when not given as JSON on
+	// stdin: Flag names the command-line flag that holds it (File: the
+	// flag names a file whose contents are the value), Prompt reads it as
+	// one line from stdin. A kind with neither on any field reads all its
+	// fields as one JSON object from stdin.
+	Flag   string
+	File   bool
+	Prompt bool
+}
+
+// Fields are a credential's field values by Field.Name.
+type Fields map[string]string
+
+// CredentialKind is one kind of credential. Implemented by the built-ins
+// in this package (builtIn) and by any kind a program Registers.
+type CredentialKind interface {
+	// Name is the kind's name, ^[a-z][a-z0-9_]{0,31}$.
+	Name() Kind
+	// Fields are the fields the kind uses, in the order they are shown.
+	Fields() []Field
+	// Validate checks the values of c. Credential.Validate has checked
+	// that only the kind's fields are set, the required ones are, and the
+	// secret ones can be redacted. Errors wrap ErrInvalidCredential and
+	// name fields, never values.
+	Validate(c Credential) error
+}
+
+// HTTPKind is a kind presented on HTTP requests. Implemented by bearer,
+// basic, header, aws_sigv4 and oauth2_client_credentials.
+type HTTPKind interface {
+	CredentialKind
+	// HTTP returns c, which Validate accepted, as its presentation.
+	HTTP(c Credential) HTTPCredential
+}
+
+// SSHKind is a kind presented to SSH servers. Implemented by ssh_key.
+type SSHKind interface {
+	CredentialKind
+	SSH(c Credential) SSHCredential
+}
+
+// EnvKind is a kind whose secret can be handed to a stdio upstream as one
+// environment variable (an MCP upstream's credential_env). Implemented by
+// bearer and header.
+type EnvKind interface {
+	CredentialKind
+	// Env is the variable's value.
+	Env(c Credential) string
+}
+
+// HTTPCredential presents a credential on an HTTP request;
+// httpdispatch.Credential is the same method set, defined where it is
+// used. Implemented by Bearer, Basic, Header, SigV4 and
+// *OAuth2ClientCredentials, and by the kinds other packages register.
 type HTTPCredential interface {
 	// Apply presents the credential on r. The dispatcher calls it last, on
 	// the request that goes on the wire (every other header set), once per
@@ -32,8 +157,10 @@ type HTTPCredential interface {
 	// Headers names the request headers Apply sets: a request template may
 	// not set them, and they are never stored with a result.
 	Headers() []string
-	// Secrets are the byte strings Apply may put on the wire; they are
-	// redacted from anything stored.
+	// Secrets are every byte string Apply may put on the wire that is
+	// secret (a password and the "user:pass" pair it is encoded from, a
+	// fetched token): they are redacted, in each form package redact
+	// derives (base64, hex, URL and JSON escapes), from anything stored.
 	Secrets() [][]byte
 }
 
@@ -44,150 +171,89 @@ type SSHCredential interface {
 	Signer() (ssh.Signer, error)
 }
 
-var (
-	_ HTTPCredential = Bearer{}
-	_ HTTPCredential = Basic{}
-	_ HTTPCredential = Header{}
-	_ HTTPCredential = SigV4{}
-	_ HTTPCredential = (*OAuth2ClientCredentials)(nil)
-	_ SSHCredential  = SSHKey{}
-)
+var kindNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
-// HTTP returns c as the HTTP kind it is. An SSH key gives ErrWrongKind.
-func (c Credential) HTTP() (HTTPCredential, error) {
-	switch c.Kind {
-	case KindBearer:
-		return Bearer{Token: c.Token}, nil
-	case KindBasic:
-		return Basic{Username: c.Username, Password: c.Password}, nil
-	case KindHeader:
-		return Header{Name: c.Header, Value: c.Value}, nil
-	case KindAWSSigV4:
-		return SigV4{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken, Region: c.Region, Service: c.Service}, nil
-	case KindOAuth2ClientCredentials:
-		cache := c.tokens
-		if cache == nil {
-			cache = &tokenCache{}
+var registry struct {
+	sync.RWMutex
+	kinds map[Kind]CredentialKind
+}
+
+func init() {
+	for _, k := range builtIn {
+		Register(k)
+	}
+}
+
+// Register adds a kind. It panics (a programming error, at start) on a
+// malformed or taken name, on a field named twice or named like the
+// sealed entry's own keys, or on two fields read from one prompt.
+func Register(k CredentialKind) {
+	name := k.Name()
+	if !kindNameRE.MatchString(string(name)) {
+		panic(fmt.Sprintf("vault: Register: kind name %q must match %s", name, kindNameRE))
+	}
+	seen := map[string]bool{"vault": true, "name": true, "kind": true, "fields": true}
+	prompts := 0
+	for _, f := range k.Fields() {
+		if !kindNameRE.MatchString(f.Name) || seen[f.Name] {
+			panic(fmt.Sprintf("vault: Register: kind %s: field name %q is malformed, reserved or repeated", name, f.Name))
 		}
-		return &OAuth2ClientCredentials{TokenURL: c.TokenURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: slices.Clone(c.Scopes), Audience: c.Audience, cache: cache}, nil
-	case KindSSHKey:
-		return nil, fmt.Errorf("%w: an ssh_key credential cannot be presented over HTTP; an HTTP target needs bearer, basic, header, aws_sigv4 or oauth2_client_credentials", ErrWrongKind)
+		seen[f.Name] = true
+		if f.Prompt {
+			prompts++
+		}
 	}
-	return nil, invalidf("kind %s is not an HTTP kind (bearer, basic, header, aws_sigv4, oauth2_client_credentials)", c.kindLabel())
+	if prompts > 1 {
+		panic(fmt.Sprintf("vault: Register: kind %s reads %d fields from the stdin prompt; at most one", name, prompts))
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if registry.kinds == nil {
+		registry.kinds = make(map[Kind]CredentialKind)
+	}
+	if _, dup := registry.kinds[name]; dup {
+		panic(fmt.Sprintf("vault: Register: kind %s is registered twice", name))
+	}
+	registry.kinds[name] = k
 }
 
-// SSH returns c as the SSH kind it is. Any HTTP kind gives ErrWrongKind.
-func (c Credential) SSH() (SSHCredential, error) {
-	if c.Kind == KindSSHKey {
-		return SSHKey{PrivateKey: c.PrivateKey}, nil
-	}
-	return nil, fmt.Errorf("%w: a %s credential is not an SSH key; an ssh target needs an ssh_key credential", ErrWrongKind, c.kindLabel())
+// Lookup returns the registered kind called name.
+func Lookup(name Kind) (CredentialKind, bool) {
+	registry.RLock()
+	defer registry.RUnlock()
+	k, ok := registry.kinds[name]
+	return k, ok
 }
 
-// Bearer is sent as "Authorization: Bearer <Token>".
-type Bearer struct{ Token string }
-
-// Apply sets the Authorization header.
-func (b Bearer) Apply(r *http.Request) error {
-	if b.Token == "" || !validHeaderValue(b.Token) {
-		return errors.New("bearer credential has an empty or malformed token")
+// Kinds returns the registered kinds sorted by name.
+func Kinds() []CredentialKind {
+	registry.RLock()
+	defer registry.RUnlock()
+	out := make([]CredentialKind, 0, len(registry.kinds))
+	for _, k := range registry.kinds {
+		out = append(out, k)
 	}
-	r.Header.Set("Authorization", "Bearer "+b.Token)
-	return nil
+	slices.SortFunc(out, func(a, b CredentialKind) int { return strings.Compare(string(a.Name()), string(b.Name())) })
+	return out
 }
 
-// Headers is Authorization.
-func (Bearer) Headers() []string { return []string{"Authorization"} }
-
-// Secrets is the token.
-func (b Bearer) Secrets() [][]byte { return [][]byte{[]byte(b.Token)} }
-
-// String never shows the token.
-func (Bearer) String() string { return "vault.Bearer{" + redacted + "}" }
-
-// Basic is sent as HTTP basic authentication.
-type Basic struct{ Username, Password string }
-
-// Apply sets the Authorization header.
-func (b Basic) Apply(r *http.Request) error {
-	if b.Username == "" || containsByte(b.Username, ':') || !validHeaderValue(b.Username) || !validHeaderValue(b.Password) {
-		return errors.New("basic credential needs a username without ':' and printable fields")
+// kindNames lists the registered kinds that pass keep, for messages.
+func kindNames(keep func(CredentialKind) bool) string {
+	var names []string
+	for _, k := range Kinds() {
+		if keep == nil || keep(k) {
+			names = append(names, string(k.Name()))
+		}
 	}
-	r.Header.Set("Authorization", "Basic "+b.encoded())
-	return nil
+	return strings.Join(names, ", ")
 }
 
-func (b Basic) encoded() string {
-	return base64.StdEncoding.EncodeToString([]byte(b.Username + ":" + b.Password))
-}
-
-// Headers is Authorization.
-func (Basic) Headers() []string { return []string{"Authorization"} }
-
-// Secrets are the password, the "user:pass" pair it is sent as and that
-// pair encoded (the redactor derives the pair's other encodings).
-func (b Basic) Secrets() [][]byte {
-	if b.Password == "" {
-		return [][]byte{[]byte(b.encoded())}
+// field returns k's field called name.
+func field(k CredentialKind, name string) (Field, bool) {
+	for _, f := range k.Fields() {
+		if f.Name == name {
+			return f, true
+		}
 	}
-	return [][]byte{[]byte(b.Password), []byte(b.Username + ":" + b.Password), []byte(b.encoded())}
+	return Field{}, false
 }
-
-// String never shows the password.
-func (Basic) String() string { return "vault.Basic{" + redacted + "}" }
-
-// Header is sent as a custom header "<Name>: <Value>".
-type Header struct{ Name, Value string }
-
-// Apply sets the header.
-func (h Header) Apply(r *http.Request) error {
-	if !validHeaderName(h.Name) {
-		return fmt.Errorf("header credential names an unusable header %q", h.Name)
-	}
-	if h.Value == "" || !validHeaderValue(h.Value) {
-		return fmt.Errorf("header credential %s has an empty or malformed value", http.CanonicalHeaderKey(h.Name))
-	}
-	r.Header.Set(h.Name, h.Value)
-	return nil
-}
-
-// Headers is the header's canonical name.
-func (h Header) Headers() []string { return []string{http.CanonicalHeaderKey(h.Name)} }
-
-// Secrets is the value.
-func (h Header) Secrets() [][]byte { return [][]byte{[]byte(h.Value)} }
-
-// String never shows the value.
-func (Header) String() string { return "vault.Header{" + redacted + "}" }
-
-// SSHKey is an unencrypted SSH private key (PEM or OpenSSH format).
-type SSHKey struct{ PrivateKey []byte }
-
-// Signer parses the key.
-func (k SSHKey) Signer() (ssh.Signer, error) {
-	s, err := ssh.ParsePrivateKey(k.PrivateKey)
-	if err != nil {
-		// x/crypto's parse errors name the problem, never the key.
-		return nil, fmt.Errorf("not a usable unencrypted SSH private key (%v)", err)
-	}
-	return s, nil
-}
-
-// String never shows the key.
-func (SSHKey) String() string { return "vault.SSHKey{" + redacted + "}" }
-
-// Every kind prints as its String for every fmt verb (%#v included) and
-// marshals to a redaction marker, like Credential: a kind that ends up in a
-// log line, an error or a JSON encoder leaks nothing.
-
-func (b Bearer) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, b.String()) }
-func (b Basic) Format(f fmt.State, _ rune)  { _, _ = io.WriteString(f, b.String()) }
-func (h Header) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, h.String()) }
-func (k SSHKey) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, k.String()) }
-
-func (Bearer) MarshalJSON() ([]byte, error) { return redactedJSON(KindBearer) }
-func (Basic) MarshalJSON() ([]byte, error)  { return redactedJSON(KindBasic) }
-func (Header) MarshalJSON() ([]byte, error) { return redactedJSON(KindHeader) }
-func (SSHKey) MarshalJSON() ([]byte, error) { return redactedJSON(KindSSHKey) }
-
-func redactedJSON(k Kind) ([]byte, error) { return Credential{Kind: k}.MarshalJSON() }

@@ -215,36 +215,50 @@ func (*OAuth2ClientCredentials) MarshalJSON() ([]byte, error) {
 	return redactedJSON(KindOAuth2ClientCredentials)
 }
 
-// validateOAuth2 checks an oauth2_client_credentials credential; missing
-// fields go to need. The token URL must be https, or http on a loopback
-// address (a local token server in tests and development).
-func (c Credential) validateOAuth2(need *[]string) error {
-	for _, f := range []struct {
-		name string
-		v    string
-	}{{"TokenURL", c.TokenURL}, {"ClientID", c.ClientID}, {"ClientSecret", c.ClientSecret}} {
-		if f.v == "" {
-			*need = append(*need, f.name)
-		}
+// oauth2Kind fetches an access token from token_url with the client
+// credentials grant, keeps it until it expires (in the vault's token cache
+// of the credential), and sends it as a bearer token.
+type oauth2Kind struct{}
+
+func (oauth2Kind) Name() Kind { return KindOAuth2ClientCredentials }
+
+func (oauth2Kind) Fields() []Field {
+	return []Field{
+		{Name: "token_url", Required: true, Help: "the token endpoint (https; http only on loopback)"},
+		{Name: "client_id", Required: true, Help: "the client ID"},
+		{Name: "client_secret", Required: true, Secret: true, Help: "the client secret"},
+		{Name: "scopes", Type: FieldList, Help: "the scopes to ask for (optional)"},
+		{Name: "audience", Help: "the audience parameter (optional; Auth0, Okta)"},
 	}
-	if c.TokenURL != "" {
-		u, err := url.Parse(c.TokenURL)
-		if err != nil || u.Host == "" || u.User != nil {
-			return invalidf("oauth2 token_url must be an absolute https URL without user info")
-		}
-		if u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())) {
-			return invalidf("oauth2 token_url must use https (http only on a loopback address)")
-		}
+}
+
+// Validate checks the token URL (https, or http on a loopback address: a
+// local token server in tests and development) and the other fields' forms.
+func (oauth2Kind) Validate(c Credential) error {
+	u, err := url.Parse(c.Get("token_url"))
+	if err != nil || u.Host == "" || u.User != nil {
+		return invalidf("oauth2 token_url must be an absolute https URL without user info")
 	}
-	if !validHeaderValue(c.ClientID) || !validHeaderValue(c.ClientSecret) || !validHeaderValue(c.Audience) {
+	if u.Scheme != "https" && (u.Scheme != "http" || !isLoopbackHost(u.Hostname())) {
+		return invalidf("oauth2 token_url must use https (http only on a loopback address)")
+	}
+	if !validHeaderValue(c.Get("client_id")) || !validHeaderValue(c.Get("client_secret")) || !validHeaderValue(c.Get("audience")) {
 		return invalidf("oauth2 client ID, secret or audience holds control characters")
 	}
-	for _, s := range c.Scopes {
+	for _, s := range ListValue(c.Get("scopes")) {
 		if s == "" || hasSpace(s) || !validHeaderValue(s) {
 			return invalidf("oauth2 scopes must be non-empty and hold no spaces (give each scope separately)")
 		}
 	}
 	return nil
+}
+
+func (oauth2Kind) HTTP(c Credential) HTTPCredential {
+	cache := c.tokens
+	if cache == nil {
+		cache = &tokenCache{}
+	}
+	return &OAuth2ClientCredentials{TokenURL: c.Get("token_url"), ClientID: c.Get("client_id"), ClientSecret: c.Get("client_secret"), Scopes: ListValue(c.Get("scopes")), Audience: c.Get("audience"), cache: cache}
 }
 
 func isLoopbackHost(h string) bool {

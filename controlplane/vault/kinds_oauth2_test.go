@@ -79,8 +79,7 @@ func newOAuthServer(t *testing.T, expiresIn int) (*oauthServer, *httptest.Server
 }
 
 func oauthCred(tokenURL string) Credential {
-	return Credential{Kind: KindOAuth2ClientCredentials, TokenURL: tokenURL, ClientID: oauthClientID, ClientSecret: oauthSecret,
-		Scopes: []string{"deploy:write", "deploy:read"}, Audience: "https://api.example.com"}
+	return Credential{Kind: KindOAuth2ClientCredentials, Fields: Fields{"token_url": tokenURL, "client_id": oauthClientID, "client_secret": oauthSecret, "scopes": JoinList([]string{"deploy:write", "deploy:read"}), "audience": "https://api.example.com"}}
 }
 
 // TestOAuth2ClientCredentials: through the vault and the dispatcher, the
@@ -164,7 +163,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 	_, ts := newOAuthServer(t, 3600)
 	c := oauthCred(ts.URL + "/token")
-	c.ClientSecret = "wrong-secret-0123456789"
+	c.Fields["client_secret"] = "wrong-secret-0123456789"
 	kind, err := c.HTTP()
 	if err != nil {
 		t.Fatal(err)
@@ -182,13 +181,13 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 func TestOAuth2Validate(t *testing.T) {
 	checkValidate(t, func() Credential { return oauthCred("http://127.0.0.1:9/token") }, oauthSecret, []validateCase{
 		{"complete", func(*Credential) {}, true},
-		{"no scopes or audience", func(c *Credential) { c.Scopes, c.Audience = nil, "" }, true},
-		{"https elsewhere", func(c *Credential) { c.TokenURL = "https://auth.example.com/oauth/token" }, true},
-		{"plain http elsewhere", func(c *Credential) { c.TokenURL = "http://auth.example.com/token" }, false},
-		{"user info in the URL", func(c *Credential) { c.TokenURL = "https://u:p@auth.example.com/token" }, false},
-		{"no secret", func(c *Credential) { c.ClientSecret = "" }, false},
-		{"scope with a space", func(c *Credential) { c.Scopes = []string{"a b"} }, false},
-		{"field of another kind", func(c *Credential) { c.Password = "x" }, false},
+		{"no scopes or audience", func(c *Credential) { c.Fields["scopes"], c.Fields["audience"] = "", "" }, true},
+		{"https elsewhere", func(c *Credential) { c.Fields["token_url"] = "https://auth.example.com/oauth/token" }, true},
+		{"plain http elsewhere", func(c *Credential) { c.Fields["token_url"] = "http://auth.example.com/token" }, false},
+		{"user info in the URL", func(c *Credential) { c.Fields["token_url"] = "https://u:p@auth.example.com/token" }, false},
+		{"no secret", func(c *Credential) { c.Fields["client_secret"] = "" }, false},
+		{"scope with a space", func(c *Credential) { c.Fields["scopes"] = JoinList([]string{"a b"}) }, false},
+		{"field of another kind", func(c *Credential) { c.Fields["password"] = "x" }, false},
 	})
 	for _, v := range []any{oauthCred("x"), mustHTTP(t, oauthCred("http://127.0.0.1:9/t")), mustHTTP(t, sigv4Cred("tok-secret"))} {
 		for _, format := range []string{"%v", "%+v", "%#v", "%s"} {

@@ -90,29 +90,40 @@ var (
 	awsKeyIDRE   = regexp.MustCompile(`^[A-Z0-9]{16,128}$`)
 )
 
-// validateSigV4 checks an aws_sigv4 credential; missing fields go to need.
-// Messages name fields, never values (a secret pasted into the wrong field
-// is not echoed).
-func (c Credential) validateSigV4(need *[]string) error {
-	for _, f := range []struct {
-		name string
-		v    string
-	}{{"AccessKeyID", c.AccessKeyID}, {"SecretAccessKey", c.SecretAccessKey}, {"Region", c.Region}, {"Service", c.Service}} {
-		if f.v == "" {
-			*need = append(*need, f.name)
-		}
+// sigV4Kind signs each request with AWS Signature Version 4 over its
+// method, URL, headers and body hash.
+type sigV4Kind struct{}
+
+func (sigV4Kind) Name() Kind { return KindAWSSigV4 }
+
+func (sigV4Kind) Fields() []Field {
+	return []Field{
+		{Name: "access_key_id", Required: true, Help: "the access key ID (AKIA...)"},
+		{Name: "secret_access_key", Required: true, Secret: true, Help: "the secret access key"},
+		{Name: "session_token", Secret: true, Help: "a session token (temporary credentials; optional)"},
+		{Name: "region", Required: true, Help: "the AWS Region the requests are signed for, like eu-west-1"},
+		{Name: "service", Required: true, Help: "the signing name, like s3 or execute-api"},
 	}
+}
+
+// Validate checks the fields' forms. Messages name fields, never values (a
+// secret pasted into the wrong field is not echoed).
+func (sigV4Kind) Validate(c Credential) error {
 	switch {
-	case c.AccessKeyID != "" && !awsKeyIDRE.MatchString(c.AccessKeyID):
+	case !awsKeyIDRE.MatchString(c.Get("access_key_id")):
 		return invalidf("aws_sigv4 access key ID must be 16 to 128 upper-case letters and digits (like AKIA...)")
-	case c.SecretAccessKey != "" && (!validHeaderValue(c.SecretAccessKey) || hasSpace(c.SecretAccessKey)):
+	case !validHeaderValue(c.Get("secret_access_key")) || hasSpace(c.Get("secret_access_key")):
 		return invalidf("aws_sigv4 secret access key holds spaces or control characters")
-	case c.SessionToken != "" && (!validHeaderValue(c.SessionToken) || hasSpace(c.SessionToken)):
+	case !validHeaderValue(c.Get("session_token")) || hasSpace(c.Get("session_token")):
 		return invalidf("aws_sigv4 session token holds spaces or control characters")
-	case c.Region != "" && !awsRegionRE.MatchString(c.Region):
+	case !awsRegionRE.MatchString(c.Get("region")):
 		return invalidf("aws_sigv4 region must look like us-east-1")
-	case c.Service != "" && !awsServiceRE.MatchString(c.Service):
+	case !awsServiceRE.MatchString(c.Get("service")):
 		return invalidf("aws_sigv4 service must be the signing name in lower case, like s3, execute-api or sqs")
 	}
 	return nil
+}
+
+func (sigV4Kind) HTTP(c Credential) HTTPCredential {
+	return SigV4{AccessKeyID: c.Get("access_key_id"), SecretAccessKey: c.Get("secret_access_key"), SessionToken: c.Get("session_token"), Region: c.Get("region"), Service: c.Get("service")}
 }

@@ -93,7 +93,7 @@ func newSigV4Server(t *testing.T, sessionToken string) (*sigv4Server, *httptest.
 }
 
 func sigv4Cred(session string) Credential {
-	return Credential{Kind: KindAWSSigV4, AccessKeyID: testAKID, SecretAccessKey: testSecret, SessionToken: session, Region: "eu-west-1", Service: "execute-api"}
+	return Credential{Kind: KindAWSSigV4, Fields: Fields{"access_key_id": testAKID, "secret_access_key": testSecret, "session_token": session, "region": "eu-west-1", "service": "execute-api"}}
 }
 
 // TestSigV4ThroughTheDispatcher: a request the dispatcher sends with an
@@ -174,8 +174,8 @@ func TestSigV4RefusesTampering(t *testing.T) {
 		}, sigv4Cred("")},
 		{"query changed", func(r *http.Request) { r.URL.RawQuery = "x=2" }, sigv4Cred("")},
 		{"method changed", func(r *http.Request) { r.Method = http.MethodPost }, sigv4Cred("")},
-		{"wrong secret", func(*http.Request) {}, func() Credential { c := sigv4Cred(""); c.SecretAccessKey = "not-the-secret-0123"; return c }()},
-		{"wrong region", func(*http.Request) {}, func() Credential { c := sigv4Cred(""); c.Region = "us-east-1"; return c }()},
+		{"wrong secret", func(*http.Request) {}, func() Credential { c := sigv4Cred(""); c.Fields["secret_access_key"] = "not-the-secret-0123"; return c }()},
+		{"wrong region", func(*http.Request) {}, func() Credential { c := sigv4Cred(""); c.Fields["region"] = "us-east-1"; return c }()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,10 +202,10 @@ func TestSigV4NeedsARereadableBody(t *testing.T) {
 func TestSigV4Validate(t *testing.T) {
 	checkValidate(t, func() Credential { return sigv4Cred("") }, testSecret, []validateCase{
 		{"complete", func(*Credential) {}, true},
-		{"no region", func(c *Credential) { c.Region = "" }, false},
-		{"no secret", func(c *Credential) { c.SecretAccessKey = "" }, false},
-		{"bad key id", func(c *Credential) { c.AccessKeyID = "akia lower" }, false},
-		{"bad service", func(c *Credential) { c.Service = "Exec API" }, false},
-		{"token field of another kind", func(c *Credential) { c.Token = "x" }, false},
+		{"no region", func(c *Credential) { c.Fields["region"] = "" }, false},
+		{"no secret", func(c *Credential) { c.Fields["secret_access_key"] = "" }, false},
+		{"bad key id", func(c *Credential) { c.Fields["access_key_id"] = "akia lower" }, false},
+		{"bad service", func(c *Credential) { c.Fields["service"] = "Exec API" }, false},
+		{"token field of another kind", func(c *Credential) { c.Fields["token"] = "x" }, false},
 	})
 }

@@ -24,14 +24,14 @@ func TestKinds(t *testing.T) {
 		wantHeaders http.Header
 		wantNames   []string
 	}{
-		{"bearer", Credential{Kind: KindBearer, Token: secret}, nil, ErrWrongKind,
+		{"bearer", Credential{Kind: KindBearer, Fields: Fields{"token": secret}}, nil, ErrWrongKind,
 			http.Header{"Authorization": {"Bearer " + secret}}, []string{"Authorization"}},
-		{"basic", Credential{Kind: KindBasic, Username: "u", Password: secret}, nil, ErrWrongKind,
+		{"basic", Credential{Kind: KindBasic, Fields: Fields{"username": "u", "password": secret}}, nil, ErrWrongKind,
 			http.Header{"Authorization": {"Basic dTpzM2NyM3QtdmFsdWUtMDEyMw=="}}, []string{"Authorization"}},
-		{"header", Credential{Kind: KindHeader, Header: "x-api-key", Value: secret}, nil, ErrWrongKind,
+		{"header", Credential{Kind: KindHeader, Fields: Fields{"header": "x-api-key", "value": secret}}, nil, ErrWrongKind,
 			http.Header{"X-Api-Key": {secret}}, []string{"X-Api-Key"}},
-		{"ssh key", Credential{Kind: KindSSHKey, PrivateKey: key}, ErrWrongKind, nil, nil, nil},
-		{"unknown kind", Credential{Kind: "magic", Token: secret}, ErrInvalidCredential, ErrWrongKind, nil, nil},
+		{"ssh key", Credential{Kind: KindSSHKey, Fields: Fields{"private_key": string(key)}}, ErrWrongKind, nil, nil, nil},
+		{"unknown kind", Credential{Kind: "magic", Fields: Fields{"token": secret}}, ErrInvalidCredential, ErrWrongKind, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,22 +88,27 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestFieldTablesAgree: every field a kind uses, and every name in the
-// ordered list, has a set-check, and the list names each check once.
-func TestFieldTablesAgree(t *testing.T) {
-	if len(allFields) != len(fieldSet) {
-		t.Errorf("allFields has %d names, fieldSet %d", len(allFields), len(fieldSet))
-	}
-	for _, n := range allFields {
-		if fieldSet[n] == nil {
-			t.Errorf("allFields names %q, which fieldSet cannot check", n)
+// TestRegistryKinds: every built-in kind is registered under its name,
+// its fields are named once each, and it presents itself through at least
+// one capability (a kind no channel can use is a mistake).
+func TestRegistryKinds(t *testing.T) {
+	for _, k := range builtIn {
+		got, ok := Lookup(k.Name())
+		if !ok || got != k {
+			t.Errorf("Lookup(%q) = %v, %v, want the built-in", k.Name(), got, ok)
 		}
-	}
-	for kind, names := range kindFields {
-		for _, n := range names {
-			if fieldSet[n] == nil {
-				t.Errorf("kind %s uses field %q, which fieldSet cannot check", kind, n)
+		seen := map[string]bool{}
+		for _, f := range k.Fields() {
+			if seen[f.Name] {
+				t.Errorf("kind %s names field %q twice", k.Name(), f.Name)
 			}
+			seen[f.Name] = true
 		}
+		if !isHTTP(k) && !isSSH(k) && !isEnv(k) {
+			t.Errorf("kind %s has no capability (HTTPKind, SSHKind, EnvKind)", k.Name())
+		}
+	}
+	if n := len(Kinds()); n < len(builtIn) {
+		t.Errorf("Kinds() has %d kinds, want at least the %d built-ins", n, len(builtIn))
 	}
 }

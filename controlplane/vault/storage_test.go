@@ -68,7 +68,7 @@ func TestSharedStorage(t *testing.T) {
 	if err := b.UnlockWithKeyFile(keyFile); err != nil {
 		t.Fatalf("unlock the winner's vault: %v", err)
 	}
-	cred := Credential{Kind: KindBearer, Token: "tok-Zq9-shared"}
+	cred := Credential{Kind: KindBearer, Fields: Fields{"token": "tok-Zq9-shared"}}
 	if err := a.Put("deploy", cred); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestSharedStorage(t *testing.T) {
 	if err := b.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Get("deploy"); err != nil || got.Token != cred.Token {
+	if got, err := b.Get("deploy"); err != nil || got.Fields["token"] != cred.Fields["token"] {
 		t.Fatalf("Get after Reload = %v, %v", got, err)
 	}
 	ka, err := a.KeySealer().Seal([]byte("k"), []byte("key"))

@@ -96,8 +96,8 @@ type Vault struct {
 	dek   *[keySize]byte // data key; nil while locked
 	epoch uint64
 
-	// tokens caches the access tokens of oauth2_client_credentials
-	// credentials by name, in memory only; Lock drops them.
+	// tokens caches the access tokens credentials fetch (a kind that gets
+	// tokens) by name, in memory only; Lock drops them.
 	tokensMu sync.Mutex
 	tokens   map[string]*tokenCache
 }
@@ -513,8 +513,8 @@ func (v *Vault) Get(name string) (Credential, error) {
 		return Credential{}, fmt.Errorf("%w: %s", ErrNotFound, name)
 	}
 	c, err := openEntry(v.file.ID, name, sealed, v.dek)
-	if err == nil && c.Kind == KindOAuth2ClientCredentials {
-		c.tokens = v.tokenCache(name)
+	if err == nil {
+		c.tokens = v.tokenCache(name) // kept for the kinds that fetch tokens
 	}
 	return c, err
 }

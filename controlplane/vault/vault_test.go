@@ -54,7 +54,7 @@ func TestRoundTripAcrossReopen(t *testing.T) {
 	}
 
 	// Replace and delete survive a reopen too.
-	if err := w.Put("deploy-api", Credential{Kind: KindBearer, Token: "rotated"}); err != nil {
+	if err := w.Put("deploy-api", Credential{Kind: KindBearer, Fields: Fields{"token": "rotated"}}); err != nil {
 		t.Fatalf("Put(replace) = %v", err)
 	}
 	if err := w.Delete("payments"); err != nil {
@@ -67,7 +67,7 @@ func TestRoundTripAcrossReopen(t *testing.T) {
 	if err := x.Unlock([]byte("correct horse battery staple")); err != nil {
 		t.Fatalf("Unlock() = %v", err)
 	}
-	if got, err := x.Get("deploy-api"); err != nil || got.Token != "rotated" {
+	if got, err := x.Get("deploy-api"); err != nil || got.Fields["token"] != "rotated" {
 		t.Errorf("Get(deploy-api) after replace = %v, %v; want the rotated token", got, err)
 	}
 	if _, err := x.Get("payments"); !errors.Is(err, ErrNotFound) {
@@ -105,7 +105,7 @@ func TestWrongPassphrase(t *testing.T) {
 
 func TestLockedDenies(t *testing.T) {
 	v, _, _ := newUnlocked(t, "pass")
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
+	if err := v.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}}); err != nil {
 		t.Fatalf("Put() = %v", err)
 	}
 	v.Lock()
@@ -115,7 +115,7 @@ func TestLockedDenies(t *testing.T) {
 	}{
 		{"Get", func() error { _, err := v.Get("a"); return err }},
 		{"Get missing", func() error { _, err := v.Get("zz"); return err }},
-		{"Put", func() error { return v.Put("b", Credential{Kind: KindBearer, Token: "tok-0"}) }},
+		{"Put", func() error { return v.Put("b", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}}) }},
 		{"Delete", func() error { return v.Delete("a") }},
 		{"DeriveKey", func() error { _, err := v.DeriveKey("fingerprint", 32); return err }},
 	}
@@ -145,7 +145,7 @@ func TestUninitialized(t *testing.T) {
 	if err := v.UnlockWithKeyFile(filepath.Join(t.TempDir(), "key")); !errors.Is(err, ErrNotInitialized) {
 		t.Errorf("UnlockWithKeyFile() = %v, want ErrNotInitialized", err)
 	}
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); !errors.Is(err, ErrLocked) {
+	if err := v.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}}); !errors.Is(err, ErrLocked) {
 		t.Errorf("Put() = %v, want ErrLocked", err)
 	}
 	if names, err := v.List(); err != nil || len(names) != 0 {
@@ -344,7 +344,7 @@ func TestTamperedFileRefusesUnlock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, cfg, _ := newUnlocked(t, "pass")
 			for _, n := range []string{"a", "b"} {
-				if err := v.Put(n, Credential{Kind: KindBearer, Token: "secret-of-" + n}); err != nil {
+				if err := v.Put(n, Credential{Kind: KindBearer, Fields: Fields{"token": "secret-of-" + n}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -369,7 +369,7 @@ func TestTamperedFileRefusesUnlock(t *testing.T) {
 // only the sealed name and vault id can catch the change.
 func TestTamperedEntryDetectedOnGet(t *testing.T) {
 	otherVault, _, _ := newUnlocked(t, "pass")
-	if err := otherVault.Put("a", Credential{Kind: KindBearer, Token: "foreign"}); err != nil {
+	if err := otherVault.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "foreign"}}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -399,7 +399,7 @@ func TestTamperedEntryDetectedOnGet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, _, _ := newUnlocked(t, "pass")
 			for _, n := range []string{"a", "b"} {
-				if err := v.Put(n, Credential{Kind: KindBearer, Token: "secret-of-" + n}); err != nil {
+				if err := v.Put(n, Credential{Kind: KindBearer, Fields: Fields{"token": "secret-of-" + n}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -466,7 +466,7 @@ func TestKeyFile(t *testing.T) {
 	if st.Mode().Perm() != 0o600 || st.Size() != 32 {
 		t.Errorf("key file mode %#o size %d, want 0600 and 32 bytes", st.Mode().Perm(), st.Size())
 	}
-	if err := v.Put("tok", Credential{Kind: KindBearer, Token: "kf-secret"}); err != nil {
+	if err := v.Put("tok", Credential{Kind: KindBearer, Fields: Fields{"token": "kf-secret"}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -490,7 +490,7 @@ func TestKeyFile(t *testing.T) {
 	if err := w.UnlockWithKeyFile(keyPath); err != nil {
 		t.Fatalf("UnlockWithKeyFile() = %v", err)
 	}
-	if got, err := w.Get("tok"); err != nil || got.Token != "kf-secret" {
+	if got, err := w.Get("tok"); err != nil || got.Fields["token"] != "kf-secret" {
 		t.Errorf("Get(tok) = %v, %v", got, err)
 	}
 
@@ -576,7 +576,7 @@ func TestNames(t *testing.T) {
 	v, _, _ := newUnlocked(t, "pass")
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%q", tc.name), func(t *testing.T) {
-			err := v.Put(tc.name, Credential{Kind: KindBearer, Token: "tok-0"})
+			err := v.Put(tc.name, Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}})
 			if tc.ok && err != nil {
 				t.Errorf("Put(%q) = %v, want nil", tc.name, err)
 			}
@@ -648,7 +648,7 @@ func TestConcurrentPutGet(t *testing.T) {
 		wg.Go(func() {
 			for i := range perWriter {
 				name := fmt.Sprintf("w%d-%d", w, i)
-				if err := v.Put(name, Credential{Kind: KindBearer, Token: "tok-" + name}); err != nil {
+				if err := v.Put(name, Credential{Kind: KindBearer, Fields: Fields{"token": "tok-" + name}}); err != nil {
 					errs <- fmt.Errorf("Put(%q) = %w", name, err)
 				}
 			}
@@ -663,7 +663,7 @@ func TestConcurrentPutGet(t *testing.T) {
 				case errors.Is(err, ErrNotFound):
 				case err != nil:
 					errs <- fmt.Errorf("Get(%q) = %w", name, err)
-				case c.Token != "tok-"+name:
+				case c.Fields["token"] != "tok-"+name:
 					errs <- fmt.Errorf("Get(%q) returned another entry's token", name)
 				}
 				_ = v.Status()
@@ -685,7 +685,7 @@ func TestConcurrentPutGet(t *testing.T) {
 
 func TestConcurrentLockUnlock(t *testing.T) {
 	v, cfg, _ := newUnlocked(t, "pass")
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-a"}); err != nil {
+	if err := v.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-a"}}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -705,10 +705,10 @@ func TestConcurrentLockUnlock(t *testing.T) {
 				if err != nil && !errors.Is(err, ErrLocked) {
 					errs <- err
 				}
-				if err == nil && c.Token != "tok-a" {
+				if err == nil && c.Fields["token"] != "tok-a" {
 					errs <- errors.New("wrong token")
 				}
-				if err := v.Put("b", Credential{Kind: KindBearer, Token: "tok-b"}); err != nil && !errors.Is(err, ErrLocked) {
+				if err := v.Put("b", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-b"}}); err != nil && !errors.Is(err, ErrLocked) {
 					errs <- err
 				}
 			}
@@ -730,7 +730,7 @@ func TestConcurrentLockUnlock(t *testing.T) {
 
 func BenchmarkGet(b *testing.B) {
 	v, _, _ := newUnlocked(b, "pass")
-	if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
+	if err := v.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
@@ -743,7 +743,7 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkPut(b *testing.B) {
 	v, _, _ := newUnlocked(b, "pass")
 	for b.Loop() {
-		if err := v.Put("a", Credential{Kind: KindBearer, Token: "tok-0"}); err != nil {
+		if err := v.Put("a", Credential{Kind: KindBearer, Fields: Fields{"token": "tok-0"}}); err != nil {
 			b.Fatal(err)
 		}
 	}

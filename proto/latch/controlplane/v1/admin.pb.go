@@ -331,7 +331,7 @@ func (x *VaultLockResponse) GetStatus() *VaultStatusResponse {
 type VaultPutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// bearer | basic | header | ssh_key | aws_sigv4 | oauth2_client_credentials
+	// A registered credential kind (latch vault put -h lists them).
 	Kind       string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	Token      string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	Username   string `protobuf:"bytes,4,opt,name=username,proto3" json:"username,omitempty"`
@@ -348,11 +348,16 @@ type VaultPutRequest struct {
 	Service         string `protobuf:"bytes,13,opt,name=service,proto3" json:"service,omitempty"`
 	// oauth2_client_credentials: the token endpoint, the client, and the
 	// optional scopes and audience of the tokens it asks for.
-	TokenUrl      string   `protobuf:"bytes,14,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
-	ClientId      string   `protobuf:"bytes,15,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	ClientSecret  string   `protobuf:"bytes,16,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
-	Scopes        []string `protobuf:"bytes,17,rep,name=scopes,proto3" json:"scopes,omitempty"`
-	Audience      string   `protobuf:"bytes,18,opt,name=audience,proto3" json:"audience,omitempty"`
+	TokenUrl     string   `protobuf:"bytes,14,opt,name=token_url,json=tokenUrl,proto3" json:"token_url,omitempty"`
+	ClientId     string   `protobuf:"bytes,15,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientSecret string   `protobuf:"bytes,16,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	Scopes       []string `protobuf:"bytes,17,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	Audience     string   `protobuf:"bytes,18,opt,name=audience,proto3" json:"audience,omitempty"`
+	// The fields of a kind that has no field of its own above (a kind
+	// another package registers), by field name. The named fields above are
+	// the same as these keys (token = "token", ...): one may be given
+	// either way, not both.
+	Fields        map[string]string `protobuf:"bytes,19,rep,name=fields,proto3" json:"fields,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -511,6 +516,13 @@ func (x *VaultPutRequest) GetAudience() string {
 		return x.Audience
 	}
 	return ""
+}
+
+func (x *VaultPutRequest) GetFields() map[string]string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
 }
 
 type VaultPutResponse struct {
@@ -1659,7 +1671,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x12\n" +
 	"\x10VaultLockRequest\"W\n" +
 	"\x11VaultLockResponse\x12B\n" +
-	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x90\x04\n" +
+	"\x06status\x18\x01 \x01(\v2*.latch.controlplane.v1.VaultStatusResponseR\x06status\"\x97\x05\n" +
 	"\x0fVaultPutRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -1680,7 +1692,11 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\tclient_id\x18\x0f \x01(\tR\bclientId\x12#\n" +
 	"\rclient_secret\x18\x10 \x01(\tR\fclientSecret\x12\x16\n" +
 	"\x06scopes\x18\x11 \x03(\tR\x06scopes\x12\x1a\n" +
-	"\baudience\x18\x12 \x01(\tR\baudience\"\x12\n" +
+	"\baudience\x18\x12 \x01(\tR\baudience\x12J\n" +
+	"\x06fields\x18\x13 \x03(\v22.latch.controlplane.v1.VaultPutRequest.FieldsEntryR\x06fields\x1a9\n" +
+	"\vFieldsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
 	"\x10VaultPutResponse\"\x12\n" +
 	"\x10VaultListRequest\")\n" +
 	"\x11VaultListResponse\x12\x14\n" +
@@ -1790,7 +1806,7 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*VaultStatusRequest)(nil),         // 0: latch.controlplane.v1.VaultStatusRequest
 	(*VaultStatusResponse)(nil),        // 1: latch.controlplane.v1.VaultStatusResponse
@@ -1817,40 +1833,42 @@ var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*AcceptUpstreamToolRequest)(nil),  // 22: latch.controlplane.v1.AcceptUpstreamToolRequest
 	(*AcceptUpstreamToolResponse)(nil), // 23: latch.controlplane.v1.AcceptUpstreamToolResponse
 	(*UpstreamTool)(nil),               // 24: latch.controlplane.v1.UpstreamTool
+	nil,                                // 25: latch.controlplane.v1.VaultPutRequest.FieldsEntry
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	13, // 2: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	19, // 3: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	24, // 4: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
-	0,  // 5: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 6: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 7: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 8: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 9: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 10: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	12, // 11: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	15, // 12: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	17, // 13: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	20, // 14: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	22, // 15: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
-	1,  // 16: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 17: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 18: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 19: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 20: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 21: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 22: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 23: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 24: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	21, // 25: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	23, // 26: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
-	16, // [16:27] is the sub-list for method output_type
-	5,  // [5:16] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	25, // 2: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	13, // 3: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
+	19, // 4: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	24, // 5: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	0,  // 6: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	2,  // 7: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	4,  // 8: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	6,  // 9: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	8,  // 10: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	10, // 11: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	12, // 12: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	15, // 13: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	17, // 14: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	20, // 15: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	22, // 16: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	1,  // 17: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 18: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 19: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 20: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 21: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 22: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 23: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 24: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 25: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	21, // 26: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	23, // 27: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -1864,7 +1882,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
