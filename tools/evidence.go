@@ -90,7 +90,7 @@ func (t *Tool) DispatchTimeout(tg *Target) time.Duration {
 // target never learns it. Only HTTP tools have carriers.
 func (t *Tool) KeyCarriers(tg *Target) []string {
 	var out []string
-	if tg != nil && tg.Channel == ChannelHTTP && tg.IdempotencyHeader != "" {
+	if tg != nil && tg.IdempotencyHeader != "" { // only http targets have one
 		out = append(out, "idempotency_header "+tg.IdempotencyHeader)
 	}
 	r := t.Request
@@ -158,7 +158,7 @@ func (t *Tool) RenderRequestAs(id string, args map[string]any) (method, path str
 // recognised by the key) and status_query over HTTP (a status endpoint asked
 // about a key it was never given answers "absent" whatever happened).
 func (p *parser) checkEvidence(f map[string]kv, t *Tool, tg *Target, what string) {
-	if tg == nil || tg.Channel != ChannelHTTP || t.Request == nil {
+	if tg == nil || t.Request == nil { // only http tools have a request
 		return
 	}
 	at := f["replay"].keyNode
