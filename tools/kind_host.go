@@ -71,6 +71,20 @@ func (SSHKind) ParseTool(s *ToolSpec) {
 
 func (LocalKind) ParseTool(s *ToolSpec) { parseCommandTool(s) }
 
+// KeyCarriers: a host agent records the command under the execution ID
+// (its marker); plain SSH hands the ID to nothing.
+func (SSHKind) KeyCarriers(t *Tool, tg *Target) []string { return markerCarrier(tg) }
+
+// KeyCarriers: the host agent records the command under the execution ID.
+func (LocalKind) KeyCarriers(t *Tool, tg *Target) []string { return markerCarrier(tg) }
+
+func markerCarrier(tg *Target) []string {
+	if tg.HostagentSocket == "" {
+		return nil
+	}
+	return []string{"host agent marker id"}
+}
+
 // PlainSSH reports whether the target is reached over SSH with no host
 // agent: env goes on the remote command line, and no marker records what
 // became of a command.

@@ -1,5 +1,8 @@
 package tools
 
+// ChannelMCP is the channel of upstream MCP servers.
+const ChannelMCP Channel = "mcp"
+
 // MCPKind is the catalog half of the mcp channel. Its targets are not
 // declared under targets: but made from upstreams: (upstream.go), and its
 // tools are the entries named <upstream>.<tool>; a tool naming an upstream

@@ -14,7 +14,6 @@ import (
 	"github.com/latchhq/latch/controlplane/explain"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // maxJournalShown bounds the journal records on one page (an execution
@@ -319,14 +318,7 @@ func (c *Console) keyCarriers(x *recordv1.Execution) (string, string) {
 	if tool == nil {
 		return x.GetId(), "tool not in the catalog in force"
 	}
-	tg := cat.Targets[tool.Target]
-	if tg != nil && (tg.Channel == tools.ChannelLocal || tg.Channel == tools.ChannelSSH) {
-		if tg.HostagentSocket != "" {
-			return x.GetId(), "host agent marker id"
-		}
-		return "", ""
-	}
-	cs := tool.KeyCarriers(tg)
+	cs := tool.KeyCarriers(cat.Targets[tool.Target])
 	if len(cs) == 0 {
 		return "", ""
 	}
