@@ -62,24 +62,37 @@ type StoreUser interface {
 	UseStore(st *store.Store)
 }
 
-// File reads and validates the catalog file at path on every load.
-func File(path string) Source { return fileSource(path) }
+// File reads and validates the catalog file at path on every load, with
+// the built-in channel kinds (tools.Parse).
+func File(path string) Source { return FileOf(nil, path) }
 
-type fileSource string
+// FileOf is File with the channel kinds of kinds (nil: the built-in ones).
+func FileOf(kinds *tools.Registry, path string) Source {
+	return fileSource{path: path, kinds: kinds}
+}
 
-func (p fileSource) Load() (*tools.Catalog, []byte, string, error) {
-	data, err := os.ReadFile(string(p))
+type fileSource struct {
+	path  string
+	kinds *tools.Registry
+}
+
+func (f fileSource) Load() (*tools.Catalog, []byte, string, error) {
+	p, parse := f.path, tools.Parse
+	if f.kinds != nil {
+		parse = f.kinds.Parse
+	}
+	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, nil, string(p), fmt.Errorf("%w %s: %v", ErrUnreadable, string(p), err)
+		return nil, nil, p, fmt.Errorf("%w %s: %v", ErrUnreadable, p, err)
 	}
 	if len(data) > tools.MaxCatalogSize {
-		return nil, nil, string(p), fmt.Errorf("%w:\n%s: the catalog is %d bytes, above the limit of %d", ErrInvalid, string(p), len(data), tools.MaxCatalogSize)
+		return nil, nil, p, fmt.Errorf("%w:\n%s: the catalog is %d bytes, above the limit of %d", ErrInvalid, p, len(data), tools.MaxCatalogSize)
 	}
-	cat, err := tools.Parse(string(p), data)
+	cat, err := parse(p, data)
 	if err != nil {
-		return nil, nil, string(p), fmt.Errorf("%w:\n%v", ErrInvalid, err)
+		return nil, nil, p, fmt.Errorf("%w:\n%v", ErrInvalid, err)
 	}
-	return cat, data, string(p), nil
+	return cat, data, p, nil
 }
 
 // Bytes parses data as the catalog file filename on every load (tests, a

@@ -68,7 +68,7 @@ func AgentSocket(data string) string { return filepath.Join(data, "hostagent.soc
 // different versions.
 func Catalog(path, demoURL, agentSocket string) catalog.Source {
 	if path != "" {
-		return catalog.File(path)
+		return catalog.FileOf(channels.Default().Catalog(), path)
 	}
 	const source = "tools/examples/catalog.yaml (embedded)"
 	data := append(append([]byte(nil), examples.Catalog...), fmt.Sprintf("\n# latch dev: demo target %s, host agent %s\n", demoURL, agentSocket)...)
