@@ -68,31 +68,36 @@ func File(path string) Source { return FileOf(nil, path) }
 
 // FileOf is File with the channel kinds of kinds (nil: the built-in ones).
 func FileOf(kinds *tools.Registry, path string) Source {
-	return fileSource{path: path, kinds: kinds}
+	return fileSource{path: fileName(path), kinds: kinds}
 }
 
 type fileSource struct {
-	path  string
+	path  fileName
 	kinds *tools.Registry
 }
 
-func (f fileSource) Load() (*tools.Catalog, []byte, string, error) {
-	p, parse := f.path, tools.Parse
-	if f.kinds != nil {
-		parse = f.kinds.Parse
+// fileName is a catalog file's path.
+type fileName string
+
+func (f fileSource) Load() (*tools.Catalog, []byte, string, error) { return f.path.load(f.kinds) }
+
+func (p fileName) load(kinds *tools.Registry) (*tools.Catalog, []byte, string, error) {
+	parse := tools.Parse
+	if kinds != nil {
+		parse = kinds.Parse
 	}
-	data, err := os.ReadFile(p)
+	data, err := os.ReadFile(string(p))
 	if err != nil {
-		return nil, nil, p, fmt.Errorf("%w %s: %v", ErrUnreadable, p, err)
+		return nil, nil, string(p), fmt.Errorf("%w %s: %v", ErrUnreadable, string(p), err)
 	}
 	if len(data) > tools.MaxCatalogSize {
-		return nil, nil, p, fmt.Errorf("%w:\n%s: the catalog is %d bytes, above the limit of %d", ErrInvalid, p, len(data), tools.MaxCatalogSize)
+		return nil, nil, string(p), fmt.Errorf("%w:\n%s: the catalog is %d bytes, above the limit of %d", ErrInvalid, string(p), len(data), tools.MaxCatalogSize)
 	}
-	cat, err := parse(p, data)
+	cat, err := parse(string(p), data)
 	if err != nil {
-		return nil, nil, p, fmt.Errorf("%w:\n%v", ErrInvalid, err)
+		return nil, nil, string(p), fmt.Errorf("%w:\n%v", ErrInvalid, err)
 	}
-	return cat, data, p, nil
+	return cat, data, string(p), nil
 }
 
 // Bytes parses data as the catalog file filename on every load (tests, a
