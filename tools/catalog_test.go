@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/latchhq/latch/tools/examples"
 )
 
@@ -64,7 +65,7 @@ func TestLoadGoodCatalog(t *testing.T) {
 				Command: []string{"/usr/sbin/reboot"}, Replay: ReplayReview, AttachWindow: DefaultAttachWindow, Approval: ApprovalNone, Task: TaskOptional},
 		},
 	}
-	if diff := cmp.Diff(want, got, jsonEqual); diff != "" {
+	if diff := cmp.Diff(want, got, jsonEqual, cmpopts.IgnoreUnexported(Target{})); diff != "" {
 		t.Errorf("Load(testdata/good.yaml) mismatch (-want +got):\n%s", diff)
 	}
 }

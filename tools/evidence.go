@@ -84,13 +84,32 @@ func (t *Tool) DispatchTimeout(tg *Target) time.Duration {
 	}
 }
 
+// KeyCarrier is implemented by the kinds whose targets learn the execution
+// ID (HTTPKind, SSHKind, LocalKind).
+type KeyCarrier interface {
+	// KeyCarriers lists where tool t hands the execution ID to tg.
+	KeyCarriers(t *Tool, tg *Target) []string
+}
+
+// KeyCarriers lists where the tool's action hands the execution ID to its
+// target, as its kind says (KeyCarrier); empty when the target never
+// learns it.
+func (t *Tool) KeyCarriers(tg *Target) []string {
+	if tg == nil {
+		return HTTPKind{}.KeyCarriers(t, nil)
+	}
+	if kc, ok := tg.Kind().(KeyCarrier); ok {
+		return kc.KeyCarriers(t, tg)
+	}
+	return nil
+}
+
 // KeyCarriers lists where the tool's request hands the execution ID to its
 // target ("idempotency_header Idempotency-Key", "request.path",
-// "request.query.k", "request.headers.H", "request.body"); empty when the
-// target never learns it. Only HTTP tools have carriers.
-func (t *Tool) KeyCarriers(tg *Target) []string {
+// "request.query.k", "request.headers.H", "request.body").
+func (HTTPKind) KeyCarriers(t *Tool, tg *Target) []string {
 	var out []string
-	if tg != nil && tg.Channel == ChannelHTTP && tg.IdempotencyHeader != "" {
+	if tg != nil && tg.IdempotencyHeader != "" { // only http targets have one
 		out = append(out, "idempotency_header "+tg.IdempotencyHeader)
 	}
 	r := t.Request
@@ -158,7 +177,7 @@ func (t *Tool) RenderRequestAs(id string, args map[string]any) (method, path str
 // recognised by the key) and status_query over HTTP (a status endpoint asked
 // about a key it was never given answers "absent" whatever happened).
 func (p *parser) checkEvidence(f map[string]kv, t *Tool, tg *Target, what string) {
-	if tg == nil || tg.Channel != ChannelHTTP || t.Request == nil {
+	if tg == nil || t.Request == nil { // only http tools have a request
 		return
 	}
 	at := f["replay"].keyNode

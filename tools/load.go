@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
-	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,7 +14,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-	"golang.org/x/crypto/ssh"
 )
 
 // Defaults applied by the loader.
@@ -39,59 +35,31 @@ var (
 )
 
 var (
-	topKeys         = []string{"targets", "upstreams", "tools"}
-	targetKeys      = []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle", "address", "user", "host_key", "hostagent_socket"}
-	statusKeys      = []string{"method", "path", "absent", "in_progress"}
-	toolKeys        = []string{"description", "input_schema", "defaults", "target", "request", "command", "cwd", "env", positionalKey, "timeout", "replay", "attach_window", "approval", "task", "fingerprint"}
+	topKeys    = []string{"targets", "upstreams", "tools"}
+	statusKeys = []string{"method", "path", "absent", "in_progress"}
+	// toolKeysBefore and toolKeysAfter are the keys every tool takes; a
+	// kind's action keys go between them (the order of "known:" lists).
+	toolKeysBefore  = []string{"description", "input_schema", "defaults", "target"}
+	toolKeysAfter   = []string{"timeout", "replay", "attach_window", "approval", "task", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
 	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 	replays         = []string{string(ReplayReadOnly), string(ReplayIdempotencyKey), string(ReplayStatusQuery), string(ReplayReview)}
 	approvals       = []string{string(ApprovalNone), string(ApprovalSession), string(ApprovalEveryCall)}
-	channels        = []string{string(ChannelHTTP), string(ChannelSSH), string(ChannelLocal)}
-	// channelKeys lists the target keys that apply to each channel.
-	channelKeys = map[Channel][]string{
-		ChannelHTTP:  {"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle"},
-		ChannelSSH:   {"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout", "settle"},
-		ChannelLocal: {"channel", "hostagent_socket", "timeout", "settle"},
-	}
 )
 
-// Known reports whether c is a channel the catalog accepts; code that
-// needs a bounded set of channel names (metric labels) asks here rather
-// than spelling them again.
-func (c Channel) Known() bool {
-	return c == ChannelMCP || slices.Contains(channels, string(c)) // mcp: upstreams, not a target channel
-}
+// Known reports whether c is a built-in channel kind; code that needs a
+// bounded set of channel names (metric labels) asks here rather than
+// spelling them again.
+func (c Channel) Known() bool { return builtIn.Known(c) }
 
-// Load reads and validates the catalog at path. A bad catalog is refused
-// whole: the error is a *LoadError listing every problem.
-func Load(path string) (*Catalog, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("tools: open catalog (set its path with --catalog): %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxCatalogSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("tools: read catalog %s: %w", path, err)
-	}
-	return Parse(path, data)
-}
+// Load reads and validates the catalog at path with the built-in channel
+// kinds (Registry.Load).
+func Load(path string) (*Catalog, error) { return builtIn.Load(path) }
 
-// Parse validates a catalog held in memory; filename is used in messages.
-// It returns a *LoadError (errors.Is(err, ErrInvalid)) listing every problem
-// as "file:line: what is wrong" when the catalog is refused.
-func Parse(filename string, data []byte) (*Catalog, error) {
-	p := &parser{file: filename}
-	cat := p.parse(data)
-	if len(p.problems) > 0 {
-		slices.SortStableFunc(p.problems, func(a, b Problem) int { return a.Line - b.Line })
-		return nil, &LoadError{Problems: p.problems}
-	}
-	cat.Source = filename
-	return cat, nil
-}
+// Parse validates a catalog held in memory with the built-in channel kinds
+// (Registry.Parse); filename is used in messages.
+func Parse(filename string, data []byte) (*Catalog, error) { return builtIn.Parse(filename, data) }
 
 func (p *parser) yamlErr(err error) {
 	if m := yamlErrRE.FindStringSubmatch(err.Error()); m != nil {
@@ -207,11 +175,12 @@ func (p *parser) checkName(e kv, kind string) bool {
 func (p *parser) target(e kv) *Target {
 	p.checkName(e, "target")
 	what := "target " + e.key
-	f := p.fields(e.val, what, targetKeys)
+	f := p.fields(e.val, what, p.kinds.allTargetKeys())
 	if f == nil {
 		return nil
 	}
 	t := &Target{Name: e.key}
+	channels := p.kinds.targetChannels()
 	ce, ok := f["channel"]
 	if !ok {
 		p.addf(e.keyNode, "%s: channel is required (%s)", what, strings.Join(channels, ", "))
@@ -226,8 +195,10 @@ func (p *parser) target(e kv) *Target {
 		return t
 	}
 	t.Channel = Channel(ch)
+	t.kind = p.kinds.Kind(t.Channel)
+	keys := t.kind.TargetKeys()
 	for _, k := range sortedKeys(f) {
-		if !slices.Contains(channelKeys[t.Channel], k) {
+		if !slices.Contains(keys, k) {
 			p.addf(f[k].keyNode, "%s: %s does not apply to %s targets", what, k, ch)
 		}
 	}
@@ -243,125 +214,8 @@ func (p *parser) target(e kv) *Target {
 			t.Settle = d
 		}
 	}
-	if e, ok := f["hostagent_socket"]; ok {
-		if s, ok := p.str(e, what+": hostagent_socket"); ok {
-			if !strings.HasPrefix(s, "/") {
-				p.addf(e.keyNode, "%s: hostagent_socket must be an absolute path", what)
-			}
-			t.HostagentSocket = s
-		}
-	}
-	switch t.Channel {
-	case ChannelHTTP:
-		p.httpTarget(e, f, t, what)
-	case ChannelSSH:
-		p.sshTarget(e, f, t, what)
-	case ChannelLocal:
-		if t.HostagentSocket == "" {
-			if _, given := f["hostagent_socket"]; !given {
-				p.addf(e.keyNode, "%s: hostagent_socket is required for local targets (the host agent's unix socket; latch dev serves one at DATA/hostagent.sock, latch-hostagent serve --socket sets it elsewhere)", what)
-			}
-		}
-	}
+	t.kind.ParseTarget(&TargetSpec{Fields: Fields{p: p, f: f, at: e.keyNode, what: what}, Target: t, entry: e})
 	return t
-}
-
-func (p *parser) httpTarget(te kv, f map[string]kv, t *Target, what string) {
-	if t.Timeout == 0 {
-		t.Timeout = DefaultHTTPTimeout
-	}
-	if e, ok := f["base_url"]; !ok {
-		p.addf(te.keyNode, "%s: base_url is required for http targets", what)
-	} else if s, ok := p.str(e, what+": base_url"); ok {
-		u, err := url.Parse(s)
-		switch {
-		case strings.ContainsAny(s, "{}"):
-			p.addf(e.keyNode, "%s: base_url cannot be templated: arguments never choose the host", what)
-		case err != nil:
-			p.addf(e.keyNode, "%s: base_url: %v", what, err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			p.addf(e.keyNode, "%s: base_url must be an http:// or https:// URL", what)
-		case u.Host == "" || u.Hostname() == "":
-			p.addf(e.keyNode, "%s: base_url has no host", what)
-		case u.User != nil:
-			p.addf(e.keyNode, "%s: base_url must not carry credentials; use credential:", what)
-		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-			p.addf(e.keyNode, "%s: base_url must not have a query or fragment", what)
-		default:
-			t.BaseURL = s
-		}
-	}
-	if e, ok := f["allow_private"]; ok {
-		t.AllowPrivate, _ = p.boolean(e, what+": allow_private")
-	}
-	if t.BaseURL != "" {
-		p.checkHost(f["base_url"], t, what)
-	}
-	if e, ok := f["idempotency_header"]; ok {
-		if s, ok := p.str(e, what+": idempotency_header"); ok {
-			switch {
-			case !headerNameRE.MatchString(s):
-				p.addf(e.keyNode, "%s: idempotency_header %q is not a valid header name", what, s)
-			case ReservedHeader(s):
-				p.addf(e.keyNode, "%s: idempotency_header %s is a reserved header (the HTTP transport sets it); name another header", what, s)
-			default:
-				t.IdempotencyHeader = s
-			}
-		}
-	}
-	if e, ok := f["status"]; ok {
-		sf := p.fields(e.val, what+": status", statusKeys)
-		if sf == nil {
-			return
-		}
-		sq := &StatusQuery{Method: "GET"}
-		ok := true
-		if me, has := sf["method"]; has {
-			m, mok := p.str(me, what+": status.method")
-			if mok && m != "GET" && m != "POST" {
-				p.addf(me.keyNode, "%s: status.method must be GET or POST", what)
-				mok = false
-			}
-			sq.Method, ok = m, ok && mok
-		}
-		pe, has := sf["path"]
-		if !has {
-			p.addf(e.keyNode, "%s: status.path is required", what)
-			return
-		}
-		path, pok := p.str(pe, what+": status.path")
-		if pok {
-			switch {
-			case !strings.HasPrefix(path, "/"):
-				p.addf(pe.keyNode, "%s: status.path must start with /", what)
-				pok = false
-			case !strings.Contains(path, "{execution_id}"):
-				p.addf(pe.keyNode, "%s: status.path must contain {execution_id}", what)
-				pok = false
-			case strings.Contains(path, "{{") || strings.ContainsAny(path, "?#"):
-				p.addf(pe.keyNode, "%s: status.path may use only {execution_id}, with no query or fragment", what)
-				pok = false
-			}
-		}
-		sq.Path = path
-		if !p.statusAnswers(sf, sq, what) {
-			ok = false
-		}
-		if ok && pok {
-			t.Status = sq
-		}
-	}
-}
-
-// checkHost refuses base_urls whose host is an address literal the HTTP
-// dispatcher would refuse anyway (checkHostAddr). Host names are checked by
-// the dispatcher when it resolves them.
-func (p *parser) checkHost(e kv, t *Target, what string) {
-	u, err := url.Parse(t.BaseURL)
-	if err != nil {
-		return
-	}
-	p.checkHostAddr(e, "base_url", u.Hostname(), t.AllowPrivate, what, "sends")
 }
 
 // checkHostAddr refuses a host (of setting field) that is an address
@@ -383,34 +237,6 @@ func (p *parser) checkHostAddr(e kv, field, host string, allowPrivate bool, what
 		p.addf(e.keyNode, "%s: %s host %s is a link-local, unspecified or multicast address; Latch never %s there", what, field, host, verb)
 	case (ip.IsLoopback() || ip.IsPrivate()) && !allowPrivate:
 		p.addf(e.keyNode, "%s: %s host %s is a loopback or private address; set allow_private: true if that is intended", what, field, host)
-	}
-}
-
-func (p *parser) sshTarget(te kv, f map[string]kv, t *Target, what string) {
-	if e, ok := f["address"]; !ok {
-		p.addf(te.keyNode, "%s: address (host:port) is required for ssh targets", what)
-	} else if s, ok := p.str(e, what+": address"); ok {
-		host, port, err := net.SplitHostPort(s)
-		n, perr := strconv.Atoi(port)
-		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			p.addf(e.keyNode, "%s: address %q must be host:port", what, s)
-		} else {
-			t.Address = s
-		}
-	}
-	if e, ok := f["user"]; !ok {
-		p.addf(te.keyNode, "%s: user is required for ssh targets", what)
-	} else {
-		t.User, _ = p.str(e, what+": user")
-	}
-	if e, ok := f["host_key"]; !ok {
-		p.addf(te.keyNode, "%s: host_key is required for ssh targets (pinned; ssh-keyscan prints it)", what)
-	} else if s, ok := p.str(e, what+": host_key"); ok {
-		if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s)); err != nil {
-			p.addf(e.keyNode, "%s: host_key is not a public key in authorized_keys form (\"ssh-ed25519 AAAA...\"): %v", what, err)
-		} else {
-			t.HostKey = s
-		}
 	}
 }
 
@@ -455,7 +281,8 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 		p.addf(e.keyNode, "tool name %q: names beginning latch_ are reserved for built-in tools", e.key)
 	}
 	what := "tool " + e.key
-	f := p.fields(e.val, what, toolKeys)
+	actionKeys := p.kinds.actionKeys()
+	f := p.fields(e.val, what, slices.Concat(toolKeysBefore, actionKeys, toolKeysAfter))
 	if f == nil {
 		return nil
 	}
@@ -507,41 +334,16 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 	}
 	p.fingerprint(f, t, info, what)
 
-	// Request or command, by channel.
+	// The action, by the target's kind.
 	if tg != nil {
-		switch tg.Channel {
-		case ChannelMCP:
-			p.addf(f["target"].keyNode, "%s: %s is an upstream MCP server: its tools are entries named %s.<tool> with upstream: and tool:", what, tg.Name, tg.Name)
-		case ChannelHTTP:
-			for _, k := range []string{"command", "cwd", "env", positionalKey} {
-				if ke, has := f[k]; has {
-					p.addf(ke.keyNode, "%s: %s does not apply to HTTP tools (target %s is http); use request:", what, k, tg.Name)
-				}
-			}
-			if re, has := f["request"]; !has {
-				p.addf(e.keyNode, "%s: request is required: target %s is http", what, tg.Name)
-			} else {
-				t.Request = p.request(re, tg, info, what)
-			}
-			if replayOK {
-				p.checkEvidence(f, t, tg, what)
-			}
-		case ChannelSSH, ChannelLocal:
-			if re, has := f["request"]; has {
-				p.addf(re.keyNode, "%s: request does not apply to %s tools (target %s); use command:", what, tg.Channel, tg.Name)
-			}
-			if ce, has := f["command"]; !has {
-				p.addf(e.keyNode, "%s: command is required: target %s is %s", what, tg.Name, tg.Channel)
-			} else {
-				t.Command = p.command(ce, info, what)
-			}
-			p.cwdEnv(f, t, info, what)
-			p.optionArgs(f, t, info, what)
-			p.plainSSHSecrets(f, t, tg, what)
-			if replayOK && tg.Channel == ChannelSSH && tg.HostagentSocket == "" && t.Replay != ReplayReview {
-				p.addf(f["replay"].keyNode, "%s: target %s is plain SSH (no hostagent_socket): nothing can tell what became of an interrupted command, so replay must be review", what, tg.Name)
+		k := tg.Kind()
+		s := &ToolSpec{Fields: Fields{p: p, f: f, at: e.keyNode, what: what}, Tool: t, Target: tg, ReplayOK: replayOK, info: info}
+		for _, key := range actionKeys {
+			if _, has := f[key]; has && !slices.Contains(k.ToolKeys(), key) {
+				s.foreign = append(s.foreign, key)
 			}
 		}
+		k.ParseTool(s)
 	}
 	p.checkSecretUse(f, t, what)
 	return t

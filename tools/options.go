@@ -304,7 +304,7 @@ func quotedList(names []string) string {
 // process on the host, visible to all its users (/proc/<pid>/cmdline) and
 // to sshd's logs; through a host agent env travels over its socket.
 func (p *parser) plainSSHSecrets(f map[string]kv, t *Tool, tg *Target, what string) {
-	if tg.Channel != ChannelSSH || tg.HostagentSocket != "" || len(t.Fingerprint.Secret) == 0 {
+	if !tg.PlainSSH() || len(t.Fingerprint.Secret) == 0 {
 		return
 	}
 	for _, k := range sortedKeys(t.Env) {

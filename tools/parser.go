@@ -14,6 +14,7 @@ type parser struct {
 	file     string
 	problems []Problem
 	data     []byte // the catalog's text, for YAML errors that point at the wrong line
+	kinds    *Registry
 }
 
 // addf records a problem at n's line (line 0 when n is nil).

@@ -13,14 +13,12 @@ import (
 	"time"
 )
 
-// Channel is how the control plane reaches a target.
+// Channel is how the control plane reaches a target: the name of a
+// channel kind (Kind).
 type Channel string
 
-const (
-	ChannelHTTP  Channel = "http"
-	ChannelSSH   Channel = "ssh"
-	ChannelLocal Channel = "local"
-)
+// The built-in channels are named next to their kinds (kind_http.go,
+// kind_host.go, upstream.go); a new kind names its own.
 
 // Replay is a tool's replay class (docs/design §6).
 type Replay string
@@ -95,6 +93,12 @@ type Target struct {
 
 	// SSH and local targets: the hostagent's unix socket ("" for plain SSH).
 	HostagentSocket string
+
+	// Spec holds the settings of a target of a kind outside this package,
+	// set by its Kind's ParseTarget.
+	Spec any
+	// kind is the Kind the target was loaded with (Kind()).
+	kind Kind
 }
 
 // StatusQuery is how to ask an HTTP target what became of an execution.
@@ -165,6 +169,10 @@ type Tool struct {
 	Upstream            string
 	UpstreamTool        string
 	IdempotencyArgument string
+
+	// Action is the action of a tool of a kind outside this package, set by
+	// its Kind's ParseTool.
+	Action any
 
 	Replay Replay
 	// AttachWindow bounds matching; ignored when UntilResolved. Load sets

@@ -27,9 +27,6 @@ import (
 // Each upstream is also a target of channel mcp under the same name, so the
 // engine finds its channel the way it does for every other tool.
 
-// ChannelMCP is the channel of upstream MCP servers.
-const ChannelMCP Channel = "mcp"
-
 // Upstream transports.
 const (
 	TransportStdio = "stdio"

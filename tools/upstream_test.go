@@ -32,7 +32,7 @@ func TestParseUpstreams(t *testing.T) {
 		"tracker":  {Name: "tracker", Channel: ChannelMCP, Credential: "tracker-token", Timeout: DefaultHTTPTimeout, Settle: DefaultSettle},
 		"payments": {Name: "payments", Channel: ChannelMCP, Credential: "payments", Timeout: 45 * time.Second, Settle: DefaultSettle},
 	}
-	if diff := cmp.Diff(wantTargets, cat.Targets); diff != "" {
+	if diff := cmp.Diff(wantTargets, cat.Targets, cmpopts.IgnoreUnexported(Target{})); diff != "" {
 		t.Errorf("Targets mismatch (-want +got):\n%s", diff)
 	}
 	wantTools := map[string]*Tool{

@@ -62,12 +62,30 @@ type StoreUser interface {
 	UseStore(st *store.Store)
 }
 
-// File reads and validates the catalog file at path on every load.
-func File(path string) Source { return fileSource(path) }
+// File reads and validates the catalog file at path on every load, with
+// the built-in channel kinds (tools.Parse).
+func File(path string) Source { return FileOf(nil, path) }
 
-type fileSource string
+// FileOf is File with the channel kinds of kinds (nil: the built-in ones).
+func FileOf(kinds *tools.Registry, path string) Source {
+	return fileSource{path: fileName(path), kinds: kinds}
+}
 
-func (p fileSource) Load() (*tools.Catalog, []byte, string, error) {
+type fileSource struct {
+	path  fileName
+	kinds *tools.Registry
+}
+
+// fileName is a catalog file's path.
+type fileName string
+
+func (f fileSource) Load() (*tools.Catalog, []byte, string, error) { return f.path.load(f.kinds) }
+
+func (p fileName) load(kinds *tools.Registry) (*tools.Catalog, []byte, string, error) {
+	parse := tools.Parse
+	if kinds != nil {
+		parse = kinds.Parse
+	}
 	data, err := os.ReadFile(string(p))
 	if err != nil {
 		return nil, nil, string(p), fmt.Errorf("%w %s: %v", ErrUnreadable, string(p), err)
@@ -75,7 +93,7 @@ func (p fileSource) Load() (*tools.Catalog, []byte, string, error) {
 	if len(data) > tools.MaxCatalogSize {
 		return nil, nil, string(p), fmt.Errorf("%w:\n%s: the catalog is %d bytes, above the limit of %d", ErrInvalid, string(p), len(data), tools.MaxCatalogSize)
 	}
-	cat, err := tools.Parse(string(p), data)
+	cat, err := parse(string(p), data)
 	if err != nil {
 		return nil, nil, string(p), fmt.Errorf("%w:\n%v", ErrInvalid, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -33,7 +34,7 @@ func runCatalogValidate(_ context.Context, env *Env, args []string) error {
 	}
 	problems := []validateProblem{}
 	for _, f := range files {
-		_, err := tools.Load(f)
+		_, err := channels.Default().Catalog().Load(f)
 		var le *tools.LoadError
 		switch {
 		case err == nil:

@@ -15,11 +15,11 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/tlsfiles"
-	"github.com/latchhq/latch/tools"
 )
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -103,7 +103,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// The metrics' tool labels are bounded by the catalog at start (tools
 	// a later reload adds count as "other" until the next start); the
 	// control plane itself loads and owns the catalog (catalog.File).
-	cat, err := tools.Load(*catalogPath)
+	cat, err := channels.Default().Catalog().Load(*catalogPath)
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
@@ -113,7 +113,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.close()
 	st, err := newStack(stackConfig{
-		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc,
 		Access: authz.Config{

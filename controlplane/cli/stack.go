@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,9 +19,8 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/httpchannel"
-	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
@@ -28,7 +28,6 @@ import (
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/tools"
 )
 
 // stackConfig is what serve and dev share.
@@ -115,18 +114,14 @@ func setOf(names ...[]string) map[string]bool {
 type stack struct {
 	srv   *server.Server
 	vault *vault.Vault
-	http  *httpdispatch.Dispatcher
-	// closeHost closes the host-agent connections and the SSH pool.
-	closeHost func()
-	// closeUpstreams stops the upstream MCP servers (mcpchannel).
-	closeUpstreams func()
+	// closeChannels releases the channels' connections: HTTP, host
+	// agents and SSH, upstream MCP servers.
+	closeChannels func()
 }
 
 // close releases the channels' connections (after the server stopped).
 func (s *stack) close() {
-	s.http.Close()
-	s.closeHost()
-	s.closeUpstreams()
+	s.closeChannels()
 }
 
 func newStack(cfg stackConfig) (*stack, error) {
@@ -194,29 +189,15 @@ func newStack(cfg stackConfig) (*stack, error) {
 		closeKV()
 		return nil, err
 	}
-	hd, err := httpdispatch.New(httpdispatch.Config{Logger: log})
+	// Every channel kind of the registry (channels.BuiltIn); the mcp
+	// channel also binds every catalog load to the upstreams' schemas.
+	chans, err := channels.Default().Build(channels.Deps{Logger: log, Vault: v, TrustOnFirstUse: cfg.DevVault, DataDir: cfg.DataDir, Version: buildinfo.Read().Version, UpstreamMaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
 		closeKV()
 		return nil, err
 	}
-	hc, err := httpchannel.New(httpchannel.Config{Logger: log, Dispatcher: hd, Credentials: v})
-	if err != nil {
-		hd.Close()
-		closeKV()
-		return nil, err
-	}
-	channels := map[tools.Channel]engine.Channel{tools.ChannelHTTP: hc}
-	closeHost, err := addHostChannels(channels, cfg, log, v)
-	if err != nil {
-		hd.Close()
-		closeKV()
-		return nil, err
-	}
-	upstreams, err := addUpstreamChannel(channels, &cfg, log, v)
-	if err != nil {
-		closeHost()
-		return nil, err
-	}
+	upstreams := chans.Upstreams()
+	cfg.Catalog = upstreams.Source(cfg.Catalog)
 	trusted := setOf(cfg.Trusted)
 	actors := &actorSet{fixed: setOf(cfg.Actors, cfg.Trusted)}
 	for _, as := range cfg.FrontActors {
@@ -233,7 +214,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		},
 		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		CheckpointInterval: cfg.CheckpointInterval,
-		Channels:           channels, Recovery: cfg.Recovery,
+		Channels:           chans.Channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs, BindRuns: cfg.BindRuns},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
@@ -252,9 +233,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		Telemetry: cfg.Telemetry,
 	})
 	if err != nil {
-		hd.Close()
-		closeHost()
-		upstreams.Close()
+		chans.Close()
 		return nil, err
 	}
 	upstreams.SetReload(func(trigger string) {
@@ -268,7 +247,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
 		}
 	})
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
+	return &stack{srv: srv, vault: v, closeChannels: chans.Close}, nil
 }
 
 // unlockAtStart unlocks the vault with a key file or a passphrase file,

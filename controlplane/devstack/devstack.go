@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/hostagent/agent"
@@ -67,7 +68,7 @@ func AgentSocket(data string) string { return filepath.Join(data, "hostagent.soc
 // different versions.
 func Catalog(path, demoURL, agentSocket string) catalog.Source {
 	if path != "" {
-		return catalog.File(path)
+		return catalog.FileOf(channels.Default().Catalog(), path)
 	}
 	const source = "tools/examples/catalog.yaml (embedded)"
 	data := append(append([]byte(nil), examples.Catalog...), fmt.Sprintf("\n# latch dev: demo target %s, host agent %s\n", demoURL, agentSocket)...)
@@ -75,18 +76,12 @@ func Catalog(path, demoURL, agentSocket string) catalog.Source {
 }
 
 func embeddedCatalog(source, demoURL, agentSocket string) (*tools.Catalog, error) {
-	cat, err := tools.Parse(source, examples.Catalog)
+	kinds := channels.Default()
+	cat, err := kinds.Catalog().Parse(source, examples.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("embedded catalog: %w", err)
 	}
-	for _, t := range cat.Targets {
-		switch {
-		case t.Channel == tools.ChannelHTTP && t.BaseURL == ExampleDemoURL:
-			t.BaseURL = demoURL
-		case t.Channel == tools.ChannelSSH && t.HostagentSocket != "":
-			*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostagentSocket: agentSocket, Timeout: t.Timeout}
-		}
-	}
+	kinds.AdaptDev(cat, channels.DevEnv{ExampleURL: ExampleDemoURL, DemoURL: demoURL, AgentSocket: agentSocket})
 	return cat, nil
 }
 

@@ -40,19 +40,24 @@
 //
 // # Adding a channel
 //
-// A new channel touches these files and no others (TestNewChannelThroughTheSeam
-// registers a "queue" channel this package has never heard of, through the
-// exported API alone):
+// A channel kind is one package and one registration line; nothing changes
+// in engine, api, store, journal, mcpfront, the catalog loader or the stack
+// (controlplane/channels TestNewKindEndToEnd adds a "queue" kind, with its
+// own catalog keys, from controlplane/channels/internal/queuekind; here
+// TestNewChannelThroughTheSeam drives an unknown channel through this
+// package's exported API alone). The non-test files it touches:
 //
-//  1. its own package, controlplane/<name>channel: a type implementing
-//     Channel (with `var _ engine.Channel = (*T)(nil)`), its New(Config), and
-//     its tests, including the Identity pin;
-//  2. the catalog: tools/tools.go (the Channel constant) and tools/load.go
-//     (the channels list, channelKeys for the target keys it takes, and the
-//     tool's action for it: a request or a command, and the replay classes
-//     its Query can back);
-//  3. the stack wiring: controlplane/cli/stack.go adds it to the Channels map
-//     passed to server.New (as addHostChannels does for ssh and local).
+//  1. its own package, controlplane/<name>channel: the catalog half, a
+//     tools.Kind (its name, the target keys it takes and their checks into
+//     Target.Spec, its tools' action keys into Tool.Action, the replay
+//     classes its Query can back), through the tools.TargetSpec and
+//     tools.ToolSpec accessors; the control-plane half, a type implementing
+//     Channel (with `var _ engine.Channel = (*T)(nil)`), its New(Config);
+//     and its tests, including the Identity pin;
+//  2. controlplane/channels/builtin.go: one line in BuiltIn (its catalog
+//     kinds, how the stack builds it from channels.Deps, and optionally how
+//     `latch dev` adapts its targets), with its constructor beside it.
 //
-// Nothing changes in engine, api, store, journal or mcpfront.
+// The docs that describe it: docs/reference/catalog.md (its keys) and the
+// package map (its row).
 package engine

@@ -62,9 +62,9 @@ func (q *queueChannel) Query(ctx context.Context, c engine.Call) engine.Attempt 
 
 var _ engine.Channel = (*queueChannel)(nil)
 
-// The catalog's channel enum is the one other place a new channel touches;
-// this test stands in for that line by loading a local target and renaming
-// its channel.
+// The catalog half of a new kind (its own target and tool keys) is
+// controlplane/channels' TestNewKindEndToEnd; this engine-level test stands
+// in for it by loading a local target and renaming its channel.
 const queueCatalog = `
 targets:
   jobs: {channel: local, hostagent_socket: /run/unused.sock}

@@ -106,14 +106,7 @@ func ContractOf(cat *tools.Catalog, x *recordv1.Execution) Contract {
 	if tool == nil {
 		return Contract{Known: true, Key: x.GetId(), Carriers: "tool not in the catalog in force"}
 	}
-	tg := cat.Targets[tool.Target]
-	if tg != nil && (tg.Channel == tools.ChannelLocal || tg.Channel == tools.ChannelSSH) {
-		if tg.HostagentSocket != "" {
-			return Contract{Known: true, Key: x.GetId(), Carriers: "host agent marker id"}
-		}
-		return Contract{Known: true}
-	}
-	cs := tool.KeyCarriers(tg)
+	cs := tool.KeyCarriers(cat.Targets[tool.Target])
 	if len(cs) == 0 {
 		return Contract{Known: true}
 	}

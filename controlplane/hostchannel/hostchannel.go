@@ -734,3 +734,12 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 	}
 	return signer, nil
 }
+
+// DevTarget points an ssh target of the embedded example catalog that goes
+// through a host agent at the host agent `latch dev` embeds: it becomes a
+// local target on agentSocket (plain SSH targets are left as written).
+func DevTarget(t *tools.Target, agentSocket string) {
+	if t.Channel == tools.ChannelSSH && t.HostagentSocket != "" {
+		*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostagentSocket: agentSocket, Timeout: t.Timeout}
+	}
+}

@@ -179,3 +179,11 @@ func observed(obs *httpdispatch.Observation) engine.Attempt {
 		Reason: fmt.Sprintf("HTTP %d", obs.Status),
 	}
 }
+
+// DevTarget points an http target of the embedded example catalog at the
+// demo target `latch dev` runs: a base URL of exampleURL becomes demoURL.
+func DevTarget(t *tools.Target, exampleURL, demoURL string) {
+	if t.BaseURL == exampleURL {
+		t.BaseURL = demoURL
+	}
+}

@@ -328,7 +328,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 	if tg == nil {
 		return nil, invalid("call has no target")
 	}
-	if tg.Channel != "" && tg.Channel != tools.ChannelHTTP {
+	if _, http := tg.Kind().(tools.HTTPKind); tg.Channel != "" && !http {
 		return nil, invalid("target %q uses the %s channel, not http", tg.Name, tg.Channel)
 	}
 	if !validToken(c.Method) || c.Method != strings.ToUpper(c.Method) || c.Method == http.MethodConnect {

@@ -41,7 +41,7 @@ func (t *Telemetry) Attempt(ctx context.Context, kind engine.AttemptKind, c engi
 	return ctx, func(a engine.Attempt) {
 		class := className(a.Class)
 		if kind == engine.AttemptDispatch {
-			t.dispatch.WithLabelValues(channelLabel(x.GetChannel()), tool).Observe(time.Since(start).Seconds())
+			t.dispatch.WithLabelValues(t.channelLabel(x.GetChannel()), tool).Observe(time.Since(start).Seconds())
 		} else {
 			t.recovery.WithLabelValues(tool, class).Inc()
 		}
@@ -53,8 +53,10 @@ func (t *Telemetry) Attempt(ctx context.Context, kind engine.AttemptKind, c engi
 	}
 }
 
-func channelLabel(ch string) string {
-	if tools.Channel(ch).Known() {
+// channelLabel is the bounded channel label: a built-in kind, or a kind
+// of a target of the catalog at start; "other" otherwise.
+func (t *Telemetry) channelLabel(ch string) string {
+	if tools.Channel(ch).Known() || t.channels[ch] {
 		return ch
 	}
 	return "other"

@@ -41,7 +41,8 @@ type Config struct {
 	// Tracer makes the spans (nil: no spans).
 	Tracer trace.TracerProvider
 	Logger hclog.Logger
-	// Catalog bounds the tool label (required).
+	// Catalog bounds the tool label, and with the built-in channel kinds
+	// the channel label (required).
 	Catalog *tools.Catalog
 	// Clock defaults to time.Now.
 	Clock func() time.Time
@@ -54,6 +55,9 @@ type Telemetry struct {
 	tracer trace.Tracer
 	reg    prometheus.Registerer
 	tools  map[string]bool
+	// channels bounds the channel label: the built-in kinds and the
+	// channels of the catalog's targets at start.
+	channels map[string]bool
 
 	transitions *prometheus.CounterVec
 	// counts is latch_executions, indexed by state number.
@@ -90,8 +94,9 @@ func New(cfg Config) (*Telemetry, error) {
 	f := promauto.With(cfg.Registry)
 	t := &Telemetry{
 		cfg: cfg, log: cfg.Logger.Named("telemetry"), reg: cfg.Registry,
-		tracer: tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/controlplane"),
-		tools:  map[string]bool{},
+		tracer:   tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/controlplane"),
+		tools:    map[string]bool{},
+		channels: map[string]bool{},
 		transitions: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "transitions_total",
 			Help: "Journaled state transitions of executions, by tool and from/to state.",
@@ -126,6 +131,9 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	for name := range cfg.Catalog.Tools {
 		t.tools[name] = true
+	}
+	for _, tg := range cfg.Catalog.Targets {
+		t.channels[string(tg.Channel)] = true
 	}
 	if err := cfg.Registry.Register(stateCollector{t}); err != nil {
 		return nil, fmt.Errorf("telemetry: register latch_executions: %w", err)
