@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/internal/testlog"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -74,7 +75,7 @@ func TestNewKindEndToEnd(t *testing.T) {
 		}))
 	}
 
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
