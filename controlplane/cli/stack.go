@@ -212,6 +212,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			// credentials since this one read the vault.
 			return v.Reload()
 		},
+		VaultWitness: func(w *store.VaultWitness) error { return v.SetWitness(w) },
 		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Channels:           chans.Channels, Recovery: cfg.Recovery,

@@ -12,13 +12,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
-	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // The control plane's two keys: the HMAC key of intent fingerprints and
@@ -77,6 +75,9 @@ type keySet struct {
 	created []string
 	// sealedIn is true when the keys came from the store.
 	sealedIn bool
+	// rows is the key rows as loaded, held against the journal
+	// (secrets.go).
+	rows map[string][]byte
 }
 
 // loadKeys loads the keys for kv's backend: files in the data dir, or
@@ -118,7 +119,11 @@ func loadFileKeys(data string) (*keySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(data, "journal.key"), err)
 	}
-	return &keySet{fp: fp, signer: signer, verifier: strings.TrimSpace(readOr(VerifierPath(data)))}, nil
+	rows, err := fileKeyRows(data)
+	if err != nil {
+		return nil, err
+	}
+	return &keySet{fp: fp, signer: signer, verifier: strings.TrimSpace(readOr(VerifierPath(data))), rows: rows}, nil
 }
 
 // keyAD is the associated data a stored key is sealed with: a box moved to
@@ -146,7 +151,7 @@ func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg backend
 	if holder == "" {
 		holder, _ = os.Hostname()
 	}
-	ks := &keySet{sealedIn: true}
+	ks := &keySet{sealedIn: true, rows: map[string][]byte{}}
 	// get returns the plaintext of key name, creating it when absent.
 	get := func(name string, gen func() (secret []byte, public string, err error)) ([]byte, string, error) {
 		stored, err := pg.Key(ctx, name)
@@ -170,6 +175,7 @@ func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg backend
 		if err != nil {
 			return nil, "", err
 		}
+		ks.rows[store.SecretKeyRow(name)] = storedKeyRow(stored)
 		plain, err := cfg.KeySealer.Open(keyAD(name), stored.Sealed)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: the %s key (created by %s at %s) does not open (%v): this replica's vault is not the one in the store that sealed it; every replica must unlock the same vault (the store's) with its key file", ErrKeysUnsealable, name, stored.CreatedBy, stored.CreatedAt.UTC().Format(time.RFC3339), err)
@@ -227,7 +233,7 @@ func journalCreated(ctx context.Context, st *store.Store, ks *keySet, replica st
 			if name == JournalKeyName {
 				reason += "; checkpoints verify with " + ks.verifier
 			}
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.Now(), Kind: "key_created", Actor: "latch", Reason: reason}); err != nil {
+			if _, err := tx.SecretRecord(store.SecretKeyRow(name), ks.rows[store.SecretKeyRow(name)], store.KindKeyCreated, "latch", reason, time.Now()); err != nil {
 				return err
 			}
 		}

@@ -93,6 +93,11 @@ type Config struct {
 	// replica holds the lease, before it loads any state (the vault
 	// re-reads its document from the store there).
 	OnActive func(context.Context) error
+	// VaultWitness, when set, is called once the state is checked (on the
+	// active replica) with the store's witness of the vault document: the
+	// vault holds its document against it from then on (the vault's
+	// SetWitness).
+	VaultWitness func(*store.VaultWitness) error
 	// Replica names this process in the PostgreSQL store's lease (default
 	// the host name); LeaseTTL is the lease's length (DefaultLeaseTTL).
 	Replica  string
@@ -339,6 +344,18 @@ func (s *Server) load(ctx context.Context) error {
 	s.backgroundCheck, s.gate = scope == store.CheckUnsettled, gate
 	if err := journalCreated(ctx, st, s.keys, cfg.Replica); err != nil {
 		return fmt.Errorf("server: journal the keys created: %w", err)
+	}
+	if err := checkSecrets(ctx, log, st, s.keys); err != nil {
+		return err
+	}
+	if cfg.VaultWitness != nil {
+		err := cfg.VaultWitness(st.VaultWitness(cfg.Context, nil))
+		switch {
+		case errors.Is(err, store.ErrStateMismatch):
+			return fmt.Errorf("%w: %w (not serving with a vault the journal did not record)", ErrStateMismatch, err)
+		case err != nil:
+			return fmt.Errorf("server: hold the vault document against the journal: %w", err)
+		}
 	}
 	if err := observeStore(cfg.Telemetry, st); err != nil {
 		return err

@@ -683,6 +683,7 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	t.set(journalKey(n), encodeLeaf(hashes, data))
 	t.indexToken(e, n)   // tj/ (tokens.go)
 	t.indexSession(e, n) // sj/ (sessionindex.go)
+	t.indexSecret(e, n)  // xd/ (secretcheck.go)
 	if tr, ok := transitionOf(e); ok && t.b.observed {
 		t.transitions = append(t.transitions, tr)
 	}

@@ -95,6 +95,13 @@ type Vault struct {
 	file  *fileV1        // nil until initialized; replaced, never mutated
 	dek   *[keySize]byte // data key; nil while locked
 	epoch uint64
+	raw   []byte // the document as stored; nil until initialized
+
+	// witness, once set, holds every load and write of the document
+	// (witness.go); refused is its verdict on a document it did not
+	// record, which every use of the vault then returns.
+	witness Witness
+	refused error
 
 	// tokens caches the access tokens credentials fetch (a kind that gets
 	// tokens) by name, in memory only; Lock drops them.
@@ -128,7 +135,7 @@ func New(cfg Config) (*Vault, error) {
 		kdf:      cfg.KDF,
 		onChange: cfg.OnChange,
 	}
-	f, err := load(cfg.Storage)
+	raw, f, err := load(cfg.Storage)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		v.log.Info("vault not initialized", "path", v.path)
@@ -141,17 +148,22 @@ func New(cfg Config) (*Vault, error) {
 			v.log.Warn("vault file is readable by group or others; the next write resets it to 0600", "path", v.path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
 		}
 	}
-	v.file = f
+	v.file, v.raw = f, raw
 	v.log.Info("vault opened locked", "path", v.path, "method", f.KDF.Algorithm, "names", len(f.Entries))
 	return v, nil
 }
 
 // load reads and parses the document s holds.
-func load(s Storage) (*fileV1, error) {
+func load(s Storage) ([]byte, *fileV1, error) {
 	data, err := s.Load()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	f, err := parse(s, data)
+	return data, f, err
+}
+
+func parse(s Storage, data []byte) (*fileV1, error) {
 	f, err := parseFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s, err)
@@ -164,14 +176,15 @@ func load(s Storage) (*fileV1, error) {
 // credentials since New. The header (id, unlock method, check value) must
 // be the one this vault opened; while unlocked the document's MAC must
 // verify, else nothing changes and the error wraps ErrCorrupt. A vault
-// initialized elsewhere since New is picked up (still locked).
+// initialized elsewhere since New is picked up (still locked). With a
+// Witness the document must be the one it recorded, else the error wraps
+// ErrForged and the vault refuses every use until a Reload passes.
 func (v *Vault) Reload() error {
-	f, err := load(v.storage)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	data, err := v.witnessed()
 	if errors.Is(err, fs.ErrNotExist) {
-		v.mu.RLock()
-		had := v.file != nil
-		v.mu.RUnlock()
-		if had {
+		if v.file != nil {
 			return fmt.Errorf("%w: the vault at %s disappeared", ErrCorrupt, v.path)
 		}
 		return nil
@@ -179,8 +192,10 @@ func (v *Vault) Reload() error {
 	if err != nil {
 		return err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	f, err := parse(v.storage, data)
+	if err != nil {
+		return err
+	}
 	if v.file != nil && (!bytes.Equal(v.file.ID, f.ID) || v.file.KDF.Algorithm != f.KDF.Algorithm || !bytes.Equal(v.file.Check, f.Check)) {
 		return fmt.Errorf("%w: the vault at %s was replaced by another vault since it was opened; restart latch", ErrCorrupt, v.path)
 	}
@@ -189,7 +204,7 @@ func (v *Vault) Reload() error {
 			return err
 		}
 	}
-	v.file = f
+	v.file, v.raw = f, data
 	v.log.Debug("vault reloaded", "path", v.path, "names", len(f.Entries))
 	return nil
 }
@@ -287,7 +302,7 @@ func (v *Vault) create(k kdfV1, makeKEK func(id []byte) (*[keySize]byte, error))
 		clear(dek[:])
 		return fmt.Errorf("%w: %s", ErrExists, v.path)
 	}
-	if err := v.storage.Create(data); err != nil {
+	if err := v.store(data, nil, v.storage.Create); err != nil {
 		v.mu.Unlock()
 		clear(dek[:])
 		if errors.Is(err, fs.ErrExist) && !errors.Is(err, ErrExists) {
@@ -295,7 +310,7 @@ func (v *Vault) create(k kdfV1, makeKEK func(id []byte) (*[keySize]byte, error))
 		}
 		return err
 	}
-	v.file = f
+	v.file, v.raw = f, data
 	v.dek = dek
 	v.epoch++
 	v.log.Info("vault initialized and unlocked", "path", v.path, "method", k.Algorithm, "epoch", v.epoch)
@@ -490,10 +505,10 @@ func (v *Vault) commit(f *fileV1) error {
 	if err != nil {
 		return err
 	}
-	if err := v.storage.Replace(data); err != nil {
+	if err := v.store(data, v.raw, v.storage.Replace); err != nil {
 		return err
 	}
-	v.file = f
+	v.file, v.raw = f, data
 	return nil
 }
 
@@ -505,6 +520,9 @@ func (v *Vault) Get(name string) (Credential, error) {
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.refused != nil {
+		return Credential{}, v.refused
+	}
 	if v.dek == nil {
 		return Credential{}, ErrLocked
 	}
@@ -541,6 +559,9 @@ func (v *Vault) tokenCache(name string) *tokenCache {
 func (v *Vault) List() ([]string, error) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if v.refused != nil {
+		return nil, v.refused
+	}
 	if v.file == nil {
 		return []string{}, nil
 	}

@@ -925,8 +925,14 @@ type JournalEntry struct {
 	// as offered; "upstream_tool_accepted": an operator accepted a change)
 	// carry the pin now in force.
 	UpstreamToolPin *UpstreamToolPin `protobuf:"bytes,15,opt,name=upstream_tool_pin,json=upstreamToolPin,proto3" json:"upstream_tool_pin,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Secret row records (kind "vault_written": the vault document as it is
+	// about to be written; "key_created": a key row created in the store;
+	// "secret_recorded": a row recorded on first use, for a store written
+	// before these records) carry the digest of the stored row, never its
+	// contents.
+	Secret        *SecretDigest `protobuf:"bytes,16,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JournalEntry) Reset() {
@@ -1064,6 +1070,91 @@ func (x *JournalEntry) GetUpstreamToolPin() *UpstreamToolPin {
 	return nil
 }
 
+func (x *JournalEntry) GetSecret() *SecretDigest {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+// SecretDigest is the sha256 of one stored secret row: the sealed vault
+// document, or a key row of the store (latch_keys) or data dir
+// (DATA/keys). The control plane holds the stored row against the latest
+// record of it before using it (controlplane/store/secretcheck.go).
+type SecretDigest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "vault", or "key/<name>" ("key/fingerprint", "key/journal").
+	Row string `protobuf:"bytes,1,opt,name=row,proto3" json:"row,omitempty"`
+	// sha256 of the row's bytes as stored.
+	Sha256 []byte `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Counts the records of this row: 1 for the first.
+	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The digest this record replaces (empty for the first): a vault
+	// write journaled before it lands, interrupted by a crash, leaves this
+	// document stored, which the check then tells apart from a forgery.
+	PreviousSha256 []byte `protobuf:"bytes,4,opt,name=previous_sha256,json=previousSha256,proto3" json:"previous_sha256,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SecretDigest) Reset() {
+	*x = SecretDigest{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretDigest) ProtoMessage() {}
+
+func (x *SecretDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretDigest.ProtoReflect.Descriptor instead.
+func (*SecretDigest) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SecretDigest) GetRow() string {
+	if x != nil {
+		return x.Row
+	}
+	return ""
+}
+
+func (x *SecretDigest) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *SecretDigest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SecretDigest) GetPreviousSha256() []byte {
+	if x != nil {
+		return x.PreviousSha256
+	}
+	return nil
+}
+
 // OperatorCredential is what authenticated a console session.
 type OperatorCredential struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1085,7 +1176,7 @@ type OperatorCredential struct {
 
 func (x *OperatorCredential) Reset() {
 	*x = OperatorCredential{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1188,7 @@ func (x *OperatorCredential) String() string {
 func (*OperatorCredential) ProtoMessage() {}
 
 func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1201,7 @@ func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorCredential.ProtoReflect.Descriptor instead.
 func (*OperatorCredential) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OperatorCredential) GetOperator() string {
@@ -1173,7 +1264,7 @@ type UpstreamToolPin struct {
 
 func (x *UpstreamToolPin) Reset() {
 	*x = UpstreamToolPin{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1276,7 @@ func (x *UpstreamToolPin) String() string {
 func (*UpstreamToolPin) ProtoMessage() {}
 
 func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1289,7 @@ func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamToolPin.ProtoReflect.Descriptor instead.
 func (*UpstreamToolPin) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpstreamToolPin) GetTool() string {
@@ -1289,7 +1380,7 @@ type AgentToken struct {
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1392,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1405,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1419,7 +1510,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1522,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1535,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1496,7 +1587,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1599,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1612,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1579,7 +1670,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1682,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1695,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Session) GetId() string {
@@ -1774,7 +1865,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
 	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
-	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xb3\x05\n" +
+	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xea\x05\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1793,7 +1884,15 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x0e \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
 	"credential\x12L\n" +
-	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\"\xb5\x01\n" +
+	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\x125\n" +
+	"\x06secret\x18\x10 \x01(\v2\x1d.latch.record.v1.SecretDigestR\x06secret\"\x81\x01\n" +
+	"\fSecretDigest\x12\x10\n" +
+	"\x03row\x18\x01 \x01(\tR\x03row\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12'\n" +
+	"\x0fprevious_sha256\x18\x04 \x01(\fR\x0epreviousSha256\"\xb5\x01\n" +
 	"\x12OperatorCredential\x12\x1a\n" +
 	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
@@ -1913,7 +2012,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -1924,56 +2023,58 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Result)(nil),                // 6: latch.record.v1.Result
 	(*Execution)(nil),             // 7: latch.record.v1.Execution
 	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
-	(*OperatorCredential)(nil),    // 9: latch.record.v1.OperatorCredential
-	(*UpstreamToolPin)(nil),       // 10: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 11: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 12: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 13: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 14: latch.record.v1.Session
-	nil,                           // 15: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*SecretDigest)(nil),          // 9: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 10: latch.record.v1.OperatorCredential
+	(*UpstreamToolPin)(nil),       // 11: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 12: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 13: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 14: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 15: latch.record.v1.Session
+	nil,                           // 16: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	15, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	16, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	16, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	16, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	16, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	16, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	16, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	16, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	17, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	17, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	17, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	17, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	17, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	16, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	16, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	17, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	17, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	16, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	17, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	14, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	11, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	12, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	9,  // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	10, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
-	16, // 24: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	16, // 25: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	16, // 26: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	16, // 27: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	16, // 28: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	16, // 29: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	4,  // 30: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	16, // 31: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	16, // 32: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	16, // 33: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	16, // 34: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	15, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	12, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	13, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	10, // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	11, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	9,  // 24: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	17, // 25: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	17, // 26: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	17, // 27: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 28: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	17, // 29: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	17, // 30: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	4,  // 31: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	17, // 32: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	17, // 33: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	17, // 34: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	17, // 35: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -1987,7 +2088,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
