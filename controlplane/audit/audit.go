@@ -30,6 +30,9 @@ type Dir struct {
 	// name says where the journal was read, for messages (never a
 	// connection string: it may hold a password).
 	name string
+	// secrets is the secret rows as stored (secrets.go), held against
+	// their journal records with the state.
+	secrets map[string][]byte
 }
 
 var _ journal.Source = (*Dir)(nil)
@@ -77,7 +80,16 @@ func openDir(dataDir string) (*Dir, error) {
 			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 		}
 	}
-	return newDir(kv, strings.TrimSpace(string(vkey)), dataDir)
+	rows, err := fileSecrets(dataDir)
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	d, err := newDir(kv, strings.TrimSpace(string(vkey)), dataDir)
+	if err == nil {
+		d.secrets = rows
+	}
+	return d, err
 }
 
 // newDir opens the store on kv (which the Dir then owns).
@@ -139,12 +151,25 @@ func openStore(url string) (*Dir, error) {
 		kv.Close()
 		return nil, fmt.Errorf("audit: the journal verifier key: %w", err)
 	}
+	// The secret rows before the snapshot: a vault write landing between
+	// the two then looks like one the journal recorded and the storage
+	// did not have yet, which the check accepts; read after, it would be
+	// a document newer than the journal read.
+	rows, err := storeSecrets(ctx, kv)
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
 	snap, err := kv.Snapshot(ctx)
 	if err != nil {
 		kv.Close()
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	return newDir(snap, strings.TrimSpace(vkey), storeName)
+	d, err := newDir(snap, strings.TrimSpace(vkey), storeName)
+	if err == nil {
+		d.secrets = rows
+	}
+	return d, err
 }
 
 // Close releases the directory.

@@ -13,7 +13,11 @@ import (
 // entry and stored result of the data dir against its journal (the check
 // control-plane start-up runs, here always whole).
 func (d *Dir) State(ctx context.Context) (*store.StateReport, error) {
-	return d.st.CheckState(ctx, store.CheckAll)
+	rep, err := d.st.CheckState(ctx, store.CheckAll)
+	if err != nil {
+		return nil, err
+	}
+	return rep, d.checkSecrets(rep)
 }
 
 // StageState is the progress stage VerifyAll reports while the state
@@ -89,6 +93,9 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 	<-done
 	if err != nil {
 		return nil, nil, err
+	}
+	if stateErr == nil {
+		stateErr = d.checkSecrets(state)
 	}
 	if stateErr != nil {
 		return rep, nil, stateErr

@@ -213,7 +213,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			return v.Reload()
 		},
 		VaultWitness: func(w *store.VaultWitness) error { return v.SetWitness(w) },
-		Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
+		Replica:      cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
 		CheckpointInterval: cfg.CheckpointInterval,
 		Channels:           chans.Channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},

@@ -552,13 +552,13 @@ func freeRecord(t *testing.T, kv store.KV) int64 {
 	var cat *recordv1.CatalogVersion
 	if err := kv.Scan([]byte("j/"), false, func(k, v []byte) bool {
 		e := &recordv1.JournalEntry{}
-		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil && e.GetSession() == nil {
+		if proto.Unmarshal(v[1+int(v[0])*32:], e) == nil && e.GetExecutionId() == "" && e.GetToken() == nil && e.GetSession() == nil && e.GetSecret() == nil {
 			at, cat = int64(e.GetIndex()), e.GetCatalog()
 			return false
 		}
 		return true
 	}); err != nil || at < 0 {
-		t.Fatalf("no journal record without execution, token and session to forge (%v)", err)
+		t.Fatalf("no journal record without execution, token, session and secret row to forge (%v)", err)
 	}
 	if cat != nil {
 		if err := kv.Commit([]store.Write{{Key: []byte("m/catalog"), Delete: true}, {Key: []byte("k/" + cat.GetVersion()), Delete: true}}); err != nil {

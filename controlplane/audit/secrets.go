@@ -1,0 +1,69 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
+)
+
+// The secret rows (the sealed vault document and the key rows) are held
+// against their journal records with the state (store.CheckSecrets): a
+// vault document swapped or rolled back, or a key row replaced, is a
+// mismatch of kind secret_digest naming the row.
+
+// fileSecrets reads a data dir's secret rows: its key files, and the vault
+// file at the default place (DATA/vault.json); a vault kept elsewhere
+// (--vault) is not read here, and the start-up check holds it.
+func fileSecrets(dataDir string) (map[string][]byte, error) {
+	rows, err := server.SecretRows(context.Background(), nil, dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	doc, err := os.ReadFile(filepath.Join(dataDir, "vault.json"))
+	switch {
+	case err == nil:
+		rows[store.SecretRowVault] = doc
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("audit: read the vault: %w", err)
+	}
+	return rows, nil
+}
+
+// storeSecrets reads a PostgreSQL store's secret rows: the latch_keys rows
+// and the latch_vault document (nil when there is none).
+func storeSecrets(ctx context.Context, kv *pgkv.KV) (map[string][]byte, error) {
+	rows, err := server.SecretRows(ctx, kv, "")
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	doc, err := kv.VaultStorage().Load()
+	switch {
+	case err == nil:
+		rows[store.SecretRowVault] = doc
+	case errors.Is(err, fs.ErrNotExist):
+		rows[store.SecretRowVault] = nil // journaled but gone is a mismatch
+	default:
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return rows, nil
+}
+
+// checkSecrets adds the secret rows' mismatches to rep.
+func (d *Dir) checkSecrets(rep *store.StateReport) error {
+	if d.secrets == nil || rep == nil {
+		return nil
+	}
+	ms, err := d.st.CheckSecrets(d.secrets)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	rep.Mismatches = append(rep.Mismatches, ms...)
+	return nil
+}
