@@ -97,7 +97,9 @@ func TestForgedVaultDocumentRefused(t *testing.T) {
 			}{
 				{"sound", func(_, current, _ []byte) []byte { return nil }, false},
 				{"rolled back", func(before, _, _ []byte) []byte { return before }, true},
-				{"altered", func(_, current, _ []byte) []byte { return append(bytes.TrimRight(bytes.Clone(current), "\n"), " \n"...) }, true},
+				{"altered", func(_, current, _ []byte) []byte {
+					return append(bytes.TrimRight(bytes.Clone(current), "\n"), " \n"...)
+				}, true},
 				{"swapped", func(_, _, other []byte) []byte { return other }, true},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
