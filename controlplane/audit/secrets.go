@@ -56,11 +56,11 @@ func storeSecrets(ctx context.Context, kv *pgkv.KV) (map[string][]byte, error) {
 }
 
 // checkSecrets adds the secret rows' mismatches to rep.
-func (d *Dir) checkSecrets(rep *store.StateReport) error {
+func (d *Dir) checkSecrets(ctx context.Context, rep *store.StateReport) error {
 	if d.secrets == nil || rep == nil {
 		return nil
 	}
-	ms, err := d.st.CheckSecrets(d.secrets)
+	ms, err := d.st.CheckSecrets(ctx, d.secrets)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}

@@ -17,7 +17,7 @@ func (d *Dir) State(ctx context.Context) (*store.StateReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rep, d.checkSecrets(rep)
+	return rep, d.checkSecrets(ctx, rep)
 }
 
 // StageState is the progress stage VerifyAll reports while the state
@@ -95,7 +95,7 @@ func VerifyAll(ctx context.Context, dataDir string, opts journal.Options) (*jour
 		return nil, nil, err
 	}
 	if stateErr == nil {
-		stateErr = d.checkSecrets(state)
+		stateErr = d.checkSecrets(ctx, state)
 	}
 	if stateErr != nil {
 		return rep, nil, stateErr

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -276,45 +278,93 @@ func (w *VaultWitness) Failed(stored []byte) error {
 
 // CheckSecrets holds stored secret rows (row name to bytes; the vault
 // document under SecretRowVault) against their latest journal records,
-// for `latch audit verify`: a read, it writes nothing. A row never
-// journaled is no mismatch (a store this version has not started on yet;
-// its first start records it); the vault document an interrupted write
-// left is none either (the next start finishes the write).
-func (s *Store) CheckSecrets(rows map[string][]byte) ([]Mismatch, error) {
+// for `latch audit verify`: a read, it writes nothing. It reads the whole
+// journal's secret records, so that beyond what CheckSecret sees it finds
+// a row's records that do not follow each other (its index deleted or
+// pointed back, and the row recorded again on first use) and an index
+// that does not name the row's last record. A row never journaled is no
+// mismatch (a store this version has not started on yet; its first start
+// records it); the vault document an interrupted write left is none
+// either (the next start finishes the write).
+func (s *Store) CheckSecrets(ctx context.Context, rows map[string][]byte) ([]Mismatch, error) {
 	var out []Mismatch
-	names := make([]string, 0, len(rows))
-	for row := range rows {
+	add := func(row string, idx int64, format string, args ...any) {
+		out = append(out, Mismatch{ExecutionID: row, JournalIndex: idx, Key: row, Kind: MismatchSecret, Detail: fmt.Sprintf(format, args...)})
+	}
+	type last struct {
+		rec *recordv1.SecretDigest
+		idx int64
+	}
+	latest := map[string]last{}
+	var derr error
+	err := s.kv.ScanFrom([]byte("j/"), journalKey(0), false, func(k, v []byte) bool {
+		_, data, ok := decodeLeaf(v)
+		if !ok || !carriesField(data, journalEntrySecret) {
+			return ctx.Err() == nil
+		}
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) != nil || e.GetSecret().GetRow() == "" {
+			return ctx.Err() == nil // the journal check judges damaged leaves
+		}
+		d := e.GetSecret()
+		if prev, ok := latest[d.GetRow()]; ok && (d.GetGeneration() != prev.rec.GetGeneration()+1 || !bytes.Equal(d.GetPreviousSha256(), prev.rec.GetSha256())) {
+			add(d.GetRow(), i, "journal record %d (generation %d, kind %s) does not follow the row's record %d (generation %d): the row's index was deleted or edited and the row recorded again; restore the store from a backup taken before journal record %d", i, d.GetGeneration(), e.GetKind(), prev.idx, prev.rec.GetGeneration(), i)
+		}
+		latest[d.GetRow()] = last{d, i}
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read the secret rows' journal records: %w", err)
+	}
+	names := make([]string, 0, len(latest))
+	for row := range latest {
 		names = append(names, row)
 	}
 	slices.Sort(names)
+	pending, err := pendingVault(s.kv.Get)
+	if err != nil {
+		return nil, err
+	}
 	for _, row := range names {
-		stored := rows[row]
-		rec, _, err := s.JournaledSecret(row)
-		if errors.Is(err, ErrNotFound) {
-			continue
+		l := latest[row]
+		if idx, err := decodeIndex(s.kv.Get(secretIndexKey(row))); err != nil || idx != l.idx {
+			add(row, l.idx, "xd/%s does not name the row's last journal record %d (%v): the index was edited; restore the store from a backup", row, l.idx, errOr(err, fmt.Sprintf("it names %d", idx)))
 		}
-		if err == nil && row == SecretRowVault {
-			if len(rec.GetSha256()) == 0 {
-				continue
-			}
-			pending, perr := pendingVault(s.kv.Get)
-			if perr != nil {
-				return nil, perr
-			}
-			if interrupted(rec, stored, pending) {
-				continue
-			}
+		stored, ok := rows[row]
+		if !ok {
+			continue // not read here (a vault kept outside the data dir)
 		}
-		if err == nil {
-			err = s.CheckSecret(row, stored)
-		}
-		var se *StateError
 		switch {
-		case errors.As(err, &se):
-			out = append(out, se.Mismatches...)
-		case err != nil:
-			return nil, err
+		case row == SecretRowVault && len(l.rec.GetSha256()) == 0 && stored == nil:
+		case row == SecretRowVault && interrupted(l.rec, stored, pending):
+		case !bytes.Equal(SecretSum(stored), l.rec.GetSha256()):
+			what := "hashes to " + short(SecretSum(stored))
+			if stored == nil {
+				what = "is gone"
+			}
+			add(row, l.idx, "the stored %s %s, its journal record (generation %d) says %s: it was replaced or rolled back outside Latch; restore it from a backup taken after journal record %d", row, what, l.rec.GetGeneration(), short(l.rec.GetSha256()), l.idx)
 		}
 	}
 	return out, nil
 }
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}
+
+// journalEntrySecret is the field number of JournalEntry.secret.
+var journalEntrySecret = (&recordv1.JournalEntry{}).ProtoReflect().Descriptor().Fields().ByName("secret").Number()

@@ -141,7 +141,7 @@ func TestForgedVaultDocumentRefused(t *testing.T) {
 					})
 					v, err := reopenVault(t, st, vaultStorage(t, open, dir), dir)
 					c, gerr := v.Get("api")
-					ms, cerr := st.CheckSecrets(map[string][]byte{store.SecretRowVault: mustLoad(t, vaultStorage(t, open, dir))})
+					ms, cerr := st.CheckSecrets(t.Context(), map[string][]byte{store.SecretRowVault: mustLoad(t, vaultStorage(t, open, dir))})
 					if cerr != nil {
 						t.Fatal(cerr)
 					}
@@ -248,7 +248,7 @@ func TestVaultWriteInterruptedByACrash(t *testing.T) {
 					if err != nil || gerr != nil || c.Get("token") != tc.want {
 						t.Errorf("after the crash: SetWitness = %v, Get = %q, %v; want the write finished (%q)", err, c.Get("token"), gerr, tc.want)
 					}
-					ms, err := st.CheckSecrets(map[string][]byte{store.SecretRowVault: mustLoad(t, vaultStorage(t, open, dir))})
+					ms, err := st.CheckSecrets(t.Context(), map[string][]byte{store.SecretRowVault: mustLoad(t, vaultStorage(t, open, dir))})
 					if err != nil || len(ms) != 0 {
 						t.Errorf("CheckSecrets after the write was finished = %v, %v; want none", ms, err)
 					}
@@ -292,6 +292,42 @@ func TestPlantedVaultMarkerRestoresTheJournaledDocument(t *testing.T) {
 			c, gerr = v.Get("api")
 			if err != nil || gerr != nil || c.Get("token") != "current" {
 				t.Errorf("with the journaled document planted as the marker: SetWitness = %v, Get = %q, %v; want the journaled document (current) back", err, c.Get("token"), gerr)
+			}
+		})
+	}
+}
+
+// TestVaultIndexDeletedIsCaughtByTheAudit: the vault's journal index
+// deleted with the document rolled back gets the rollback recorded again
+// on first use at the next start (the start-up check reads the index, not
+// the whole journal); CheckSecrets, which reads the whole journal as
+// `latch audit verify` does, finds the row recorded again out of turn.
+func TestVaultIndexDeletedIsCaughtByTheAudit(t *testing.T) {
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			open := b.New(t)
+			st := storetest.OpenStore(t, open())
+			before, _ := witnessedVault(t, st, vaultStorage(t, open, dir), dir)
+			st = storetest.Reopen(t, st, open, func(kv store.KV) error {
+				s := vaultStorage(t, open, dir)
+				if _, err := s.Load(); err != nil {
+					return err
+				}
+				if err := s.Replace(before); err != nil {
+					return err
+				}
+				return kv.Commit([]store.Write{{Key: []byte("xd/" + store.SecretRowVault), Delete: true}})
+			})
+			if _, err := reopenVault(t, st, vaultStorage(t, open, dir), dir); err != nil {
+				t.Fatalf("SetWitness with the index deleted = %v; want the row recorded on first use (the gap the audit closes)", err)
+			}
+			ms, err := st.CheckSecrets(t.Context(), map[string][]byte{store.SecretRowVault: before})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) != 1 || ms[0].Kind != store.MismatchSecret || !strings.Contains(ms[0].Detail, "recorded again") {
+				t.Errorf("CheckSecrets = %v, want one %s mismatch: the row recorded again", ms, store.MismatchSecret)
 			}
 		})
 	}
