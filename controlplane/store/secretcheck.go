@@ -37,9 +37,13 @@ import (
 // PostgreSQL the record is fenced like every commit, so two replicas never
 // record two versions). That is safe as far as it goes: from then on a
 // change is seen; a change made before it is not, as it was not before
-// this version. The record says so in its reason, and `latch audit verify`
-// flags a row recorded on first use twice (its index deleted to have a
-// forged row trusted again).
+// this version. The record says so in its reason. No marker guards this
+// (as m/sessions_indexed guards the session index): whoever can delete a
+// row's index to have a forged row trusted again can delete a marker as
+// well. What catches that is the chain: each record names the digest it
+// follows and counts the row's records, so `latch audit verify`, which
+// reads every secret record of the journal (CheckSecrets), reports a row
+// recorded again out of turn.
 //
 // The vault document is written outside the store (a file, or its own
 // PostgreSQL row), so its record and its write cannot be one commit. The

@@ -50,9 +50,28 @@
 // The mac key is HKDF-SHA256(DEK, salt id, "latch/vault/internal/file-mac");
 // its input is every field but the mac, length-prefixed, entries in name
 // order. Unlock verifies it, so entries added, removed or replaced outside
-// latch make Unlock fail with ErrCorrupt. Not detected: replacing the whole
-// file with an older copy written by latch (a rollback); keep the file where
-// only the control plane can write.
+// latch make Unlock fail with ErrCorrupt. The MAC alone does not detect
+// replacing the whole file with an older copy written by latch (a
+// rollback to a credential the operator rotated away), nor with another
+// vault's document that the same key file opens: the Witness does.
+//
+// # Witness
+//
+// The control plane journals each write of the document (its sha256, in a
+// "vault_written" record of the tamper-evident journal) and, once its store
+// is open on the active replica, gives the vault the store's witness
+// (SetWitness, *store.VaultWitness; controlplane/store/secretcheck.go
+// describes the records). From then on every load and reload holds the
+// document against the latest record, and a document the journal did not
+// record is refused with ErrForged: SetWitness and Reload fail, and Get,
+// List, Put and Delete return it until a Reload passes. A write is
+// journaled first, with the document kept in the store as a pending
+// marker, then made, then confirmed; a crash in between leaves the
+// document before it stored, which the next load tells apart from a
+// rollback (the marker holds the journaled document) and finishes the
+// write. A document that has no record yet (a store written before the
+// records, a vault created at start before the store opened) is recorded
+// as found (trust on first use, said in the record).
 //
 // Entry names (^[a-z0-9][a-z0-9_.-]{0,63}$) are in clear: they are
 // credential_ref values from the tool catalogs, not secrets. So List and
