@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -42,30 +43,41 @@ func storedKeyRow(k backend.StoredKey) []byte {
 
 // fileKeyRows is the key rows of a data dir: the fingerprint key file,
 // and the journal key file with its verifier (what checkpoints are checked
-// with), each as stored.
+// with), each as stored. A row with a file missing is nil (gone).
 func fileKeyRows(data string) (map[string][]byte, error) {
-	read := func(name string) ([]byte, error) {
-		b, err := os.ReadFile(keyPath(data, name))
-		if err != nil {
-			return nil, fmt.Errorf("server: read %s: %w", keyPath(data, name), err)
+	read := func(names ...string) ([]byte, error) {
+		parts := [][]byte{}
+		for _, name := range names {
+			b, err := os.ReadFile(keyPath(data, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("server: read %s: %w", keyPath(data, name), err)
+			}
+			parts = append(parts, b)
 		}
-		return b, nil
+		return rowBytes(parts...), nil
 	}
 	fp, err := read("fingerprint.key")
 	if err != nil {
 		return nil, err
 	}
-	sk, err := read("journal.key")
+	j, err := read("journal.key", "journal.pub")
 	if err != nil {
 		return nil, err
 	}
-	pub, err := read("journal.pub")
-	if err != nil {
-		return nil, err
+	// The row's name leads its bytes: a file moved to the other row does
+	// not hash alike.
+	named := func(name string, b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		return append(rowBytes([]byte(name)), b...)
 	}
 	return map[string][]byte{
-		store.SecretKeyRow(FingerprintKeyName): rowBytes([]byte(FingerprintKeyName), fp),
-		store.SecretKeyRow(JournalKeyName):     rowBytes([]byte(JournalKeyName), sk, pub),
+		store.SecretKeyRow(FingerprintKeyName): named(FingerprintKeyName, fp),
+		store.SecretKeyRow(JournalKeyName):     named(JournalKeyName, j),
 	}, nil
 }
 
