@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/console"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/tools"
@@ -17,8 +18,8 @@ import (
 // mountConsole serves the operator console at /ui/ on the ops listener. A
 // PostgreSQL standby has no state to show: /ui/ says so (503) until it
 // takes over, then serves the console. The console is nil until then.
-func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool) (*console.Console, error) {
-	srv := st.srv
+func mountConsole(ob *observability, ops *opshttp.Server, st *stack.Stack, secure bool) (*console.Console, error) {
+	srv := st.Server
 	if srv.Loaded() {
 		c, err := newConsole(ob, st, secure)
 		if err != nil {
@@ -66,8 +67,8 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 }
 
 // newConsole builds the console over the loaded state.
-func newConsole(ob *observability, st *stack, secure bool) (*console.Console, error) {
-	srv := st.srv
+func newConsole(ob *observability, st *stack.Stack, secure bool) (*console.Console, error) {
+	srv := st.Server
 	verify := fmt.Sprintf("latch audit verify %s", srv.DataDir())
 	if srv.OnPostgres() {
 		// Never the URL itself: it may hold a password.

@@ -11,6 +11,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
@@ -131,22 +132,22 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
-		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns}
+	sc := stack.Config{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: readVersion().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
 	if *data != defaultDataDir {
 		sc.CommandArgs = "--data " + *data
 	}
-	st, err := newStack(sc)
+	st, err := stack.New(sc)
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	opsURL, err := ob.serve(opsF, st)
 	if err != nil {
-		st.srv.Close()
+		st.Server.Close()
 		return err
 	}
 	var signIn, signInAs string
@@ -155,7 +156,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	if err := st.srv.Listen(); err != nil {
+	if err := st.Server.Listen(); err != nil {
 		return err
 	}
 
@@ -165,7 +166,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
-		Logger: log, DataDir: *data, Serve: st.srv.Run,
+		Logger: log, DataDir: *data, Serve: st.Server.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latchhq/latch/controlplane/console"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/loopback"
@@ -97,14 +98,14 @@ func newObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog)
 // serve binds the ops listener (when o.listen is set) with the stack's
 // readiness checks and runs it with the control plane. It returns the
 // listener's URL ("" when off).
-func (ob *observability) serve(o *opsFlags, st *stack) (string, error) {
-	v := st.vault
+func (ob *observability) serve(o *opsFlags, st *stack.Stack) (string, error) {
+	v := st.Vault
 	ob.telemetry.ObserveVault(func() bool { return v.Status().Locked })
 	if o.listen == "" {
 		return "", nil
 	}
-	checks := append(st.srv.ReadyChecks(), opshttp.Check{Name: "vault", Ready: func(context.Context) error { return vaultReady(v.Status()) }})
-	ops, err := opshttp.New(opshttp.Config{Logger: ob.log, Addr: o.listen, Gatherer: ob.reg, Checks: checks, Status: st.srv.Status, TLSCert: o.cert, TLSKey: o.key})
+	checks := append(st.Server.ReadyChecks(), opshttp.Check{Name: "vault", Ready: func(context.Context) error { return vaultReady(v.Status()) }})
+	ops, err := opshttp.New(opshttp.Config{Logger: ob.log, Addr: o.listen, Gatherer: ob.reg, Checks: checks, Status: st.Server.Status, TLSCert: o.cert, TLSKey: o.key})
 	if errors.Is(err, opshttp.ErrNotLoopback) {
 		return "", usagef("--http-listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or a loopback address", o.listen)
 	}
@@ -118,7 +119,7 @@ func (ob *observability) serve(o *opsFlags, st *stack) (string, error) {
 	if ob.console, err = mountConsole(ob, ops, st, o.cert != ""); err != nil {
 		return "", err
 	}
-	st.srv.Go(ops.Serve)
+	st.Server.Go(ops.Serve)
 	ob.log.Info("ops listener ready", "url", ops.URL())
 	return ops.URL(), nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/tools"
@@ -72,6 +73,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if *tlsCert != "" && *tlsClientCA == "" {
 		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
 	}
+	if *vaultKey != "" && *vaultPass != "" {
+		return usagef("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
+	}
 	logger := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
 	if err != nil {
@@ -112,10 +116,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer ob.close()
-	st, err := newStack(stackConfig{
+	st, err := stack.New(stack.Config{
 		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
-		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc,
+		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc, Version: readVersion().Version,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
 			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
@@ -124,14 +128,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.close()
+	defer st.Close()
 	if _, err := ob.serve(opsF, st); err != nil {
-		st.srv.Close()
+		st.Server.Close()
 		return err
 	}
-	stopHUP := reloadOnHUP(ctx, st.srv.CatalogManager, logger)
+	stopHUP := reloadOnHUP(ctx, st.Server.CatalogManager, logger)
 	defer stopHUP()
-	return st.srv.Run(ctx)
+	return st.Server.Run(ctx)
 }
 
 // reloadOnHUP reloads the catalog on every SIGHUP until ctx ends or the
@@ -162,13 +166,6 @@ func reloadOnHUP(ctx context.Context, manager func() *catalog.Manager, log hclog
 		}
 	}()
 	return func() { signal.Stop(hup); close(done) }
-}
-
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create data dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // listFlag is a repeatable string flag.

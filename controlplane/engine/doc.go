@@ -51,7 +51,7 @@
 //     (the channels list, channelKeys for the target keys it takes, and the
 //     tool's action for it: a request or a command, and the replay classes
 //     its Query can back);
-//  3. the stack wiring: controlplane/cli/stack.go adds it to the Channels map
+//  3. the stack wiring: controlplane/stack/stack.go adds it to the Channels map
 //     passed to server.New (as addHostChannels does for ssh and local).
 //
 // Nothing changes in engine, api, store, journal or mcpfront.

@@ -1,4 +1,4 @@
-package cli
+package stack
 
 import (
 	"github.com/hashicorp/go-hclog"
@@ -13,7 +13,7 @@ import (
 // addHostChannels adds the ssh and local channels: the host agent over SSH
 // (direct-streamlocal) or over its socket on this machine, and plain SSH.
 // Trust on first use of SSH host keys is allowed only under `latch dev`.
-func addHostChannels(channels map[tools.Channel]engine.Channel, cfg stackConfig, log hclog.Logger, v *vault.Vault) (func(), error) {
+func addHostChannels(channels map[tools.Channel]engine.Channel, cfg Config, log hclog.Logger, v *vault.Vault) (func(), error) {
 	pool, err := sshdial.New(sshdial.Config{Logger: log})
 	if err != nil {
 		return nil, err

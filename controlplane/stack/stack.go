@@ -1,4 +1,8 @@
-package cli
+// Package stack is the control plane's composition root: it builds the
+// store, vault, keys, engine channels and server from one Config, for
+// latch serve and latch dev alike. Only commands (controlplane/cli) and
+// tests import it.
+package stack
 
 import (
 	"context"
@@ -30,8 +34,8 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// stackConfig is what serve and dev share.
-type stackConfig struct {
+// Config is what serve and dev share.
+type Config struct {
 	Logger   hclog.Logger
 	DataDir  string
 	Store    string
@@ -82,6 +86,8 @@ type stackConfig struct {
 	Access authz.Config
 	// Telemetry receives the control plane's metrics and spans (nil: none).
 	Telemetry *telemetry.Telemetry
+	// Version is the build's version, told to upstream MCP servers.
+	Version string
 }
 
 // actorSet knows the configured actors (--actor, --trusted-actor, the
@@ -110,25 +116,25 @@ func setOf(names ...[]string) map[string]bool {
 	return m
 }
 
-// stack is a control plane with its vault, tokens and channels.
-type stack struct {
-	srv   *server.Server
-	vault *vault.Vault
-	http  *httpdispatch.Dispatcher
+// Stack is a control plane with its vault, tokens and channels.
+type Stack struct {
+	Server *server.Server
+	Vault  *vault.Vault
+	http   *httpdispatch.Dispatcher
 	// closeHost closes the host-agent connections and the SSH pool.
 	closeHost func()
 	// closeUpstreams stops the upstream MCP servers (mcpchannel).
 	closeUpstreams func()
 }
 
-// close releases the channels' connections (after the server stopped).
-func (s *stack) close() {
+// Close releases the channels' connections (after the server stopped).
+func (s *Stack) Close() {
 	s.http.Close()
 	s.closeHost()
 	s.closeUpstreams()
 }
 
-func newStack(cfg stackConfig) (*stack, error) {
+func New(cfg Config) (*Stack, error) {
 	log := cfg.Logger
 	if cfg.VaultPath == "" {
 		cfg.VaultPath = filepath.Join(cfg.DataDir, "vault.json")
@@ -267,7 +273,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
 		}
 	})
-	return &stack{srv: srv, vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
+	return &Stack{Server: srv, Vault: v, http: hd, closeHost: closeHost, closeUpstreams: upstreams.Close}, nil
 }
 
 // unlockAtStart unlocks the vault with a key file or a passphrase file,
@@ -276,7 +282,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 // winner's and unlocks that.
 func unlockAtStart(v *vault.Vault, keyFile, passFile string) error {
 	if keyFile != "" && passFile != "" {
-		return usagef("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
+		return errors.New("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
 	}
 	var initFn, unlockFn func() error
 	switch {
@@ -346,5 +352,12 @@ func importVaultFile(log hclog.Logger, path string, dst vault.Storage) error {
 		return fmt.Errorf("vault: import %s into the store: %w", path, err)
 	}
 	log.Info("imported the vault file into the PostgreSQL store; every replica now opens that one and the file is no longer read", "file", path)
+	return nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", dir, err)
+	}
 	return nil
 }

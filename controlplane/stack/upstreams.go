@@ -1,4 +1,4 @@
-package cli
+package stack
 
 import (
 	"path/filepath"
@@ -16,12 +16,12 @@ import (
 // (mcpchannel.Source). Close stops the upstreams. The stdio upstreams' pid
 // files are in DATA/upstream-pids: an upstream a killed run left is stopped
 // here, before the catalog starts its successor.
-func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackConfig, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
+func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *Config, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
 	var pidDir string
 	if cfg.DataDir != "" {
 		pidDir = filepath.Join(cfg.DataDir, "upstream-pids")
 	}
-	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
+	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: cfg.Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
 		return nil, err
 	}
