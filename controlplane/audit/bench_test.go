@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -99,7 +99,7 @@ func benchStateDir(b *testing.B) (dir string, executions int) {
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	if _, err := os.Stat(server.DBDir(dir)); err != nil {
+	if _, err := os.Stat(datadir.DB(dir)); err != nil {
 		stateDataDir(b, dir, executions)
 	}
 	return dir, executions
@@ -174,7 +174,7 @@ func TestVerifyAllSharesTheJournalRead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			data := t.TempDir()
 			stateDataDir(t, data, 6)
-			kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+			kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/loadgen"
 	"github.com/latchhq/latch/internal/loopback"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -396,7 +397,7 @@ func startBenchDev(ctx context.Context) (string, func(), error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, err := os.Stat(devInfoPath(dir)); err == nil {
+		if _, err := os.Stat(datadir.DevInfo(dir)); err == nil {
 			return dir, stop, nil
 		}
 		select {
@@ -433,17 +434,17 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 // readBenchInfo reads dev.json of dir and refuses targets off this machine.
 func readBenchInfo(dir string) (devInfo, error) {
 	var info devInfo
-	raw, err := os.ReadFile(devInfoPath(dir))
+	raw, err := os.ReadFile(datadir.DevInfo(dir))
 	if err != nil {
 		return info, fmt.Errorf("no `latch dev` runs with data dir %s (%v): start `latch dev --data %s`, or run `latch bench` without --data to start its own", dir, err, dir)
 	}
 	if err := json.Unmarshal(raw, &info); err != nil {
-		return info, fmt.Errorf("%s: %w", devInfoPath(dir), err)
+		return info, fmt.Errorf("%s: %w", datadir.DevInfo(dir), err)
 	}
 	for _, u := range []struct{ name, raw string }{{"MCP front", info.MCPURL}, {"demo target", info.DemoURL}} {
 		p, err := url.Parse(u.raw)
 		if err != nil || p.Hostname() == "" {
-			return info, fmt.Errorf("bench: %s address %q in %s is not a URL", u.name, u.raw, devInfoPath(dir))
+			return info, fmt.Errorf("bench: %s address %q in %s is not a URL", u.name, u.raw, datadir.DevInfo(dir))
 		}
 		if !loopback.Host(p.Hostname()) {
 			return info, fmt.Errorf("bench: refusing to measure %s at %s: latch bench only calls loopback targets (it makes thousands of real calls)", u.name, u.raw)

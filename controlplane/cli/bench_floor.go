@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/loadgen"
 )
@@ -41,7 +42,7 @@ func measureFloor(ctx context.Context, dir string) (benchFloor, error) {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	kv, err := store.OpenBadger(filepath.Join(tmp, "db"), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(tmp), store.BadgerOptions{})
 	if err != nil {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}

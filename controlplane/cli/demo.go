@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -21,8 +22,6 @@ import (
 
 // devInfo is what `latch dev` leaves in its data dir for `latch demo`.
 type devInfo = devstack.Info
-
-func devInfoPath(data string) string { return devstack.InfoPath(data) }
 
 // runDemo drives a running `latch dev` through the story of a dropped
 // connection: the target accepted the work, the agent never saw the answer,
@@ -35,13 +34,13 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(devInfoPath(t.data))
+	raw, err := os.ReadFile(datadir.DevInfo(t.data))
 	if err != nil {
 		return fmt.Errorf("no `latch dev` runs with data dir %s (%v): start `latch dev` first, or pass --data", t.data, err)
 	}
 	var info devInfo
 	if err := json.Unmarshal(raw, &info); err != nil {
-		return fmt.Errorf("%s: %w", devInfoPath(t.data), err)
+		return fmt.Errorf("%s: %w", datadir.DevInfo(t.data), err)
 	}
 	if info.Catalog != "" && info.Catalog != devstack.CatalogExample {
 		return fmt.Errorf("latch demo needs latch dev's example catalog (its deploy_release tool and the demo target), but this latch dev runs with --catalog %s: restart latch dev without --catalog (a separate --data keeps your data apart) and run latch demo again", info.Catalog)

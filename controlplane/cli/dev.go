@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
@@ -85,7 +85,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		// the ops listener itself opens it again once the stack exists.
 		lis[2].Close()
 	}
-	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
+	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), datadir.AgentSocket(*data))
 	chosen, source := *devToken, devstack.TokenFromFlag
 	if chosen == "" {
 		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
@@ -160,7 +160,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 
-	conn, err := dialSocket(server.SocketPath(*data))
+	conn, err := dialSocket(datadir.Socket(*data))
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -203,7 +203,7 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 // sees every record's bytes.
 func journalKinds(t *testing.T, data string, raw func([]byte)) map[string][]*recordv1.JournalEntry {
 	t.Helper()
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

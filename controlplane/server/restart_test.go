@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -48,7 +49,7 @@ func restartStep(tx *store.Tx, x *recordv1.Execution, to recordv1.State) error {
 // result.
 func buildRestartStore(tb testing.TB, data string, n, unsettledEvery int, due time.Time) {
 	tb.Helper()
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -117,13 +118,13 @@ func TestRestartAtScale(t *testing.T) {
 	if data == "" {
 		data = t.TempDir()
 	}
-	if _, err := os.Stat(DBDir(data)); err != nil {
+	if _, err := os.Stat(datadir.DB(data)); err != nil {
 		start := time.Now()
 		buildRestartStore(t, data, n, every, time.Now().Add(24*time.Hour)) // far away: a measured start changes nothing
 		t.Logf("built %d executions (%d unsettled) in %v", n, (n+every-1)/every, time.Since(start))
 	}
 	if os.Getenv("LATCH_RESTART_OLDER") == "1" {
-		kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+		kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +220,7 @@ func TestForgedUnsettledNeverActedOn(t *testing.T) {
 	data := t.TempDir()
 	buildRestartStore(t, data, 200, 10, time.Now().Add(-time.Hour))
 	forged := fmt.Sprintf("act_%026d", 50)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -152,7 +153,7 @@ func forgeSession(t *testing.T, cfg Config, before func(t *testing.T, srv *Serve
 	}
 	runAndStop(t, srv)
 
-	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(cfg.DataDir), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestForgedSessionRecordRefusedByTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	runAndStop(t, srv)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

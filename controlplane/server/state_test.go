@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -91,7 +92,7 @@ func TestStateCheckAtStartAndInTheBackground(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestPlantedTokenRefusedAtStart(t *testing.T) {
 	}
 	srv.Store.Close()
 
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func madeToken(t *testing.T, data string) string {
 func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 		}
 		t.Fatalf("New with a token planted in the stopped store = %v; want ErrStateMismatch naming %s", err, sid)
 	}
-	kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err = store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 		t.Errorf("Run = %v, want ErrStateMismatch naming %s", err, id)
 	}
 
-	kv, err = store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err = store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 func TestStoreBeforeTheTokenIndexServesAtOnce(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func TestStoreBeforeTheTokenIndexServesAtOnce(t *testing.T) {
 func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 	}{{"with a checkpoint copy", true, true}, {"without one", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, cfg, srv := runWithCopy(t)
-			kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+			kv, err := store.OpenBadger(datadir.DB(data), store.BadgerOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

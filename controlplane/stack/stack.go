@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
@@ -137,7 +137,7 @@ func (s *Stack) Close() {
 func New(cfg Config) (*Stack, error) {
 	log := cfg.Logger
 	if cfg.VaultPath == "" {
-		cfg.VaultPath = filepath.Join(cfg.DataDir, "vault.json")
+		cfg.VaultPath = datadir.Vault(cfg.DataDir)
 	}
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -193,7 +193,7 @@ func New(cfg Config) (*Stack, error) {
 		return nil, err
 	}
 	if cfg.DevVault && cfg.VaultKeyFile == "" {
-		cfg.VaultKeyFile = filepath.Join(cfg.DataDir, "keys", "vault.key")
+		cfg.VaultKeyFile = datadir.DevVaultKey(cfg.DataDir)
 	}
 	if err := unlockAtStart(v, cfg.VaultKeyFile, cfg.VaultPassphraseFile); err != nil {
 		closeKV()

@@ -1,10 +1,9 @@
 package stack
 
 import (
-	"path/filepath"
-
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/vault"
@@ -19,7 +18,7 @@ import (
 func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *Config, log hclog.Logger, v *vault.Vault) (*mcpchannel.Channel, error) {
 	var pidDir string
 	if cfg.DataDir != "" {
-		pidDir = filepath.Join(cfg.DataDir, "upstream-pids")
+		pidDir = datadir.UpstreamPids(cfg.DataDir)
 	}
 	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: cfg.Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
