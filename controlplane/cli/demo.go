@@ -133,7 +133,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 // agent would, and returns the result's structured content.
 func demoCall(ctx context.Context, info devInfo, args map[string]any) (map[string]any, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-demo", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: bearer{token: info.Token}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: info.Bearer(nil)}, MaxRetries: -1}
 	sess, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		return nil, err
@@ -152,23 +152,6 @@ func demoCall(ctx context.Context, info devInfo, args map[string]any) (map[strin
 		return nil, err
 	}
 	return out, nil
-}
-
-// bearer sends the dev token on every request, over rt (nil: Go's default
-// transport).
-type bearer struct {
-	token string
-	rt    http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	rt := b.rt
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	return rt.RoundTrip(r)
 }
 
 func demoDelay(ctx context.Context, base string, d time.Duration) error {

@@ -294,6 +294,28 @@ type Info struct {
 	PID int `json:"pid,omitempty"`
 }
 
+// Bearer is an HTTP transport that sends the dev token on every request,
+// over rt (nil: Go's default transport): how latch demo and latch bench
+// reach the MCP front as the dev actor.
+func (i Info) Bearer(rt http.RoundTripper) http.RoundTripper {
+	return bearer{token: i.Token, rt: rt}
+}
+
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	rt := b.rt
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return rt.RoundTrip(r)
+}
+
 // CatalogExample is Info.Catalog for the embedded example catalog.
 const CatalogExample = "example"
 
