@@ -10,7 +10,6 @@ import (
 
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
-	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/mcpfront"
@@ -132,7 +131,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer ob.close()
-	sc := stack.Config{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+	sc := stack.Config{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: readVersion().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
@@ -174,11 +173,6 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
 		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
 	})
-}
-
-// recoveryForDev resolves unknowns quickly so the demo's story is short.
-func recoveryForDev() engine.RecoveryConfig {
-	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
 // devListener is one address latch dev listens on, and the flag that sets it.

@@ -15,8 +15,6 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
-	"github.com/latchhq/latch/controlplane/mcpchannel"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/tlsfiles"
@@ -28,7 +26,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	storeURL := fs.String("store", "", "PostgreSQL store: a postgres:// URL or key=value connection string (several hosts with target_session_attrs=read-write reach the primary); default the Badger store in DATA/db")
 	replica := fs.String("replica", "", "with a PostgreSQL --store: this replica's name in the lease (default the host name)")
-	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every eighth; the active stops sending at three quarters without a renewal; a standby takes over after it)")
+	leaseTTL := fs.Duration("lease-ttl", stack.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every eighth; the active stops sending at three quarters without a renewal; a standby takes over after it)")
 	advertise := fs.String("advertise-addr", "", "with a PostgreSQL --store: the address fronts and operators reach this replica's API at, which standbys name while it is active (default: the --grpc-listen address, with the host name for a wildcard host; without --grpc-listen, unix:// and the socket's path)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
@@ -53,7 +51,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity; NAME=IDENTITY binds it to the operator name NAME, the only name it may create console tokens for (cn:NAME is bound to NAME; an unbound URI to none) (repeatable)")
 	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
 	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
-	maxDesc := fs.Int("upstream-max-description", mcpchannel.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
+	maxDesc := fs.Int("upstream-max-description", stack.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
 	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
 		return err

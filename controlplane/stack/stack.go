@@ -25,6 +25,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
@@ -88,6 +89,21 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// Version is the build's version, told to upstream MCP servers.
 	Version string
+}
+
+// Defaults of the flags that set Config fields.
+const (
+	// DefaultLeaseTTL is Config.LeaseTTL's default (server.DefaultLeaseTTL).
+	DefaultLeaseTTL = server.DefaultLeaseTTL
+	// DefaultMaxDescription is Config.UpstreamMaxDescription's default
+	// (mcpchannel.DefaultMaxDescription).
+	DefaultMaxDescription = mcpchannel.DefaultMaxDescription
+)
+
+// DevRecovery is latch dev's Config.Recovery: it resolves unknowns quickly
+// so the demo's story is short.
+func DevRecovery() engine.RecoveryConfig {
+	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
 // actorSet knows the configured actors (--actor, --trusted-actor, the
