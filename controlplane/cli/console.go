@@ -26,7 +26,7 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack.Stack, secur
 			return nil, err
 		}
 		ops.Handle(console.Prefix, c.Handler())
-		srv.Go(func(ctx context.Context) error {
+		st.Go(func(ctx context.Context) error {
 			<-ctx.Done()
 			c.Stop() // end the event streams so the ops listener stops promptly
 			return nil
@@ -46,7 +46,7 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack.Stack, secur
 		}
 		http.Error(w, msg+"; this one serves it once it takes over", http.StatusServiceUnavailable)
 	}))
-	srv.Go(func(ctx context.Context) error {
+	st.Go(func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil

@@ -165,7 +165,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	}
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
-		Logger: log, DataDir: *data, Serve: st.Server.Run,
+		Logger: log, DataDir: *data, Serve: st.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,

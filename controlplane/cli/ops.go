@@ -119,7 +119,7 @@ func (ob *observability) serve(o *opsFlags, st *stack.Stack) (string, error) {
 	if ob.console, err = mountConsole(ob, ops, st, o.cert != ""); err != nil {
 		return "", err
 	}
-	st.Server.Go(ops.Serve)
+	st.Go(ops.Serve)
 	ob.log.Info("ops listener ready", "url", ops.URL())
 	return ops.URL(), nil
 }

@@ -133,7 +133,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	stopHUP := reloadOnHUP(ctx, st.Server.CatalogManager, logger)
 	defer stopHUP()
-	return st.Server.Run(ctx)
+	return st.Run(ctx)
 }
 
 // reloadOnHUP reloads the catalog on every SIGHUP until ctx ends or the

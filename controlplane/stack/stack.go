@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -141,15 +142,34 @@ type Stack struct {
 	closeHost func()
 	// closeUpstreams stops the upstream MCP servers (mcpchannel).
 	closeUpstreams func()
+	closeOnce      sync.Once
 }
 
-// Close releases the channels' connections (after the server stopped).
+// Go adds a subsystem to Run: it runs with the server's own tasks under one
+// errgroup, and the first of them to fail cancels the rest. Call it before
+// Run (the ops listener, the console's streams).
+func (s *Stack) Go(task func(context.Context) error) { s.Server.Go(task) }
+
+// Run serves until ctx ends or a subsystem fails, then releases the
+// channels' connections.
+func (s *Stack) Run(ctx context.Context) error {
+	defer s.Close()
+	return s.Server.Run(ctx)
+}
+
+// Close releases the channels' connections (after the server stopped); a
+// stack that never ran is closed with it too. Close may be called again.
 func (s *Stack) Close() {
-	s.http.Close()
-	s.closeHost()
-	s.closeUpstreams()
+	s.closeOnce.Do(func() {
+		s.http.Close()
+		s.closeHost()
+		s.closeUpstreams()
+	})
 }
 
+// New fills cfg's defaults (the vault in the data dir, latch dev's vault
+// key file) and builds the control plane: the store's backend, the vault,
+// the channels and the server. Close it, or Run it.
 func New(cfg Config) (*Stack, error) {
 	log := cfg.Logger
 	if cfg.VaultPath == "" {
