@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/user"
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/console"
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/stack"
@@ -126,12 +128,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ob, err := newObservability(ctx, log, labels)
+	ob, err := stack.NewObservability(ctx, log, labels)
 	if err != nil {
 		return err
 	}
-	defer ob.close()
-	sc := stack.Config{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+	defer ob.Close()
+	sc := stack.Config{Logger: log, Telemetry: ob.Telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: readVersion().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
@@ -144,14 +146,14 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	opsURL, err := ob.serve(opsF, st)
+	opsURL, err := ob.Serve(opsF.config(), st)
 	if err != nil {
 		st.Server.Close()
 		return err
 	}
 	var signIn, signInAs string
-	if ob.console != nil {
-		if signIn, signInAs, err = devSignInLink(env, ob.console, opsURL); err != nil {
+	if ob.Console != nil {
+		if signIn, signInAs, err = devSignInLink(env, ob.Console, opsURL); err != nil {
 			return err
 		}
 	}
@@ -171,7 +173,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		PersonWait:     *personWait,
 		Limits:         limits,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
-		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
+		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.Registry, Tracer: ob.Tracer,
 	})
 }
 
@@ -204,4 +206,24 @@ func listenAll(ls []devListener) ([]net.Listener, error) {
 		}
 	}
 	return nil, fmt.Errorf("latch dev cannot listen on %d address(es); nothing was started:\n  %s", len(busy), strings.Join(busy, "\n  "))
+}
+
+// devSignInLink is the one-time console link `latch dev` prints: it signs
+// in as the operator who runs latch dev (their login name, as `latch exec
+// resolve --operator` defaults to $USER), valid for a day.
+func devSignInLink(env *Env, c *console.Console, opsURL string) (string, string, error) {
+	name := env.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if !tokens.ValidActor(name) {
+		name = "operator" // a login name the journal's name rule refuses
+	}
+	path, err := c.SignInLink(name, 24*time.Hour)
+	if err != nil {
+		return "", "", err
+	}
+	return opsURL + path, name, nil
 }

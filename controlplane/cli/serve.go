@@ -109,13 +109,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
-	ob, err := newObservability(ctx, logger, cat)
+	ob, err := stack.NewObservability(ctx, logger, cat)
 	if err != nil {
 		return err
 	}
-	defer ob.close()
+	defer ob.Close()
 	st, err := stack.New(stack.Config{
-		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.Telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.File(*catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc, Version: readVersion().Version,
 		Access: authz.Config{
@@ -127,7 +127,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if _, err := ob.serve(opsF, st); err != nil {
+	if _, err := ob.Serve(opsF.config(), st); err != nil {
 		st.Server.Close()
 		return err
 	}

@@ -40,7 +40,7 @@ func TestImportRules(t *testing.T) {
 	support := testSupport(g)
 	rules := []deptest.Rule{
 		{
-			Name: "controlplane/cli holds commands only: the wiring of channels, dispatch, policy, admin and server is controlplane/stack's (import stack)",
+			Name: "controlplane/cli holds commands only: the wiring of channels, dispatch, policy, admin, server, telemetry and the ops listener is controlplane/stack's (import stack)",
 			From: []string{mod + "/controlplane/cli"},
 			Forbid: []string{
 				mod + "/controlplane/server",
@@ -51,6 +51,8 @@ func TestImportRules(t *testing.T) {
 				mod + "/controlplane/sshdial",
 				mod + "/controlplane/policy",
 				mod + "/controlplane/admin",
+				mod + "/controlplane/telemetry",
+				mod + "/internal/opshttp",
 			},
 			Direct: true,
 		},
