@@ -143,7 +143,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 	cfg := bn.cfg
 	out := cfg.Out
 	if cfg.Profile != "" {
-		if err := os.MkdirAll(cfg.Profile, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.Profile, 0o755); err != nil { //nolint:gosec // profiles are the user's own output, read with go tool pprof like any other
 			return fmt.Errorf("bench: --profile directory: %w", err)
 		}
 	}
@@ -450,7 +450,7 @@ func startBenchDev(ctx context.Context, startDev func(context.Context, string, i
 		case err := <-done:
 			done <- err
 			stop()
-			return "", nil, fmt.Errorf("bench: the in-process `latch dev` stopped before serving: %v\n%s", err, logs.String())
+			return "", nil, fmt.Errorf("bench: the in-process `latch dev` stopped before serving: %w\n%s", err, logs.String())
 		case <-deadline.C:
 			stop()
 			return "", nil, errors.New("bench: the in-process `latch dev` did not serve within 30s")
@@ -482,7 +482,7 @@ func readBenchInfo(dir string) (devstack.Info, error) {
 	var info devstack.Info
 	raw, err := os.ReadFile(datadir.DevInfo(dir))
 	if err != nil {
-		return info, fmt.Errorf("no `latch dev` runs with data dir %s (%v): start `latch dev --data %s`, or run `latch bench` without --data to start its own", dir, err, dir)
+		return info, fmt.Errorf("no `latch dev` runs with data dir %s (%w): start `latch dev --data %s`, or run `latch bench` without --data to start its own", dir, err, dir)
 	}
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return info, fmt.Errorf("%s: %w", datadir.DevInfo(dir), err)
