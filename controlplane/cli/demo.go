@@ -133,7 +133,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 // agent would, and returns the result's structured content.
 func demoCall(ctx context.Context, info devInfo, args map[string]any) (map[string]any, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-demo", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: info.Bearer(nil)}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: info.Bearer(http.DefaultTransport)}, MaxRetries: -1}
 	sess, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		return nil, err

@@ -295,8 +295,8 @@ type Info struct {
 }
 
 // Bearer is an HTTP transport that sends the dev token on every request,
-// over rt (nil: Go's default transport): how latch demo and latch bench
-// reach the MCP front as the dev actor.
+// over rt: how latch demo and latch bench reach the MCP front as the dev
+// actor (their own transports: internal/egress lists them).
 func (i Info) Bearer(rt http.RoundTripper) http.RoundTripper {
 	return bearer{token: i.Token, rt: rt}
 }
@@ -309,11 +309,7 @@ type bearer struct {
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	rt := b.rt
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	return rt.RoundTrip(r)
+	return b.rt.RoundTrip(r)
 }
 
 // CatalogExample is Info.Catalog for the embedded example catalog.
