@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/user"
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/console"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
-	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -84,7 +87,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		// the ops listener itself opens it again once the stack exists.
 		lis[2].Close()
 	}
-	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
+	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), datadir.AgentSocket(*data))
 	chosen, source := *devToken, devstack.TokenFromFlag
 	if chosen == "" {
 		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
@@ -126,58 +129,53 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ob, err := newObservability(ctx, log, labels)
+	ob, err := stack.NewObservability(ctx, log, labels)
 	if err != nil {
 		return err
 	}
-	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
-		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns}
+	defer ob.Close()
+	sc := stack.Config{Logger: log, Telemetry: ob.Telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: buildinfo.Read().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
 	if *data != defaultDataDir {
 		sc.CommandArgs = "--data " + *data
 	}
-	st, err := newStack(sc)
+	st, err := stack.New(sc)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	opsURL, err := ob.serve(opsF, st)
+	defer st.Close()
+	opsURL, err := ob.Serve(opsF.config(), st)
 	if err != nil {
-		st.srv.Close()
+		st.Server.Close()
 		return err
 	}
 	var signIn, signInAs string
-	if ob.console != nil {
-		if signIn, signInAs, err = devSignInLink(env, ob.console, opsURL); err != nil {
+	if ob.Console != nil {
+		if signIn, signInAs, err = devSignInLink(env, ob.Console, opsURL); err != nil {
 			return err
 		}
 	}
-	if err := st.srv.Listen(); err != nil {
+	if err := st.Server.Listen(); err != nil {
 		return err
 	}
 
-	conn, err := dialSocket(server.SocketPath(*data))
+	conn, err := dialSocket(datadir.Socket(*data))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
-		Logger: log, DataDir: *data, Serve: st.srv.Run,
+		Logger: log, DataDir: *data, Serve: st.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,
 		Limits:         limits,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
-		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
+		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.Registry, Tracer: ob.Tracer,
 	})
-}
-
-// recoveryForDev resolves unknowns quickly so the demo's story is short.
-func recoveryForDev() engine.RecoveryConfig {
-	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
 // devListener is one address latch dev listens on, and the flag that sets it.
@@ -209,4 +207,24 @@ func listenAll(ls []devListener) ([]net.Listener, error) {
 		}
 	}
 	return nil, fmt.Errorf("latch dev cannot listen on %d address(es); nothing was started:\n  %s", len(busy), strings.Join(busy, "\n  "))
+}
+
+// devSignInLink is the one-time console link `latch dev` prints: it signs
+// in as the operator who runs latch dev (their login name, as `latch exec
+// resolve --operator` defaults to $USER), valid for a day.
+func devSignInLink(env *Env, c *console.Console, opsURL string) (string, string, error) {
+	name := env.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if !tokens.ValidActor(name) {
+		name = "operator" // a login name the journal's name rule refuses
+	}
+	path, err := c.SignInLink(name, 24*time.Hour)
+	if err != nil {
+		return "", "", err
+	}
+	return opsURL + path, name, nil
 }

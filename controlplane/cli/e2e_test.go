@@ -20,8 +20,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -97,7 +97,7 @@ func startServe(t *testing.T, data, catalog string, extra ...string) *proc {
 
 func client(t *testing.T, data string) controlplanev1.ControlPlaneClient {
 	t.Helper()
-	conn, err := dialSocket(server.SocketPath(data))
+	conn, err := dialSocket(datadir.Socket(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +310,13 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if out, code := runCLI(t, "audit", "export", data, "-o", export); code != 0 {
 		t.Fatalf("audit export: exit %d: %s", code, out)
 	}
-	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data)); code != 0 {
 		t.Fatalf("audit verify --export: exit %d: %s", code, out)
 	}
 
 	// Tamper: rewrite journal record 3 in place (as an attacker with the
 	// files would), then verify again.
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 		t.Errorf("audit verify after modifying record 3: exit %d, want 1 naming record 3 modified:\n%s", code, out)
 	}
 	// The export taken before the tampering still verifies: it is a copy.
-	if _, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+	if _, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data)); code != 0 {
 		t.Errorf("the earlier export no longer verifies")
 	}
 }
@@ -354,7 +354,7 @@ func TestDevAndDemo(t *testing.T) {
 	if !strings.Contains(string(out), "performed 1 deployment") || !strings.Contains(string(out), "attached") {
 		t.Errorf("latch demo output lacks the story's end:\n%s", out)
 	}
-	raw, err := os.ReadFile(devInfoPath(data))
+	raw, err := os.ReadFile(datadir.DevInfo(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +465,7 @@ func startDev(t *testing.T, data string, args ...string) *proc {
 	})
 	// On failure the cleanup above logs what latch dev wrote.
 	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
-		_, err := os.Stat(devInfoPath(data))
+		_, err := os.Stat(datadir.DevInfo(data))
 		return err == nil
 	})
 	return &proc{cmd: cmd}
@@ -547,7 +547,7 @@ func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
 	p := startServe(t, data, catalog)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.cmd.Wait()
-	manifest := filepath.Join(server.DBDir(data), "MANIFEST")
+	manifest := filepath.Join(datadir.DB(data), "MANIFEST")
 	if err := os.WriteFile(manifest, []byte("this is not a badger manifest"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +557,7 @@ func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("latch serve on a corrupt data dir: %v, want exit 1\n%s", err, out)
 	}
-	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), server.DBDir(data)) || !strings.Contains(string(out), "restore from backup") {
+	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), datadir.DB(data)) || !strings.Contains(string(out), "restore from backup") {
 		t.Errorf("latch serve output does not name the damaged dir and what to do:\n%s", out)
 	}
 	if out, code := runCLI(t, "audit", "verify", data); code != 1 || strings.Contains(out, "panic") {
