@@ -17,9 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/transition"
 	"github.com/latchhq/latch/internal/errinfo"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -338,7 +339,7 @@ func (s *Service) EndSession(ctx context.Context, req *controlplanev1.EndSession
 // toStatus maps engine errors to gRPC codes. Expected errors keep their
 // message (written for the caller); anything else is logged and hidden.
 func (s *Service) toStatus(err error) error {
-	var te *lifecycle.TransitionError
+	var te *transition.TransitionError
 	switch {
 	case errors.Is(err, engine.ErrUnknownTool):
 		return withReason(codes.NotFound, controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, err)

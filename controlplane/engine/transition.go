@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/transition"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -17,7 +17,7 @@ import (
 // timestamp that belongs to the state, stores the execution and appends the
 // journal record. x is modified in place.
 func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind, reason string, index bool) error {
-	if err := lifecycle.Check(x.GetState(), to); err != nil {
+	if err := transition.Check(x.GetState(), to); err != nil {
 		return err
 	}
 	from := x.GetState()
