@@ -54,7 +54,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -165,18 +164,13 @@ func taskRowFor(s recordv1.State) taskRow {
 	return taskRow{status: TaskWorking, waits: waitsLatch}
 }
 
-// sessionAuthorizationReason starts the reason of an execution whose agent
-// session awaits authorization (engine.ReasonSessionAuthorization; a test
-// keeps them equal: mcpfront does not import the engine).
-const sessionAuthorizationReason = "session_authorization"
-
 // personWait says what exec waits for from a person and the exact operator
 // command that gives it; ok is false when it waits for no person.
 func personWait(exec *recordv1.Execution) (what, command string, ok bool) {
 	if exec.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
 		return "", "", false
 	}
-	if strings.HasPrefix(exec.GetReason(), sessionAuthorizationReason) && exec.GetSessionId() != "" {
+	if lifecycle.ReasonOf(exec) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION && exec.GetSessionId() != "" {
 		return fmt.Sprintf("an operator to authorize agent session %s", exec.GetSessionId()),
 			"latch session authorize " + exec.GetSessionId(), true
 	}

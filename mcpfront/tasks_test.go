@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/engine"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -36,7 +35,7 @@ func TestTaskStatusTable(t *testing.T) {
 		{recordv1.State_STATE_AUTHORIZED, "", want{TaskWorking, false, "not yet dispatched"}},
 		{recordv1.State_STATE_DISPATCHED, "", want{TaskWorking, false, "waiting for the target's answer"}},
 		{recordv1.State_STATE_AWAITING_APPROVAL, "the tool requires approval for every call", want{TaskWorking, false, "The operator runs: latch approvals approve act_1"}},
-		{recordv1.State_STATE_AWAITING_APPROVAL, sessionAuthorizationReason + ": agent session ses_9 is new", want{TaskWorking, false, "The operator runs: latch session authorize ses_9"}},
+		{recordv1.State_STATE_AWAITING_APPROVAL, "session_authorization: agent session ses_9 is new", want{TaskWorking, false, "The operator runs: latch session authorize ses_9"}},
 		{recordv1.State_STATE_OUTCOME_UNKNOWN, "", want{TaskWorking, false, "outcome is being established"}},
 		{recordv1.State_STATE_NEEDS_REVIEW, "", want{TaskWorking, false, "awaits an operator's review"}},
 		{recordv1.State_STATE_COMPLETED, "", want{TaskCompleted, false, "completed"}},
@@ -72,8 +71,17 @@ func TestTaskStatusTable(t *testing.T) {
 			t.Errorf("taskTable row %v maps to %q, want working or completed only", r.states, r.status)
 		}
 	}
-	if sessionAuthorizationReason != engine.ReasonSessionAuthorization {
-		t.Errorf("sessionAuthorizationReason = %q, want engine.ReasonSessionAuthorization %q", sessionAuthorizationReason, engine.ReasonSessionAuthorization)
+	// The row above is a record written before reason codes (its text
+	// names the code); a current one carries the code, whatever its text.
+	coded := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
+		ReasonCode: recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION, Reason: "agent session ses_9 is new"}
+	if msg := taskMessage(coded, taskRowFor(coded.GetState())); !strings.Contains(msg, "The operator runs: latch session authorize ses_9") {
+		t.Errorf("taskMessage(session_authorization code) = %q, want the session authorize command", msg)
+	}
+	other := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
+		ReasonCode: recordv1.ReasonCode_REASON_CODE_OTHER, Reason: "session_authorization: text alone decides nothing"}
+	if msg := taskMessage(other, taskRowFor(other.GetState())); !strings.Contains(msg, "The operator runs: latch approvals approve act_1") {
+		t.Errorf("taskMessage(other code) = %q, want the approvals approve command", msg)
 	}
 }
 

@@ -185,7 +185,7 @@ func (c *Console) detail(id string) (*detailView, error) {
 	v.Explain = explain.Explain(x, hist)
 	v.Uncertain = slices.Contains(pinned, x.GetState())
 	v.CanApprove = x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL
-	v.WaitsForSession = v.CanApprove && strings.HasPrefix(x.GetReason(), engine.ReasonSessionAuthorization)
+	v.WaitsForSession = v.CanApprove && lifecycle.ReasonOf(x) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION
 	v.CanResolve = v.Uncertain
 	v.CanCancel = lifecycle.Cancellable(x.GetState())
 	if x.GetSessionId() != "" {

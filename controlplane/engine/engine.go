@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +146,9 @@ type Decision struct {
 	Reject       bool
 	NeedApproval bool
 	Reason       string
+	// Code is what Reason is about, recorded with it (REASON_CODE_OTHER
+	// when unset): the code readers branch on, never the text.
+	Code recordv1.ReasonCode
 	// Transient marks a rejection whose cause passes (a locked vault): the
 	// rejected execution is not indexed for matching, so a retry after
 	// the cause is gone is a new execution rather than the same rejection.
@@ -397,7 +399,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	// The decision is taken before the atomic step (an Authorizer may do
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
 	sessionID, sessionKey := e.sessionFor(in.Actor, in.Scope, in.Evidence)
-	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
+	decided, code, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
@@ -438,7 +440,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 						return cerr
 					}
 					if reason, review := e.integrityReview(prior, cerr); review {
-						if err := e.step(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", reason, false); err != nil {
+						if err := e.stepCode(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, false); err != nil {
 							return err
 						}
 					}
@@ -471,7 +473,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				tx.PutSealedArguments(x.GetId(), box)
 			}
 		}
-		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
+		if err := e.stepCode(tx, x, decided, now, "transition", code, reason, false); err != nil {
 			return err
 		}
 		// Dispatched is recorded in the same commit (docs/design §11: the
@@ -544,7 +546,7 @@ func attachResult(prior *recordv1.Execution) *SubmitResult {
 		r.Note = fmt.Sprintf("%s was dispatched at %s and its outcome is unknown; not re-sent: it is being established from the target", id, stamp(prior.GetDispatchedAt()))
 	case recordv1.State_STATE_NEEDS_REVIEW:
 		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
-		if strings.HasPrefix(prior.GetReason(), ReasonResultIntegrity) {
+		if lifecycle.ReasonOf(prior) == recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY {
 			r.Note = id + " completed, but its stored result failed its integrity check (result_integrity) and is withheld; an operator's review decides; not re-sent"
 		}
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:

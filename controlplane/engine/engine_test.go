@@ -724,7 +724,7 @@ type rejectActor string
 func (r rejectActor) Rules() []Rule {
 	return []Rule{{Name: "actor", Decide: func(_ context.Context, x *recordv1.Execution, _ *tools.Tool) Decision {
 		if x.GetActor() == string(r) {
-			return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + string(r)}
+			return Decision{Reject: true, Transient: true, Code: recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR, Reason: "unknown_actor: " + string(r)}
 		}
 		return Decision{}
 	}}}
@@ -745,7 +745,7 @@ func TestDecisionOrder(t *testing.T) {
 		}
 		return r
 	}
-	if r := submit("mallory", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), "unknown_actor") {
+	if r := submit("mallory", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_REJECTED || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR || !strings.HasPrefix(r.Execution.GetReason(), "unknown_actor") {
 		t.Errorf("unknown actor: %v %q, want rejected by the policy rule", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	if r := submit("robot", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_DISPATCHED {
@@ -753,7 +753,7 @@ func TestDecisionOrder(t *testing.T) {
 	}
 	// A new session of a known actor waits for session authorization.
 	first := submit("alice", "deploy", `{"service":"a","version":"2"}`, ev)
-	if first.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(first.Execution.GetReason(), ReasonSessionAuthorization) {
+	if first.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || first.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION || !strings.HasPrefix(first.Execution.GetReason(), "session_authorization") {
 		t.Fatalf("new session: %v %q, want awaiting session authorization", first.Execution.GetState(), first.Execution.GetReason())
 	}
 	rot := submit("alice", "rotate", `{"name":"db","new_secret":"s"}`, ev)
@@ -784,7 +784,7 @@ func TestDecisionOrder(t *testing.T) {
 	if x, _, _ := h.e.Get(other.Execution.GetId(), ""); x.GetState() != recordv1.State_STATE_REJECTED {
 		t.Errorf("pending execution of a revoked session: %v, want rejected", x.GetState())
 	}
-	if r := submit("alice", "deploy", `{"service":"a","version":"5"}`, &recordv1.Evidence{McpSessionId: "mcp-2"}); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionRevoked) {
+	if r := submit("alice", "deploy", `{"service":"a","version":"5"}`, &recordv1.Evidence{McpSessionId: "mcp-2"}); r.Execution.GetState() != recordv1.State_STATE_REJECTED || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_REVOKED || !strings.HasPrefix(r.Execution.GetReason(), "session_revoked") {
 		t.Errorf("new call in a revoked session: %v %q, want rejected", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	ss, _ := h.e.Sessions(10)
@@ -821,7 +821,7 @@ func TestToolApprovalSession(t *testing.T) {
 	cat.Tools["deploy"].Approval = tools.ApprovalSession
 	defer func() { cat.Tools["deploy"].Approval = tools.ApprovalNone }()
 	r := h.submit(t, "alice", "deploy", `{"service":"s","version":"1"}`)
-	if r.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionAuthorization) {
+	if r.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION || !strings.HasPrefix(r.Execution.GetReason(), "session_authorization") {
 		t.Fatalf("approval: session tool in a new session: %v %q, want awaiting session authorization", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	if _, err := h.e.AuthorizeSession(t.Context(), r.Execution.GetSessionId(), "ops"); err != nil {
