@@ -28,7 +28,7 @@ func requireState(want ...recordv1.State) func(*recordv1.Execution) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("%w: %s is %s", ErrNotResolvable, x.GetId(), lifecycle.Name(x.GetState()))
+		return refuse(ErrNotResolvable, "%s is %s", x.GetId(), lifecycle.Name(x.GetState()))
 	}
 }
 

@@ -29,11 +29,43 @@ var (
 	ErrInvalidArguments = errors.New("engine: invalid arguments")
 	ErrInvalidRequest   = errors.New("engine: invalid request")
 	ErrNotFound         = errors.New("engine: execution not found")
-	ErrBadRepeatOf      = errors.New("engine: repeat_of does not cite a settled execution of this actor and tool")
+	ErrBadRepeatOf      = errors.New("engine: bad repeat_of")
 	ErrTooLate          = errors.New("engine: execution already dispatched")
 	ErrNotResolvable    = errors.New("engine: execution is not awaiting a decision")
 	ErrClosed           = errors.New("engine: shutting down")
 )
+
+// Refusal is the error of a request the engine refuses for a reason the
+// caller can act on: Err is the sentinel it matches (errors.Is), Problem
+// what is wrong, written for the caller without any package prefix (the
+// API sends it as the ErrorInfo's "problem" and the MCP front hands it to
+// the model as is, as tools.ArgumentError's Problem).
+type Refusal struct {
+	Err     error
+	Problem string
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() + ": " + r.Problem }
+
+// Unwrap makes errors.Is(err, r.Err) true.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// badRepeatOf starts the problem of every ErrBadRepeatOf refusal.
+const badRepeatOf = "repeat_of does not cite a settled execution of this actor and tool"
+
+func refuse(sentinel error, format string, args ...any) error {
+	return &Refusal{Err: sentinel, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Problem is the caller-facing problem of the *Refusal or
+// *tools.ArgumentError in err's chain, or "" when there is none.
+func Problem(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Problem
+	}
+	return tools.ArgumentProblem(err)
+}
 
 // Channel performs executions on targets of one kind; the engine knows a
 // channel only through this seam and Config.Channels (doc.go says how to add
@@ -367,7 +399,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	cat := e.catalog.Load()
 	tool, ok := cat.cat.Tools[in.Tool]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not in the catalog (see latch_executions or the catalog for tool names)", ErrUnknownTool, in.Tool)
+		return nil, refuse(ErrUnknownTool, "%q is not in the catalog (see latch_executions or the catalog for tool names)", in.Tool)
 	}
 	target := cat.cat.Targets[tool.Target]
 	args, err := tool.PrepareArguments(in.Arguments)
@@ -376,7 +408,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	}
 	ch := e.cfg.Channels[target.Channel]
 	if ch == nil {
-		return nil, fmt.Errorf("%w: tool %q acts on target %q over channel %q, which this control plane does not serve", ErrUnknownTool, in.Tool, tool.Target, target.Channel)
+		return nil, refuse(ErrUnknownTool, "tool %q acts on target %q over channel %q, which this control plane does not serve", in.Tool, tool.Target, target.Channel)
 	}
 	repeatOf, plain := tool.SplitRepeatOf(args)
 	scope := in.Scope
@@ -412,7 +444,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if repeatOf != "" {
 			cited, err := tx.Execution(repeatOf)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (cited.GetActor() != in.Actor || cited.GetTool() != tool.Name)) {
-				return fmt.Errorf("%w: %s is not an execution of tool %s by this actor", ErrBadRepeatOf, repeatOf, tool.Name)
+				return refuse(ErrBadRepeatOf, "%s: %s is not an execution of tool %s by this actor", badRepeatOf, repeatOf, tool.Name)
 			}
 			if err != nil {
 				return err
@@ -421,7 +453,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				return err
 			}
 			if !lifecycle.Settled(cited.GetState()) {
-				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
+				return refuse(ErrBadRepeatOf, "%s: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", badRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
 			}
 		}
 		if tool.SideEffecting() {

@@ -508,6 +508,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Submit = %v, want %v", err, tt.want)
 			}
+			// A refusal the caller can act on carries its problem, written
+			// for the caller (the API's ErrorInfo "problem").
+			switch p := Problem(err); tt.want {
+			case ErrBadRepeatOf:
+				if !strings.HasPrefix(p, "repeat_of does not cite a settled execution of this actor and tool: ") {
+					t.Errorf("Problem(%v) = %q, want it to say what repeat_of must cite", err, p)
+				}
+			case ErrUnknownTool, ErrInvalidArguments:
+				if p == "" || strings.HasPrefix(p, "engine:") || strings.HasPrefix(p, "tools:") {
+					t.Errorf("Problem(%v) = %q, want the problem without package prefixes", err, p)
+				}
+			}
 		})
 	}
 	if got := h.st.JournalSize(); got != before {

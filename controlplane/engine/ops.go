@@ -134,7 +134,7 @@ func (e *Engine) Cancel(ctx context.Context, id, actor, reason string) (*recordv
 		case x.GetState() == recordv1.State_STATE_CANCELLED:
 			return errAlreadyCancelled
 		}
-		return fmt.Errorf("%w: %s is %s; after dispatch an execution runs to its observed outcome", ErrTooLate, id, lifecycle.Name(x.GetState()))
+		return refuse(ErrTooLate, "%s is %s; after dispatch an execution runs to its observed outcome", id, lifecycle.Name(x.GetState()))
 	})
 	if errors.Is(err, errAlreadyCancelled) {
 		cur, gerr := e.st.Execution(id)
