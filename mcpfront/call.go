@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -150,7 +151,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 		ev.JsonrpcId = h.Get(HeaderJSONRPCID)
 		ev.PeerAddress = h.Get(HeaderPeerAddress)
 		cc.scope = h.Get(HeaderRun)
-		if v := h.Get("Mcp-Protocol-Version"); isModernEra(v) {
+		if v := h.Get(mcpwire.HeaderProtocolVersion); isModernEra(v) {
 			ev.Transport = "streamable-http/" + v
 		} else {
 			ev.Transport = "streamable-http/session"
