@@ -510,12 +510,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 			}
 			// A refusal the caller can act on carries its problem, written
 			// for the caller (the API's ErrorInfo "problem").
-			switch p := Problem(err); tt.want {
-			case ErrBadRepeatOf:
+			switch p := Problem(err); {
+			case errors.Is(tt.want, ErrBadRepeatOf):
 				if !strings.HasPrefix(p, "repeat_of does not cite a settled execution of this actor and tool: ") {
 					t.Errorf("Problem(%v) = %q, want it to say what repeat_of must cite", err, p)
 				}
-			case ErrUnknownTool, ErrInvalidArguments:
+			case errors.Is(tt.want, ErrUnknownTool), errors.Is(tt.want, ErrInvalidArguments):
 				if p == "" || strings.HasPrefix(p, "engine:") || strings.HasPrefix(p, "tools:") {
 					t.Errorf("Problem(%v) = %q, want the problem without package prefixes", err, p)
 				}
