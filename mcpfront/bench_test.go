@@ -63,7 +63,7 @@ import (
 // the time of an MCP call goes") found what the watermark wait cost: every
 // store read that missed the cache waited for the commit in flight, and at
 // c=1 the commit in flight was the previous call's delivered write. Fixed
-// since: reads use a snapshot (store.BadgerKV), delivered rides in the next
+// since: reads use a snapshot (badgerkv.KV), delivered rides in the next
 // group (store.UpdateLazy), the Submit wait no longer re-reads and re-checks
 // the execution (engine.AwaitResting), and the group being built stays open
 // while the one before it syncs.

@@ -256,8 +256,16 @@ func (f *Front) newServer(fixedActor string) *mcp.Server {
 			"Never retry a call whose outcome is unknown: check latch_execution_status. " +
 			"To repeat an action on purpose, pass repeat_of with the execution id you are repeating.",
 	}
+	// The SDK answers prompts/list and resources/list (empty: Latch serves
+	// tools only) whether or not they are declared, and a server must
+	// declare every capability it serves (server/discover and initialize),
+	// so both are declared; their lists never change.
+	opts.Capabilities = &mcp.ServerCapabilities{
+		Logging:   &mcp.LoggingCapabilities{},
+		Prompts:   &mcp.PromptCapabilities{},
+		Resources: &mcp.ResourceCapabilities{},
+	}
 	if fixedActor == "" { // tasks are served on HTTP only (tasks.go)
-		opts.Capabilities = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
 		opts.Capabilities.AddExtension(ExtensionTasks, nil)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "latch", Version: f.cfg.Version}, opts)

@@ -28,6 +28,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
@@ -286,7 +287,7 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 // HTTP channel, and stops it when the test ends.
 func startControlPlane(t testing.TB, cat *tools.Catalog, sessions engine.SessionConfig) (*engine.Engine, *store.Store) {
 	t.Helper()
-	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
+	kv, err := badgerkv.Open(t.TempDir(), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,11 @@ func conformanceCatalog(base string) *tools.Catalog {
 	}
 }
 
-func TestConformanceTasks(t *testing.T) {
+// conformanceFront starts a control plane with conformanceCatalog behind a
+// front and returns the front's MCP URL; it skips (or fails under CI) when
+// the suite is not installed.
+func conformanceFront(t *testing.T) string {
+	t.Helper()
 	node := filepath.Join(conformanceDir, "node_modules", ".bin", "node")
 	suite := filepath.Join(conformanceDir, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
 	for _, p := range []string{node, suite} {
@@ -121,12 +125,16 @@ func TestConformanceTasks(t *testing.T) {
 	}
 	hs := httptest.NewServer(front.HTTPHandler())
 	t.Cleanup(func() { hs.Close(); _ = front.Close() })
+	return hs.URL + "/mcp"
+}
 
+func TestConformanceTasks(t *testing.T) {
+	url := conformanceFront(t)
 	for _, sc := range conformanceScenarios {
 		t.Run(sc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 			defer cancel()
-			args := []string{"node_modules/@modelcontextprotocol/conformance/dist/index.js", "server", "--url", hs.URL + "/mcp", "--scenario", sc, "--timeout", "60000",
+			args := []string{"node_modules/@modelcontextprotocol/conformance/dist/index.js", "server", "--url", url, "--scenario", sc, "--timeout", "60000",
 				"--expected-failures", "expected-failures.yaml"}
 			cmd := exec.CommandContext(ctx, "node_modules/.bin/node", args...)
 			cmd.Dir = conformanceDir

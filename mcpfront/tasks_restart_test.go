@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
@@ -39,7 +40,7 @@ type restartableCP struct {
 
 func (r *restartableCP) start() {
 	r.t.Helper()
-	kv, err := store.OpenBadger(r.dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(r.dir, badgerkv.Options{})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -95,7 +96,7 @@ func TestTokenRequests(t *testing.T) {
 // tests that read back what was journaled.
 func newTokenService(t *testing.T) (*tokens.Service, *store.Store) {
 	t.Helper()
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/transition"
 	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/lifecycle"
@@ -355,13 +356,13 @@ func (s *Service) toStatus(err error) error {
 		return withReason(codes.DataLoss, controlplanev1.ErrorReason_ERROR_REASON_STATE_MISMATCH, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, "control plane is shutting down; retry against the restarted instance")
-	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrCommitUnknown):
+	case errors.Is(err, backend.ErrFenced), errors.Is(err, backend.ErrCommitUnknown):
 		// Nothing of this call was committed here (fenced), or this replica
 		// writes nothing more until restarted: another replica serves it,
 		// and a Submit sent again there attaches by its fingerprint.
 		s.log.Warn("refusing a call: this replica can no longer write", "error", err)
 		return status.Error(codes.Unavailable, "this control-plane replica can no longer write to the store (another replica holds the lease, or it must restart); retry against the active replica")
-	case errors.Is(err, store.ErrNotCommitted):
+	case errors.Is(err, backend.ErrNotCommitted):
 		// Nothing of this call was committed: sending it again (here once
 		// the database is back, or to another replica) is safe.
 		s.log.Warn("refusing a call: the database is unreachable", "error", err)

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // TestToStatusReplicaCannotWrite: a replica that lost its lease (fenced
@@ -23,9 +23,9 @@ func TestToStatusReplicaCannotWrite(t *testing.T) {
 		err  error
 		want codes.Code
 	}{
-		{"fenced commit", fmt.Errorf("store: commit: %w: latch: fenced: epoch 1 no longer holds the lease", store.ErrFenced), codes.Unavailable},
-		{"commit outcome unknown", fmt.Errorf("%w: restart latch serve", store.ErrCommitUnknown), codes.Unavailable},
-		{"database unreachable, nothing committed", fmt.Errorf("%w: PostgreSQL commit (nothing was sent): dial tcp: connection refused", store.ErrNotCommitted), codes.Unavailable},
+		{"fenced commit", fmt.Errorf("store: commit: %w: latch: fenced: epoch 1 no longer holds the lease", backend.ErrFenced), codes.Unavailable},
+		{"commit outcome unknown", fmt.Errorf("%w: restart latch serve", backend.ErrCommitUnknown), codes.Unavailable},
+		{"database unreachable, nothing committed", fmt.Errorf("%w: PostgreSQL commit (nothing was sent): dial tcp: connection refused", backend.ErrNotCommitted), codes.Unavailable},
 		{"anything else", errors.New("boom"), codes.Internal},
 	}
 	for _, tt := range tests {

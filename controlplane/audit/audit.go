@@ -18,6 +18,8 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 )
 
 // Dir is an opened data directory or PostgreSQL store.
@@ -33,7 +35,7 @@ type Dir struct {
 var _ journal.Source = (*Dir)(nil)
 
 // Open opens a data dir, or a PostgreSQL store given its connection string
-// (store.IsPostgresURL), for reading. A data dir fails while a control
+// (pgkv.IsURL), for reading. A data dir fails while a control
 // plane runs on it (Badger holds a lock): stop it first, or verify an
 // export instead. A PostgreSQL store is read live, from one consistent
 // snapshot.
@@ -55,7 +57,7 @@ func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
 // openDir opens a data dir or PostgreSQL store as open does, without
 // reading its journal yet (read does).
 func openDir(dataDir string) (*Dir, error) {
-	if store.IsPostgresURL(dataDir) {
+	if pgkv.IsURL(dataDir) {
 		return openStore(dataDir)
 	}
 	if _, err := os.Stat(server.DBDir(dataDir)); err != nil {
@@ -65,12 +67,12 @@ func openDir(dataDir string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: read the journal verifier key: %w", err)
 	}
-	kv, err := store.OpenBadger(server.DBDir(dataDir), store.BadgerOptions{ReadOnly: true})
+	kv, err := badgerkv.Open(server.DBDir(dataDir), badgerkv.Options{ReadOnly: true})
 	if err != nil {
 		// A data dir left by a crash cannot be opened read-only (Badger
 		// must replay its log first); a normal open does that.
 		var rerr error
-		kv, rerr = store.OpenBadger(server.DBDir(dataDir), store.BadgerOptions{})
+		kv, rerr = badgerkv.Open(server.DBDir(dataDir), badgerkv.Options{})
 		if rerr != nil {
 			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 		}
@@ -105,12 +107,12 @@ const storeName = "the PostgreSQL store"
 // StoreVerifier reads the journal's verifier key from a PostgreSQL store
 // (latch_keys keeps it in clear), to verify an export of that store.
 func StoreVerifier(ctx context.Context, url string) (string, error) {
-	if !store.IsPostgresURL(url) {
+	if !pgkv.IsURL(url) {
 		return "", fmt.Errorf("audit: --store takes a PostgreSQL connection string")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
+	kv, err := pgkv.Open(ctx, url, pgkv.Options{})
 	if err != nil {
 		return "", fmt.Errorf("audit: %w", err)
 	}
@@ -128,7 +130,7 @@ func StoreVerifier(ctx context.Context, url string) (string, error) {
 func openStore(url string) (*Dir, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kv, err := store.OpenPostgres(ctx, url, store.PostgresOptions{})
+	kv, err := pgkv.Open(ctx, url, pgkv.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -174,7 +175,7 @@ func TestVerifyAllSharesTheJournalRead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			data := t.TempDir()
 			stateDataDir(t, data, 6)
-			kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+			kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

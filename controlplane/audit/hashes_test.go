@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -74,7 +75,7 @@ func dataDir(tb testing.TB, n int) string {
 func TestDirServesTheStoresHashes(t *testing.T) {
 	const n = 45
 	data := dataDir(t, n)
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func openDataDir(tb testing.TB, data string) (*store.Store, *journal.Signer) {
 	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

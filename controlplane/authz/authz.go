@@ -63,6 +63,8 @@ func (r Refusal) Reason() string {
 	switch {
 	case r.Class == "":
 		why = "the RPC has no entry in the authorization table"
+	case r.Caller.Role == RoleNone && r.Caller.Transport == TransportConsole:
+		why = "the console call carries no live console session (sign in again)"
 	case r.Caller.Role == RoleNone:
 		why = "this identity is not listed by `latch serve` (--front-identity, --operator-identity, --front-uid, --operator-uid)"
 	case r.Class == ClassLocal:
@@ -109,6 +111,9 @@ type Config struct {
 	PlaintextLoopbackFronts bool
 	// Journal records refusals (nil: they are only logged).
 	Journal Journal
+	// ConsoleSession verifies the session a call on the console's
+	// in-process connection names (nil: such calls are refused).
+	ConsoleSession ConsoleSession
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Window within which identical refusals are journaled once (default 1m).
@@ -223,6 +228,8 @@ func (a *Authorizer) Identify(ctx context.Context) Caller {
 		return Caller{Identity: "none: no peer"}
 	}
 	switch info := p.AuthInfo.(type) {
+	case ConsoleInfo:
+		return a.identifyConsole(ctx)
 	case PeerInfo:
 		c := Caller{Identity: fmt.Sprintf("uid:%d", info.UID), Transport: TransportUnix}
 		switch {
@@ -418,7 +425,7 @@ func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			return nil, status.Errorf(codes.InvalidArgument, "%s: %v", info.FullMethod, err)
 		}
 		if c.Role == RoleOperator {
-			bindOperator(req, c.Identity)
+			bindOperator(req, c.boundName())
 		}
 		return h(ctx, req)
 	}
@@ -453,6 +460,15 @@ func checkOperatorName(req any) error {
 		}
 	}
 	return nil
+}
+
+// boundName is the name an operator caller's decisions are bound to: the
+// session's operator for the console, the certificate's identity otherwise.
+func (c Caller) boundName() string {
+	if c.Transport == TransportConsole {
+		return c.Operator
+	}
+	return c.Identity
 }
 
 // bindOperator ties the "operator" field of a request (the name a decision

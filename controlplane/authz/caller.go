@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/latchhq/latch/internal/actorname"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // Role is what a caller may do, decided from how it connected.
@@ -74,8 +75,13 @@ type Caller struct {
 	Transport string
 	// Operator is the operator name an operator certificate is bound to by
 	// --operator-identity NAME=IDENTITY ("" when it is listed without one;
-	// see OperatorName).
+	// see OperatorName); for the console, its session's operator.
 	Operator string
+	// Credential is what a console caller's session was opened with (the
+	// operator token's id and who created it, or the sign-in link); the
+	// server stamps it on every journal record of the call. Nil for every
+	// other caller.
+	Credential *recordv1.OperatorCredential
 }
 
 // String is "front spiffe://…", "local operator uid:0", …

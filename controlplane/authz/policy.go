@@ -1,5 +1,6 @@
 // Package authz decides which caller may call which RPC of the control
-// plane's gRPC API, on every listener (the unix socket and TCP).
+// plane's gRPC API, on every listener (the unix socket, TCP and the
+// console's in-process connection).
 //
 // Every RPC has one class in one table (policy_data.json, embedded):
 //
@@ -8,11 +9,14 @@
 //	local         only local callers: the unix socket, an allowed uid (VaultUnlock)
 //
 // A caller is identified by how it connects (see Caller): the unix socket's
-// peer uid (SO_PEERCRED), or the verified mTLS client certificate's identity
-// on TCP. An RPC without an entry is refused to everyone. Every refusal is a
-// gRPC PermissionDenied naming the RPC and the caller, and is journaled
-// (deduplicated, see Refusal). Only the control plane's server package
-// imports it; handlers read the caller with CallerFrom.
+// peer uid (SO_PEERCRED), the verified mTLS client certificate's identity
+// on TCP, or, on the console's in-process connection, the console session
+// each call names (console.go). An RPC without an entry is refused to
+// everyone. Every refusal is a gRPC PermissionDenied naming the RPC and the
+// caller, and is journaled (deduplicated, see Refusal). Only the control plane's server package
+// imports it (and controlplane/console, for ConsoleSessionKey: the console
+// reaches the API over its own in-process connection, see console.go);
+// handlers read the caller with CallerFrom.
 package authz
 
 import (

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -60,7 +61,7 @@ func catalogs(t *testing.T, st *store.Store) []*recordv1.CatalogVersion {
 }
 
 func TestLoadReload(t *testing.T) {
-	kv := store.NewMemKV()
+	kv := memkv.New()
 	st, err := store.New(store.Config{KV: kv})
 	if err != nil {
 		t.Fatal(err)

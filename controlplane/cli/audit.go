@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
@@ -27,7 +28,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	// --store name; rest are the positional arguments after it.
 	source := func(pos []string, what string) (string, []string, error) {
 		if *storeURL != "" {
-			if !store.IsPostgresURL(*storeURL) {
+			if !pgkv.IsURL(*storeURL) {
 				return "", nil, usagef("--store takes a PostgreSQL connection string (postgres://user@host/db or \"host=… dbname=…\")")
 			}
 			return *storeURL, pos, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -45,9 +46,9 @@ func cloneDir(t *testing.T, src string) string {
 
 // tamperStore opens a stopped data dir's Badger store as an attacker with
 // the files would, and commits what fn returns.
-func tamperStore(t *testing.T, data string, fn func(kv *store.BadgerKV) []store.Write) {
+func tamperStore(t *testing.T, data string, fn func(kv *badgerkv.KV) []store.Write) {
 	t.Helper()
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func tamperStore(t *testing.T, data string, fn func(kv *store.BadgerKV) []store.
 }
 
 // keysWithPrefix lists a store's keys with the prefix, ascending.
-func keysWithPrefix(t *testing.T, kv *store.BadgerKV, prefix string) [][]byte {
+func keysWithPrefix(t *testing.T, kv *badgerkv.KV, prefix string) [][]byte {
 	t.Helper()
 	var keys [][]byte
 	if err := kv.Scan([]byte(prefix), false, func(k, _ []byte) bool {
@@ -94,7 +95,7 @@ func TestAuditVerifyAnchoring(t *testing.T) {
 	// The tail: the newest checkpoint is gone from the data dir (as a
 	// crash before it would leave it) and from a lagging copy.
 	tail := cloneDir(t, data)
-	tamperStore(t, tail, func(kv *store.BadgerKV) []store.Write {
+	tamperStore(t, tail, func(kv *badgerkv.KV) []store.Write {
 		cps := keysWithPrefix(t, kv, "c/")
 		return []store.Write{{Key: cps[len(cps)-1], Delete: true}}
 	})
@@ -105,7 +106,7 @@ func TestAuditVerifyAnchoring(t *testing.T) {
 	// The truncation: records from the first run's end on and every
 	// checkpoint deleted from the data dir.
 	trunc := cloneDir(t, data)
-	tamperStore(t, trunc, func(kv *store.BadgerKV) []store.Write {
+	tamperStore(t, trunc, func(kv *badgerkv.KV) []store.Write {
 		var w []store.Write
 		for _, k := range keysWithPrefix(t, kv, "c/") {
 			w = append(w, store.Write{Key: k, Delete: true})

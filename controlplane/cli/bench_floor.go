@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/loadgen"
 )
 
@@ -41,7 +42,7 @@ func measureFloor(ctx context.Context, dir string) (benchFloor, error) {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	kv, err := store.OpenBadger(filepath.Join(tmp, "db"), store.BadgerOptions{})
+	kv, err := badgerkv.Open(filepath.Join(tmp, "db"), badgerkv.Options{})
 	if err != nil {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"regexp"
 	"sort"
 	"strings"
@@ -100,7 +101,7 @@ func TestVersionAndCompletion(t *testing.T) {
 	if code := Main(t.Context(), e, []string{"version", "--json"}); code != ExitOK {
 		t.Fatalf("latch version --json = %d, %s", code, errOut.String())
 	}
-	var v versionInfo
+	var v buildinfo.Info
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v.Version == "" || !strings.HasPrefix(v.GoVersion, "go") {
 		t.Errorf("latch version --json = %s (%v); want a version and the Go version", out.String(), err)
 	}

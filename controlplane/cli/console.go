@@ -74,7 +74,7 @@ func newConsole(ob *observability, st *stack, secure bool) (*console.Console, er
 		verify = "latch audit verify --store 'postgres://…'   (the connection string latch serve --store uses, with a read-only role)"
 	}
 	c, err := console.New(console.Config{
-		Logger: ob.log, Store: srv.Store, Reads: srv.Engine, Decisions: srv.API(), Operators: srv.Tokens,
+		Logger: ob.log, Store: srv.Store, Reads: srv.Engine, Connect: srv.ConsoleConn, Operators: srv.Tokens,
 		Catalog:       func() *tools.Catalog { return srv.Catalog.Current().Catalog },
 		VerifierKey:   srv.VerifierKey(),
 		VerifyCommand: verify,

@@ -23,6 +23,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -232,6 +233,13 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if code != 0 || strings.Count(out, "deploy_release") != 5 {
 		t.Errorf("exec list: exit %d\n%s", code, out)
 	}
+	// The connection flags work before the subcommand too.
+	if out, code := runCLI(t, "exec", "--data", data, "list"); code != 0 || strings.Count(out, "deploy_release") != 5 {
+		t.Errorf("exec --data DATA list: exit %d\n%s", code, out)
+	}
+	if out, code := runCLI(t, "approvals", "--data="+data, "list"); code != 0 {
+		t.Errorf("approvals --data=DATA list: exit %d\n%s", code, out)
+	}
 	out, code = runCLI(t, "exec", "list", "--json", "--data", data)
 	var line map[string]any
 	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &line); code != 0 || err != nil {
@@ -308,7 +316,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 
 	// Tamper: rewrite journal record 3 in place (as an attacker with the
 	// files would), then verify again.
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

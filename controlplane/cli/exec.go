@@ -59,7 +59,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "explain":
-		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the answers as {execution_id, headline, answers: [{question, lines}]}")
+		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the story as {execution_id, headline, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -84,7 +84,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 			if *asJSON {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(explainpkg.Explain(got.GetExecution(), hist.GetEntries()))
+				return enc.Encode(explainpkg.Tell(got.GetExecution(), hist.GetEntries(), explainpkg.Contract{}))
 			}
 			explain(env.Stdout, got.GetExecution(), hist.GetEntries())
 			return nil

@@ -47,3 +47,24 @@ func TestExplainNotExecutedSaysItsProof(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainPrintsTheStory: after the five answers, explain prints the
+// sends with their answers, the evidence a decision rests on and what to
+// do, here resolve an execution whose outcome is unknown.
+func TestExplainPrintsTheStory(t *testing.T) {
+	now := timestamppb.Now()
+	x := &recordv1.Execution{Id: "act_1", Tool: "place_order", Actor: "agent", Target: "shop", State: recordv1.State_STATE_OUTCOME_UNKNOWN, DispatchedAt: now, LastSentAt: now, Attempts: 1}
+	hist := []*recordv1.JournalEntry{
+		{Index: 1, Time: now, To: recordv1.State_STATE_ACCEPTED, Kind: "transition", Execution: x},
+		{Index: 2, Time: now, From: recordv1.State_STATE_ACCEPTED, To: recordv1.State_STATE_DISPATCHED, Kind: "transition"},
+		{Index: 3, Time: now, From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_OUTCOME_UNKNOWN, Kind: "transition", Reason: "the connection dropped"},
+	}
+	var b strings.Builder
+	explain(&b, x, hist)
+	out := b.String()
+	for _, want := range []string{"5. Did the second call attach", "Sends:", "1. dispatch at", "(journal #2)", "the connection dropped", "Evidence:", "Sent to shop at", "What to do:", "latch exec resolve act_1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain(outcome_unknown) =\n%s\nwant it to say %q", out, want)
+		}
+	}
+}

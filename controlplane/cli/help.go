@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -79,10 +80,43 @@ func splitSubcommand(env *Env, cmd, usage string, args []string) (string, []stri
 		printSubcommands(env.Stdout, cmd, usage)
 		return "", nil, flag.ErrHelp
 	}
+	lead, args, err := leadingConnectionFlags(env, cmd, args)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(args) == 0 {
+		return "", nil, usagef("%s needs a subcommand after %s: %s (latch %s -h for more)", cmd, strings.Join(lead, " "), usage, cmd)
+	}
 	if !slices.Contains(names, args[0]) {
 		return "", nil, usagef("unknown %s subcommand %q (want %s)", cmd, args[0], strings.Join(names, ", "))
 	}
-	return args[0], args[1:], nil
+	return args[0], append(lead, args[1:]...), nil
+}
+
+// leadingConnectionFlags splits off the connection flags (--data, --addr,
+// --tls-*) written before a subcommand, as in `latch approvals --data X
+// list`, so they can be handed to the subcommand's flag set: the global
+// flags work before or after the subcommand. Any other flag there is an
+// error that says where it goes.
+func leadingConnectionFlags(env *Env, cmd string, args []string) (lead, rest []string, err error) {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return nil, args, nil
+	}
+	probe := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	probe.SetOutput(io.Discard)
+	var t target
+	t.flags(probe, env)
+	if err := probe.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil, nil, usagef("latch %s: -h goes after the subcommand: latch %s SUBCOMMAND -h", cmd, cmd)
+	} else if err != nil {
+		return nil, nil, usagef("latch %s: %v; only the connection flags (--data, --addr, --tls-ca, --tls-cert, --tls-key) may come before the subcommand, put the others after it", cmd, err)
+	}
+	rest = probe.Args()
+	lead = args[:len(args)-len(rest)]
+	if n := len(lead); n > 0 && lead[n-1] == "--" {
+		lead = lead[:n-1]
+	}
+	return slices.Clip(lead), rest, nil
 }
 
 func printSubcommands(w io.Writer, cmd, usage string) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -203,7 +204,7 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 // sees every record's bytes.
 func journalKinds(t *testing.T, data string, raw func([]byte)) map[string][]*recordv1.JournalEntry {
 	t.Helper()
-	kv, err := store.OpenBadger(server.DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

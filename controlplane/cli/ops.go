@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"time"
 
@@ -77,8 +78,7 @@ type observability struct {
 }
 
 func newObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog) (*observability, error) {
-	version, _ := opshttp.Build()
-	tp, err := tracing.FromEnv(ctx, "latch", version, log)
+	tp, err := tracing.FromEnv(ctx, "latch", buildinfo.Read().Version, log)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/testbin"
@@ -272,8 +272,8 @@ func checkStoreStatus(t *testing.T, url string) {
 		}
 		return false
 	})
-	if st.SchemaVersion != store.SchemaVersion || st.JournalSize < 3 || !strings.HasPrefix(st.Lease.Holder, "b/") || st.Lease.Epoch != 2 || !st.Lease.Held || st.Lease.Age < 0 {
-		t.Errorf("store status = %+v; want schema %d, a journal, b holding epoch 2", st, store.SchemaVersion)
+	if st.SchemaVersion != pgkv.SchemaVersion || st.JournalSize < 3 || !strings.HasPrefix(st.Lease.Holder, "b/") || st.Lease.Epoch != 2 || !st.Lease.Held || st.Lease.Age < 0 {
+		t.Errorf("store status = %+v; want schema %d, a journal, b holding epoch 2", st, pgkv.SchemaVersion)
 	}
 	names := map[string]string{}
 	for _, r := range st.Replicas {

@@ -24,6 +24,7 @@ import (
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
@@ -161,12 +162,12 @@ func newStack(cfg stackConfig) (*stack, error) {
 	// here for it and handed to the server).
 	var kv store.KV
 	var storage vault.Storage
-	if store.IsPostgresURL(cfg.Store) {
+	if pgkv.IsURL(cfg.Store) {
 		ctx := cfg.Context
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		pg, err := store.OpenPostgres(ctx, cfg.Store, store.PostgresOptions{Logger: log.Named("postgres"), Migrate: true})
+		pg, err := pgkv.Open(ctx, cfg.Store, pgkv.Options{Logger: log.Named("postgres"), Migrate: true})
 		if err != nil {
 			return nil, err
 		}

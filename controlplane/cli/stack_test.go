@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/tokens"
 )
 
@@ -11,7 +12,7 @@ import (
 // actors, actors with a live token, and every actor once a front is bound
 // to "*".
 func TestActorSet(t *testing.T) {
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

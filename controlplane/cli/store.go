@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 )
 
 // runStore is `latch store migrate|status --store URL`: the PostgreSQL
@@ -28,14 +29,14 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected arguments %q; usage: latch store %s", pos, usage)
 	}
-	if *url == "" || !store.IsPostgresURL(*url) {
+	if *url == "" || !pgkv.IsURL(*url) {
 		return usagef("--store URL is required and must be a PostgreSQL connection string (the Badger store needs no migration); usage: latch store %s", usage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	switch sub {
 	case "migrate":
-		from, to, err := store.MigratePostgres(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
+		from, to, err := pgkv.Migrate(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
 		if err != nil {
 			return err
 		}
@@ -46,13 +47,16 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		}
 		return nil
 	case "status":
-		kv, err := store.OpenPostgres(ctx, *url, store.PostgresOptions{Logger: formattedLogger(env.Stderr, *level, "text")})
+		kv, err := pgkv.Open(ctx, *url, pgkv.Options{Logger: formattedLogger(env.Stderr, *level, "text")})
 		if err != nil {
 			return err
 		}
 		defer kv.Close()
 		st, err := kv.Status(ctx)
 		if err != nil {
+			return err
+		}
+		if st.JournalSize, err = store.StoredJournalSize(kv); err != nil {
 			return err
 		}
 		if *asJSON {
@@ -67,7 +71,7 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 // printStoreStatus is `latch store status` for people. Every time is the
 // database's clock (lease age, replicas' last beats), so it is right
 // whatever this host's clock says.
-func printStoreStatus(w io.Writer, st *store.PostgresStatus) {
+func printStoreStatus(w io.Writer, st *pgkv.Status) {
 	ago := func(t time.Time) string { return st.Now.Sub(t).Round(time.Millisecond).String() }
 	fmt.Fprintf(w, "schema version:     %d (this latch: %d)\n", st.SchemaVersion, st.BinaryVersion)
 	fmt.Fprintf(w, "synchronous_commit: %s\n", st.SynchronousCommit)
@@ -111,7 +115,7 @@ func printStoreStatus(w io.Writer, st *store.PostgresStatus) {
 
 // statusJSON is `latch store status --json`: times in RFC 3339 (the
 // database's clock), durations in seconds.
-func statusJSON(st *store.PostgresStatus) map[string]any {
+func statusJSON(st *pgkv.Status) map[string]any {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 	out := map[string]any{
 		"schema_version": st.SchemaVersion, "binary_schema_version": st.BinaryVersion,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/latchhq/latch/internal/buildinfo"
 	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,7 +22,7 @@ func addUpstreamChannel(channels map[tools.Channel]engine.Channel, cfg *stackCon
 	if cfg.DataDir != "" {
 		pidDir = filepath.Join(cfg.DataDir, "upstream-pids")
 	}
-	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: readVersion().Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
+	mc, err := mcpchannel.New(mcpchannel.Config{Logger: log, Credentials: v, Version: buildinfo.Read().Version, PidDir: pidDir, MaxDescription: cfg.UpstreamMaxDescription})
 	if err != nil {
 		return nil, err
 	}

@@ -29,15 +29,20 @@
 //
 // # Decisions
 //
-// Every decision goes through the same API operations the CLI calls
-// (Decisions, implemented by *api.Service), with the signed-in operator's
-// name as the operator: the journal records a console decision as it
-// records `latch approvals approve`, and each of its records also carries
-// the credential the session was opened with (JournalEntry.credential: the
-// operator token's id and who created it, over which transport), so a name
-// is never all the record says about who decided. The name comes from the
-// session, never from the form. Each decision asks for confirmation on a
-// page that repeats the evidence.
+// Every decision is an RPC of the same API the CLI calls, over a gRPC
+// connection the control plane serves in its own process (Config.Connect),
+// through the interceptors every caller goes through: the standby gate,
+// the authorization table (a console caller is an operator: it may not
+// call a local RPC) with its refusal journal, the request log. Each call
+// names its console session (authz.ConsoleSessionKey), which the
+// authorization interceptor has the console verify (VerifySession): the
+// session's operator is the caller, the journal records a console decision
+// as it records `latch approvals approve`, and each of its records also
+// carries the credential the session was opened with
+// (JournalEntry.credential: the operator token's id and who created it,
+// over which transport), so a name is never all the record says about who
+// decided. The name comes from the session, never from the form. Each
+// decision asks for confirmation on a page that repeats the evidence.
 //
 // Imported by controlplane/cli only.
 package console
@@ -53,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -64,8 +70,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/actorname"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -98,17 +107,13 @@ type Reads interface {
 	List(f store.Filter) ([]*recordv1.Execution, error)
 }
 
-// Decisions are the operator's API operations, the ones the CLI calls over
-// gRPC. Implemented by *api.Service. (Six methods, not three: each is one
-// decision of the issue's list, and one interface keeps them on one path.)
-type Decisions interface {
-	Approve(context.Context, *controlplanev1.ApproveRequest) (*controlplanev1.ApproveResponse, error)
-	Deny(context.Context, *controlplanev1.DenyRequest) (*controlplanev1.DenyResponse, error)
-	Resolve(context.Context, *controlplanev1.ResolveRequest) (*controlplanev1.ResolveResponse, error)
-	Cancel(context.Context, *controlplanev1.CancelRequest) (*controlplanev1.CancelResponse, error)
-	AuthorizeSession(context.Context, *controlplanev1.AuthorizeSessionRequest) (*controlplanev1.AuthorizeSessionResponse, error)
-	RevokeSession(context.Context, *controlplanev1.RevokeSessionRequest) (*controlplanev1.RevokeSessionResponse, error)
-}
+// Connect attaches the console to the control plane's API and returns its
+// connection: the console makes every decision over it, through the
+// interceptors every caller goes through, each call naming its session
+// (authz.ConsoleSessionKey); verify is the console's VerifySession, which
+// the authorization interceptor asks. Implemented by
+// (*server.Server).ConsoleConn.
+type Connect func(verify func(ctx context.Context, key string) (*recordv1.OperatorCredential, error)) (grpc.ClientConnInterface, error)
 
 // Operators authenticates operator tokens. Implemented by *tokens.Service.
 type Operators interface {
@@ -117,10 +122,11 @@ type Operators interface {
 
 // Config names the console's dependencies.
 type Config struct {
-	Logger    hclog.Logger
-	Store     *store.Store
-	Reads     Reads
-	Decisions Decisions
+	Logger hclog.Logger
+	Store  *store.Store
+	Reads  Reads
+	// Connect is how the console reaches the API for its decisions.
+	Connect   Connect
 	Operators Operators
 	// Catalog is the tool catalog in force (for where the execution ID
 	// travels: idempotency header, request fields, host agent marker).
@@ -151,6 +157,9 @@ type Console struct {
 	log  hclog.Logger
 	tmpl map[string]*template.Template
 	mux  *http.ServeMux
+	// api is the control plane's API, over Config.Connect's connection.
+	conn grpc.ClientConnInterface
+	api  controlplanev1.ControlPlaneClient
 
 	mu       sync.Mutex
 	sessions map[string]*session // by SHA-256 of the cookie
@@ -167,6 +176,9 @@ type Console struct {
 }
 
 type session struct {
+	// key is the SHA-256 of the session's cookie: the sessions map's key,
+	// and what each of its API calls names (authz.ConsoleSessionKey).
+	key      string
 	operator string
 	tokenID  string // "" for a one-time link
 	// cred is what the session was opened with, journaled with each of its
@@ -204,8 +216,8 @@ const (
 
 // New builds the console.
 func New(cfg Config) (*Console, error) {
-	if cfg.Store == nil || cfg.Reads == nil || cfg.Decisions == nil || cfg.Operators == nil || cfg.Catalog == nil {
-		return nil, fmt.Errorf("%w: Store, Reads, Decisions, Operators and Catalog are required", ErrIncomplete)
+	if cfg.Store == nil || cfg.Reads == nil || cfg.Connect == nil || cfg.Operators == nil || cfg.Catalog == nil {
+		return nil, fmt.Errorf("%w: Store, Reads, Connect, Operators and Catalog are required", ErrIncomplete)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -223,6 +235,11 @@ func New(cfg Config) (*Console, error) {
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
+	conn, err := cfg.Connect(c.VerifySession)
+	if err != nil {
+		return nil, fmt.Errorf("console: connecting to the API: %w", err)
+	}
+	c.conn, c.api = conn, controlplanev1.NewControlPlaneClient(conn)
 	c.routes()
 	return c, nil
 }
@@ -250,7 +267,15 @@ func (c *Console) parseTemplates() error {
 // Stop ends the live-update streams (EventSource reconnects to the next
 // control plane), so the ops listener's graceful stop is not held up by
 // open browser tabs. Pages keep being served.
-func (c *Console) Stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
+// Stop also closes the API connection: the control plane is stopping.
+func (c *Console) Stop() {
+	c.stopOnce.Do(func() {
+		close(c.stopped)
+		if cl, ok := c.conn.(io.Closer); ok {
+			cl.Close()
+		}
+	})
+}
 
 // Handler serves everything under Prefix.
 func (c *Console) Handler() http.Handler { return c }
@@ -385,7 +410,13 @@ func (c *Console) session(r *http.Request) *session {
 	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
 		return nil
 	}
-	key := hashOf(ck.Value)
+	return c.live(hashOf(ck.Value))
+}
+
+// live is the live session of key (the SHA-256 of its cookie), or nil;
+// a session past its end, or whose operator token was revoked or expired,
+// is dropped.
+func (c *Console) live(key string) *session {
 	c.mu.Lock()
 	s := c.sessions[key]
 	now := c.cfg.Clock()
@@ -409,6 +440,28 @@ func (c *Console) session(r *http.Request) *session {
 	return s
 }
 
+// VerifySession is the check the API's authorization interceptor makes of
+// every call on the console's connection (authz.ConsoleSession): key must
+// be a live session's, and the answer is the credential it was opened
+// with, whose operator the call is made as.
+func (c *Console) VerifySession(_ context.Context, key string) (*recordv1.OperatorCredential, error) {
+	s := c.live(key)
+	if s == nil {
+		return nil, errNoSession
+	}
+	return s.cred, nil
+}
+
+// errNoSession: a call names no live session (unknown, expired, signed
+// out, or its token revoked).
+var errNoSession = errors.New("console: the session is not live (expired, signed out, or its token revoked)")
+
+// asOperator is the context of an API call made for s: its metadata names
+// the session, which the API's authorization interceptor verifies.
+func asOperator(ctx context.Context, s *session) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, s.key)
+}
+
 // open starts a session opened with cred and sets its cookie.
 func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential, how string, r *http.Request) error {
 	now := c.cfg.Clock()
@@ -417,7 +470,7 @@ func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential,
 		return err
 	}
 	val := randomToken()
-	s := &session{operator: operator, tokenID: cred.GetTokenId(), cred: cred, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
+	s := &session{key: hashOf(val), operator: operator, tokenID: cred.GetTokenId(), cred: cred, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
 	c.mu.Lock()
 	for k, o := range c.sessions {
 		if now.After(o.expires) {
@@ -434,7 +487,7 @@ func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential,
 		}
 		delete(c.sessions, oldest)
 	}
-	c.sessions[hashOf(val)] = s
+	c.sessions[s.key] = s
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: val, Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure,
 		SameSite: http.SameSiteStrictMode, Expires: s.expires})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -62,7 +63,12 @@ func newStack(t testing.TB, secure bool) *stack {
 	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
 	log := testlog.New(t, hclog.Warn)
 	srv, err := server.New(server.Config{Logger: log, DataDir: t.TempDir(), CatalogSource: src, Sessions: engine.SessionConfig{Required: true},
-		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}}})
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}},
+		// An Admin service that does nothing, for the authorization table's
+		// local RPC (VaultUnlock) to be refused to the console.
+		Register: func(g grpc.ServiceRegistrar, _ *server.Server) {
+			controlplanev1.RegisterAdminServer(g, controlplanev1.UnimplementedAdminServer{})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +77,7 @@ func newStack(t testing.TB, secure bool) *stack {
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	st := &stack{srv: srv, now: time.Now()}
-	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Decisions: srv.API(), Operators: srv.Tokens,
+	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Connect: srv.ConsoleConn, Operators: srv.Tokens,
 		Catalog: func() *tools.Catalog { return srv.Catalog.Current().Catalog }, VerifierKey: srv.VerifierKey(),
 		VerifyCommand: "latch audit verify DIR", Secure: secure})
 	if err != nil {

@@ -11,9 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/store"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -29,17 +27,6 @@ type confirmView struct {
 	Detail                          *detailView
 	Session                         *sessionView
 	Post                            string
-}
-
-// operatorContext is the context of a console decision: the API sees an
-// operator caller (as the authz interceptors would mark a CLI on the
-// socket), named after the signed-in operator, and every journal record the
-// decision writes carries the credential the session was opened with (the
-// operator token's id and who created it: store.WithCredential), so the
-// name is tied to whoever could sign in under it.
-func operatorContext(ctx context.Context, s *session) context.Context {
-	ctx = store.WithCredential(ctx, s.cred)
-	return authz.WithCaller(ctx, authz.Caller{Role: authz.RoleOperator, Identity: "console:" + s.operator, Transport: "https"})
 }
 
 func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *session) {
@@ -64,7 +51,7 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 	case "approve":
 		cv.Title, cv.Question = "Approve "+id, "Approve this call? It will be dispatched to "+targetOf(v)+"."
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.Approve(ctx, &controlplanev1.ApproveRequest{ExecutionId: id, Operator: s.operator, Reason: reason})
+			_, err := c.api.Approve(ctx, &controlplanev1.ApproveRequest{ExecutionId: id, Operator: s.operator, Reason: reason})
 			return err
 		}
 	case "deny":
@@ -74,7 +61,7 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 		}
 		cv.Title, cv.Question = "Deny "+id, "Deny this call? The agent is told your reason; nothing is sent."
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.Deny(ctx, &controlplanev1.DenyRequest{ExecutionId: id, Operator: s.operator, Reason: reason})
+			_, err := c.api.Deny(ctx, &controlplanev1.DenyRequest{ExecutionId: id, Operator: s.operator, Reason: reason})
 			return err
 		}
 	case "resolve":
@@ -108,7 +95,7 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 		cv.Title = "Resolve " + id
 		cv.Fields = append(cv.Fields, field{"as", as})
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.Resolve(ctx, req)
+			_, err := c.api.Resolve(ctx, req)
 			return err
 		}
 	case "cancel":
@@ -118,7 +105,7 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 			full += ": " + reason
 		}
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Reason: full})
+			_, err := c.api.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Reason: full})
 			return err
 		}
 	default:
@@ -131,7 +118,7 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 		c.render(w, r, http.StatusOK, "confirm", view{Title: cv.Title, Operator: s.operator, CSRF: s.csrf, Nav: "executions", Page: cv})
 		return
 	}
-	if err := do(operatorContext(r.Context(), s)); err != nil {
+	if err := do(asOperator(r.Context(), s)); err != nil {
 		c.refused(w, r, s, err, Prefix+"executions/"+url.PathEscape(id))
 		return
 	}
@@ -165,6 +152,8 @@ func (c *Console) refused(w http.ResponseWriter, r *http.Request, s *session, er
 		code = http.StatusBadRequest
 	case codes.NotFound:
 		code = http.StatusNotFound
+	case codes.PermissionDenied, codes.Unauthenticated:
+		code = http.StatusForbidden
 	case codes.FailedPrecondition:
 		code = http.StatusConflict
 	case codes.Unavailable:
@@ -224,7 +213,7 @@ func (c *Console) decideSession(w http.ResponseWriter, r *http.Request, s *sessi
 	case "authorize":
 		cv.Title, cv.Question = "Authorize session "+id, fmt.Sprintf("Authorize this session of %s? Its waiting executions go on, and later calls in it need no authorization.", sv.Actor)
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.AuthorizeSession(ctx, &controlplanev1.AuthorizeSessionRequest{SessionId: id, Operator: s.operator})
+			_, err := c.api.AuthorizeSession(ctx, &controlplanev1.AuthorizeSessionRequest{SessionId: id, Operator: s.operator})
 			return err
 		}
 	case "revoke":
@@ -234,7 +223,7 @@ func (c *Console) decideSession(w http.ResponseWriter, r *http.Request, s *sessi
 		}
 		cv.Title, cv.Question = "Revoke session "+id, fmt.Sprintf("Revoke this session of %s? Its new calls are refused.", sv.Actor)
 		do = func(ctx context.Context) error {
-			_, err := c.cfg.Decisions.RevokeSession(ctx, &controlplanev1.RevokeSessionRequest{SessionId: id, Operator: s.operator, Reason: reason})
+			_, err := c.api.RevokeSession(ctx, &controlplanev1.RevokeSessionRequest{SessionId: id, Operator: s.operator, Reason: reason})
 			return err
 		}
 	default:
@@ -247,7 +236,7 @@ func (c *Console) decideSession(w http.ResponseWriter, r *http.Request, s *sessi
 		c.render(w, r, http.StatusOK, "confirm", view{Title: cv.Title, Operator: s.operator, CSRF: s.csrf, Nav: "sessions", Page: cv})
 		return
 	}
-	if err := do(operatorContext(r.Context(), s)); err != nil {
+	if err := do(asOperator(r.Context(), s)); err != nil {
 		c.refused(w, r, s, err, Prefix+"sessions")
 		return
 	}

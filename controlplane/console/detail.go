@@ -14,7 +14,6 @@ import (
 	"github.com/latchhq/latch/controlplane/explain"
 	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // maxJournalShown bounds the journal records on one page (an execution
@@ -22,32 +21,6 @@ import (
 const maxJournalShown = 300
 
 type field struct{ Name, Value string }
-
-type attempt struct {
-	N                          int
-	Time, Kind, Key, Carriers  string
-	Answer, AnswerState, Index string
-}
-
-type query struct {
-	Time, Kind, Saw, Verdict string
-	Evidence                 bool
-	Index                    uint64
-}
-
-type trailRow struct{ Time, What, Reason string }
-
-type evidenceRow struct {
-	Call, Time                                          string
-	Transport, JSONRPC, MCPSession, Client, Peer, Token string
-	Traceparent                                         string
-}
-
-type journalRow struct {
-	Index                     uint64
-	Time, Step, Reason, Actor string
-	Evidence                  string
-}
 
 type sessionView struct {
 	ID, Actor, Key, State, Client, Peer, Started, Authorized, AuthorizedBy, LastSeen, Ended, Reason string
@@ -61,30 +34,29 @@ type resultView struct {
 	Headers                     []field
 }
 
+// detailView is an execution's page: the record (identity, timeline,
+// arguments, result) and its story (explain.Tell: the five answers, the
+// sends, recovery queries, approval trail, calls, journal records, the
+// decision evidence and what can be done), which `latch exec explain`
+// prints too.
 type detailView struct {
 	ID, Tool, Actor, State, Outcome, Reason string
 	Identity                                []field
 	Timeline                                []field
 	Arguments, CanonicalIntent              string
 	Result                                  *resultView
-	Attempts                                []attempt
-	Queries                                 []query
-	Trail                                   []trailRow
 	Session                                 *sessionView
-	Evidence                                []evidenceRow
-	Explain                                 explain.Report
-	Journal                                 []journalRow
-	JournalHidden                           int
-	Proof                                   proofSummary
+	explain.Report
+	// JournalHidden older records are not shown (the page shows the
+	// newest maxJournalShown of the story's Steps).
+	JournalHidden int
+	Proof         proofSummary
 
 	Uncertain, CanApprove, CanResolve, CanCancel bool
 	// WaitsForSession: it awaits its agent session's authorization, not
 	// an approval of its own.
 	WaitsForSession bool
-	// SentSummary and AnswerSummary are the evidence shown next to the
-	// decision buttons: what was sent and when, and what the target said.
-	SentSummary, AnswerSummary string
-	Done                       string
+	Done            string
 }
 
 func (c *Console) detailPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -181,165 +153,23 @@ func (c *Console) detail(id string) (*detailView, error) {
 		v.Result = rv
 	}
 
-	c.attempts(v, x, hist)
-	v.Explain = explain.Explain(x, hist)
+	v.Report = explain.Tell(x, hist, explain.ContractOf(c.cfg.Catalog(), x))
 	v.Uncertain = slices.Contains(pinned, x.GetState())
-	v.CanApprove = x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL
-	v.WaitsForSession = v.CanApprove && lifecycle.ReasonOf(x) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION
-	v.CanResolve = v.Uncertain
-	v.CanCancel = lifecycle.Cancellable(x.GetState())
+	v.CanApprove = v.Can(explain.DoApprove)
+	v.WaitsForSession = v.Can(explain.DoAuthorizeSession)
+	v.CanResolve = v.Can(explain.DoResolve)
+	v.CanCancel = v.Can(explain.DoCancel)
 	if x.GetSessionId() != "" {
 		if sess, err := c.cfg.Store.Session(x.GetSessionId()); err == nil {
 			v.Session = sessionViewOf(sess)
 		}
 	}
-	shown := hist
-	if len(shown) > maxJournalShown {
-		v.JournalHidden = len(shown) - maxJournalShown
-		shown = shown[len(shown)-maxJournalShown:]
-	}
-	for _, e := range shown {
-		step := lifecycle.Name(e.GetTo())
-		if e.GetKind() != "transition" {
-			step = e.GetKind() + " (" + lifecycle.Name(e.GetTo()) + ")"
-		}
-		v.Journal = append(v.Journal, journalRow{Index: e.GetIndex(), Time: explain.TS(e.GetTime()), Step: step, Reason: e.GetReason(),
-			Actor: e.GetActor(), Evidence: explain.EvidenceText(e.GetEvidence())})
+	if len(v.Steps) > maxJournalShown {
+		v.JournalHidden = len(v.Steps) - maxJournalShown
+		v.Steps = v.Steps[len(v.Steps)-maxJournalShown:]
 	}
 	v.Proof = c.proofSummary(hist)
 	return v, nil
-}
-
-// attempts fills the dispatch attempts, recovery queries, approval trail,
-// correlation evidence and the decision evidence from the journal.
-func (c *Console) attempts(v *detailView, x *recordv1.Execution, hist []*recordv1.JournalEntry) {
-	key, carriers := c.keyCarriers(x)
-	for i, e := range hist {
-		kind := ""
-		switch {
-		case e.GetKind() == "transition" && e.GetTo() == recordv1.State_STATE_DISPATCHED:
-			kind = "dispatch"
-		case e.GetKind() == "recovery_replay":
-			kind = "re-send by recovery"
-		}
-		if kind != "" {
-			a := attempt{N: len(v.Attempts) + 1, Time: explain.TS(e.GetTime()), Kind: kind, Key: key, Carriers: carriers,
-				Answer: "no answer recorded yet", Index: fmt.Sprint(e.GetIndex())}
-			if ans := answerAfter(hist[i+1:]); ans != nil {
-				a.AnswerState = lifecycle.Name(ans.GetTo())
-				a.Answer = ans.GetReason()
-				if ans.GetTo() == recordv1.State_STATE_COMPLETED {
-					a.Answer = fmt.Sprintf("%s, %s (%s)", lifecycle.DescribeExecutionAnswer(ans.GetExecution()), explain.OutcomeName(ans.GetExecution().GetOutcome()), ans.GetReason())
-				}
-				a.Answer = explain.TS(ans.GetTime()) + ": " + a.Answer
-			}
-			v.Attempts = append(v.Attempts, a)
-		}
-		switch e.GetKind() {
-		case "recovery_query", "recovery_attempt":
-			v.Queries = append(v.Queries, query{Time: explain.TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(),
-				Verdict: "not evidence: the execution stays " + lifecycle.Name(e.GetTo()) + " and is asked again", Index: e.GetIndex()})
-		case "recovery":
-			q := query{Time: explain.TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(), Index: e.GetIndex()}
-			switch e.GetTo() {
-			case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NOT_EXECUTED:
-				q.Evidence, q.Verdict = true, "evidence: it settled the execution as "+lifecycle.Name(e.GetTo())
-			default:
-				q.Verdict = "no evidence to be had: handed to an operator as " + lifecycle.Name(e.GetTo())
-			}
-			v.Queries = append(v.Queries, q)
-		case "approval", "resolve":
-			v.Trail = append(v.Trail, trailRow{Time: explain.TS(e.GetTime()), What: e.GetKind() + ": " + lifecycle.Name(e.GetFrom()) + " → " + lifecycle.Name(e.GetTo()), Reason: e.GetReason()})
-		}
-		if e.GetTo() == recordv1.State_STATE_AWAITING_APPROVAL && e.GetFrom() != recordv1.State_STATE_AWAITING_APPROVAL {
-			v.Trail = append(v.Trail, trailRow{Time: explain.TS(e.GetTime()), What: "approval card opened", Reason: e.GetReason()})
-		}
-		if e.GetTo() == recordv1.State_STATE_ACCEPTED && e.GetKind() == "transition" {
-			v.Evidence = append(v.Evidence, evidenceOf("first call", e, e.GetExecution().GetEvidence()))
-		}
-		if e.GetKind() == "attach" {
-			v.Evidence = append(v.Evidence, evidenceOf(fmt.Sprintf("call %d (attached)", len(v.Evidence)+1), e, e.GetEvidence()))
-		}
-	}
-	if len(v.Evidence) == 0 && x.GetEvidence() != nil {
-		v.Evidence = append(v.Evidence, evidenceOf("first call", nil, x.GetEvidence()))
-	}
-	// Decision evidence.
-	switch {
-	case x.GetDispatchedAt() != nil:
-		v.SentSummary = fmt.Sprintf("Sent to %s at %s (%d dispatch attempt(s), last at %s), %s.", x.GetTarget(), explain.TS(x.GetDispatchedAt()), x.GetAttempts(), explain.TS(x.GetLastSentAt()), keyPhrase(key, carriers))
-	default:
-		v.SentSummary = "Nothing has been sent to " + x.GetTarget() + " yet."
-	}
-	switch {
-	case len(v.Attempts) > 0 && v.Attempts[len(v.Attempts)-1].AnswerState != "":
-		v.AnswerSummary = "The target's last answer: " + v.Attempts[len(v.Attempts)-1].Answer
-	case x.GetDispatchedAt() != nil:
-		v.AnswerSummary = "No answer from the target has been recorded."
-	}
-	if n := len(v.Queries); n > 0 {
-		v.AnswerSummary += fmt.Sprintf(" Last recovery query at %s: %s", v.Queries[n-1].Time, v.Queries[n-1].Saw)
-	}
-}
-
-func keyPhrase(key, carriers string) string {
-	if key == "" {
-		return "without the execution ID (the target cannot tell a re-send from a new request)"
-	}
-	return "carrying " + key + " as its key (" + carriers + ")"
-}
-
-// answerAfter is the first record after a send that says what came of it.
-func answerAfter(rest []*recordv1.JournalEntry) *recordv1.JournalEntry {
-	for _, e := range rest {
-		switch {
-		case e.GetKind() == "recovery_query" || e.GetKind() == "recovery_attempt":
-			return e
-		case e.GetKind() == "recovery_replay" || (e.GetKind() == "transition" && e.GetTo() == recordv1.State_STATE_DISPATCHED):
-			return nil // the next send came before an answer
-		}
-		switch e.GetTo() {
-		case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_NEEDS_REVIEW:
-			if e.GetFrom() != e.GetTo() {
-				return e
-			}
-		}
-	}
-	return nil
-}
-
-// keyCarriers says what key went to the target and where: the execution
-// ID, in the places the tool's contract puts it.
-func (c *Console) keyCarriers(x *recordv1.Execution) (string, string) {
-	cat := c.cfg.Catalog()
-	if cat == nil {
-		return x.GetId(), "contract not in the catalog in force"
-	}
-	tool := cat.Tools[x.GetTool()]
-	if tool == nil {
-		return x.GetId(), "tool not in the catalog in force"
-	}
-	tg := cat.Targets[tool.Target]
-	if tg != nil && (tg.Channel == tools.ChannelLocal || tg.Channel == tools.ChannelSSH) {
-		if tg.HostagentSocket != "" {
-			return x.GetId(), "host agent marker id"
-		}
-		return "", ""
-	}
-	cs := tool.KeyCarriers(tg)
-	if len(cs) == 0 {
-		return "", ""
-	}
-	return x.GetId(), strings.Join(cs, ", ")
-}
-
-func evidenceOf(call string, e *recordv1.JournalEntry, ev *recordv1.Evidence) evidenceRow {
-	r := evidenceRow{Call: call, Transport: ev.GetTransport(), JSONRPC: ev.GetJsonrpcId(), MCPSession: ev.GetMcpSessionId(),
-		Client: ev.GetClientName(), Peer: ev.GetPeerAddress(), Token: ev.GetTokenId(), Traceparent: ev.GetTraceparent()}
-	if e != nil {
-		r.Time = explain.TS(e.GetTime())
-	}
-	return r
 }
 
 func sessionViewOf(s *recordv1.Session) *sessionView {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/tools"
 )
@@ -73,7 +74,7 @@ func TestCatalog(t *testing.T) {
 // TestDevToken: the control plane knows the dev token as the dev actor,
 // without storing or journaling it; other tokens are the store's to judge.
 func TestDevToken(t *testing.T) {
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -48,9 +50,9 @@ func benchEngineOn(b *testing.B, backend, dir string) (*Engine, *store.Store) {
 	var kv store.KV
 	var err error
 	if backend == "postgres" {
-		kv, err = store.OpenPostgres(context.Background(), pgtest.URL(b), store.PostgresOptions{Migrate: true})
+		kv, err = pgkv.Open(context.Background(), pgtest.URL(b), pgkv.Options{Migrate: true})
 	} else {
-		kv, err = store.OpenBadger(dir, store.BadgerOptions{})
+		kv, err = badgerkv.Open(dir, badgerkv.Options{})
 	}
 	if err != nil {
 		b.Fatal(err)

@@ -21,6 +21,9 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
@@ -234,9 +237,9 @@ func newHarness(tb testing.TB, badgerDir string, ch *fakeChannel) *harness {
 
 func newHarnessWith(tb testing.TB, badgerDir string, ch *fakeChannel, adjust func(*Config)) *harness {
 	tb.Helper()
-	var kv store.KV = store.NewMemKV()
+	var kv store.KV = memkv.New()
 	if badgerDir != "" {
-		b, err := store.OpenBadger(badgerDir, store.BadgerOptions{})
+		b, err := badgerkv.Open(badgerDir, badgerkv.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -374,7 +377,7 @@ func TestSubmitDispatchesAndCompletes(t *testing.T) {
 // openPostgres opens a fresh PostgreSQL database on the test server.
 func openPostgres(tb testing.TB) store.KV {
 	tb.Helper()
-	kv, err := store.OpenPostgres(context.Background(), pgtest.URL(tb), store.PostgresOptions{Migrate: true})
+	kv, err := pgkv.Open(context.Background(), pgtest.URL(tb), pgkv.Options{Migrate: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

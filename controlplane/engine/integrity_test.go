@@ -18,6 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -53,7 +54,7 @@ type realEngine struct {
 
 func openEngine(t *testing.T, dir, url string) *realEngine {
 	t.Helper()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestForgedStateNeverDispatchesAgain(t *testing.T) {
 			}
 			r.close()
 
-			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+			kv, err := badgerkv.Open(dir, badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -172,7 +174,7 @@ func (k *failingKV) Commit(w []store.Write) error {
 
 func memStore(tb testing.TB) (*store.Store, *failingKV) {
 	tb.Helper()
-	kv := &failingKV{KV: store.NewMemKV()}
+	kv := &failingKV{KV: memkv.New()}
 	st, err := store.New(store.Config{KV: kv})
 	if err != nil {
 		tb.Fatal(err)
@@ -393,7 +395,7 @@ func recoveryLoad(tb testing.TB, n int) loadResult {
 	rc := RecoveryConfig{Interval: 100 * time.Millisecond, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, MaxAttempts: settleAfter, Workers: 24, PerTarget: 16}
 	dir := tb.TempDir()
 	open := func() *store.Store {
-		kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+		kv, err := badgerkv.Open(dir, badgerkv.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -83,7 +84,7 @@ tools:
 // intent, its result is stored as it gave it, target_status is 0 (its
 // answers have no status code), and a retry of the same call attaches.
 func TestNewChannelThroughTheSeam(t *testing.T) {
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestNewChannelThroughTheSeam(t *testing.T) {
 // Channel serves cannot be fingerprinted (the channel supplies its
 // identity), so Submit refuses it before anything is stored.
 func TestUnservedChannelIsRefusedAtSubmit(t *testing.T) {
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,14 @@
-// Package explain answers docs/design §10's five investigation questions about
-// one execution from its journal records: one agent process or two, did the
-// first call reach dispatch, was a target answer observed, did delivery
-// fail after completion, did the second call attach or create a new
-// execution. `latch exec explain` prints the answers; the console shows
-// them on an execution's page. It reads records only; imported by
-// controlplane/cli and controlplane/console.
+// Package explain is the one derivation of an execution's story from its
+// journal records (Tell): the five investigation questions of docs/design
+// §10 answered (Explain: one agent process or two, did the first call
+// reach dispatch, was a target answer observed, did delivery fail after
+// completion, did the second call attach or create a new execution), the
+// steps they rest on (sends and their answers, recovery queries, the
+// approval trail, the calls with their correlation evidence, every record),
+// the evidence an operator decides on and what can be done now. `latch exec
+// explain` prints it as text or JSON; the console renders it as an
+// execution's page. It reads records only; imported by controlplane/cli and
+// controlplane/console.
 package explain
 
 import (
@@ -25,12 +29,30 @@ type Answer struct {
 	Lines    []string `json:"lines"`
 }
 
-// Report is an execution's headline and its five answers, in order (the
-// shape of `latch exec explain --json`).
+// Report is the story of one execution (the shape of `latch exec explain
+// --json`): its headline and the five answers, in order (what it means;
+// Explain), and, from Tell, the steps they rest on, the evidence an
+// operator decides on and what can be done now. The CLI prints it as text
+// or JSON, the console as an execution's page.
 type Report struct {
 	ExecutionID string   `json:"execution_id"`
 	Headline    string   `json:"headline"`
 	Answers     []Answer `json:"answers"`
+
+	// Steps: the sends and what came of each, the recovery queries and
+	// whether they counted, the approval trail, the calls that reached
+	// Latch (correlation evidence) and every journal record.
+	Sends   []Send     `json:"sends,omitempty"`
+	Queries []Query    `json:"recovery_queries,omitempty"`
+	Trail   []Decision `json:"approvals,omitempty"`
+	Calls   []Call     `json:"calls,omitempty"`
+	Steps   []Step     `json:"steps,omitempty"`
+	// Sent and Answered are the evidence next to a decision: what was sent
+	// and when, and what the target said.
+	Sent     string `json:"sent,omitempty"`
+	Answered string `json:"answered,omitempty"`
+	// Next is what an operator can do now.
+	Next []Action `json:"next,omitempty"`
 }
 
 // Questions are the five investigation questions, in order.

@@ -19,6 +19,8 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -55,9 +57,9 @@ func BenchmarkDurablePath(b *testing.B) {
 				var kv store.KV
 				var err error
 				if backend == "postgres" {
-					kv, err = store.OpenPostgres(context.Background(), pgtest.URL(b), store.PostgresOptions{Migrate: true})
+					kv, err = pgkv.Open(context.Background(), pgtest.URL(b), pgkv.Options{Migrate: true})
 				} else {
-					kv, err = store.OpenBadger(b.TempDir(), store.BadgerOptions{})
+					kv, err = badgerkv.Open(b.TempDir(), badgerkv.Options{})
 				}
 				if err != nil {
 					b.Fatal(err)

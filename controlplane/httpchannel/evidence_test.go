@@ -18,6 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testlog"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -179,7 +180,7 @@ func laggingStatusEndpoint(t *testing.T, cut bool, timeout time.Duration) {
 	release := func() { releaseOnce.Do(func() { close(orders.release) }) }
 	t.Cleanup(release) // before ts.Close, which waits for the held handler
 
-	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
+	kv, err := badgerkv.Open(t.TempDir(), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

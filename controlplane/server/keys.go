@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -81,7 +82,7 @@ type keySet struct {
 // loadKeys loads the keys for kv's backend: files in the data dir, or
 // sealed records in a PostgreSQL store.
 func loadKeys(ctx context.Context, log hclog.Logger, cfg Config, kv store.KV) (*keySet, error) {
-	if pg, ok := kv.(*store.PostgresKV); ok {
+	if pg, ok := kv.(backend.KeyRows); ok {
 		return loadStoreKeys(ctx, log, cfg, pg)
 	}
 	return loadFileKeys(cfg.DataDir)
@@ -124,7 +125,7 @@ func loadFileKeys(data string) (*keySet, error) {
 // another name does not open.
 func keyAD(name string) []byte { return []byte("latch/store-key/" + name) }
 
-func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg *store.PostgresKV) (*keySet, error) {
+func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg backend.KeyRows) (*keySet, error) {
 	if cfg.KeySealer == nil {
 		return nil, fmt.Errorf("%w (Config.KeySealer): pass the vault's KeySealer", ErrNoKeySealer)
 	}
@@ -160,7 +161,7 @@ func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg *store.
 				return nil, "", fmt.Errorf("server: seal the %s key: %w", name, serr)
 			}
 			var created bool
-			stored, created, err = pg.PutKeyIfAbsent(ctx, store.StoredKey{Name: name, Sealed: sealed, Public: public, CreatedBy: holder})
+			stored, created, err = pg.PutKeyIfAbsent(ctx, backend.StoredKey{Name: name, Sealed: sealed, Public: public, CreatedBy: holder})
 			if err == nil && created {
 				ks.created = append(ks.created, name)
 				log.Info("created the key in the store, sealed by the vault", "key", name)

@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/testbin"
@@ -30,7 +31,7 @@ import (
 // replica is what one `latch serve` on PostgreSQL holds: its own backend,
 // the vault read from the store and unlocked with the shared key file.
 type replica struct {
-	kv    *store.PostgresKV
+	kv    *pgkv.KV
 	vault *vault.Vault
 }
 
@@ -38,7 +39,7 @@ type replica struct {
 // document in the store, created by the first replica with keyFile.
 func openReplica(t *testing.T, url, keyFile string) replica {
 	t.Helper()
-	kv, err := store.OpenPostgres(context.Background(), url, store.PostgresOptions{Migrate: true})
+	kv, err := pgkv.Open(context.Background(), url, pgkv.Options{Migrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestStoreKeysRefuseAnotherOrLockedVault(t *testing.T) {
 		t.Errorf("keys opened with another vault: %v, want ErrKeysUnsealable", err)
 	}
 
-	kv, err := store.OpenPostgres(context.Background(), url, store.PostgresOptions{})
+	kv, err := pgkv.Open(context.Background(), url, pgkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/internal/replicas"
 )
 
@@ -57,7 +57,7 @@ func localDeadline(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 // again: until the current lease expires by the database's clock (plus a
 // few ms), at most a quarter of the ttl, so it also notices a new holder
 // (and its address) promptly.
-func standbyWait(l *store.Lease, ttl time.Duration) time.Duration {
+func standbyWait(l *backend.Lease, ttl time.Duration) time.Duration {
 	const margin = 5 * time.Millisecond
 	w := margin
 	if l != nil {
@@ -82,7 +82,7 @@ func holderName(replica string) string {
 // standby waits here (standbyWait), telling seen every lease it reads. It
 // returns the local time the winning request was sent, which the renewal
 // deadlines count from.
-func acquireLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, holder, address string, ttl time.Duration, seen func(*store.Lease, time.Time)) (time.Time, error) {
+func acquireLease(ctx context.Context, log hclog.Logger, kv backend.Leaser, holder, address string, ttl time.Duration, seen func(*backend.Lease, time.Time)) (time.Time, error) {
 	var lastHolder string
 	failures := 0
 	for {
@@ -96,7 +96,7 @@ func acquireLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, h
 		}
 		wait := ttl / 4
 		switch {
-		case errors.Is(err, store.ErrLeaseHeld):
+		case errors.Is(err, backend.ErrLeaseHeld):
 			failures = 0
 			seen(l, start)
 			wait = standbyWait(l, ttl)
@@ -127,7 +127,7 @@ func acquireLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, h
 // database's expiry is later than that, so stopping at the deadline stops
 // this replica before a standby can take over. It returns ErrLeaseLost
 // when the deadline passes or another replica holds the lease.
-func renewLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, holder string, ttl time.Duration, acquired time.Time, published *atomic.Pointer[time.Time]) error {
+func renewLease(ctx context.Context, log hclog.Logger, kv backend.Leaser, holder string, ttl time.Duration, acquired time.Time, published *atomic.Pointer[time.Time]) error {
 	deadline := acquired.Add(localDeadline(ttl))
 	published.Store(&deadline)
 	next := renewEvery(ttl)
@@ -152,7 +152,7 @@ func renewLease(ctx context.Context, log hclog.Logger, kv *store.PostgresKV, hol
 			deadline, next = sent.Add(localDeadline(ttl)), renewEvery(ttl)
 			d := deadline
 			published.Store(&d)
-		case errors.Is(err, store.ErrFenced):
+		case errors.Is(err, backend.ErrFenced):
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		case ctx.Err() != nil:
 			return nil
@@ -187,7 +187,7 @@ func (k *leaseKeeper) holds() bool {
 }
 
 // start begins the renewals of a lease acquired (sent) at acquired.
-func (k *leaseKeeper) start(log hclog.Logger, kv *store.PostgresKV, holder string, ttl time.Duration, acquired time.Time) {
+func (k *leaseKeeper) start(log hclog.Logger, kv backend.Leaser, holder string, ttl time.Duration, acquired time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
 	d := acquired.Add(localDeadline(ttl))
@@ -282,7 +282,7 @@ func (r Role) Fields() map[string]string {
 type roleState struct {
 	mu      sync.Mutex
 	role    string
-	seen    *store.Lease
+	seen    *backend.Lease
 	seenAt  time.Time // local time of the read (its request's start)
 	epoch   int64     // this replica's, once it holds the lease
 	address string
@@ -297,7 +297,7 @@ func (r *roleState) set(role string, epoch int64) {
 	}
 }
 
-func (r *roleState) observe(l *store.Lease, at time.Time) {
+func (r *roleState) observe(l *backend.Lease, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seen, r.seenAt = l, at

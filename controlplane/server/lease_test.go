@@ -12,13 +12,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/replicas"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -63,7 +68,7 @@ func TestLeaseLostStopsTheActive(t *testing.T) {
 	if _, err := c.Exec(ctx, "UPDATE latch_lease SET holder = 'b/test', epoch = epoch + 1, expires_at = now() + interval '1 minute'"); err != nil {
 		t.Fatal(err)
 	}
-	if err := put(); !errors.Is(err, store.ErrFenced) {
+	if err := put(); !errors.Is(err, backend.ErrFenced) {
 		t.Errorf("the stale active's commit = %v, want ErrFenced", err)
 	}
 	select {
@@ -196,6 +201,20 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	if _, ok := replicas.ActiveOf(err); !ok {
 		t.Errorf("an Admin RPC on the standby = %v; want NotActive", err)
 	}
+	// The console's connection runs the same gate: a console decision on
+	// a standby is answered NotActive, with the active's address.
+	console, err := b.ConsoleConn(func(context.Context, string) (*recordv1.OperatorCredential, error) {
+		return &recordv1.OperatorCredential{Operator: "erin", Kind: "operator_token", TokenId: "tok_1"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer console.(*grpc.ClientConn).Close()
+	_, err = controlplanev1.NewControlPlaneClient(console).Approve(metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, "session"),
+		&controlplanev1.ApproveRequest{ExecutionId: "act_1", Operator: "erin"})
+	if active, ok := replicas.ActiveOf(err); !ok || active != aAddr {
+		t.Errorf("a console Approve on the standby = %v; want Unavailable naming %s", err, aAddr)
+	}
 	readiness := map[string]error{}
 	for _, c := range b.ReadyChecks() {
 		readiness[c.Name] = c.Ready(ctx)
@@ -224,6 +243,11 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	if _, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "look"}); err != nil {
 		t.Errorf("Submit on the new active: %v", err)
 	}
+	_, err = controlplanev1.NewControlPlaneClient(console).Approve(metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, "session"),
+		&controlplanev1.ApproveRequest{ExecutionId: "act_1", Operator: "erin"})
+	if c := status.Code(err); c != codes.NotFound {
+		t.Errorf("a console Approve of an unknown execution on the new active = %v, want NotFound (past the gate and authorization)", err)
+	}
 }
 
 func TestLateServicesRefuseUnknownServices(t *testing.T) {
@@ -246,15 +270,15 @@ func TestStandbyRole(t *testing.T) {
 	db := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name       string
-		seen       *store.Lease
+		seen       *backend.Lease
 		readAgo    time.Duration
 		wantActive string
 		wantReady  string
 	}{
 		{"not read yet", nil, 0, "", "has not read the store lease yet"},
-		{"lease runs", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 100 * time.Millisecond, "cp1:7400", "a/1 is the active replica (epoch 3) at cp1:7400"},
-		{"lease ran out since the read", &store.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 3 * time.Second, "", "a/1 is the active replica (epoch 3) at an address it does not advertise, or its lease is expiring"},
-		{"no address advertised", &store.Lease{Holder: "a/1", Epoch: 3, Now: db, Expires: db.Add(2 * time.Second)}, 0, "", "at an address it does not advertise"},
+		{"lease runs", &backend.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 100 * time.Millisecond, "cp1:7400", "a/1 is the active replica (epoch 3) at cp1:7400"},
+		{"lease ran out since the read", &backend.Lease{Holder: "a/1", Epoch: 3, Address: "cp1:7400", Now: db, Expires: db.Add(2 * time.Second)}, 3 * time.Second, "", "a/1 is the active replica (epoch 3) at an address it does not advertise, or its lease is expiring"},
+		{"no address advertised", &backend.Lease{Holder: "a/1", Epoch: 3, Now: db, Expires: db.Add(2 * time.Second)}, 0, "", "at an address it does not advertise"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,13 +304,13 @@ func TestStandbyWait(t *testing.T) {
 	ttl := 2 * time.Second
 	tests := []struct {
 		name string
-		l    *store.Lease
+		l    *backend.Lease
 		want time.Duration
 	}{
 		{"no lease read", nil, 5 * time.Millisecond},
-		{"expired", &store.Lease{Now: db, Expires: db.Add(-time.Second)}, 5 * time.Millisecond},
-		{"expires soon: just after it", &store.Lease{Now: db, Expires: db.Add(120 * time.Millisecond)}, 125 * time.Millisecond},
-		{"expires late: a quarter ttl", &store.Lease{Now: db, Expires: db.Add(time.Hour)}, ttl / 4},
+		{"expired", &backend.Lease{Now: db, Expires: db.Add(-time.Second)}, 5 * time.Millisecond},
+		{"expires soon: just after it", &backend.Lease{Now: db, Expires: db.Add(120 * time.Millisecond)}, 125 * time.Millisecond},
+		{"expires late: a quarter ttl", &backend.Lease{Now: db, Expires: db.Add(time.Hour)}, ttl / 4},
 	}
 	for _, tt := range tests {
 		if got := standbyWait(tt.l, ttl); got != tt.want {

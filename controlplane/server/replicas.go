@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // replicaBeat records this replica in a PostgreSQL store's latch_replicas
@@ -30,7 +31,7 @@ type replicaBeat struct {
 // startBeat starts the beat on a PostgreSQL kv; nil otherwise (stop on a
 // nil beat is a no-op).
 func startBeat(log hclog.Logger, cfg Config, kv store.KV) *replicaBeat {
-	pg, ok := kv.(*store.PostgresKV)
+	pg, ok := kv.(backend.ReplicaTable)
 	if !ok {
 		return nil
 	}
@@ -63,7 +64,7 @@ func startBeat(log hclog.Logger, cfg Config, kv store.KV) *replicaBeat {
 			if h := b.holder.Load(); h != nil {
 				holder = *h
 			}
-			err := pg.SeenReplica(bctx, store.ReplicaSeen{Name: name, Instance: instance, Holder: holder, Addr: cfg.TCPAddr})
+			err := pg.SeenReplica(bctx, backend.ReplicaSeen{Name: name, Instance: instance, Holder: holder, Addr: cfg.TCPAddr})
 			bcancel()
 			if err != nil && ctx.Err() == nil {
 				log.Debug("could not record this replica in latch_replicas", "error", err)

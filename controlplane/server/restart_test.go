@@ -21,6 +21,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -48,7 +49,7 @@ func restartStep(tx *store.Tx, x *recordv1.Execution, to recordv1.State) error {
 // result.
 func buildRestartStore(tb testing.TB, data string, n, unsettledEvery int, due time.Time) {
 	tb.Helper()
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestRestartAtScale(t *testing.T) {
 		t.Logf("built %d executions (%d unsettled) in %v", n, (n+every-1)/every, time.Since(start))
 	}
 	if os.Getenv("LATCH_RESTART_OLDER") == "1" {
-		kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+		kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +220,7 @@ func TestForgedUnsettledNeverActedOn(t *testing.T) {
 	data := t.TempDir()
 	buildRestartStore(t, data, 200, 10, time.Now().Add(-time.Hour))
 	forged := fmt.Sprintf("act_%026d", 50)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/api"
@@ -62,6 +63,8 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/store/backends"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/tracing"
@@ -73,7 +76,7 @@ import (
 type Config struct {
 	Logger  hclog.Logger
 	DataDir string
-	// Store selects the backend (store.OpenKV): empty for Badger in
+	// Store selects the backend (backends.Open): empty for Badger in
 	// DATA/db, or a PostgreSQL connection string. On Badger the keys and
 	// the vault are files in DataDir; on PostgreSQL they are in the store,
 	// sealed (keys.go). The API socket is in DataDir either way.
@@ -177,6 +180,9 @@ type Server struct {
 	lis     net.Listener
 	tcpLis  net.Listener
 	authz   *authz.Authorizer
+	// console is the API's in-process listener for the operator console
+	// (console.go): the same services behind the same interceptors.
+	console consoleListener
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -190,9 +196,10 @@ type Server struct {
 	keys     *keySet
 	verifier string
 	beat     *replicaBeat
-	// pg is the PostgreSQL backend (nil on Badger); holder and lease
-	// describe the lease this replica takes on it.
-	pg     *store.PostgresKV
+	// pg is the backend as a Leaser (PostgreSQL; nil on a backend with
+	// no lease: Badger); holder and lease describe the lease this replica
+	// takes on it.
+	pg     backend.Leaser
 	holder string
 	lease  *leaseKeeper
 	// active is set once the state is loaded and the engine started: the
@@ -249,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 	kv := cfg.KV
 	if kv == nil {
 		var err error
-		if kv, err = store.OpenKV(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
+		if kv, err = backends.Open(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
 			return nil, err
 		}
 	}
@@ -265,7 +272,7 @@ func New(cfg Config) (*Server, error) {
 	// On PostgreSQL the replica loads state only once it is active (Run):
 	// it holds the lease, and every commit from then on is fenced by its
 	// epoch. Until then it serves as a standby.
-	s.pg, _ = kv.(*store.PostgresKV)
+	s.pg, _ = kv.(backend.Leaser)
 	if s.pg != nil {
 		s.holder = holderName(cfg.Replica)
 		s.beat.setHolder(s.holder)
@@ -402,7 +409,7 @@ func (s *Server) load(ctx context.Context) error {
 func (s *Server) buildListeners() error {
 	cfg, log := s.cfg, s.cfg.Logger
 	access := cfg.Access
-	access.Logger, access.Journal = log, s
+	access.Logger, access.Journal, access.ConsoleSession = log, s, s.console.verify
 	var tlsCfg *tls.Config
 	if cfg.TCPAddr != "" {
 		switch {
@@ -434,8 +441,8 @@ func (s *Server) buildListeners() error {
 		// what it says, the active's advertised address, every front is
 		// configured with anyway). Health passes to show the role.
 		return []grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), logUnary(log)),
-			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor()),
+			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), credentialUnary, logUnary(log)),
+			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor(), credentialStream),
 			// Calls run on long-lived goroutines whose stacks have grown
 			// already: a goroutine per call grew its stack from the start
 			// on every Submit (argument validation, the journal, the
@@ -451,6 +458,9 @@ func (s *Server) buildListeners() error {
 	s.services.registerOn(g, s.Active, s.notActive)
 	healthpb.RegisterHealthServer(g, s.health)
 	s.grpc = g
+	s.console.srv = grpc.NewServer(append(interceptors(), grpc.Creds(authz.ConsoleCredentials()))...)
+	s.services.registerOn(s.console.srv, s.Active, s.notActive)
+	s.console.lis = bufconn.Listen(consoleBuffer)
 	if cfg.TCPAddr != "" {
 		opts := append(interceptors(),
 			// A connection is re-made (and its certificate checked again)
@@ -609,6 +619,7 @@ func (s *Server) Run(ctx context.Context) error {
 		g.Go(func() error { return s.takeOver(gctx, g) })
 	}
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
+	g.Go(func() error { return s.console.srv.Serve(s.console.lis) })
 	if s.tcp != nil {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
@@ -621,7 +632,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if s.Active() {
 			s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
 		}
-		for _, g := range []*grpc.Server{s.grpc, s.tcp} {
+		for _, g := range []*grpc.Server{s.grpc, s.tcp, s.console.srv} {
 			if g == nil {
 				continue
 			}

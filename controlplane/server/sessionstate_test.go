@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -152,7 +153,7 @@ func forgeSession(t *testing.T, cfg Config, before func(t *testing.T, srv *Serve
 	}
 	runAndStop(t, srv)
 
-	kv, err := store.OpenBadger(DBDir(cfg.DataDir), store.BadgerOptions{})
+	kv, err := badgerkv.Open(DBDir(cfg.DataDir), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestForgedSessionRecordRefusedByTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	runAndStop(t, srv)
-	kv, err := store.OpenBadger(DBDir(data), store.BadgerOptions{})
+	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

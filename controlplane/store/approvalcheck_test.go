@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -29,7 +30,7 @@ func TestCheckStateFindsAForgedApproval(t *testing.T) {
 		want  []found
 	}{
 		{name: "awaiting approval set to authorized", forge: func(kv store.KV) error {
-			if err := rewrite(kv, waiting, func(x *recordv1.Execution) {
+			if err := storetest.Rewrite(kv, waiting, func(x *recordv1.Execution) {
 				x.State, x.Reason = recordv1.State_STATE_AUTHORIZED, "approved by ops: looks fine"
 			}); err != nil {
 				return err
@@ -38,14 +39,14 @@ func TestCheckStateFindsAForgedApproval(t *testing.T) {
 				{Key: []byte(stateKey(recordv1.State_STATE_AUTHORIZED, waiting))}})
 		}, want: []found{{waiting, store.MismatchRecord}}},
 		{name: "approver renamed", forge: func(kv store.KV) error {
-			return rewrite(kv, approved, func(x *recordv1.Execution) { x.Reason = "approved by cfo: ok" })
+			return storetest.Rewrite(kv, approved, func(x *recordv1.Execution) { x.Reason = "approved by cfo: ok" })
 		}, want: []found{{approved, store.MismatchRecord}}},
 	}
-	for _, b := range tokenBackends {
+	for _, b := range storetest.Backends {
 		for _, tt := range tests {
-			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
-				open := b.new(t)
-				s := openStore(t, open())
+			t.Run(b.Name+"/"+tt.name, func(t *testing.T) {
+				open := b.New(t)
+				s := storetest.OpenStore(t, open())
 				build(t, s, 3, 0)
 				err := s.Update(context.Background(), func(tx *store.Tx) error {
 					for _, id := range []string{waiting, approved} {
@@ -75,14 +76,7 @@ func TestCheckStateFindsAForgedApproval(t *testing.T) {
 				if err != nil || !rep.OK() {
 					t.Fatalf("CheckState of an untouched store = %v, %v; want ok", rep, err)
 				}
-				s.Close()
-				kv := open()
-				if err := tt.forge(kv); err != nil {
-					t.Fatal(err)
-				}
-				kv.Close()
-				s = openStore(t, open())
-				defer s.Close()
+				s = storetest.Reopen(t, s, open, tt.forge)
 				for _, scope := range []store.CheckScope{store.CheckAll, store.CheckUnsettled} {
 					rep, err = s.CheckState(t.Context(), scope)
 					if err != nil {

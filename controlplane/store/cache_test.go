@@ -4,17 +4,19 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+
+	"github.com/latchhq/latch/controlplane/store/memkv"
 )
 
 // racingKV runs during, once, inside its next Get after the backend read:
 // a commit that lands between a reader's miss and the cache update.
 type racingKV struct {
-	*MemKV
+	*memkv.KV
 	during func()
 }
 
 func (r *racingKV) Get(key []byte) ([]byte, error) {
-	v, err := r.MemKV.Get(key)
+	v, err := r.KV.Get(key)
 	if f := r.during; f != nil {
 		r.during = nil
 		f()
@@ -26,7 +28,7 @@ func (r *racingKV) Get(key []byte) ([]byte, error) {
 // and a miss or value read while a commit of the same key landed is not
 // cached over the committed value.
 func TestCachedMissNeverHidesACommit(t *testing.T) {
-	kv := &racingKV{MemKV: NewMemKV()}
+	kv := &racingKV{KV: memkv.New()}
 	c := newCachedKV(kv)
 	if _, err := c.Get([]byte("x/a")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get(missing) = %v", err)
@@ -54,7 +56,7 @@ func TestCachedMissNeverHidesACommit(t *testing.T) {
 	}
 
 	// The same for a value read while a commit replaced it.
-	if err := kv.MemKV.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
+	if err := kv.Commit([]Write{{Key: []byte("x/d"), Value: []byte("old")}}); err != nil {
 		t.Fatal(err)
 	}
 	kv.during = func() {

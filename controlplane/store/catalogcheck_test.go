@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -39,10 +40,10 @@ func TestCheckStateFindsAForgedCatalog(t *testing.T) {
 		want  []found
 	}{
 		{name: "catalog in force rewound to the older version", forge: func(kv store.KV) error {
-			return put(kv, "m/catalog", &recordv1.CatalogVersion{Version: catalogVersion(v1), Source: "c.yaml", Tools: 1, Trigger: "start"})
+			return storetest.Put(kv, "m/catalog", &recordv1.CatalogVersion{Version: catalogVersion(v1), Source: "c.yaml", Tools: 1, Trigger: "start"})
 		}, want: []found{{"catalog", store.MismatchRecord}}},
 		{name: "catalog in force set to a version never loaded", forge: func(kv store.KV) error {
-			return put(kv, "m/catalog", &recordv1.CatalogVersion{Version: catalogVersion([]byte("evil")), Source: "c.yaml", Tools: 1, Previous: catalogVersion(v1), Trigger: "reload"})
+			return storetest.Put(kv, "m/catalog", &recordv1.CatalogVersion{Version: catalogVersion([]byte("evil")), Source: "c.yaml", Tools: 1, Previous: catalogVersion(v1), Trigger: "reload"})
 		}, want: []found{{"catalog", store.MismatchRecord}}},
 		{name: "catalog in force deleted", forge: func(kv store.KV) error {
 			return kv.Commit([]store.Write{{Key: []byte("m/catalog"), Delete: true}})
@@ -55,11 +56,11 @@ func TestCheckStateFindsAForgedCatalog(t *testing.T) {
 			return kv.Commit([]store.Write{{Key: []byte("k/" + catalogVersion(evil)), Value: evil}})
 		}, want: []found{{catalogVersion([]byte("tools: {evil: {}}")), store.MismatchUnjournaled}}},
 	}
-	for _, b := range tokenBackends {
+	for _, b := range storetest.Backends {
 		for _, tt := range tests {
-			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
-				open := b.new(t)
-				s := openStore(t, open())
+			t.Run(b.Name+"/"+tt.name, func(t *testing.T) {
+				open := b.New(t)
+				s := storetest.OpenStore(t, open())
 				build(t, s, 3, 0)
 				err := s.Update(context.Background(), func(tx *store.Tx) error {
 					if _, err := putCatalog(tx, v1, ""); err != nil {
@@ -75,14 +76,7 @@ func TestCheckStateFindsAForgedCatalog(t *testing.T) {
 				if err != nil || !rep.OK() {
 					t.Fatalf("CheckState of an untouched store = %v, %v; want ok", rep, err)
 				}
-				s.Close()
-				kv := open()
-				if err := tt.forge(kv); err != nil {
-					t.Fatal(err)
-				}
-				kv.Close()
-				s = openStore(t, open())
-				defer s.Close()
+				s = storetest.Reopen(t, s, open, tt.forge)
 				rep, err = s.CheckState(t.Context(), store.CheckAll)
 				if err != nil {
 					t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -89,9 +91,9 @@ func build(tb testing.TB, s *store.Store, n, unsettledEvery int) {
 	}
 }
 
-func openBadger(tb testing.TB, dir string) (*store.BadgerKV, *store.Store) {
+func openBadger(tb testing.TB, dir string) (*badgerkv.KV, *store.Store) {
 	tb.Helper()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -102,11 +104,13 @@ func openBadger(tb testing.TB, dir string) (*store.BadgerKV, *store.Store) {
 	return kv, s
 }
 
+// found is one mismatch a check reported: the record and the kind.
 type found struct {
 	ID   string
 	Kind store.MismatchKind
 }
 
+// summary is ms as founds, ordered by ID then kind (for cmp.Diff).
 func summary(ms []store.Mismatch) []found {
 	out := []found{}
 	for _, m := range ms {
@@ -119,27 +123,6 @@ func summary(ms []store.Mismatch) []found {
 		return out[i].Kind < out[j].Kind
 	})
 	return out
-}
-
-func put(kv store.KV, key string, m proto.Message) error {
-	v, err := proto.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return kv.Commit([]store.Write{{Key: []byte(key), Value: v}})
-}
-
-func rewrite(kv store.KV, id string, edit func(x *recordv1.Execution)) error {
-	v, err := kv.Get([]byte("x/" + id))
-	if err != nil {
-		return err
-	}
-	x := &recordv1.Execution{}
-	if err := proto.Unmarshal(v, x); err != nil {
-		return err
-	}
-	edit(x)
-	return put(kv, "x/"+id, x)
 }
 
 // TestCheckStateFindsEveryForgery forges a stopped Badger store once per
@@ -169,10 +152,10 @@ func TestCheckStateFindsEveryForgery(t *testing.T) {
 		{name: "in-flight execution set to not_executed", forge: func(kv store.KV) error { return storetest.Forge(kv, storetest.State, inFlight, other) },
 			want: []found{{inFlight, store.MismatchRecord}}, unsettled: true},
 		{name: "arguments of an in-flight execution", forge: func(kv store.KV) error {
-			return rewrite(kv, inFlight, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"666"}`) })
+			return storetest.Rewrite(kv, inFlight, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"666"}`) })
 		}, want: []found{{inFlight, store.MismatchRecord}}, unsettled: true},
 		{name: "journal index", forge: func(kv store.KV) error {
-			return rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
 		}, want: []found{{victim, store.MismatchRecord}}},
 		{name: "rewound to an older snapshot with its history cut", forge: func(kv store.KV) error {
 			// The record becomes its dispatched snapshot, and the history
@@ -185,38 +168,28 @@ func TestCheckStateFindsEveryForgery(t *testing.T) {
 			if err := kv.Commit([]store.Write{{Key: []byte("e/" + victim), Value: hv[:24]}}); err != nil {
 				return err
 			}
-			return rewrite(kv, victim, func(x *recordv1.Execution) {
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) {
 				x.State, x.ResultRef, x.ResultSha256, x.Outcome, x.TargetStatus = recordv1.State_STATE_DISPATCHED, "", nil, 0, 0
 				x.JournalIndex = uint64(dispatchedAt)
 			})
 		}, want: []found{{victim, store.MismatchHistory}, {victim, store.MismatchRecord}}},
 		{name: "record nobody journaled", forge: func(kv store.KV) error {
-			return put(kv, "x/act_intruder", &recordv1.Execution{Id: "act_intruder", State: recordv1.State_STATE_COMPLETED})
+			return storetest.Put(kv, "x/act_intruder", &recordv1.Execution{Id: "act_intruder", State: recordv1.State_STATE_COMPLETED})
 		}, want: []found{{"act_intruder", store.MismatchUnjournaled}}},
 		{name: "result nobody journaled", forge: func(kv store.KV) error {
-			return put(kv, "r/act_intruder", &recordv1.Result{Status: 200})
+			return storetest.Put(kv, "r/act_intruder", &recordv1.Result{Status: 200})
 		}, want: []found{{"act_intruder", store.MismatchUnjournaled}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			kv, s := openBadger(t, dir)
+			open := storetest.Badger(t)
+			s := storetest.OpenStore(t, open())
 			build(t, s, 5, 3)
 			rep, err := s.CheckState(t.Context(), store.CheckAll)
 			if err != nil || !rep.OK() || rep.Executions != 5 || rep.Results != 3 || rep.Index != 5 {
 				t.Fatalf("CheckState of an untouched store = %v, %v; want ok over 5 executions, 3 results, 5 index entries", rep, err)
 			}
-			s.Close()
-			kv, err = store.OpenBadger(dir, store.BadgerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tt.forge(kv); err != nil {
-				t.Fatal(err)
-			}
-			kv.Close()
-			_, s = openBadger(t, dir)
-			defer s.Close()
+			s = storetest.Reopen(t, s, open, tt.forge)
 			rep, err = s.CheckState(t.Context(), store.CheckAll)
 			if err != nil {
 				t.Fatal(err)
@@ -250,7 +223,7 @@ func TestVerifiedWithholdsAForgedResult(t *testing.T) {
 		t.Fatalf("Verified = %v, %v, %v; want the 201 result", x, r, err)
 	}
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +251,7 @@ func TestLatestRefusesAnIndexThatDisagrees(t *testing.T) {
 			_, s := openBadger(t, dir)
 			build(t, s, 3, 0)
 			s.Close()
-			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+			kv, err := badgerkv.Open(dir, badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +314,7 @@ func TestStartupCheckAtScale(t *testing.T) {
 	build(t, s, n, 1000)
 	t.Logf("built %d executions (%d journal records) in %v", n, s.JournalSize(), time.Since(start))
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +369,7 @@ func TestStartupCheckAtScale(t *testing.T) {
 // records, result against its committed hash) on a store of 10,000
 // executions, next to the unchecked read it replaced.
 func BenchmarkVerified(b *testing.B) {
-	s, err := store.New(store.Config{KV: store.NewMemKV()})
+	s, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -15,7 +16,7 @@ import (
 // carry the credential, unless they set their own; updates without it
 // append none.
 func TestWithCredential(t *testing.T) {
-	s := newStore(t, NewMemKV())
+	s := newStore(t, memkv.New())
 	cred := &recordv1.OperatorCredential{Operator: "root", Kind: "operator_token", TokenId: "tok_1", TokenCreatedBy: "local operator uid:0", TokenCreatedVia: "unix"}
 	own := &recordv1.OperatorCredential{Operator: "bob", Kind: "sign_in_link"}
 	ctx := WithCredential(t.Context(), cred)

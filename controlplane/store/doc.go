@@ -3,26 +3,16 @@
 // backend (Badger on disk, PostgreSQL, or an in-memory map for unit tests)
 // behind one single writer that commits concurrent updates in groups.
 //
-// # PostgreSQL
+// # Backends
 //
-// PostgresKV keeps the same keys in one table, latch_kv (k bytea primary
-// key, v bytea): bytea orders bytewise, so scans see Badger's key order. A
-// group is one statement in one implicit transaction: the deletions, the
-// upserts and the commit marker (latch_commit, which tells after a lost
-// answer whether the group landed) as data-modifying parts of a WITH, and
-// the fence in its main SELECT, so it runs whatever the parts find. Concurrent Gets are coalesced into one
-// query (pgget.go). Schema versions are embedded migrations (pgschema/,
-// table latch_schema_version). The lease (latch_lease: holder, epoch,
-// expiry) makes one replica active; its commits call latch_fence(epoch) in
-// the same statement, so after a takeover they fail with ErrFenced.
-//
-// Beside the records, the tables every replica shares (pgsecrets.go,
-// pgreplicas.go): latch_keys (the fingerprint and journal keys, sealed by
-// the caller with the vault; only the journal's verifier in clear),
-// latch_vault (the vault document, one row, versioned and fenced) and
-// latch_replicas (replicas seen, informational). The store never sees a
-// key in clear. Snapshot gives a read-only KV over one REPEATABLE READ
-// transaction, for auditing a live database with a SELECT-only role.
+// The backend is a backend.KV (package backend: the contract, and the
+// capabilities a shared backend adds, found by interface assertion):
+// memkv (tests), badgerkv (DATA/db) and pgkv (PostgreSQL, shared by
+// replicas: a Leaser, KeyRows and ReplicaTable). Package backends opens
+// the one a --store value names; package kvtest is the contract suite
+// each runs. The store relies on nothing else of a backend: a backend
+// that lends its scans' bytes (backend.LentScanner) is read without
+// copies by the state check.
 //
 // # Group commit
 //

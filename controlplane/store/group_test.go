@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // countingKV counts commits.
 type countingKV struct {
-	*MemKV
+	*memkv.KV
 	mu      sync.Mutex
 	commits int
 	keys    map[string]bool // every key committed
@@ -27,7 +28,7 @@ func (c *countingKV) Commit(w []Write) error {
 		c.keys[string(x.Key)] = true
 	}
 	c.mu.Unlock()
-	return c.MemKV.Commit(w)
+	return c.KV.Commit(w)
 }
 
 func (c *countingKV) count() int {
@@ -46,7 +47,7 @@ func putExec(id string) func(*Tx) error {
 // committed with the next update's group (one commit for both), and its
 // caller is answered after that commit, like the other's.
 func TestLazyUpdateJoinsTheNextGroup(t *testing.T) {
-	kv := &countingKV{MemKV: NewMemKV()}
+	kv := &countingKV{KV: memkv.New()}
 	s := newStore(t, kv)
 	s.lazyDelay = time.Hour // only another update (or Close) commits it
 	lazy := &request{fn: putExec("act_lazy"), done: make(chan error, 1), lazy: true}
@@ -72,7 +73,7 @@ func TestLazyUpdateJoinsTheNextGroup(t *testing.T) {
 // TestLazyUpdateCommitsAlone: with no other update, a lazy update is
 // committed on its own after its delay, and only then answered.
 func TestLazyUpdateCommitsAlone(t *testing.T) {
-	kv := &countingKV{MemKV: NewMemKV()}
+	kv := &countingKV{KV: memkv.New()}
 	s := newStore(t, kv)
 	if err := s.UpdateLazy(context.Background(), putExec("act_alone")); err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestLazyUpdateCommitsAlone(t *testing.T) {
 // TestCloseCommitsHeldLazyUpdates: Close commits what lazy updates are
 // held before it stops the writer; none is dropped.
 func TestCloseCommitsHeldLazyUpdates(t *testing.T) {
-	kv := &countingKV{MemKV: NewMemKV()}
+	kv := &countingKV{KV: memkv.New()}
 	s, err := New(Config{KV: kv})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func (h *heldKV) Commit(w []Write) error {
 // it, so it is committed right after the group in flight instead of a
 // whole commit later.
 func TestUpdatesJoinTheGroupBeingBuilt(t *testing.T) {
-	kv := &heldKV{countingKV: countingKV{MemKV: NewMemKV()}, entered: make(chan struct{}), release: make(chan struct{})}
+	kv := &heldKV{countingKV: countingKV{KV: memkv.New()}, entered: make(chan struct{}), release: make(chan struct{})}
 	s := newStore(t, kv)
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(kv.release) }) }
@@ -176,7 +177,7 @@ func TestUpdatesJoinTheGroupBeingBuilt(t *testing.T) {
 // TestFlushCommitsHeldLazyUpdates: Flush returns once the lazy updates held
 // before it are committed.
 func TestFlushCommitsHeldLazyUpdates(t *testing.T) {
-	kv := &countingKV{MemKV: NewMemKV()}
+	kv := &countingKV{KV: memkv.New()}
 	s := newStore(t, kv)
 	s.lazyDelay = time.Hour
 	lazy := &request{fn: putExec("act_flushed"), done: make(chan error, 1), lazy: true}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"testing"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -40,4 +41,17 @@ func TestScanJournalWithHashes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestJournalKeyIndex: journal keys parse as strconv.ParseInt(hex, 16, 64)
+// would, malformed ones included.
+func TestJournalKeyIndex(t *testing.T) {
+	for _, hex := range []string{"0000000000000000", "000000000000002a", "00000000000000FF", "7fffffffffffffff", "8000000000000000",
+		"ffffffffffffffff", "000000000000002g", "+00000000000002a", "-00000000000002a", "2a", "", "00000000000000002a", " 00000000000002a", "0x0000000000002a"} {
+		want, werr := strconv.ParseInt(hex, 16, 64)
+		got, ok := journalKeyIndex([]byte(hex))
+		if ok != (werr == nil) || (ok && got != want) {
+			t.Errorf("journalKeyIndex(%q) = %d, %v; strconv says %d, %v", hex, got, ok, want, werr)
+		}
+	}
 }

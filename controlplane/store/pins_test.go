@@ -8,13 +8,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // TestUpstreamToolPin: a pin written in a group reads back from the group
 // and from the store after the commit; an absent one is ErrNotFound.
 func TestUpstreamToolPin(t *testing.T) {
-	s := newStore(t, NewMemKV())
+	s := newStore(t, memkv.New())
 	if _, err := s.UpstreamToolPin("counter.add_note"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("UpstreamToolPin(absent) = %v, want ErrNotFound", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -76,7 +77,7 @@ func editSession(kv store.KV, id string, edit func(x *recordv1.Session)) error {
 		return err
 	}
 	edit(x)
-	return put(kv, "S/"+id, x)
+	return storetest.Put(kv, "S/"+id, x)
 }
 
 // TestCheckStateFindsForgedSessions forges a stopped store (Badger and
@@ -89,7 +90,7 @@ func TestCheckStateFindsForgedSessions(t *testing.T) {
 		want  []found
 	}{
 		{name: "planted authorized session", forge: func(kv store.KV) error {
-			return put(kv, "S/ses_planted", &recordv1.Session{Id: "ses_planted", Actor: "mallory", Key: "run:x",
+			return storetest.Put(kv, "S/ses_planted", &recordv1.Session{Id: "ses_planted", Actor: "mallory", Key: "run:x",
 				State: recordv1.SessionState_SESSION_STATE_AUTHORIZED, AuthorizedBy: "ops", AuthorizedAt: timestamppb.Now()})
 		}, want: []found{{"ses_planted", store.MismatchUnjournaled}}},
 		{name: "revoked session flipped to authorized", forge: func(kv store.KV) error {
@@ -109,24 +110,17 @@ func TestCheckStateFindsForgedSessions(t *testing.T) {
 			return kv.Commit([]store.Write{{Key: []byte("S/ses_revoked"), Delete: true}})
 		}, want: []found{{"ses_revoked", store.MismatchMissing}}},
 	}
-	for _, b := range tokenBackends {
+	for _, b := range storetest.Backends {
 		for _, tt := range tests {
-			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
-				open := b.new(t)
-				s := openStore(t, open())
+			t.Run(b.Name+"/"+tt.name, func(t *testing.T) {
+				open := b.New(t)
+				s := storetest.OpenStore(t, open())
 				sessionStore(t, s)
 				rep, err := s.CheckState(t.Context(), store.CheckAll)
 				if err != nil || !rep.OK() || rep.Sessions != 3 {
 					t.Fatalf("CheckState of an untouched store = %v, %v (sessions %d); want ok over 3 sessions", rep, err, rep.Sessions)
 				}
-				s.Close()
-				kv := open()
-				if err := tt.forge(kv); err != nil {
-					t.Fatal(err)
-				}
-				kv.Close()
-				s = openStore(t, open())
-				defer s.Close()
+				s = storetest.Reopen(t, s, open, tt.forge)
 				rep, err = s.CheckState(t.Context(), store.CheckAll)
 				if err != nil {
 					t.Fatal(err)
@@ -147,10 +141,10 @@ func TestCheckStateFindsForgedSessions(t *testing.T) {
 // the store made and refuses each forgery; a store written before the
 // index gets it from IndexSessions.
 func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
-	for _, b := range tokenBackends {
-		t.Run(b.name, func(t *testing.T) {
-			open := b.new(t)
-			s := openStore(t, open())
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			open := b.New(t)
+			s := storetest.OpenStore(t, open())
 			sessionStore(t, s)
 			for _, id := range []string{"ses_pending", "ses_authorized", "ses_revoked"} {
 				x, err := s.Session(id)
@@ -175,14 +169,14 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := put(kv, "S/ses_revoked", flipped); err != nil {
+			if err := storetest.Put(kv, "S/ses_revoked", flipped); err != nil {
 				t.Fatal(err)
 			}
-			if err := put(kv, "S/ses_planted", planted); err != nil {
+			if err := storetest.Put(kv, "S/ses_planted", planted); err != nil {
 				t.Fatal(err)
 			}
 			kv.Close()
-			s = openStore(t, open())
+			s = storetest.OpenStore(t, open())
 			for _, tt := range []struct {
 				name string
 				x    *recordv1.Session
@@ -210,7 +204,7 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			kv.Close()
-			s = openStore(t, open())
+			s = storetest.OpenStore(t, open())
 			var se *store.StateError
 			if err := s.CheckSession(planted, nil); !errors.As(err, &se) || se.Mismatches[0].Kind != store.MismatchUnjournaled {
 				t.Errorf("CheckSession(planted, index naming another session's record) = %v, want unjournaled", err)
@@ -223,14 +217,14 @@ func TestCheckSessionAgainstItsIndexedRecord(t *testing.T) {
 			for _, k := range []string{"sj/ses_pending", "sj/ses_authorized", "sj/ses_revoked", "sj/ses_planted", "m/sessions_indexed", "S/ses_planted"} {
 				ws = append(ws, store.Write{Key: []byte(k), Delete: true})
 			}
-			if err := put(kv, "S/ses_revoked", revoked); err != nil {
+			if err := storetest.Put(kv, "S/ses_revoked", revoked); err != nil {
 				t.Fatal(err)
 			}
 			if err := kv.Commit(ws); err != nil {
 				t.Fatal(err)
 			}
 			kv.Close()
-			s = openStore(t, open())
+			s = storetest.OpenStore(t, open())
 			defer s.Close()
 			auth, err := s.Session("ses_authorized")
 			if err != nil {

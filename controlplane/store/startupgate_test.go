@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -20,13 +22,13 @@ func TestStartupGateChecksBeforeActing(t *testing.T) {
 	kv, s := openBadger(t, dir)
 	build(t, s, 30, 10) // 0, 10, 20 stay dispatched
 	s.Close()
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	forged, sound, settled := idOf(0), idOf(10), idOf(1)
 	for _, id := range []string{forged, settled} {
-		if err := rewrite(kv, id, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"forged"}`) }); err != nil {
+		if err := storetest.Rewrite(kv, id, func(x *recordv1.Execution) { x.Arguments = []byte(`{"version":"forged"}`) }); err != nil {
 			t.Fatal(err)
 		}
 	}

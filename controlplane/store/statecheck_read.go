@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
+
 	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -373,11 +375,6 @@ func prescan[T any](wg *sync.WaitGroup, n int, scan func(yield func(T) bool) err
 	}
 }
 
-// lentScanner is a backend whose scans can lend their bytes (BadgerKV).
-type lentScanner interface {
-	ScanFromLent(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error
-}
-
 // scanLent is Scan (ascending) lending the backend's bytes when it can: fn
 // must copy what it keeps of key and value.
 func (s *Store) scanLent(prefix []byte, fn func(key, value []byte) bool) error {
@@ -390,7 +387,7 @@ func (s *Store) scanLentFrom(prefix, start []byte, fn func(key, value []byte) bo
 	if c, ok := kv.(*cachedKV); ok {
 		kv = c.KV // scans bypass the cache anyway
 	}
-	if l, ok := kv.(lentScanner); ok {
+	if l, ok := kv.(backend.LentScanner); ok {
 		return l.ScanFromLent(prefix, start, false, fn)
 	}
 	return kv.ScanFrom(prefix, start, false, fn)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -55,7 +56,7 @@ func TestCheckAllChunkingChangesNothing(t *testing.T) {
 			return storetest.Forge(kv, storetest.DeletedWithIndex, victim, other)
 		}},
 		{name: "journal index", forge: func(kv store.KV) error {
-			return rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
+			return storetest.Rewrite(kv, victim, func(x *recordv1.Execution) { x.JournalIndex-- })
 		}},
 		{name: "journal record gone", forge: func(kv store.KV) error {
 			return kv.Commit([]store.Write{{Key: leafKey(9), Delete: true}})
@@ -99,7 +100,7 @@ func TestCheckAllChunkingChangesNothing(t *testing.T) {
 			_, s := openBadger(t, dir)
 			build(t, s, 7, 3)
 			s.Close()
-			if kv, err := store.OpenBadger(dir, store.BadgerOptions{}); err != nil {
+			if kv, err := badgerkv.Open(dir, badgerkv.Options{}); err != nil {
 				t.Fatal(err)
 			} else {
 				if err := tt.forge(kv); err != nil {

@@ -814,3 +814,19 @@ func decodeSession(data []byte, err error) (*recordv1.Session, error) {
 	}
 	return x, nil
 }
+
+// StoredJournalSize reads the journal length kept in kv (0 for a store
+// never written) without opening a Store: for status reports on a store
+// another process is writing.
+func StoredJournalSize(kv KV) (int64, error) {
+	v, err := kv.Get(journalSizeKey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case len(v) != 8:
+		return 0, fmt.Errorf("store: journal size record is %d bytes, want 8", len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}

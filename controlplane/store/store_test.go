@@ -17,6 +17,9 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -26,9 +29,9 @@ var backends = []struct {
 	name string
 	open func(tb testing.TB, dir string) KV
 }{
-	{"mem", func(tb testing.TB, dir string) KV { return NewMemKV() }},
+	{"mem", func(tb testing.TB, dir string) KV { return memkv.New() }},
 	{"badger", func(tb testing.TB, dir string) KV {
-		kv, err := OpenBadger(dir, BadgerOptions{})
+		kv, err := badgerkv.Open(dir, badgerkv.Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -41,9 +44,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // openPG opens the PostgreSQL backend on url (migrating it) and closes it
 // when tb ends.
-func openPG(tb testing.TB, url string) *PostgresKV {
+func openPG(tb testing.TB, url string) *pgkv.KV {
 	tb.Helper()
-	kv, err := OpenPostgres(context.Background(), url, PostgresOptions{Migrate: true, PageSize: 7, PageBytes: 40})
+	kv, err := pgkv.Open(context.Background(), url, pgkv.Options{Migrate: true, PageSize: 7, PageBytes: 40})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -206,7 +209,7 @@ func TestMatchOrCreateIsAtomic(t *testing.T) {
 }
 
 func TestCommitFailureReportsToEveryCaller(t *testing.T) {
-	kv := NewMemKV()
+	kv := memkv.New()
 	s := newStore(t, kv)
 	kv.FailCommit = errors.New("disk full")
 	err := s.Update(t.Context(), func(tx *Tx) error {
@@ -310,7 +313,7 @@ func checkTree(t *testing.T, s *Store) {
 func badgerWithJournal(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	kv, err := OpenBadger(dir, BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +329,7 @@ func badgerWithJournal(t *testing.T, n int) string {
 }
 
 func TestJournalSurvivesReopen(t *testing.T) {
-	kv, err := OpenBadger(badgerWithJournal(t, 37), BadgerOptions{})
+	kv, err := badgerkv.Open(badgerWithJournal(t, 37), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +342,7 @@ func TestJournalSurvivesReopen(t *testing.T) {
 }
 
 func TestClosedStoreRefusesUpdates(t *testing.T) {
-	s := newStore(t, NewMemKV())
+	s := newStore(t, memkv.New())
 	s.Close()
 	if err := s.Update(t.Context(), func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
 		t.Errorf("Update after Close = %v, want ErrClosed", err)
@@ -348,7 +351,7 @@ func TestClosedStoreRefusesUpdates(t *testing.T) {
 
 // gatedKV blocks the first Commit until released, then fails it.
 type gatedKV struct {
-	*MemKV
+	*memkv.KV
 	entered, release chan struct{}
 	once             sync.Once
 }
@@ -361,14 +364,14 @@ func (g *gatedKV) Commit(w []Write) error {
 		<-g.release
 		return errors.New("disk gone")
 	}
-	return g.MemKV.Commit(w)
+	return g.KV.Commit(w)
 }
 
 // TestPipelinedGroupBuiltOnFailedCommitFails: a group built while the one
 // before it was being committed must not survive that commit's failure,
 // since it read writes that never happened.
 func TestPipelinedGroupBuiltOnFailedCommitFails(t *testing.T) {
-	kv := &gatedKV{MemKV: NewMemKV(), entered: make(chan struct{}), release: make(chan struct{})}
+	kv := &gatedKV{KV: memkv.New(), entered: make(chan struct{}), release: make(chan struct{})}
 	s := newStore(t, kv)
 	first := make(chan error, 1)
 	go func() {
@@ -429,7 +432,7 @@ func BenchmarkMatchLookup(b *testing.B) {
 	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("stored=%d", n), func(b *testing.B) {
-			kv, err := OpenBadger(b.TempDir(), BadgerOptions{})
+			kv, err := badgerkv.Open(b.TempDir(), badgerkv.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -490,7 +493,7 @@ func TestReadsAfterCloseFailCleanly(t *testing.T) {
 // a Close that arrives meanwhile must neither deadlock nor let a read reach
 // the closed database.
 func TestCloseDuringNestedReads(t *testing.T) {
-	kv, err := OpenBadger(t.TempDir(), BadgerOptions{})
+	kv, err := badgerkv.Open(t.TempDir(), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +542,7 @@ func TestCloseDuringNestedReads(t *testing.T) {
 // share groups, and reads each execution's history back after a reopen.
 func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
 	dir := t.TempDir()
-	kv, err := OpenBadger(dir, BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +575,7 @@ func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	kv, err = OpenBadger(dir, BadgerOptions{})
+	kv, err = badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,7 +601,7 @@ func TestHistoryKeepsEachExecutionsEntriesInOrder(t *testing.T) {
 }
 
 func TestOpenRefusesAnotherLayout(t *testing.T) {
-	kv, err := OpenBadger(badgerWithJournal(t, 1), BadgerOptions{})
+	kv, err := badgerkv.Open(badgerWithJournal(t, 1), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +621,7 @@ func TestOpenRefusesAnotherLayout(t *testing.T) {
 // inside one update and across updates; its state index must end with one
 // key, for the current state.
 func TestStateIndexHoldsOnlyTheCurrentState(t *testing.T) {
-	kv := NewMemKV()
+	kv := memkv.New()
 	s := newStore(t, kv)
 	move := func(tx *Tx, st recordv1.State) error {
 		x, err := tx.Execution("act_1")
@@ -779,7 +782,7 @@ func TestListPagesWithCursor(t *testing.T) {
 // group was waiting must not fail the next update too (it is not built on
 // the failed group's writes, which never happened).
 func TestUpdateAfterAFailedCommitSucceeds(t *testing.T) {
-	kv := NewMemKV()
+	kv := memkv.New()
 	kv.FailCommit = errors.New("disk full (injected)")
 	s := newStore(t, kv)
 	put := func(id string) error {

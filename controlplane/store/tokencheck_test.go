@@ -17,7 +17,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/controlplane/store/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -52,43 +52,6 @@ type tokenStore struct {
 	verifier               string
 }
 
-// tokenBackends are the backends the token checks run on: Badger in a
-// temporary dir, and a fresh PostgreSQL database (pgtest).
-var tokenBackends = []struct {
-	name string
-	new  func(t *testing.T) func() store.KV
-}{
-	{"badger", func(t *testing.T) func() store.KV {
-		dir := t.TempDir()
-		return func() store.KV {
-			kv, err := store.OpenBadger(dir, store.BadgerOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kv
-		}
-	}},
-	{"postgres", func(t *testing.T) func() store.KV {
-		url := pgtest.URL(t)
-		return func() store.KV {
-			kv, err := store.OpenPostgres(context.Background(), url, store.PostgresOptions{Migrate: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kv
-		}
-	}},
-}
-
-func openStore(t testing.TB, kv store.KV) *store.Store {
-	t.Helper()
-	s, err := store.New(store.Config{KV: kv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func buildTokenStore(t *testing.T, open func() store.KV) *tokenStore {
 	t.Helper()
 	ts := &tokenStore{open: open, alice: newToken("latch_alice", "alice"), bob: newToken("latch_bob", "bob")}
@@ -101,7 +64,7 @@ func buildTokenStore(t *testing.T, open func() store.KV) *tokenStore {
 		t.Fatal(err)
 	}
 	ts.verifier = vkey
-	s := openStore(t, open())
+	s := storetest.OpenStore(t, open())
 	build(t, s, 5, 2)
 	err = s.Update(context.Background(), func(tx *store.Tx) error {
 		var err error
@@ -203,7 +166,7 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 			forge: func(kv store.KV, ts *tokenStore) error {
 				x := proto.Clone(ts.alice).(*recordv1.AgentToken)
 				x.Actor = "root"
-				return put(kv, "t/"+x.GetId(), x)
+				return storetest.Put(kv, "t/"+x.GetId(), x)
 			},
 			check: func(ts *tokenStore) string { return ts.alice.GetId() },
 			token: []found{{"tok_" + newToken("latch_alice", "").GetSha256()[:12], store.MismatchRecord}},
@@ -246,7 +209,7 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 			forge: func(kv store.KV, ts *tokenStore) error {
 				x := proto.Clone(ts.bob).(*recordv1.AgentToken)
 				x.RevokedAt, x.RevokedBy = nil, ""
-				if err := put(kv, "t/"+x.GetId(), x); err != nil {
+				if err := storetest.Put(kv, "t/"+x.GetId(), x); err != nil {
 					return err
 				}
 				return kv.Commit([]store.Write{{Key: []byte("tj/" + x.GetId()), Value: indexValue(ts.bobAt)}})
@@ -283,16 +246,16 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 			all:        []found{},
 		},
 	}
-	for _, b := range tokenBackends {
+	for _, b := range storetest.Backends {
 		for _, tt := range tests {
-			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
-				ts := buildTokenStore(t, b.new(t))
+			t.Run(b.Name+"/"+tt.name, func(t *testing.T) {
+				ts := buildTokenStore(t, b.New(t))
 				kv := ts.open()
 				if err := tt.forge(kv, ts); err != nil {
 					t.Fatal(err)
 				}
 				kv.Close()
-				s := openStore(t, ts.open())
+				s := storetest.OpenStore(t, ts.open())
 				defer s.Close()
 				anchor, err := journal.OpenCheckpoint(ts.checkpoint, ts.verifier)
 				if err != nil {
@@ -345,8 +308,8 @@ func TestCheckTokenAgainstItsIndexedRecord(t *testing.T) {
 // journaled token at its last record (bob at his revocation), leaves a
 // planted token unindexed (so it is refused), and is one read the next time.
 func TestIndexTokensBuildsTheIndexOfAnOlderStore(t *testing.T) {
-	for _, b := range tokenBackends {
-		t.Run(b.name, func(t *testing.T) { testIndexTokens(t, b.new(t)) })
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) { testIndexTokens(t, b.New(t)) })
 	}
 }
 
@@ -366,7 +329,7 @@ func testIndexTokens(t *testing.T, open func() store.KV) {
 	}
 	kv.Close()
 
-	s := openStore(t, ts.open())
+	s := storetest.OpenStore(t, ts.open())
 	defer s.Close()
 	rep, err := s.CheckState(context.Background(), store.CheckAll)
 	if err != nil {
@@ -429,8 +392,8 @@ func testIndexTokens(t *testing.T, open func() store.KV) {
 // stale, reads the journal records written since the marker, and both
 // tokens check (the full check agrees too).
 func TestIndexTokensRepairsWhatAnOlderLatchLeft(t *testing.T) {
-	ts := buildTokenStore(t, tokenBackends[0].new(t))
-	s := openStore(t, ts.open())
+	ts := buildTokenStore(t, storetest.Backends[0].New(t))
+	s := storetest.OpenStore(t, ts.open())
 	if reason, n, err := s.IndexTokens(context.Background()); reason != "" || n != 0 || err != nil {
 		t.Errorf("IndexTokens on a sound indexed store = %q, %d, %v; want nothing to do", reason, n, err)
 	}
@@ -457,7 +420,7 @@ func TestIndexTokensRepairsWhatAnOlderLatchLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv.Close()
-	s = openStore(t, ts.open())
+	s = storetest.OpenStore(t, ts.open())
 	defer s.Close()
 	reason, n, err := s.IndexTokens(context.Background())
 	if err != nil || reason == "" || n != 2 {
@@ -489,14 +452,14 @@ func TestIndexTokensRepairsWhatAnOlderLatchLeft(t *testing.T) {
 // the journal was read is checked again through its index, not reported
 // (which stopped the control plane), while a planted token still is.
 func TestCheckAllTokensJournaledAfterTheRead(t *testing.T) {
-	ts := buildTokenStore(t, tokenBackends[0].new(t))
+	ts := buildTokenStore(t, storetest.Backends[0].New(t))
 	mallory := newToken("latch_mallory", "mallory")
 	kv := ts.open()
 	if err := plant(kv, mallory, -1); err != nil {
 		t.Fatal(err)
 	}
 	kv.Close()
-	s := openStore(t, ts.open())
+	s := storetest.OpenStore(t, ts.open())
 	defer s.Close()
 	read := s.JournalSize() // the journal as the pass read it
 	carol := newToken("latch_carol", "carol")

@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/internal/opshttp"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -98,7 +99,7 @@ func TestMetricsFollowCalls(t *testing.T) {
 // does not name is labelled "other"; the oldest unresolved age is read at
 // scrape time.
 func TestExecutionsCountedAtStartThenKept(t *testing.T) {
-	st, err := store.New(store.Config{KV: store.NewMemKV()})
+	st, err := store.New(store.Config{KV: memkv.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -35,7 +36,7 @@ func newService(t *testing.T) (*Service, *store.Store, *clock) { return newServi
 
 func newServiceTB(t testing.TB) (*Service, *store.Store, *clock) {
 	t.Helper()
-	kv, err := store.OpenBadger(t.TempDir(), store.BadgerOptions{})
+	kv, err := badgerkv.Open(t.TempDir(), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
 	dir := t.TempDir()
 	open := func() (*Service, *store.Store) {
 		t.Helper()
-		kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+		kv, err := badgerkv.Open(dir, badgerkv.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +374,7 @@ func TestStoredTokenCheckedAtFirstUse(t *testing.T) {
 
 	const planted = Prefix + "planted-by-hand"
 	sum := Hash(planted)
-	kv, err := store.OpenBadger(dir, store.BadgerOptions{})
+	kv, err := badgerkv.Open(dir, badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@
 // The document lives where Config.Storage says: a file (FileStorage, the
 // default: Config.Path), or a shared store, so that every replica of a
 // control plane on one PostgreSQL database opens the same vault
-// (store.PostgresKV.VaultStorage: one row, written only by the active
+// (pgkv.KV.VaultStorage: one row, written only by the active
 // replica, fenced, each write naming the version it replaces). Storage sees
 // the same bytes a file holds: sealed entries and a sealed data key, never
 // a secret in clear. Create is insert-if-absent, so replicas racing to

@@ -12,7 +12,7 @@ import (
 // Storage keeps the vault document (the format doc.go describes) where the
 // control plane can reach it: a file (FileStorage, the default), or a
 // shared database, so that every replica of a control plane on one store
-// opens the same vault (store.PostgresKV.VaultStorage). The document holds
+// opens the same vault (pgkv.KV.VaultStorage). The document holds
 // only sealed entries, so a Storage never sees a secret in clear.
 type Storage interface {
 	// Load returns the stored document, or an error wrapping

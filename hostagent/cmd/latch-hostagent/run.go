@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"os"
 	"strconv"
@@ -32,6 +33,7 @@ Commands:
   marker fail     [ID] --reason TEXT      mark it failed
   marker status   [ID]                    print the marker (JSON line)
   marker list     [--limit N]             print all markers (JSON lines)
+  version                                 print the build (version, revision, Go, platform)
 
 Marker commands talk to the running agent over --socket (default %s, or
 $%s); they never open the store. ID defaults to $LATCH_EXECUTION_ID, which
@@ -61,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, args[1:], stderr)
 	case "marker":
 		return marker(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		buildinfo.Read().Print(stdout, "latch-hostagent")
+		return hostagent.ExitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return hostagent.ExitOK

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"net"
 	"net/http"
@@ -75,6 +76,7 @@ type options struct {
 	ops          opsOptions
 	personWait   time.Duration
 	limits       mcpfront.Limits
+	version      bool
 }
 
 type stringList []string
@@ -102,11 +104,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&o.origins, "allow-origin", "browser Origin allowed besides loopback ones, like https://console.example.com; compared parsed (scheme, host, port) (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.DurationVar(&o.personWait, "person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the execution and the operator command; the agent's identical call later attaches")
+	fs.BoolVar(&o.version, "version", false, "print the build (version, revision, Go version, platform) and exit")
 	o.limits.Register(fs)
 	o.oauth.Register(fs)
 	o.ops.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if o.version {
+		return o, nil
 	}
 	if err := o.ops.validate(); err != nil {
 		return nil, err
@@ -162,6 +168,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if o.version { // stderr: with --stdio, stdout is the protocol
+		buildinfo.Read().Print(stderr, "latch-mcp")
+		return 0
 	}
 	// Logs always go to stderr: with --stdio, stdout is the protocol.
 	logger := o.ops.logger(o.logLevel, stderr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"time"
 
@@ -51,8 +52,7 @@ type frontOps struct {
 // setup fills cfg.Metrics and cfg.Tracer and builds the metrics listener
 // (bound, not yet serving) when --metrics-listen is set.
 func (o *opsOptions) setup(ctx context.Context, log hclog.Logger, cfg *mcpfront.Config) (*frontOps, error) {
-	version, _ := opshttp.Build()
-	tp, err := tracing.FromEnv(ctx, "latch-mcp", version, log)
+	tp, err := tracing.FromEnv(ctx, "latch-mcp", buildinfo.Read().Version, log)
 	if err != nil {
 		return nil, err
 	}

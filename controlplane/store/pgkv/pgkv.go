@@ -1,11 +1,10 @@
-package store
+package pgkv
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
@@ -26,26 +27,15 @@ import (
 
 // PostgreSQL backend errors.
 var (
-	// ErrSchemaNewer is returned by OpenPostgres when the database was
+	// ErrSchemaNewer is returned by Open when the database was
 	// migrated by a newer latch than this one.
 	ErrSchemaNewer = errors.New("store: the database schema is newer than this latch")
-	// ErrSchemaOlder is returned by OpenPostgres (without Migrate) when
+	// ErrSchemaOlder is returned by Open (without Migrate) when
 	// the database needs `latch store migrate`.
 	ErrSchemaOlder = errors.New("store: the database schema is older than this latch")
-	// ErrCommitUnknown is returned when the connection was lost after a
-	// COMMIT was sent and its outcome could not be read back. The backend
-	// refuses every later commit: the caller's view of the committed state
-	// may be wrong, and only a restart (which reloads it) is safe.
-	ErrCommitUnknown = errors.New("store: the outcome of a commit is unknown")
-	// ErrNotCommitted is returned when a commit certainly did not happen
-	// because the database could not be reached or went away (nothing was
-	// sent, the connection was lost before COMMIT, or the server is
-	// shutting down or refusing connections): the same call may be made
-	// again, here once the database is back or on another replica.
-	ErrNotCommitted = errors.New("store: the commit did not happen: the database is unreachable")
 )
 
-//go:embed pgschema/*.sql
+//go:embed schema/*.sql
 var pgSchemaFS embed.FS
 
 // migration is one embedded schema step.
@@ -72,14 +62,14 @@ func mustLoadMigrations(fsys fs.FS) []migration {
 }
 
 func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "pgschema/*.sql")
+	names, err := fs.Glob(fsys, "schema/*.sql")
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(names)
 	var ms []migration
 	for i, n := range names {
-		base := strings.TrimPrefix(n, "pgschema/")
+		base := strings.TrimPrefix(n, "schema/")
 		num, _, ok := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil || v != i+1 {
@@ -100,8 +90,8 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // migrationLock is the advisory lock key migrations hold ("latchmig").
 const migrationLock = 0x6c617463686d6967
 
-// PostgresOptions tune the PostgreSQL backend.
-type PostgresOptions struct {
+// Options tune the PostgreSQL backend.
+type Options struct {
 	Logger hclog.Logger
 	// Migrate applies the embedded migrations the database lacks before
 	// use. Without it an older schema is refused with ErrSchemaOlder.
@@ -119,7 +109,7 @@ type PostgresOptions struct {
 	PageBytes int
 }
 
-// PostgresKV is the KV on PostgreSQL: one table of (key bytea primary key,
+// KV is the KV on PostgreSQL: one table of (key bytea primary key,
 // value bytea), ordered bytewise. Each Commit is one transaction, so a
 // group of the store's updates costs one WAL flush, and it waits for
 // whatever synchronous_commit the server or role sets (never lowered here).
@@ -129,13 +119,13 @@ type PostgresOptions struct {
 // a long scan may or may not be seen. The store reads consistent state only
 // from its single writer or offline, and its live checks re-read anything
 // they find disagreeing.
-type PostgresKV struct {
+type KV struct {
 	pool *pgxpool.Pool
 	log  hclog.Logger
-	opts PostgresOptions
+	opts Options
 
 	closed atomic.Bool
-	gets   getBatcher // pgget.go
+	gets   getBatcher // get.go
 	// epoch, once a lease is acquired, fences every commit.
 	epoch atomic.Int64
 	// broken holds the error every commit returns after an unknown outcome.
@@ -147,12 +137,16 @@ type PostgresKV struct {
 	SynchronousCommit string
 }
 
-var _ KV = (*PostgresKV)(nil)
+var (
+	_ backend.Leaser       = (*KV)(nil)
+	_ backend.KeyRows      = (*KV)(nil)
+	_ backend.ReplicaTable = (*KV)(nil)
+)
 
-// IsPostgresURL reports whether s names a PostgreSQL database (a
+// IsURL reports whether s names a PostgreSQL database (a
 // postgres:// or postgresql:// URL, or a libpq key/value string such as
 // "host=a,b dbname=latch") rather than a directory.
-func IsPostgresURL(s string) bool {
+func IsURL(s string) bool {
 	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
 		return true
 	}
@@ -190,11 +184,11 @@ func redactParseError(err error) string {
 	return "malformed"
 }
 
-// OpenPostgres connects to the database at url (a libpq URL or key/value
+// Open connects to the database at url (a libpq URL or key/value
 // string; several hosts with target_session_attrs=read-write reach the
 // primary of a replicated cluster), checks its schema version, applies
 // missing migrations when o.Migrate is set, and returns the backend.
-func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*PostgresKV, error) {
+func Open(ctx context.Context, url string, o Options) (*KV, error) {
 	if o.Logger == nil {
 		o.Logger = hclog.NewNullLogger()
 	}
@@ -215,7 +209,7 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	if err != nil {
 		return nil, fmt.Errorf("store: connect to PostgreSQL: %w", err)
 	}
-	k := &PostgresKV{pool: pool, log: o.Logger, opts: o}
+	k := &KV{pool: pool, log: o.Logger, opts: o}
 	if err := k.open(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -223,7 +217,7 @@ func OpenPostgres(ctx context.Context, url string, o PostgresOptions) (*Postgres
 	return k, nil
 }
 
-func (k *PostgresKV) open(ctx context.Context) error {
+func (k *KV) open(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, k.opts.OpTimeout)
 	defer cancel()
 	if err := k.pool.Ping(ctx); err != nil {
@@ -279,11 +273,11 @@ func schemaVersion(ctx context.Context, q interface {
 	return v, nil
 }
 
-// MigratePostgres applies the embedded migrations the database at url
+// Migrate applies the embedded migrations the database at url
 // lacks, each in the same transaction as its version row, under an
 // advisory lock so concurrent migrators apply each step once. It returns
 // the versions before and after; it refuses a schema newer than this latch.
-func MigratePostgres(ctx context.Context, url string, log hclog.Logger) (from, to int, err error) {
+func Migrate(ctx context.Context, url string, log hclog.Logger) (from, to int, err error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -342,18 +336,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log hclog.Logger) (int, er
 	return SchemaVersion, nil
 }
 
-func (k *PostgresKV) ctx() (context.Context, context.CancelFunc) {
+func (k *KV) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), k.opts.OpTimeout)
 }
 
-func (k *PostgresKV) readErr(what string, err error) error {
+func (k *KV) readErr(what string, err error) error {
 	if k.closed.Load() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	return fmt.Errorf("store: PostgreSQL %s: %w", what, err)
 }
 
-func (k *PostgresKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (k *KV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
 	return k.ScanFrom(prefix, nil, reverse, fn)
 }
 
@@ -402,9 +396,9 @@ const (
 	commitFenced = commitParts + `SELECT (SELECT count(*) FROM tok), latch_fence($5)::text`
 )
 
-func (k *PostgresKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (k *KV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if k.closed.Load() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	return scanPages(prefix, start, reverse, k.opts.PageSize, fn, func(lo, hi []byte, n int) ([][]byte, [][]byte, bool, error) {
 		ctx, cancel := k.ctx()
@@ -509,9 +503,9 @@ func readPage(ctx context.Context, q querier, lo, hi []byte, reverse bool, n, pa
 // outcome is read back through the commit marker (waiting on its row lock,
 // so an in-flight commit finishes first); if it cannot be read the backend
 // refuses every later commit with ErrCommitUnknown.
-func (k *PostgresKV) Commit(writes []Write) error {
+func (k *KV) Commit(writes []backend.Write) error {
 	if k.closed.Load() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	k.brokenMu.Lock()
 	broken := k.broken
@@ -562,7 +556,7 @@ func (k *PostgresKV) Commit(writes []Write) error {
 	if err == nil && marked != 1 {
 		// The writes committed (fenced), but without the token a lost
 		// answer could not be resolved later: refuse further commits.
-		return k.markBroken(fmt.Errorf("%w: the commit marker row (latch_commit id 1) is missing, so a commit whose answer is lost could not be resolved; the schema was changed by hand: restore the row (INSERT INTO latch_commit (id, token) VALUES (1, '\\x00')) and restart latch serve", ErrCommitUnknown))
+		return k.markBroken(fmt.Errorf("%w: the commit marker row (latch_commit id 1) is missing, so a commit whose answer is lost could not be resolved; the schema was changed by hand: restore the row (INSERT INTO latch_commit (id, token) VALUES (1, '\\x00')) and restart latch serve", backend.ErrCommitUnknown))
 	}
 	if err == nil {
 		return nil
@@ -574,16 +568,16 @@ func (k *PostgresKV) Commit(writes []Write) error {
 			return ferr
 		}
 		if unreachable(pe) {
-			return fmt.Errorf("%w: PostgreSQL commit: %w", ErrNotCommitted, err)
+			return fmt.Errorf("%w: PostgreSQL commit: %w", backend.ErrNotCommitted, err)
 		}
 		return fmt.Errorf("store: PostgreSQL commit: %w", err)
 	}
 	if k.closed.Load() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	if pgconn.SafeToRetry(err) {
 		// Nothing reached the server (e.g. no connection could be made).
-		return fmt.Errorf("%w: PostgreSQL commit (nothing was sent): %w", ErrNotCommitted, err)
+		return fmt.Errorf("%w: PostgreSQL commit (nothing was sent): %w", backend.ErrNotCommitted, err)
 	}
 	return k.resolve(token, err)
 }
@@ -601,7 +595,7 @@ func unreachable(pe *pgconn.PgError) bool {
 var resolveBackoff = backoff.Policy{Min: 100 * time.Millisecond, Max: time.Second}
 
 // resolve learns whether the commit holding token happened.
-func (k *PostgresKV) resolve(token []byte, cause error) error {
+func (k *KV) resolve(token []byte, cause error) error {
 	ctx, cancel := k.ctx()
 	defer cancel()
 	var got []byte
@@ -620,13 +614,13 @@ func (k *PostgresKV) resolve(token []byte, cause error) error {
 		k.log.Warn("PostgreSQL commit answer was lost; the commit marker shows it committed", "cause", cause)
 		return nil
 	case err == nil:
-		return fmt.Errorf("%w: PostgreSQL commit failed (the connection was lost before it committed): %w", ErrNotCommitted, cause)
+		return fmt.Errorf("%w: PostgreSQL commit failed (the connection was lost before it committed): %w", backend.ErrNotCommitted, cause)
 	}
-	return k.markBroken(fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", ErrCommitUnknown, cause, err))
+	return k.markBroken(fmt.Errorf("%w: the connection was lost after COMMIT (%v) and reading the outcome failed (%v): restart latch serve, which reloads the committed state", backend.ErrCommitUnknown, cause, err)) //nolint:errorlint // only ErrCommitUnknown is the answer: the lost connection and the failed read are told, not wrapped (moved from store/postgres.go unchanged)
 }
 
 // markBroken makes every later commit fail with broken, and returns it.
-func (k *PostgresKV) markBroken(broken error) error {
+func (k *KV) markBroken(broken error) error {
 	k.brokenMu.Lock()
 	k.broken = broken
 	k.brokenMu.Unlock()
@@ -634,7 +628,7 @@ func (k *PostgresKV) markBroken(broken error) error {
 	return broken
 }
 
-func (k *PostgresKV) Close() error {
+func (k *KV) Close() error {
 	if k.closed.Swap(true) {
 		return nil
 	}
@@ -642,38 +636,36 @@ func (k *PostgresKV) Close() error {
 	return nil
 }
 
-// PostgresStatus is what `latch store status` reports.
-type PostgresStatus struct {
+// Status is what `latch store status` reports.
+type Status struct {
 	SchemaVersion     int
 	BinaryVersion     int
 	SynchronousCommit string
-	JournalSize       int64
-	LastCommit        time.Time
+	// JournalSize is the execution store's journal length: the caller
+	// fills it (store.StoredJournalSize), the backend does not read the
+	// store's keys.
+	JournalSize int64
+	LastCommit  time.Time
 	// Keys is the planner's estimate of the rows in latch_kv.
 	Keys int64
 	// Lease is the active replica's lease (Epoch 0: never taken) and Now
 	// the database's clock it is measured against.
-	Lease *Lease
+	Lease *backend.Lease
 	Now   time.Time
 	// Replicas are the replicas seen (latch_replicas), most recent first.
-	Replicas []ReplicaSeen
+	Replicas []backend.ReplicaSeen
 	// StoreKeys are the keys kept sealed in the store (Sealed left out).
-	StoreKeys []StoredKey
+	StoreKeys []backend.StoredKey
 	// Vault is the vault's row: nil when no vault was created here.
 	Vault *VaultInfo
 }
 
-// Status reads the database's schema version, durability setting, journal
-// size and last commit time without changing anything.
-func (k *PostgresKV) Status(ctx context.Context) (*PostgresStatus, error) {
-	st := &PostgresStatus{BinaryVersion: SchemaVersion, SynchronousCommit: k.SynchronousCommit}
+// Status reads the database's schema version, durability setting, last
+// commit time, lease, replicas and key rows without changing anything.
+func (k *KV) Status(ctx context.Context) (*Status, error) {
+	st := &Status{BinaryVersion: SchemaVersion, SynchronousCommit: k.SynchronousCommit}
 	var err error
 	if st.SchemaVersion, err = schemaVersion(ctx, k.pool); err != nil {
-		return nil, err
-	}
-	if v, err := k.Get(journalSizeKey); err == nil && len(v) == 8 {
-		st.JournalSize = int64(binary.BigEndian.Uint64(v))
-	} else if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	if err := k.pool.QueryRow(ctx, "SELECT at FROM latch_commit WHERE id = 1").Scan(&st.LastCommit); err != nil {

@@ -1,4 +1,4 @@
-package store
+package pgkv
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 )
 
@@ -20,8 +21,8 @@ import (
 func TestPostgresVaultStorage(t *testing.T) {
 	url := pgtest.URL(t)
 	const n = 4
-	kvs := make([]*PostgresKV, n)
-	vs := make([]*PostgresVault, n)
+	kvs := make([]*KV, n)
+	vs := make([]*Vault, n)
 	for i := range n {
 		kvs[i] = openPG(t, url)
 		vs[i] = kvs[i].VaultStorage()
@@ -82,8 +83,8 @@ func TestPostgresVaultStorage(t *testing.T) {
 	if _, err := kvs[2].AcquireLease(ctx, "two", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := vs[1].Replace([]byte("v4 from the stale active")); !errors.Is(err, ErrFenced) {
-		t.Errorf("Replace by a fenced replica = %v, want ErrFenced", err)
+	if err := vs[1].Replace([]byte("v4 from the stale active")); !errors.Is(err, backend.ErrFenced) {
+		t.Errorf("Replace by a fenced replica = %v, want backend.ErrFenced", err)
 	}
 	if got, _ := vs[3].Load(); string(got) != "v3 from 1" {
 		t.Errorf("the fenced write landed: the vault holds %q", got)

@@ -1,4 +1,8 @@
-package store
+// Package badgerkv is the embedded on-disk store backend: Badger with
+// SyncWrites, in the data directory (DATA/db). Package backends opens it
+// for an empty --store; offline readers (audit) and benchmarks open it
+// directly. Everything else holds it as a backend.KV.
+package badgerkv
 
 import (
 	"errors"
@@ -7,11 +11,13 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
-// BadgerKV is the on-disk backend: Badger with SyncWrites, so a commit that
+// KV is the on-disk backend: Badger with SyncWrites, so a commit that
 // returned survives power loss.
-type BadgerKV struct {
+type KV struct {
 	db *badger.DB
 	// Close waits for the calls in progress (active) and later calls fail
 	// with ErrClosed: Badger panics on a closed DB. Not an RWMutex: a read
@@ -51,7 +57,7 @@ type snapshot struct {
 }
 
 // acquire returns the current read snapshot with a reference taken.
-func (k *BadgerKV) acquire() *snapshot {
+func (k *KV) acquire() *snapshot {
 	k.snapMu.Lock()
 	defer k.snapMu.Unlock()
 	if k.snap == nil {
@@ -61,7 +67,7 @@ func (k *BadgerKV) acquire() *snapshot {
 	return k.snap
 }
 
-func (k *BadgerKV) release(s *snapshot) {
+func (k *KV) release(s *snapshot) {
 	k.snapMu.Lock()
 	defer k.snapMu.Unlock()
 	s.refs--
@@ -72,7 +78,7 @@ func (k *BadgerKV) release(s *snapshot) {
 
 // renew replaces the read snapshot with one that sees every commit made so
 // far; called when a Commit is done, with no other commit in flight.
-func (k *BadgerKV) renew() {
+func (k *KV) renew() {
 	next := &snapshot{txn: k.db.NewTransaction(false)}
 	k.snapMu.Lock()
 	old := k.snap
@@ -87,14 +93,14 @@ func (k *BadgerKV) renew() {
 }
 
 // view runs fn on the read snapshot.
-func (k *BadgerKV) view(fn func(txn *badger.Txn) error) error {
+func (k *KV) view(fn func(txn *badger.Txn) error) error {
 	s := k.acquire()
 	defer k.release(s)
 	return fn(s.txn)
 }
 
 // enter registers a call; false when the store is closed.
-func (k *BadgerKV) enter() bool {
+func (k *KV) enter() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
@@ -104,7 +110,7 @@ func (k *BadgerKV) enter() bool {
 	return true
 }
 
-func (k *BadgerKV) leave() {
+func (k *KV) leave() {
 	k.mu.Lock()
 	k.active--
 	if k.active == 0 {
@@ -113,18 +119,21 @@ func (k *BadgerKV) leave() {
 	k.mu.Unlock()
 }
 
-var _ KV = (*BadgerKV)(nil)
+var (
+	_ backend.KV          = (*KV)(nil)
+	_ backend.LentScanner = (*KV)(nil)
+)
 
-// BadgerOptions tune the on-disk backend.
-type BadgerOptions struct {
+// Options tune the on-disk backend.
+type Options struct {
 	Logger hclog.Logger
 	// ReadOnly opens the directory for offline reading (audit verify). It
 	// fails while a control plane holds the directory.
 	ReadOnly bool
 }
 
-// OpenBadger opens (or creates) a Badger directory.
-func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
+// Open opens (or creates) a Badger directory.
+func Open(dir string, o Options) (*KV, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithReadOnly(o.ReadOnly).
@@ -138,14 +147,14 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerKV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w (is another latch process using this data dir? if the directory is damaged, move it aside and restore from backup; `latch audit verify` tells what its journal holds)", dir, err)
 	}
-	k := &BadgerKV{db: db}
+	k := &KV{db: db}
 	k.idle = sync.NewCond(&k.mu)
 	return k, nil
 }
 
-func (k *BadgerKV) Get(key []byte) ([]byte, error) {
+func (k *KV) Get(key []byte) ([]byte, error) {
 	if !k.enter() {
-		return nil, ErrClosed
+		return nil, backend.ErrClosed
 	}
 	defer k.leave()
 	var out []byte
@@ -158,16 +167,16 @@ func (k *BadgerKV) Get(key []byte) ([]byte, error) {
 		return err
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, backend.ErrNotFound
 	}
 	return out, err
 }
 
-func (k *BadgerKV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (k *KV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
 	return k.ScanFrom(prefix, nil, reverse, fn)
 }
 
-func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (k *KV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	// One allocation per item for the key and the value together (fn owns
 	// both: the KV contract hands over copies).
 	return k.ScanFromLent(prefix, start, reverse, func(key, value []byte) bool {
@@ -182,9 +191,9 @@ func (k *BadgerKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, val
 // valid only during the call to fn, which must copy what it keeps. Long
 // read-only passes (the state check, audit's journal read) use it to skip
 // a copy and an allocation per item (see lentScanner).
-func (k *BadgerKV) ScanFromLent(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (k *KV) ScanFromLent(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	if !k.enter() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	defer k.leave()
 	return k.view(func(txn *badger.Txn) error {
@@ -223,9 +232,9 @@ func (k *BadgerKV) ScanFromLent(prefix, start []byte, reverse bool, fn func(key,
 // Commit writes the batch in one transaction, so one fsync covers the whole
 // group. A batch larger than Badger's transaction limit is split; each part is
 // atomic on its own (the writer keeps groups far below the limit).
-func (k *BadgerKV) Commit(writes []Write) error {
+func (k *KV) Commit(writes []backend.Write) error {
 	if !k.enter() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	defer k.leave()
 	// Even a failed commit may have written a part (a split batch): the
@@ -233,7 +242,7 @@ func (k *BadgerKV) Commit(writes []Write) error {
 	defer k.renew()
 	txn := k.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	apply := func(w Write) error {
+	apply := func(w backend.Write) error {
 		if w.Delete {
 			return txn.Delete(w.Key)
 		}
@@ -258,7 +267,7 @@ func (k *BadgerKV) Commit(writes []Write) error {
 	return nil
 }
 
-func (k *BadgerKV) Close() error {
+func (k *KV) Close() error {
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -281,9 +290,9 @@ func (k *BadgerKV) Close() error {
 // Compact flushes the memtable and compacts every level into one: a
 // maintenance step (and what benchmarks use to compare stores of different
 // sizes in the same on-disk shape).
-func (k *BadgerKV) Compact() error {
+func (k *KV) Compact() error {
 	if !k.enter() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	defer k.leave()
 	if err := k.db.Flatten(2); err != nil {

@@ -1,4 +1,4 @@
-package store
+package pgkv
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,28 +22,14 @@ import (
 // vault in the store changed since this replica last read it.
 var ErrVaultConflict = errors.New("store: the vault in the store was changed by another replica")
 
-// StoredKey is one row of latch_keys.
-type StoredKey struct {
-	Name string
-	// Sealed is the key sealed by the vault (opaque to the store).
-	Sealed []byte
-	// Public is the part that may be read in clear (the journal's
-	// verifier key); empty for a secret-only key.
-	Public string
-	// CreatedBy is the replica that created the key; CreatedAt the
-	// database's time it did.
-	CreatedBy string
-	CreatedAt time.Time
-}
-
 // PutKeyIfAbsent stores key unless a key of that name exists, and returns
 // the stored key: the caller's (created true) or the one another replica
 // stored first (created false). Concurrent callers all get the same row: an
 // insert that conflicts waits for the winner's transaction, then reads its
 // row. It needs no lease: keys are written once and never changed.
-func (k *PostgresKV) PutKeyIfAbsent(ctx context.Context, key StoredKey) (StoredKey, bool, error) {
+func (k *KV) PutKeyIfAbsent(ctx context.Context, key backend.StoredKey) (backend.StoredKey, bool, error) {
 	if key.Name == "" || len(key.Sealed) == 0 {
-		return StoredKey{}, false, errors.New("store: PutKeyIfAbsent needs a name and sealed bytes")
+		return backend.StoredKey{}, false, errors.New("store: PutKeyIfAbsent needs a name and sealed bytes")
 	}
 	err := k.pool.QueryRow(ctx, `INSERT INTO latch_keys (name, sealed, public, created_by) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (name) DO NOTHING RETURNING created_at`, key.Name, key.Sealed, key.Public, key.CreatedBy).Scan(&key.CreatedAt)
@@ -49,25 +37,25 @@ func (k *PostgresKV) PutKeyIfAbsent(ctx context.Context, key StoredKey) (StoredK
 		return key, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return StoredKey{}, false, fmt.Errorf("store: store the %s key: %w", key.Name, err)
+		return backend.StoredKey{}, false, fmt.Errorf("store: store the %s key: %w", key.Name, err)
 	}
 	got, err := k.Key(ctx, key.Name)
 	if err != nil {
-		return StoredKey{}, false, err
+		return backend.StoredKey{}, false, err
 	}
 	return got, false, nil
 }
 
 // Key reads the key name, or ErrNotFound.
-func (k *PostgresKV) Key(ctx context.Context, name string) (StoredKey, error) {
-	got := StoredKey{Name: name}
+func (k *KV) Key(ctx context.Context, name string) (backend.StoredKey, error) {
+	got := backend.StoredKey{Name: name}
 	err := k.pool.QueryRow(ctx, "SELECT sealed, public, created_by, created_at FROM latch_keys WHERE name = $1", name).
 		Scan(&got.Sealed, &got.Public, &got.CreatedBy, &got.CreatedAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return StoredKey{}, fmt.Errorf("%w: no %s key in the store", ErrNotFound, name)
+		return backend.StoredKey{}, fmt.Errorf("%w: no %s key in the store", backend.ErrNotFound, name)
 	case err != nil:
-		return StoredKey{}, fmt.Errorf("store: read the %s key: %w", name, err)
+		return backend.StoredKey{}, fmt.Errorf("store: read the %s key: %w", name, err)
 	}
 	return got, nil
 }
@@ -75,12 +63,12 @@ func (k *PostgresKV) Key(ctx context.Context, name string) (StoredKey, error) {
 // PublicKey reads only the clear part of key name (the journal's verifier
 // key), or ErrNotFound: a role that may SELECT only latch_keys' public
 // column is enough.
-func (k *PostgresKV) PublicKey(ctx context.Context, name string) (string, error) {
+func (k *KV) PublicKey(ctx context.Context, name string) (string, error) {
 	var pub string
 	err := k.pool.QueryRow(ctx, "SELECT public FROM latch_keys WHERE name = $1", name).Scan(&pub)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", fmt.Errorf("%w: no %s key in the store (no replica has started on it yet)", ErrNotFound, name)
+		return "", fmt.Errorf("%w: no %s key in the store (no replica has started on it yet)", backend.ErrNotFound, name)
 	case err != nil:
 		return "", fmt.Errorf("store: read the %s public key: %w", name, err)
 	}
@@ -92,18 +80,18 @@ func (k *PostgresKV) PublicKey(ctx context.Context, name string) (string, error)
 // Writes are fenced like commits once this backend holds the lease, and
 // each write names the generation it replaces, so a replica never
 // overwrites a version it has not read (ErrVaultConflict).
-func (k *PostgresKV) VaultStorage() *PostgresVault { return &PostgresVault{k: k} }
+func (k *KV) VaultStorage() *Vault { return &Vault{k: k} }
 
-// PostgresVault is the vault document's row in the store (VaultStorage).
-type PostgresVault struct {
-	k   *PostgresKV
+// Vault is the vault document's row in the store (VaultStorage).
+type Vault struct {
+	k   *KV
 	mu  sync.Mutex
 	gen int64 // the generation last read or written; 0 before
 }
 
 // Load reads the document; the error wraps fs.ErrNotExist when no vault
 // was created on this database yet.
-func (p *PostgresVault) Load() ([]byte, error) {
+func (p *Vault) Load() ([]byte, error) {
 	ctx, cancel := p.k.ctx()
 	defer cancel()
 	var doc []byte
@@ -123,7 +111,7 @@ func (p *PostgresVault) Load() ([]byte, error) {
 
 // Create stores the first document; when another replica created one
 // first the error wraps fs.ErrExist and nothing is written.
-func (p *PostgresVault) Create(data []byte) error {
+func (p *Vault) Create(data []byte) error {
 	var gen int64
 	err := p.write(func(ctx context.Context, tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `INSERT INTO latch_vault (id, doc, generation) VALUES (1, $1, 1)
@@ -142,7 +130,7 @@ func (p *PostgresVault) Create(data []byte) error {
 }
 
 // Replace stores data over the generation last read or written.
-func (p *PostgresVault) Replace(data []byte) error {
+func (p *Vault) Replace(data []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var gen int64
@@ -162,9 +150,9 @@ func (p *PostgresVault) Replace(data []byte) error {
 
 // write runs fn in a transaction fenced by this backend's epoch (when it
 // holds the lease).
-func (p *PostgresVault) write(fn func(context.Context, pgx.Tx) error) error {
+func (p *Vault) write(fn func(context.Context, pgx.Tx) error) error {
 	if p.k.closed.Load() {
-		return ErrClosed
+		return backend.ErrClosed
 	}
 	ctx, cancel := p.k.ctx()
 	defer cancel()
@@ -182,7 +170,7 @@ func (p *PostgresVault) write(fn func(context.Context, pgx.Tx) error) error {
 	return err
 }
 
-func (p *PostgresVault) String() string { return "the PostgreSQL store (table latch_vault)" }
+func (p *Vault) String() string { return "the PostgreSQL store (table latch_vault)" }
 
 // VaultInfo is what may be told about the vault's row without opening it.
 type VaultInfo struct {
@@ -192,15 +180,15 @@ type VaultInfo struct {
 }
 
 // keyInfo lists the stored keys without their sealed bytes.
-func (k *PostgresKV) keyInfo(ctx context.Context) ([]StoredKey, error) {
+func (k *KV) keyInfo(ctx context.Context) ([]backend.StoredKey, error) {
 	rows, err := k.pool.Query(ctx, "SELECT name, public, created_by, created_at FROM latch_keys ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("store: read latch_keys: %w", err)
 	}
 	defer rows.Close()
-	var out []StoredKey
+	var out []backend.StoredKey
 	for rows.Next() {
-		var key StoredKey
+		var key backend.StoredKey
 		if err := rows.Scan(&key.Name, &key.Public, &key.CreatedBy, &key.CreatedAt); err != nil {
 			return nil, fmt.Errorf("store: read latch_keys: %w", err)
 		}
@@ -212,7 +200,7 @@ func (k *PostgresKV) keyInfo(ctx context.Context) ([]StoredKey, error) {
 	return out, nil
 }
 
-func (k *PostgresKV) vaultInfo(ctx context.Context) (*VaultInfo, error) {
+func (k *KV) vaultInfo(ctx context.Context) (*VaultInfo, error) {
 	v := &VaultInfo{}
 	err := k.pool.QueryRow(ctx, "SELECT generation, updated_at, length(doc) FROM latch_vault WHERE id = 1").Scan(&v.Generation, &v.Updated, &v.Bytes)
 	switch {

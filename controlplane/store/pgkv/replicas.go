@@ -1,36 +1,21 @@
-package store
+package pgkv
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // Replicas seen on a PostgreSQL store (schema 3), for `latch store
 // status`. Informational: the lease alone decides who is active.
 
-// ReplicaSeen is one row of latch_replicas.
-type ReplicaSeen struct {
-	// Name is the replica's --replica name (default its host name);
-	// Instance tells its processes apart (a restart is a new instance);
-	// Holder is the name it takes the lease under ("" until known).
-	Name, Instance, Holder string
-	// Addr is the address it serves the API on ("" when only its socket).
-	Addr string
-	// Role is "active" while its holder holds the lease (read live from
-	// the lease), "stopped" after a clean stop, else "standby".
-	Role string
-	// StartedAt and LastSeen are the database's times of the process's
-	// first beat and its last.
-	StartedAt, LastSeen time.Time
-}
-
 // SeenReplica upserts r's row (Name, Instance, Holder, Addr; the rest is
 // the database's): a new instance (a restarted process) restarts
 // StartedAt. The role is computed from the lease in the same statement, so
 // it is what the lease said at that moment.
-func (k *PostgresKV) SeenReplica(ctx context.Context, r ReplicaSeen) error {
+func (k *KV) SeenReplica(ctx context.Context, r backend.ReplicaSeen) error {
 	if r.Name == "" || r.Instance == "" {
 		return errors.New("store: SeenReplica needs the replica's name and instance")
 	}
@@ -47,7 +32,7 @@ func (k *PostgresKV) SeenReplica(ctx context.Context, r ReplicaSeen) error {
 }
 
 // Replicas lists the replicas seen, most recently seen first.
-func (k *PostgresKV) Replicas(ctx context.Context) ([]ReplicaSeen, error) {
+func (k *KV) Replicas(ctx context.Context) ([]backend.ReplicaSeen, error) {
 	rows, err := k.pool.Query(ctx, `SELECT r.name, r.instance, r.holder, r.addr,
 		CASE WHEN r.holder <> '' AND r.holder = l.holder AND l.expires_at > now() THEN 'active'
 			WHEN r.role = 'stopped' THEN 'stopped' ELSE 'standby' END,
@@ -58,9 +43,9 @@ func (k *PostgresKV) Replicas(ctx context.Context) ([]ReplicaSeen, error) {
 		return nil, fmt.Errorf("store: read latch_replicas: %w", err)
 	}
 	defer rows.Close()
-	var out []ReplicaSeen
+	var out []backend.ReplicaSeen
 	for rows.Next() {
-		var r ReplicaSeen
+		var r backend.ReplicaSeen
 		if err := rows.Scan(&r.Name, &r.Instance, &r.Holder, &r.Addr, &r.Role, &r.StartedAt, &r.LastSeen); err != nil {
 			return nil, fmt.Errorf("store: read latch_replicas: %w", err)
 		}
@@ -74,7 +59,7 @@ func (k *PostgresKV) Replicas(ctx context.Context) ([]ReplicaSeen, error) {
 
 // StoppedReplica marks the replica's row stopped (its process ended
 // cleanly); a later process of that name beats it back.
-func (k *PostgresKV) StoppedReplica(ctx context.Context, name, instance string) error {
+func (k *KV) StoppedReplica(ctx context.Context, name, instance string) error {
 	_, err := k.pool.Exec(ctx, "UPDATE latch_replicas SET role = 'stopped', last_seen = now() WHERE name = $1 AND instance = $2", name, instance)
 	if err != nil {
 		return fmt.Errorf("store: mark this replica stopped in latch_replicas: %w", err)

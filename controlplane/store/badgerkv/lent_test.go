@@ -1,4 +1,4 @@
-package store
+package badgerkv
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // TestBadgerScanLendsAndCopies: ScanFromLent visits what ScanFrom visits,
@@ -14,16 +16,16 @@ import (
 // intact after the scan moved on (copies), over values larger and smaller
 // than the ones before them (Badger reuses its item buffers).
 func TestBadgerScanLendsAndCopies(t *testing.T) {
-	kv, err := OpenBadger(t.TempDir(), BadgerOptions{})
+	kv, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kv.Close()
-	var ws []Write
+	var ws []backend.Write
 	for i := range 300 {
-		ws = append(ws, Write{Key: fmt.Appendf(nil, "p/%04d", i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, 1+(i*37)%500)})
+		ws = append(ws, backend.Write{Key: fmt.Appendf(nil, "p/%04d", i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, 1+(i*37)%500)})
 	}
-	ws = append(ws, Write{Key: []byte("q/0"), Value: []byte("not in p/")})
+	ws = append(ws, backend.Write{Key: []byte("q/0"), Value: []byte("not in p/")})
 	if err := kv.Commit(ws); err != nil {
 		t.Fatal(err)
 	}
@@ -61,19 +63,6 @@ func TestBadgerScanLendsAndCopies(t *testing.T) {
 		}
 		if diff := cmp.Diff(lent, fromCopies); diff != "" {
 			t.Errorf("%s: the values ScanFrom handed over changed after the scan, or differ from the lent scan's (-lent +kept):\n%s", name, diff)
-		}
-	}
-}
-
-// TestJournalKeyIndex: journal keys parse as strconv.ParseInt(hex, 16, 64)
-// would, malformed ones included.
-func TestJournalKeyIndex(t *testing.T) {
-	for _, hex := range []string{"0000000000000000", "000000000000002a", "00000000000000FF", "7fffffffffffffff", "8000000000000000",
-		"ffffffffffffffff", "000000000000002g", "+00000000000002a", "-00000000000002a", "2a", "", "00000000000000002a", " 00000000000002a", "0x0000000000002a"} {
-		want, werr := strconv.ParseInt(hex, 16, 64)
-		got, ok := journalKeyIndex([]byte(hex))
-		if ok != (werr == nil) || (ok && got != want) {
-			t.Errorf("journalKeyIndex(%q) = %d, %v; strconv says %d, %v", hex, got, ok, want, werr)
 		}
 	}
 }

@@ -1,10 +1,12 @@
-package store
+package pgkv
 
 import (
 	"bytes"
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -45,9 +47,9 @@ type getReq struct {
 	done  chan struct{}
 }
 
-func (k *PostgresKV) Get(key []byte) ([]byte, error) {
+func (k *KV) Get(key []byte) ([]byte, error) {
 	if k.closed.Load() {
-		return nil, ErrClosed
+		return nil, backend.ErrClosed
 	}
 	r := &getReq{key: key, done: make(chan struct{})}
 	b := &k.gets
@@ -80,7 +82,7 @@ func (b *getBatcher) take() []*getReq {
 // nextBatch, after a query, reads the Gets that queued meanwhile on a new
 // goroutine (so the Get that ran the query returns now), or ends this
 // query slot when none wait.
-func (k *PostgresKV) nextBatch() {
+func (k *KV) nextBatch() {
 	b := &k.gets
 	b.mu.Lock()
 	if len(b.pending) == 0 {
@@ -97,7 +99,7 @@ func (k *PostgresKV) nextBatch() {
 }
 
 // readBatch reads the keys of batch in one query and answers each Get.
-func (k *PostgresKV) readBatch(batch []*getReq) {
+func (k *KV) readBatch(batch []*getReq) {
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
@@ -111,7 +113,7 @@ func (k *PostgresKV) readBatch(batch []*getReq) {
 		err := k.pool.QueryRow(ctx, qGet, r.key).Scan(&r.value)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			r.err = ErrNotFound
+			r.err = backend.ErrNotFound
 		case err != nil:
 			r.err = k.readErr("read", err)
 		}
@@ -142,7 +144,7 @@ func (k *PostgresKV) readBatch(batch []*getReq) {
 		case err != nil:
 			r.err = k.readErr("read", err)
 		case !ok:
-			r.err = ErrNotFound
+			r.err = backend.ErrNotFound
 		case seen[string(r.key)]:
 			r.value = bytes.Clone(v) // each Get owns its copy
 		default:

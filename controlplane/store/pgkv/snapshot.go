@@ -1,4 +1,4 @@
-package store
+package pgkv
 
 import (
 	"context"
@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
+
 	"github.com/jackc/pgx/v5"
 )
 
-// ErrReadOnly is returned by a snapshot's Commit.
-var ErrReadOnly = errors.New("store: a read-only snapshot takes no writes")
-
-// PostgresSnapshot is a read-only KV over one REPEATABLE READ READ ONLY
+// Snapshot is a read-only KV over one REPEATABLE READ READ ONLY
 // transaction: every read sees the database as of the snapshot's first
 // statement, so an auditor reading a live database (an active replica
 // committing all the while) reads one consistent state: a whole journal
@@ -20,8 +19,8 @@ var ErrReadOnly = errors.New("store: a read-only snapshot takes no writes")
 // commit. It needs only SELECT (a read-only role suffices). The
 // transaction holds back vacuum of what it can see while open: close it
 // when done.
-type PostgresSnapshot struct {
-	k *PostgresKV
+type Snapshot struct {
+	k *KV
 	// mu serialises the transaction's statements (one connection); a
 	// page is read whole before a scan's callback runs, so a callback may
 	// read again.
@@ -30,12 +29,12 @@ type PostgresSnapshot struct {
 	closed bool
 }
 
-var _ KV = (*PostgresSnapshot)(nil)
+var _ backend.KV = (*Snapshot)(nil)
 
 // Snapshot begins a consistent read-only view of the database.
-func (k *PostgresKV) Snapshot(ctx context.Context) (*PostgresSnapshot, error) {
+func (k *KV) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if k.closed.Load() {
-		return nil, ErrClosed
+		return nil, backend.ErrClosed
 	}
 	tx, err := k.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -46,14 +45,14 @@ func (k *PostgresKV) Snapshot(ctx context.Context) (*PostgresSnapshot, error) {
 		tx.Rollback(ctx) //nolint:errcheck // the error above is the one to report
 		return nil, fmt.Errorf("store: begin a read-only snapshot (does the role have SELECT on the latch tables?): %w", err)
 	}
-	return &PostgresSnapshot{k: k, tx: tx}, nil
+	return &Snapshot{k: k, tx: tx}, nil
 }
 
-func (s *PostgresSnapshot) Get(key []byte) ([]byte, error) {
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		return nil, backend.ErrClosed
 	}
 	ctx, cancel := s.k.ctx()
 	defer cancel()
@@ -61,23 +60,23 @@ func (s *PostgresSnapshot) Get(key []byte) ([]byte, error) {
 	err := s.tx.QueryRow(ctx, "SELECT v FROM latch_kv WHERE k = $1", key).Scan(&v)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, ErrNotFound
+		return nil, backend.ErrNotFound
 	case err != nil:
 		return nil, fmt.Errorf("store: PostgreSQL snapshot read: %w", err)
 	}
 	return v, nil
 }
 
-func (s *PostgresSnapshot) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (s *Snapshot) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
 	return s.ScanFrom(prefix, nil, reverse, fn)
 }
 
-func (s *PostgresSnapshot) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
+func (s *Snapshot) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
 	return scanPages(prefix, start, reverse, s.k.opts.PageSize, fn, func(lo, hi []byte, n int) ([][]byte, [][]byte, bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.closed {
-			return nil, nil, false, ErrClosed
+			return nil, nil, false, backend.ErrClosed
 		}
 		ctx, cancel := s.k.ctx()
 		defer cancel()
@@ -90,10 +89,10 @@ func (s *PostgresSnapshot) ScanFrom(prefix, start []byte, reverse bool, fn func(
 }
 
 // Commit refuses: a snapshot is for reading.
-func (s *PostgresSnapshot) Commit([]Write) error { return ErrReadOnly }
+func (s *Snapshot) Commit([]backend.Write) error { return backend.ErrReadOnly }
 
 // Close ends the transaction and closes the backend it was taken from.
-func (s *PostgresSnapshot) Close() error {
+func (s *Snapshot) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -1,4 +1,4 @@
-package store
+package pgkv
 
 import (
 	"context"
@@ -6,51 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
-
-// Lease errors.
-var (
-	// ErrFenced is returned by a commit or a renewal after another replica
-	// took the lease: this replica is no longer active and must stop.
-	ErrFenced = errors.New("store: fenced: another replica holds the lease")
-	// ErrLeaseHeld is returned by AcquireLease while another replica's
-	// lease has not expired.
-	ErrLeaseHeld = errors.New("store: the lease is held by another replica")
 )
 
 // fencedCode is the SQLSTATE latch_fence raises.
 const fencedCode = "LF001"
 
-// Lease is the active replica's hold on a PostgreSQL store.
-type Lease struct {
-	Holder string
-	// Address is where the holder serves its API for fronts and
-	// operators (its advertised host:port or unix:///path; "" when it
-	// advertises none): standbys name it in their NotActive answers.
-	Address string
-	Epoch   int64
-	Expires time.Time // the database's clock
-	// Acquired and Renewed are the database's times.
-	Acquired, Renewed time.Time
-	// Now is the database's clock when the row was read (zero when it
-	// was not: a renewal), so a reader can tell how long the lease runs
-	// without comparing two machines' clocks.
-	Now time.Time
-}
-
-// Remaining is how long the lease runs past its reading, by the
-// database's clock (0 when expired or unknown).
-func (l *Lease) Remaining() time.Duration {
-	if l == nil || l.Now.IsZero() {
-		return 0
-	}
-	return max(l.Expires.Sub(l.Now), 0)
-}
-
-func (k *PostgresKV) readLease(ctx context.Context) (*Lease, error) {
-	l := &Lease{}
+func (k *KV) readLease(ctx context.Context) (*backend.Lease, error) {
+	l := &backend.Lease{}
 	err := k.pool.QueryRow(ctx, "SELECT holder, address, epoch, expires_at, acquired_at, renewed_at, now() FROM latch_lease WHERE id = 1").
 		Scan(&l.Holder, &l.Address, &l.Epoch, &l.Expires, &l.Acquired, &l.Renewed, &l.Now)
 	if err != nil {
@@ -60,7 +26,7 @@ func (k *PostgresKV) readLease(ctx context.Context) (*Lease, error) {
 }
 
 // ReadLease reads the lease row without changing it.
-func (k *PostgresKV) ReadLease(ctx context.Context) (*Lease, error) { return k.readLease(ctx) }
+func (k *KV) ReadLease(ctx context.Context) (*backend.Lease, error) { return k.readLease(ctx) }
 
 // AcquireLease takes the lease for holder for ttl when it is free or
 // expired (by the database's clock), raising the epoch and recording the
@@ -68,11 +34,11 @@ func (k *PostgresKV) ReadLease(ctx context.Context) (*Lease, error) { return k.r
 // that epoch. While another holder's lease runs it returns the current
 // lease (with the database's Now) and ErrLeaseHeld naming the holder and
 // the expiry.
-func (k *PostgresKV) AcquireLease(ctx context.Context, holder, address string, ttl time.Duration) (*Lease, error) {
+func (k *KV) AcquireLease(ctx context.Context, holder, address string, ttl time.Duration) (*backend.Lease, error) {
 	if holder == "" || ttl <= 0 {
 		return nil, errors.New("store: AcquireLease needs a holder name and a positive ttl")
 	}
-	l := &Lease{Holder: holder, Address: address}
+	l := &backend.Lease{Holder: holder, Address: address}
 	err := k.pool.QueryRow(ctx, `UPDATE latch_lease
 		SET holder = $1, address = $3, epoch = epoch + 1, acquired_at = now(), renewed_at = now(), expires_at = now() + $2::interval
 		WHERE id = 1 AND expires_at < now()
@@ -82,7 +48,7 @@ func (k *PostgresKV) AcquireLease(ctx context.Context, holder, address string, t
 		if rerr != nil {
 			return nil, rerr
 		}
-		return cur, fmt.Errorf("%w: %s holds epoch %d until %s", ErrLeaseHeld, cur.Holder, cur.Epoch, cur.Expires.UTC().Format(time.RFC3339Nano))
+		return cur, fmt.Errorf("%w: %s holds epoch %d until %s", backend.ErrLeaseHeld, cur.Holder, cur.Epoch, cur.Expires.UTC().Format(time.RFC3339Nano))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: acquire the lease: %w", err)
@@ -93,17 +59,17 @@ func (k *PostgresKV) AcquireLease(ctx context.Context, holder, address string, t
 
 // RenewLease extends the lease this backend holds to now + ttl. It returns
 // ErrFenced when another replica has taken it.
-func (k *PostgresKV) RenewLease(ctx context.Context, holder string, ttl time.Duration) (*Lease, error) {
+func (k *KV) RenewLease(ctx context.Context, holder string, ttl time.Duration) (*backend.Lease, error) {
 	epoch := k.epoch.Load()
 	if epoch == 0 {
 		return nil, errors.New("store: RenewLease before AcquireLease")
 	}
-	l := &Lease{Holder: holder, Epoch: epoch}
+	l := &backend.Lease{Holder: holder, Epoch: epoch}
 	err := k.pool.QueryRow(ctx, `UPDATE latch_lease SET renewed_at = now(), expires_at = now() + $3::interval
 		WHERE id = 1 AND holder = $1 AND epoch = $2 RETURNING expires_at, acquired_at, renewed_at`, holder, epoch, ttl).
 		Scan(&l.Expires, &l.Acquired, &l.Renewed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w (epoch %d was ours)", ErrFenced, epoch)
+		return nil, fmt.Errorf("%w (epoch %d was ours)", backend.ErrFenced, epoch)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: renew the lease: %w", err)
@@ -114,7 +80,7 @@ func (k *PostgresKV) RenewLease(ctx context.Context, holder string, ttl time.Dur
 // ReleaseLease gives the lease up (expires it now) so a standby need not
 // wait out the ttl; commits stay fenced by the old epoch until the next
 // acquisition raises it.
-func (k *PostgresKV) ReleaseLease(ctx context.Context, holder string) error {
+func (k *KV) ReleaseLease(ctx context.Context, holder string) error {
 	epoch := k.epoch.Load()
 	if epoch == 0 {
 		return nil
@@ -130,11 +96,11 @@ func (k *PostgresKV) ReleaseLease(ctx context.Context, holder string) error {
 func fencedErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == fencedCode {
-		return fmt.Errorf("%w: %s", ErrFenced, pe.Message)
+		return fmt.Errorf("%w: %s", backend.ErrFenced, pe.Message)
 	}
 	return nil
 }
 
 // Epoch is the epoch this backend fences its commits with (0 before it
 // acquired the lease).
-func (k *PostgresKV) Epoch() int64 { return k.epoch.Load() }
+func (k *KV) Epoch() int64 { return k.epoch.Load() }
