@@ -515,7 +515,7 @@ func TestVaultLockVoidsApprovalsAndRejects(t *testing.T) {
 	if !strings.Contains(x.GetReason(), "vault was locked") {
 		t.Errorf("pending approval after lock: reason %q, want voided by the lock", x.GetReason())
 	}
-	if r := submit(); r.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.GetReason(), "vault_locked") {
+	if r := submit(); r.GetState() != recordv1.State_STATE_REJECTED || r.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_VAULT_LOCKED || !strings.HasPrefix(r.GetReason(), "vault_locked") {
 		t.Errorf("call while locked: %v %q, want rejected vault_locked", r.GetState(), r.GetReason())
 	}
 	if demo.Total() != 0 {

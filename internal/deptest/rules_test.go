@@ -68,15 +68,11 @@ func TestImportRules(t *testing.T) {
 			Forbid: []string{mod + "/controlplane", mod + "/mcpfront", "github.com/modelcontextprotocol/go-sdk"},
 		},
 		{
-			Name:   "mcpfront reaches the control plane over gRPC only (proto/), never its packages, the host agent or Badger",
-			From:   []string{mod + "/mcpfront"},
-			Skip:   support,
+			Name: "mcpfront reaches the control plane over gRPC only (proto/), never its packages, the host agent or Badger",
+			From: []string{mod + "/mcpfront"},
+			Skip: support,
+			// The state vocabulary both sides share is internal/lifecycle.
 			Forbid: []string{mod + "/controlplane", mod + "/hostagent", "github.com/dgraph-io/badger"},
-			// controlplane/lifecycle, the execution state sets, imports
-			// only the record proto: the front asks it whether a state is
-			// still pending instead of keeping its own list. Allowed until
-			// it moves to a neutral leaf package.
-			Allow: []string{mod + "/controlplane/lifecycle"},
 		},
 		{
 			Name:   "no production package links test support",
