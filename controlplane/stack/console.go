@@ -140,6 +140,12 @@ type OpsConfig struct {
 func (ob *Observability) Serve(o OpsConfig, st *Stack) (string, error) {
 	v := st.Vault
 	ob.Telemetry.ObserveVault(func() bool { return v.Status().Locked })
+	ob.Telemetry.ObserveHeld(func() int {
+		if c := st.Server.Catalog.Current().Catalog; c != nil {
+			return len(c.Held)
+		}
+		return 0
+	})
 	if o.Listen == "" {
 		return "", nil
 	}
