@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,11 +12,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/errinfo"
+	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -151,7 +151,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 		ev.JsonrpcId = h.Get(HeaderJSONRPCID)
 		ev.PeerAddress = h.Get(HeaderPeerAddress)
 		cc.scope = h.Get(HeaderRun)
-		if v := h.Get("Mcp-Protocol-Version"); isModernEra(v) {
+		if v := h.Get(mcpwire.HeaderProtocolVersion); isModernEra(v) {
 			ev.Transport = "streamable-http/" + v
 		} else {
 			ev.Transport = "streamable-http/session"
@@ -245,11 +245,11 @@ func (f *Front) submitError(log hclog.Logger, tool string, err error) (*mcp.Call
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return toolError(argumentNote(tool, statusProblem(st))), nil
+		return toolError(argumentNote(tool, statusProblem(err, st))), nil
 	case codes.Unauthenticated:
 		return toolError(fmt.Sprintf("latch refused the call, nothing was executed: the agent's credential is not valid (%s); the operator can issue a new token with `latch token create`", st.Message())), nil
 	case codes.PermissionDenied, codes.FailedPrecondition, codes.NotFound:
-		return toolError(fmt.Sprintf("latch refused the call: %s", sentinelPrefixes.ReplaceAllString(st.Message(), ""))), nil
+		return toolError(fmt.Sprintf("latch refused the call: %s", statusProblem(err, st))), nil
 	}
 	if st.Code() == codes.Canceled {
 		// The client went away before the control plane answered: nothing
@@ -262,21 +262,16 @@ func (f *Front) submitError(log hclog.Logger, tool string, err error) (*mcp.Call
 		"Calling again with the same arguments is safe: it attaches to the same execution if there is one."), nil
 }
 
-// sentinelPrefixes matches a chain of "pkg: sentinel text: " prefixes
-// ("engine: invalid arguments: tools: invalid arguments: ").
-// A package prefix alone ("engine: repeat_of does not ...") goes too.
-var sentinelPrefixes = regexp.MustCompile(`^(?:[a-z]+: (?:[a-z ]+: )?)+`)
-
-// statusProblem is the caller-facing problem of an InvalidArgument status:
-// the ErrorInfo "problem" metadata when the control plane sent one, else the
-// message with its leading "pkg: sentinel: " prefixes removed.
-func statusProblem(st *status.Status) string {
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()[metaProblem] != "" {
-			return info.GetMetadata()[metaProblem]
-		}
+// statusProblem is the caller-facing problem of a refusal: the problem the
+// control plane's ErrorInfo carries (errinfo.Problem; an ErrorInfo of
+// another domain is not read), else the status message as it is. The
+// message is never rewritten: what the caller may read is the control
+// plane's to say.
+func statusProblem(err error, st *status.Status) string {
+	if p := errinfo.Problem(err); p != "" {
+		return p
 	}
-	return sentinelPrefixes.ReplaceAllString(st.Message(), "")
+	return st.Message()
 }
 
 func toolError(note string) *mcp.CallToolResult {

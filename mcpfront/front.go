@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/latchhq/latch/internal/mcpwire"
 	"github.com/latchhq/latch/internal/tracing"
 
 	"github.com/latchhq/latch/mcpfront/auth"
@@ -314,10 +315,10 @@ func (f *Front) HTTPHandler() http.Handler {
 }
 
 func (f *Front) route(w http.ResponseWriter, r *http.Request) {
-	modern := isModernEra(r.Header.Get("Mcp-Protocol-Version"))
+	modern := isModernEra(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	// A stateful POST without Mcp-Session-Id makes a session (an
 	// initialize; the SDK closes at once one that is not).
-	newSession := !modern && r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == ""
+	newSession := !modern && r.Method == http.MethodPost && r.Header.Get(mcpwire.HeaderSessionID) == ""
 	f.serveLimited(w, r, func(w http.ResponseWriter, r *http.Request) {
 		if f.interceptTasks(w, r) { // tasks/* never reach the SDK (tasks.go)
 			return
@@ -331,10 +332,10 @@ func (f *Front) route(w http.ResponseWriter, r *http.Request) {
 }
 
 // modernEra is the first protocol revision without sessions.
-const modernEra = "2026-07-28"
+const modernEra = mcpwire.Era20260728
 
 // isModernEra compares protocol revisions, which are ISO dates, as strings.
-func isModernEra(v string) bool { return v != "" && v >= modernEra }
+func isModernEra(v string) bool { return mcpwire.Modern(v) }
 
 // ServeStdio serves one MCP session over stdin/stdout until ctx ends or the
 // client closes stdin. Every call is made as actor.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/latchhq/latch/internal/mcpwire"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -234,7 +235,7 @@ func (f *Front) serveLimited(w http.ResponseWriter, r *http.Request, next func(h
 		return
 	}
 	next(w, r)
-	f.holdSession(w.Header().Get("Mcp-Session-Id"), releaseSession)
+	f.holdSession(w.Header().Get(mcpwire.HeaderSessionID), releaseSession)
 }
 
 // holdSession keeps a session slot until the session id names ends (DELETE,

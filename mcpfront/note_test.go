@@ -5,9 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/internal/errinfo"
+	"github.com/latchhq/latch/internal/lifecycle"
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestNotExecutedNoteRestsOnEvidence: the model is told a retry is safe only
@@ -181,18 +187,40 @@ func TestNoteExamples(t *testing.T) {
 	}
 }
 
+// TestStatusProblem: the problem a refusal gives the model is the one the
+// control plane's ErrorInfo carries, built as its API builds it from the
+// engine's and the catalog's errors (api.withReason: engine.Problem), never
+// text cut from the message; a status without it is answered as it is.
 func TestStatusProblem(t *testing.T) {
+	refusal := func(c codes.Code, r controlplanev1.ErrorReason, err error) error {
+		return errinfo.Error(c, err.Error(), r, errinfo.MetaProblem, engine.Problem(err))
+	}
+	badRepeat := &engine.Refusal{Err: engine.ErrBadRepeatOf, Problem: "repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched"}
+	foreign, _ := status.New(codes.InvalidArgument, "engine: invalid arguments: x").WithDetails(&errdetails.ErrorInfo{Domain: "example.com", Reason: "X", Metadata: map[string]string{errinfo.MetaProblem: "not ours"}})
 	tests := []struct {
+		name      string
+		err       error
 		msg, want string
 	}{
-		{`engine: invalid arguments: tools: invalid arguments: missing required argument "version" (string)`, `missing required argument "version" (string)`},
-		{`argument service: pattern: "API" does not match`, `argument service: pattern: "API" does not match`},
-		{`engine: repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`, `repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`},
-		{`engine: unknown tool: "x" is not in the catalog`, `"x" is not in the catalog`},
+		{"invalid arguments", refusal(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS, fmt.Errorf("%w: %w", engine.ErrInvalidArguments, &tools.ArgumentError{Problem: `missing required argument "version" (string)`})),
+			`engine: invalid arguments: tools: invalid arguments: missing required argument "version" (string)`, `missing required argument "version" (string)`},
+		{"no problem: the message as it is", status.Error(codes.InvalidArgument, `argument service: pattern: "API" does not match`),
+			`argument service: pattern: "API" does not match`, `argument service: pattern: "API" does not match`},
+		{"bad repeat_of", refusal(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_BAD_REPEAT_OF, badRepeat),
+			`engine: bad repeat_of: repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`, `repeat_of does not cite a settled execution of this actor and tool: act_1 is still dispatched`},
+		{"unknown tool", refusal(codes.NotFound, controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, &engine.Refusal{Err: engine.ErrUnknownTool, Problem: `"x" is not in the catalog`}),
+			`engine: unknown tool: "x" is not in the catalog`, `"x" is not in the catalog`},
+		{"another domain's ErrorInfo is not read", foreign.Err(), "engine: invalid arguments: x", "engine: invalid arguments: x"},
 	}
 	for _, tt := range tests {
-		if got := sentinelPrefixes.ReplaceAllString(tt.msg, ""); got != tt.want {
-			t.Errorf("strip(%q) = %q, want %q", tt.msg, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			st, _ := status.FromError(tt.err)
+			if st.Message() != tt.msg {
+				t.Errorf("status message = %q, want %q", st.Message(), tt.msg)
+			}
+			if got := statusProblem(tt.err, st); got != tt.want {
+				t.Errorf("statusProblem(%q) = %q, want %q", tt.msg, got, tt.want)
+			}
+		})
 	}
 }

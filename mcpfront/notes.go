@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -267,10 +267,7 @@ func axisAnswer(e *recordv1.Execution, v *ResultView) noteAnswer {
 // Bad arguments are answered as a tool error (isError), so the model can
 // correct the call (MCP 2025-11-25, SEP-1303). The problem names the
 // argument and what is expected; it comes from the control plane's
-// ErrorInfo metadata (api.MetaProblem, tools.ArgumentError) without package
-// prefixes.
-const metaProblem = "problem"
-
+// ErrorInfo metadata (errinfo.Problem) without package prefixes.
 func argumentNote(tool, problem string) string {
 	return fmt.Sprintf("%s was not called: %s. Nothing was sent; correct the arguments and call the tool again.", tool, strings.TrimSuffix(problem, "."))
 }

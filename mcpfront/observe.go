@@ -12,7 +12,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -75,7 +76,7 @@ var knownMethods = []string{
 	"initialize", "ping", "server/discover", "tools/list", "tools/call",
 	"resources/list", "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
 	"prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
-	"tasks/get", "tasks/list", "tasks/cancel", "tasks/result",
+	mcpwire.MethodTasksGet, mcpwire.MethodTasksList, mcpwire.MethodTasksCancel, mcpwire.MethodTasksResult,
 	"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
 }
 
@@ -107,7 +108,7 @@ func (m *Metrics) countRequests(next mcp.MethodHandler) mcp.MethodHandler {
 			proto = ip.ProtocolVersion // the version the client asks for
 		}
 		if proto == "" && req.GetExtra() != nil && req.GetExtra().Header != nil {
-			proto = req.GetExtra().Header.Get("Mcp-Protocol-Version")
+			proto = req.GetExtra().Header.Get(mcpwire.HeaderProtocolVersion)
 		}
 		m.requests.WithLabelValues(methodLabel(method), protocolLabel(proto)).Inc()
 		return next(ctx, method, req)

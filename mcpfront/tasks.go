@@ -54,13 +54,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -69,27 +69,25 @@ import (
 // Protocol names.
 const (
 	// ExtensionTasks is the 2026-07-28 tasks extension's identifier.
-	ExtensionTasks = "io.modelcontextprotocol/tasks"
+	ExtensionTasks = mcpwire.ExtensionTasks
 	// MetaRelatedTask ties a message to a task (2025-11-25; tasks/result).
-	MetaRelatedTask = "io.modelcontextprotocol/related-task"
-	// metaImmediateResponse is the text a host may hand the model at once
-	// when a tools/call made a task (2025-11-25, non-binding).
-	metaImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
+	MetaRelatedTask       = mcpwire.MetaRelatedTask
+	metaImmediateResponse = mcpwire.MetaImmediateResponse
 	// HeaderTaskRequest carries a 2025-11-25 call's params.task (JSON) from
 	// route to the tools/call middleware.
 	HeaderTaskRequest = "Latch-Task-Request"
 	// headerMcpName and headerMcpMethod are the 2026-07-28 routing headers.
-	headerMcpName   = "Mcp-Name"
-	headerMcpMethod = "Mcp-Method"
+	headerMcpName   = mcpwire.HeaderName
+	headerMcpMethod = mcpwire.HeaderMethod
 )
 
 // Task methods.
 const (
-	methodTasksGet    = "tasks/get"
-	methodTasksCancel = "tasks/cancel"
-	methodTasksUpdate = "tasks/update" // 2026-07-28
-	methodTasksResult = "tasks/result" // 2025-11-25
-	methodTasksList   = "tasks/list"   // 2025-11-25
+	methodTasksGet    = mcpwire.MethodTasksGet
+	methodTasksCancel = mcpwire.MethodTasksCancel
+	methodTasksUpdate = mcpwire.MethodTasksUpdate
+	methodTasksResult = mcpwire.MethodTasksResult
+	methodTasksList   = mcpwire.MethodTasksList
 )
 
 // Task polling hints.
@@ -103,17 +101,10 @@ const (
 	personPollInterval = 5 * time.Second
 )
 
-// TaskStatus is a task's status on the wire (both eras).
-type TaskStatus string
-
-const (
-	TaskWorking   TaskStatus = "working"
-	TaskCompleted TaskStatus = "completed"
-	// TaskFailed is for protocol-level errors only. An accepted execution
-	// never is one: a target failure is a completed task with an isError
-	// result, and an uncertain outcome is working.
-	TaskFailed TaskStatus = "failed"
-)
+// Task statuses are mcpwire's. mcpwire.TaskFailed is for protocol-level
+// errors only. An accepted execution never is one: a target failure is a
+// completed task with an isError result, and an uncertain outcome is
+// working; input_required and cancelled are never answered either.
 
 // waitKind is what a working task waits for, which decides its
 // statusMessage.
@@ -131,7 +122,7 @@ const (
 // taskRow maps execution states to a task status (docs/concepts/tasks.md).
 type taskRow struct {
 	states []recordv1.State
-	status TaskStatus
+	status mcpwire.TaskStatus
 	waits  waitKind
 	// isError: the completed task's result is an isError result that says
 	// nothing was done and why.
@@ -145,13 +136,13 @@ type taskRow struct {
 // result the tool result (isError for a target failure, and for
 // not_executed, rejected and cancelled, which did nothing).
 var taskTable = []taskRow{
-	{states: []recordv1.State{recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED}, status: TaskWorking, waits: waitsLatch},
-	{states: []recordv1.State{recordv1.State_STATE_DISPATCHED}, status: TaskWorking, waits: waitsTarget},
-	{states: []recordv1.State{recordv1.State_STATE_AWAITING_APPROVAL}, status: TaskWorking, waits: waitsPerson},
-	{states: []recordv1.State{recordv1.State_STATE_OUTCOME_UNKNOWN}, status: TaskWorking, waits: waitsEvidence},
-	{states: []recordv1.State{recordv1.State_STATE_NEEDS_REVIEW}, status: TaskWorking, waits: waitsOperator},
-	{states: []recordv1.State{recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED}, status: TaskCompleted},
-	{states: []recordv1.State{recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED}, status: TaskCompleted, isError: true},
+	{states: []recordv1.State{recordv1.State_STATE_ACCEPTED, recordv1.State_STATE_AUTHORIZED}, status: mcpwire.TaskWorking, waits: waitsLatch},
+	{states: []recordv1.State{recordv1.State_STATE_DISPATCHED}, status: mcpwire.TaskWorking, waits: waitsTarget},
+	{states: []recordv1.State{recordv1.State_STATE_AWAITING_APPROVAL}, status: mcpwire.TaskWorking, waits: waitsPerson},
+	{states: []recordv1.State{recordv1.State_STATE_OUTCOME_UNKNOWN}, status: mcpwire.TaskWorking, waits: waitsEvidence},
+	{states: []recordv1.State{recordv1.State_STATE_NEEDS_REVIEW}, status: mcpwire.TaskWorking, waits: waitsOperator},
+	{states: []recordv1.State{recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED}, status: mcpwire.TaskCompleted},
+	{states: []recordv1.State{recordv1.State_STATE_NOT_EXECUTED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED}, status: mcpwire.TaskCompleted, isError: true},
 }
 
 // taskRowFor is s's row; a state the table does not know (a newer schema)
@@ -162,13 +153,8 @@ func taskRowFor(s recordv1.State) taskRow {
 			return r
 		}
 	}
-	return taskRow{status: TaskWorking, waits: waitsLatch}
+	return taskRow{status: mcpwire.TaskWorking, waits: waitsLatch}
 }
-
-// sessionAuthorizationReason starts the reason of an execution whose agent
-// session awaits authorization (engine.ReasonSessionAuthorization; a test
-// keeps them equal: mcpfront does not import the engine).
-const sessionAuthorizationReason = "session_authorization"
 
 // personWait says what exec waits for from a person and the exact operator
 // command that gives it; ok is false when it waits for no person.
@@ -176,7 +162,7 @@ func personWait(exec *recordv1.Execution) (what, command string, ok bool) {
 	if exec.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
 		return "", "", false
 	}
-	if strings.HasPrefix(exec.GetReason(), sessionAuthorizationReason) && exec.GetSessionId() != "" {
+	if lifecycle.ReasonOf(exec) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION && exec.GetSessionId() != "" {
 		return fmt.Sprintf("an operator to authorize agent session %s", exec.GetSessionId()),
 			"latch session authorize " + exec.GetSessionId(), true
 	}
@@ -233,7 +219,7 @@ func (f *Front) taskSupport(name string) (tools.TaskSupport, bool) {
 type wireTask struct {
 	modern bool
 	exec   *recordv1.Execution
-	status TaskStatus
+	status mcpwire.TaskStatus
 	msg    string
 	// result is the completed task's tool result (tasks/get, modern era).
 	result *mcp.CallToolResult
@@ -288,7 +274,7 @@ func (t wireTask) fields() map[string]any {
 	} else {
 		m[ttlKey] = nil
 	}
-	if t.status == TaskWorking {
+	if t.status == mcpwire.TaskWorking {
 		m[pollKey] = pollMs(e)
 	}
 	return m
@@ -363,7 +349,7 @@ func (f *Front) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		case "tools/list":
 			res, err := next(ctx, method, req)
-			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && !isModernEra(headerOf(req, "Mcp-Protocol-Version")) {
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil && !isModernEra(headerOf(req, mcpwire.HeaderProtocolVersion)) {
 				return f.addTaskSupport(lr)
 			}
 			return res, err
@@ -442,7 +428,7 @@ func (f *Front) callMaybeTask(ctx context.Context, req *mcp.CallToolRequest, nex
 	if !known {
 		return next(ctx, "tools/call", req)
 	}
-	modern := isModernEra(headerOf(req, "Mcp-Protocol-Version"))
+	modern := isModernEra(headerOf(req, mcpwire.HeaderProtocolVersion))
 	var asks bool
 	if modern {
 		asks = clientDeclaresTasks(req.Params.Meta)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -50,7 +51,7 @@ func TestTasksModernLongCall(t *testing.T) {
 		t.Errorf("bob's tasks/get = %v, want -32602 (not among his tasks)", rerr)
 	}
 	st.effect.release()
-	done := c.pollUntil(id, TaskCompleted)
+	done := c.pollUntil(id, mcpwire.TaskCompleted)
 	result, _ := done["result"].(map[string]any)
 	sc, _ := result["structuredContent"].(map[string]any)
 	if result["isError"] == true || sc["execution_id"] != id || (sc["state"] != "completed" && sc["state"] != "delivered") {
@@ -112,7 +113,7 @@ func TestTasksApprovalAndCancel(t *testing.T) {
 			if _, err := st.CP.Approve(t.Context(), &controlplanev1.ApproveRequest{ExecutionId: id, Operator: "ops"}); err != nil {
 				t.Fatalf("Approve: %v", err)
 			}
-			c.pollUntil(id, TaskCompleted)
+			c.pollUntil(id, mcpwire.TaskCompleted)
 			if n := st.effect.count("/approved"); n != 1 {
 				t.Errorf("effect count = %d, want 1", n)
 			}
@@ -128,7 +129,7 @@ func TestTasksApprovalAndCancel(t *testing.T) {
 			if era == eraModern && ack["resultType"] != "complete" {
 				t.Errorf("tasks/cancel = %v, want the empty ack", ack)
 			}
-			done := c.pollUntil(sid, TaskCompleted)
+			done := c.pollUntil(sid, mcpwire.TaskCompleted)
 			if era == eraModern {
 				if r, _ := done["result"].(map[string]any); r["isError"] != true {
 					t.Errorf("cancelled task = %v, want completed with an isError result", done)
@@ -174,7 +175,7 @@ func TestTasksCancelAfterDispatch(t *testing.T) {
 				t.Errorf("cancel answer %q, want it to say in flight and not sent again", note)
 			}
 			st.effect.release()
-			c.pollUntil(id, TaskCompleted)
+			c.pollUntil(id, mcpwire.TaskCompleted)
 			if got := st.get(t, id).GetState(); got == recordv1.State_STATE_CANCELLED {
 				t.Errorf("a dispatched execution was cancelled")
 			}

@@ -17,8 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/internal/backoff"
+	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -53,7 +54,7 @@ func (f *Front) interceptTasks(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	modern := isModernEra(r.Header.Get("Mcp-Protocol-Version"))
+	modern := isModernEra(r.Header.Get(mcpwire.HeaderProtocolVersion))
 	if !bytes.Contains(body, []byte(`"tasks/`)) && (modern || !bytes.Contains(body, []byte(`"task"`))) {
 		return false // the common case, without decoding the body
 	}
@@ -143,7 +144,7 @@ func (f *Front) taskRPC(r *http.Request, msg rpcMessage, modern bool) (any, *rpc
 		known[methodTasksResult], known[methodTasksList] = true, true
 	}
 	if !known[msg.Method] {
-		era := "2025-11-25"
+		era := mcpwire.Era20251125
 		if modern {
 			era = modernEra + " (the tasks extension has no tasks/result or tasks/list: tasks/get carries the result)"
 		}
@@ -156,7 +157,7 @@ func (f *Front) taskRPC(r *http.Request, msg rpcMessage, modern bool) (any, *rpc
 		if err := checkTaskHeaders(r.Header, msg.Method, p.TaskID); err != nil {
 			return nil, &rpcError{http.StatusBadRequest, &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: err.Error()}}
 		}
-	} else if r.Header.Get("Mcp-Session-Id") == "" {
+	} else if r.Header.Get(mcpwire.HeaderSessionID) == "" {
 		return nil, &rpcError{http.StatusBadRequest, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "missing Mcp-Session-Id: initialize a session first"}}
 	}
 	cc, err := f.taskCaller(r)
@@ -243,7 +244,7 @@ func (f *Front) tasksGet(ctx context.Context, cc callContext, id string, modern 
 	m := t.fields()
 	if modern {
 		m["resultType"] = "complete"
-		if t.status == TaskCompleted {
+		if t.status == mcpwire.TaskCompleted {
 			// Reading a completed task's result is its delivery: the
 			// marker in its _meta is recorded once written (http.go).
 			m["result"] = f.taskResult(ctx, cc, exec, r)
@@ -263,12 +264,12 @@ func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any
 		return nil, rerr
 	}
 	rereads := 0
-	for taskRowFor(exec.GetState()).status != TaskCompleted {
+	for taskRowFor(exec.GetState()).status != mcpwire.TaskCompleted {
 		exec, r = f.watchTerminal(ctx, cc, exec)
 		if ctx.Err() != nil {
 			return nil, &rpcError{http.StatusOK, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request ended before the task did"}}
 		}
-		if taskRowFor(exec.GetState()).status == TaskCompleted {
+		if taskRowFor(exec.GetState()).status == mcpwire.TaskCompleted {
 			break
 		}
 		// The watch ended without an end (a control-plane restart): read
@@ -300,7 +301,7 @@ func (f *Front) watchTerminal(ctx context.Context, cc callContext, exec *recordv
 		}
 		if e := m.GetExecution(); e != nil {
 			exec = e
-			if taskRowFor(e.GetState()).status == TaskCompleted {
+			if taskRowFor(e.GetState()).status == mcpwire.TaskCompleted {
 				return exec, m.GetResult()
 			}
 		}
@@ -317,7 +318,7 @@ func (f *Front) tasksCancel(ctx context.Context, cc callContext, id string, mode
 	if rerr != nil {
 		return nil, rerr
 	}
-	if taskRowFor(exec.GetState()).status == TaskCompleted {
+	if taskRowFor(exec.GetState()).status == mcpwire.TaskCompleted {
 		if modern {
 			return map[string]any{"resultType": "complete"}, nil
 		}
@@ -352,7 +353,7 @@ func inFlightNote(exec *recordv1.Execution) string {
 	if t := exec.GetDispatchedAt(); t != nil {
 		at = t.AsTime().UTC().Format(time.RFC3339)
 	}
-	if taskRowFor(exec.GetState()).status == TaskCompleted {
+	if taskRowFor(exec.GetState()).status == mcpwire.TaskCompleted {
 		return fmt.Sprintf("execution %s is already %s; nothing to cancel", exec.GetId(), lifecycle.Name(exec.GetState()))
 	}
 	return fmt.Sprintf("execution %s was dispatched at %s and is in flight: it cannot be cancelled, and Latch will not send it again; poll the task for its outcome", exec.GetId(), at)

@@ -21,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -114,7 +115,7 @@ func TestTasksSurviveControlPlaneRestart(t *testing.T) {
 	c := st.rpc(t, "local", eraModern)
 	waiting := c.callTask("approved_job", map[string]any{"job": "across-restart"})["taskId"].(string)
 	done := c.callTask("deploy_release", map[string]any{"service": "api", "version": "9"})["taskId"].(string)
-	c.pollUntil(done, TaskCompleted)
+	c.pollUntil(done, mcpwire.TaskCompleted)
 
 	cp.stop()
 	cp.start()
@@ -133,7 +134,7 @@ func TestTasksSurviveControlPlaneRestart(t *testing.T) {
 	if _, err := client.Approve(t.Context(), &controlplanev1.ApproveRequest{ExecutionId: waiting, Operator: "ops"}); err != nil {
 		t.Fatalf("Approve after the restart: %v", err)
 	}
-	c.pollUntil(waiting, TaskCompleted)
+	c.pollUntil(waiting, mcpwire.TaskCompleted)
 	if n := effect.count("/approved"); n != 1 {
 		t.Errorf("effect count = %d, want 1", n)
 	}

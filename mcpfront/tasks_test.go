@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/internal/mcpwire"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -23,7 +23,7 @@ import (
 // docs/concepts/tasks.md documents.
 func TestTaskStatusTable(t *testing.T) {
 	type want struct {
-		status  TaskStatus
+		status  mcpwire.TaskStatus
 		isError bool
 		message string // a substring of statusMessage
 	}
@@ -32,18 +32,18 @@ func TestTaskStatusTable(t *testing.T) {
 		reason string
 		want   want
 	}{
-		{recordv1.State_STATE_ACCEPTED, "", want{TaskWorking, false, "not yet dispatched"}},
-		{recordv1.State_STATE_AUTHORIZED, "", want{TaskWorking, false, "not yet dispatched"}},
-		{recordv1.State_STATE_DISPATCHED, "", want{TaskWorking, false, "waiting for the target's answer"}},
-		{recordv1.State_STATE_AWAITING_APPROVAL, "the tool requires approval for every call", want{TaskWorking, false, "The operator runs: latch approvals approve act_1"}},
-		{recordv1.State_STATE_AWAITING_APPROVAL, sessionAuthorizationReason + ": agent session ses_9 is new", want{TaskWorking, false, "The operator runs: latch session authorize ses_9"}},
-		{recordv1.State_STATE_OUTCOME_UNKNOWN, "", want{TaskWorking, false, "outcome is being established"}},
-		{recordv1.State_STATE_NEEDS_REVIEW, "", want{TaskWorking, false, "awaits an operator's review"}},
-		{recordv1.State_STATE_COMPLETED, "", want{TaskCompleted, false, "completed"}},
-		{recordv1.State_STATE_DELIVERED, "", want{TaskCompleted, false, "completed"}},
-		{recordv1.State_STATE_NOT_EXECUTED, "", want{TaskCompleted, true, "nothing took effect"}},
-		{recordv1.State_STATE_REJECTED, "", want{TaskCompleted, true, "nothing was sent"}},
-		{recordv1.State_STATE_CANCELLED, "", want{TaskCompleted, true, "nothing was sent"}},
+		{recordv1.State_STATE_ACCEPTED, "", want{mcpwire.TaskWorking, false, "not yet dispatched"}},
+		{recordv1.State_STATE_AUTHORIZED, "", want{mcpwire.TaskWorking, false, "not yet dispatched"}},
+		{recordv1.State_STATE_DISPATCHED, "", want{mcpwire.TaskWorking, false, "waiting for the target's answer"}},
+		{recordv1.State_STATE_AWAITING_APPROVAL, "the tool requires approval for every call", want{mcpwire.TaskWorking, false, "The operator runs: latch approvals approve act_1"}},
+		{recordv1.State_STATE_AWAITING_APPROVAL, "session_authorization: agent session ses_9 is new", want{mcpwire.TaskWorking, false, "The operator runs: latch session authorize ses_9"}},
+		{recordv1.State_STATE_OUTCOME_UNKNOWN, "", want{mcpwire.TaskWorking, false, "outcome is being established"}},
+		{recordv1.State_STATE_NEEDS_REVIEW, "", want{mcpwire.TaskWorking, false, "awaits an operator's review"}},
+		{recordv1.State_STATE_COMPLETED, "", want{mcpwire.TaskCompleted, false, "completed"}},
+		{recordv1.State_STATE_DELIVERED, "", want{mcpwire.TaskCompleted, false, "completed"}},
+		{recordv1.State_STATE_NOT_EXECUTED, "", want{mcpwire.TaskCompleted, true, "nothing took effect"}},
+		{recordv1.State_STATE_REJECTED, "", want{mcpwire.TaskCompleted, true, "nothing was sent"}},
+		{recordv1.State_STATE_CANCELLED, "", want{mcpwire.TaskCompleted, true, "nothing was sent"}},
 	}
 	seen := map[recordv1.State]bool{}
 	for _, tc := range tests {
@@ -68,12 +68,21 @@ func TestTaskStatusTable(t *testing.T) {
 	}
 	// No execution is ever a failed or input_required task.
 	for _, r := range taskTable {
-		if r.status != TaskWorking && r.status != TaskCompleted {
+		if r.status != mcpwire.TaskWorking && r.status != mcpwire.TaskCompleted {
 			t.Errorf("taskTable row %v maps to %q, want working or completed only", r.states, r.status)
 		}
 	}
-	if sessionAuthorizationReason != engine.ReasonSessionAuthorization {
-		t.Errorf("sessionAuthorizationReason = %q, want engine.ReasonSessionAuthorization %q", sessionAuthorizationReason, engine.ReasonSessionAuthorization)
+	// The row above is a record written before reason codes (its text
+	// names the code); a current one carries the code, whatever its text.
+	coded := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
+		ReasonCode: recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION, Reason: "agent session ses_9 is new"}
+	if msg := taskMessage(coded, taskRowFor(coded.GetState())); !strings.Contains(msg, "The operator runs: latch session authorize ses_9") {
+		t.Errorf("taskMessage(session_authorization code) = %q, want the session authorize command", msg)
+	}
+	other := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
+		ReasonCode: recordv1.ReasonCode_REASON_CODE_OTHER, Reason: "session_authorization: text alone decides nothing"}
+	if msg := taskMessage(other, taskRowFor(other.GetState())); !strings.Contains(msg, "The operator runs: latch approvals approve act_1") {
+		t.Errorf("taskMessage(other code) = %q, want the approvals approve command", msg)
 	}
 }
 
@@ -256,7 +265,7 @@ func (c *rpcClient) get(id string) map[string]any {
 }
 
 // pollUntil polls tasks/get until status is want (bounded).
-func (c *rpcClient) pollUntil(id string, want TaskStatus) map[string]any {
+func (c *rpcClient) pollUntil(id string, want mcpwire.TaskStatus) map[string]any {
 	c.t.Helper()
 	var m map[string]any
 	for i := 0; i < 3000; i++ { // 30s and more: a loaded CI machine's bound

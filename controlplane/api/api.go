@@ -17,23 +17,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/transition"
 	"github.com/latchhq/latch/internal/errinfo"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
-	"github.com/latchhq/latch/tools"
 )
 
 // Refusals carry an ErrorInfo (internal/errinfo, controlplanev1.ErrorReason)
-// for clients that branch.
-const (
-	// MetaProblem is the ErrorInfo metadata key of an INVALID_ARGUMENTS
-	// refusal's caller-facing problem (tools.ArgumentError.Problem): the
-	// argument and what is expected, without package prefixes.
-	MetaProblem = "problem"
-)
+// for clients that branch, and the caller-facing problem (errinfo.MetaProblem).
 
 // Config names the service's dependencies.
 type Config struct {
@@ -339,12 +333,12 @@ func (s *Service) EndSession(ctx context.Context, req *controlplanev1.EndSession
 // toStatus maps engine errors to gRPC codes. Expected errors keep their
 // message (written for the caller); anything else is logged and hidden.
 func (s *Service) toStatus(err error) error {
-	var te *lifecycle.TransitionError
+	var te *transition.TransitionError
 	switch {
 	case errors.Is(err, engine.ErrUnknownTool):
 		return withReason(codes.NotFound, controlplanev1.ErrorReason_ERROR_REASON_UNKNOWN_TOOL, err)
 	case errors.Is(err, engine.ErrInvalidArguments):
-		return withReason(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS, err, MetaProblem, tools.ArgumentProblem(err))
+		return withReason(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_INVALID_ARGUMENTS, err)
 	case errors.Is(err, engine.ErrBadRepeatOf):
 		return withReason(codes.InvalidArgument, controlplanev1.ErrorReason_ERROR_REASON_BAD_REPEAT_OF, err)
 	case errors.Is(err, engine.ErrInvalidRequest):
@@ -382,6 +376,9 @@ func (s *Service) toStatus(err error) error {
 	return status.Error(codes.Internal, "internal error in the control plane; see its log")
 }
 
-func withReason(c codes.Code, reason controlplanev1.ErrorReason, err error, kv ...string) error {
-	return errinfo.Error(c, err.Error(), reason, kv...)
+// withReason is the status of a refusal the caller can act on: its
+// ErrorInfo carries the caller-facing problem (engine.Problem) as
+// errinfo.MetaProblem when the error has one.
+func withReason(c codes.Code, reason controlplanev1.ErrorReason, err error) error {
+	return errinfo.Error(c, err.Error(), reason, errinfo.MetaProblem, engine.Problem(err))
 }

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
@@ -63,19 +63,19 @@ func openDir(dataDir string) (*Dir, error) {
 	if pgkv.IsURL(dataDir) {
 		return openStore(dataDir)
 	}
-	if _, err := os.Stat(server.DBDir(dataDir)); err != nil {
-		return nil, fmt.Errorf("audit: %s holds no control plane data (no %s): pass the --data dir of a control plane", dataDir, server.DBDir(dataDir))
+	if _, err := os.Stat(datadir.DB(dataDir)); err != nil {
+		return nil, fmt.Errorf("audit: %s holds no control plane data (no %s): pass the --data dir of a control plane", dataDir, datadir.DB(dataDir))
 	}
-	vkey, err := os.ReadFile(server.VerifierPath(dataDir))
+	vkey, err := os.ReadFile(datadir.Verifier(dataDir))
 	if err != nil {
 		return nil, fmt.Errorf("audit: read the journal verifier key: %w", err)
 	}
-	kv, err := badgerkv.Open(server.DBDir(dataDir), badgerkv.Options{ReadOnly: true})
+	kv, err := badgerkv.Open(datadir.DB(dataDir), badgerkv.Options{ReadOnly: true})
 	if err != nil {
 		// A data dir left by a crash cannot be opened read-only (Badger
 		// must replay its log first); a normal open does that.
 		var rerr error
-		kv, rerr = badgerkv.Open(server.DBDir(dataDir), badgerkv.Options{})
+		kv, rerr = badgerkv.Open(datadir.DB(dataDir), badgerkv.Options{})
 		if rerr != nil {
 			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 		}
@@ -129,7 +129,7 @@ func StoreVerifier(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("audit: %w", err)
 	}
 	defer kv.Close()
-	v, err := kv.PublicKey(ctx, server.JournalKeyName)
+	v, err := kv.PublicKey(ctx, datadir.JournalKey)
 	if err != nil {
 		return "", fmt.Errorf("audit: the journal verifier key: %w", err)
 	}
@@ -146,7 +146,7 @@ func openStore(url string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	vkey, err := kv.PublicKey(ctx, server.JournalKeyName)
+	vkey, err := kv.PublicKey(ctx, datadir.JournalKey)
 	if err != nil {
 		kv.Close()
 		return nil, fmt.Errorf("audit: the journal verifier key: %w", err)

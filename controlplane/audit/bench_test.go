@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
@@ -100,7 +100,7 @@ func benchStateDir(b *testing.B) (dir string, executions int) {
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	if _, err := os.Stat(server.DBDir(dir)); err != nil {
+	if _, err := os.Stat(datadir.DB(dir)); err != nil {
 		stateDataDir(b, dir, executions)
 	}
 	return dir, executions
@@ -175,7 +175,7 @@ func TestVerifyAllSharesTheJournalRead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			data := t.TempDir()
 			stateDataDir(t, data, 6)
-			kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+			kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

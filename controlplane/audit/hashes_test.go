@@ -13,8 +13,8 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -75,7 +75,7 @@ func dataDir(tb testing.TB, n int) string {
 func TestDirServesTheStoresHashes(t *testing.T) {
 	const n = 45
 	data := dataDir(t, n)
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,13 +189,13 @@ func openDataDir(tb testing.TB, data string) (*store.Store, *journal.Signer) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Dir(server.VerifierPath(data)), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(datadir.Verifier(data)), 0o700); err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(server.VerifierPath(data), []byte(vkey+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(datadir.Verifier(data), []byte(vkey+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
@@ -26,7 +26,7 @@ func fileSecrets(dataDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	doc, err := os.ReadFile(filepath.Join(dataDir, "vault.json"))
+	doc, err := os.ReadFile(datadir.Vault(dataDir))
 	switch {
 	case err == nil:
 		rows[store.SecretRowVault] = doc

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/latchhq/latch/controlplane/audit"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 )
@@ -68,7 +68,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			} else {
 				key := *keyFile
 				if key == "" && len(pos) == 1 {
-					key = server.VerifierPath(pos[0])
+					key = datadir.Verifier(pos[0])
 				}
 				if key == "" {
 					return usagef("--export needs the verifier key: --key FILE (a data dir's keys/journal.pub), a DATA_DIR argument or --store URL")

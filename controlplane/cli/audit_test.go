@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -48,7 +48,7 @@ func cloneDir(t *testing.T, src string) string {
 // the files would, and commits what fn returns.
 func tamperStore(t *testing.T, data string, fn func(kv *badgerkv.KV) []store.Write) {
 	t.Helper()
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestAuditVerifyAnchoring(t *testing.T) {
 	if out, code := runCLI(t, "audit", "export", data, "-o", export); code != 0 {
 		t.Fatalf("audit export: exit %d: %s", code, out)
 	}
-	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data), "--checkpoints", copyPath); code != 0 {
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data), "--checkpoints", copyPath); code != 0 {
 		t.Fatalf("audit verify --export of an untouched export: exit %d: %s", code, out)
 	}
 	raw, err := os.ReadFile(export)
@@ -188,7 +188,7 @@ func TestAuditVerifyAnchoring(t *testing.T) {
 	if err := os.WriteFile(export, edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data))
+	out, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data))
 	if code != 1 || !strings.Contains(out, "readable at") || !strings.Contains(out, `entry.actor: "ops-oncall", data says "dev"`) {
 		t.Errorf("audit verify --export with an edited actor: exit %d, want 1 naming the line and entry.actor:\n%s", code, out)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/stack"
 )
 
 // TestAuthorizationTableCoversEveryRPC walks every RPC the control plane
@@ -15,18 +16,18 @@ import (
 // everyone, and an entry without an RPC is stale.
 func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 	_, url := newTarget(t)
-	st, err := newStack(stackConfig{Logger: hclog.NewNullLogger(), DataDir: t.TempDir(), Catalog: catalog.File(writeCatalog(t, url)), DevVault: true})
+	st, err := stack.New(stack.Config{Logger: hclog.NewNullLogger(), DataDir: t.TempDir(), Catalog: catalog.File(writeCatalog(t, url)), DevVault: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.close()
-	defer st.srv.Store.Close()
+	defer st.Close()
+	defer st.Server.Store.Close()
 	p, err := authz.DefaultPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
 	registered := map[string]bool{}
-	for svc, info := range st.srv.Services() {
+	for svc, info := range st.Server.Services() {
 		for _, m := range info.Methods {
 			full := "/" + svc + "/" + m.Name
 			registered[full] = true

@@ -3,11 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/latchhq/latch/internal/buildinfo"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/latchhq/latch/internal/buildinfo"
 
 	"github.com/google/go-cmp/cmp"
 )

@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/authz"
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/replicas"
@@ -74,7 +74,7 @@ func (t *target) list() []string {
 	if l := replicas.Split(t.addrs.values); len(l) > 0 {
 		return l
 	}
-	return []string{"unix://" + server.SocketPath(t.data)}
+	return []string{"unix://" + datadir.Socket(t.data)}
 }
 
 func (t *target) remote() bool {

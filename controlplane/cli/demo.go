@@ -13,16 +13,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // devInfo is what `latch dev` leaves in its data dir for `latch demo`.
 type devInfo = devstack.Info
-
-func devInfoPath(data string) string { return devstack.InfoPath(data) }
 
 // runDemo drives a running `latch dev` through the story of a dropped
 // connection: the target accepted the work, the agent never saw the answer,
@@ -35,13 +34,13 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(devInfoPath(t.data))
+	raw, err := os.ReadFile(datadir.DevInfo(t.data))
 	if err != nil {
 		return fmt.Errorf("no `latch dev` runs with data dir %s (%v): start `latch dev` first, or pass --data", t.data, err)
 	}
 	var info devInfo
 	if err := json.Unmarshal(raw, &info); err != nil {
-		return fmt.Errorf("%s: %w", devInfoPath(t.data), err)
+		return fmt.Errorf("%s: %w", datadir.DevInfo(t.data), err)
 	}
 	if info.Catalog != "" && info.Catalog != devstack.CatalogExample {
 		return fmt.Errorf("latch demo needs latch dev's example catalog (its deploy_release tool and the demo target), but this latch dev runs with --catalog %s: restart latch dev without --catalog (a separate --data keeps your data apart) and run latch demo again", info.Catalog)
@@ -134,7 +133,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 // agent would, and returns the result's structured content.
 func demoCall(ctx context.Context, info devInfo, args map[string]any) (map[string]any, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-demo", Version: "1"}, nil)
-	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: bearer{token: info.Token}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: info.MCPURL, HTTPClient: &http.Client{Transport: info.Bearer(http.DefaultTransport)}, MaxRetries: -1}
 	sess, err := client.Connect(ctx, tr, nil)
 	if err != nil {
 		return nil, err
@@ -153,23 +152,6 @@ func demoCall(ctx context.Context, info devInfo, args map[string]any) (map[strin
 		return nil, err
 	}
 	return out, nil
-}
-
-// bearer sends the dev token on every request, over rt (nil: Go's default
-// transport).
-type bearer struct {
-	token string
-	rt    http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	rt := b.rt
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	return rt.RoundTrip(r)
 }
 
 func demoDelay(ctx context.Context, base string, d time.Duration) error {

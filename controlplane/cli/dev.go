@@ -3,15 +3,19 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
+	"os/user"
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/console"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
-	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -47,8 +51,22 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	opsF := addOpsFlags(fs, devOpsListen)
+	ports := fs.String("ports", "", "auto: a free loopback port for every listener whose address flag is not given (--listen, --demo-listen, --http-listen); the banner prints them")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	switch *ports {
+	case "":
+	case "auto":
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, addr := range map[string]*string{"listen": listen, "demo-listen": demoListen, "http-listen": &opsF.listen} {
+			if !given[name] {
+				*addr = "127.0.0.1:0"
+			}
+		}
+	default:
+		return usagef("--ports %q: the only value is auto (free loopback ports for the listeners not given)", *ports)
 	}
 	if err := limits.Validate(); err != nil {
 		return usagef("%v", err)
@@ -81,10 +99,12 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer mcpLis.Close()
 	if lis[2] != nil {
 		// Checked with the others so every busy address is named at once;
-		// the ops listener itself opens it again once the stack exists.
+		// the ops listener itself opens it again once the stack exists, on
+		// the port found here (a free one with --ports auto).
+		opsF.listen = lis[2].Addr().String()
 		lis[2].Close()
 	}
-	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), devstack.AgentSocket(*data))
+	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), datadir.AgentSocket(*data))
 	chosen, source := *devToken, devstack.TokenFromFlag
 	if chosen == "" {
 		chosen, source = env.Getenv("LATCH_DEV_TOKEN"), devstack.TokenFromEnv
@@ -126,58 +146,53 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ob, err := newObservability(ctx, log, labels)
+	ob, err := stack.NewObservability(ctx, log, labels)
 	if err != nil {
 		return err
 	}
-	defer ob.close()
-	sc := stackConfig{Logger: log, Telemetry: ob.telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: recoveryForDev(), Actors: append([]string{devActor}, oauth.MappedActors()...),
-		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns}
+	defer ob.Close()
+	sc := stack.Config{Logger: log, Telemetry: ob.Telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: buildinfo.Read().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
 	if *data != defaultDataDir {
 		sc.CommandArgs = "--data " + *data
 	}
-	st, err := newStack(sc)
+	st, err := stack.New(sc)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	opsURL, err := ob.serve(opsF, st)
+	defer st.Close()
+	opsURL, err := ob.Serve(opsF.config(), st)
 	if err != nil {
-		st.srv.Close()
+		st.Server.Close()
 		return err
 	}
 	var signIn, signInAs string
-	if ob.console != nil {
-		if signIn, signInAs, err = devSignInLink(env, ob.console, opsURL); err != nil {
+	if ob.Console != nil {
+		if signIn, signInAs, err = devSignInLink(env, ob.Console, opsURL); err != nil {
 			return err
 		}
 	}
-	if err := st.srv.Listen(); err != nil {
+	if err := st.Server.Listen(); err != nil {
 		return err
 	}
 
-	conn, err := dialSocket(server.SocketPath(*data))
+	conn, err := dialSocket(datadir.Socket(*data))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	return devstack.Run(ctx, devstack.Config{
-		Logger: log, DataDir: *data, Serve: st.srv.Run,
+		Logger: log, DataDir: *data, Serve: st.Run,
 		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,
 		Limits:         limits,
 		AllowedOrigins: origins, TokenSource: source, Strict: *strict, CatalogPath: *catalogPath,
-		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.reg, Tracer: ob.tracer,
+		OpsURL: opsURL, ConsoleSignIn: signIn, ConsoleOperator: signInAs, Registry: ob.Registry, Tracer: ob.Tracer,
 	})
-}
-
-// recoveryForDev resolves unknowns quickly so the demo's story is short.
-func recoveryForDev() engine.RecoveryConfig {
-	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
 // devListener is one address latch dev listens on, and the flag that sets it.
@@ -209,4 +224,24 @@ func listenAll(ls []devListener) ([]net.Listener, error) {
 		}
 	}
 	return nil, fmt.Errorf("latch dev cannot listen on %d address(es); nothing was started:\n  %s", len(busy), strings.Join(busy, "\n  "))
+}
+
+// devSignInLink is the one-time console link `latch dev` prints: it signs
+// in as the operator who runs latch dev (their login name, as `latch exec
+// resolve --operator` defaults to $USER), valid for a day.
+func devSignInLink(env *Env, c *console.Console, opsURL string) (string, string, error) {
+	name := env.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if !tokens.ValidActor(name) {
+		name = "operator" // a login name the journal's name rule refuses
+	}
+	path, err := c.SignInLink(name, 24*time.Hour)
+	if err != nil {
+		return "", "", err
+	}
+	return opsURL + path, name, nil
 }

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,8 +23,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -98,7 +100,7 @@ func startServe(t *testing.T, data, catalog string, extra ...string) *proc {
 
 func client(t *testing.T, data string) controlplanev1.ControlPlaneClient {
 	t.Helper()
-	conn, err := dialSocket(server.SocketPath(data))
+	conn, err := dialSocket(datadir.Socket(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,13 +313,13 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 	if out, code := runCLI(t, "audit", "export", data, "-o", export); code != 0 {
 		t.Fatalf("audit export: exit %d: %s", code, out)
 	}
-	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+	if out, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data)); code != 0 {
 		t.Fatalf("audit verify --export: exit %d: %s", code, out)
 	}
 
 	// Tamper: rewrite the first journal record that names alice in place
 	// (as an attacker with the files would), then verify again.
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +344,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 		t.Errorf("audit verify after modifying record %d: exit %d, want 1 naming record %d modified:\n%s", n, code, n, out)
 	}
 	// The export taken before the tampering still verifies: it is a copy.
-	if _, code := runCLI(t, "audit", "verify", "--export", export, "--key", server.VerifierPath(data)); code != 0 {
+	if _, code := runCLI(t, "audit", "verify", "--export", export, "--key", datadir.Verifier(data)); code != 0 {
 		t.Errorf("the earlier export no longer verifies")
 	}
 }
@@ -361,7 +363,7 @@ func TestDevAndDemo(t *testing.T) {
 	if !strings.Contains(string(out), "performed 1 deployment") || !strings.Contains(string(out), "attached") {
 		t.Errorf("latch demo output lacks the story's end:\n%s", out)
 	}
-	raw, err := os.ReadFile(devInfoPath(data))
+	raw, err := os.ReadFile(datadir.DevInfo(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +474,7 @@ func startDev(t *testing.T, data string, args ...string) *proc {
 	})
 	// On failure the cleanup above logs what latch dev wrote.
 	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
-		_, err := os.Stat(devInfoPath(data))
+		_, err := os.Stat(datadir.DevInfo(data))
 		return err == nil
 	})
 	return &proc{cmd: cmd}
@@ -522,7 +524,7 @@ func TestVaultLockVoidsApprovalsAndRejects(t *testing.T) {
 	if !strings.Contains(x.GetReason(), "vault was locked") {
 		t.Errorf("pending approval after lock: reason %q, want voided by the lock", x.GetReason())
 	}
-	if r := submit(); r.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.GetReason(), "vault_locked") {
+	if r := submit(); r.GetState() != recordv1.State_STATE_REJECTED || r.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_VAULT_LOCKED || !strings.HasPrefix(r.GetReason(), "vault_locked") {
 		t.Errorf("call while locked: %v %q, want rejected vault_locked", r.GetState(), r.GetReason())
 	}
 	if demo.Total() != 0 {
@@ -554,7 +556,7 @@ func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
 	p := startServe(t, data, catalog)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.cmd.Wait()
-	manifest := filepath.Join(server.DBDir(data), "MANIFEST")
+	manifest := filepath.Join(datadir.DB(data), "MANIFEST")
 	if err := os.WriteFile(manifest, []byte("this is not a badger manifest"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -564,7 +566,7 @@ func TestCorruptDataDirIsRefusedClearly(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("latch serve on a corrupt data dir: %v, want exit 1\n%s", err, out)
 	}
-	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), server.DBDir(data)) || !strings.Contains(string(out), "restore from backup") {
+	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), datadir.DB(data)) || !strings.Contains(string(out), "restore from backup") {
 		t.Errorf("latch serve output does not name the damaged dir and what to do:\n%s", out)
 	}
 	if out, code := runCLI(t, "audit", "verify", data); code != 1 || strings.Contains(out, "panic") {
@@ -608,5 +610,54 @@ func TestExecWatchFollowsChanges(t *testing.T) {
 	text := out.String()
 	if !strings.Contains(text, " completed ") || !strings.Contains(text, "deploy_release") || strings.Contains(text, " accepted ") {
 		t.Errorf("exec watch --state completed printed:\n%s\nwant completed lines of deploy_release only", text)
+	}
+}
+
+// TestDevPortsAuto: `latch dev --ports auto` listens on free loopback ports
+// for every listener not given, and says where in its info file and banner.
+func TestDevPortsAuto(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "dev")
+	cmd := exec.Command(latchBin, "dev", "--data", data, "--ports", "auto")
+	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
+	out := &testbin.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev output:\n%s", out.String())
+		}
+	})
+	testbin.Eventually(t, "latch dev to print its banner", func() bool { return strings.Contains(out.String(), "/metrics") })
+	raw, err := os.ReadFile(datadir.DevInfo(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info devInfo
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{info.MCPURL, info.DemoURL} {
+		if !strings.HasPrefix(u, "http://127.0.0.1:") || strings.Contains(u, ":"+strings.Split(devListen, ":")[1]) || strings.Contains(u, ":"+strings.Split(devDemoListen, ":")[1]) {
+			t.Errorf("with --ports auto, latch dev listens at %s; want a free loopback port, not a default one", u)
+		}
+	}
+	m := regexp.MustCompile(`metrics +(http://127\.0\.0\.1:\d+)/metrics`).FindStringSubmatch(out.String())
+	if m == nil || strings.HasSuffix(m[1], ":"+strings.Split(devOpsListen, ":")[1]) {
+		t.Fatalf("banner's metrics line = %v; want the ops listener on a free port:\n%s", m, out.String())
+	}
+	resp, err := http.Get(m[1] + "/healthz")
+	if err != nil {
+		t.Fatalf("ops listener at the printed address: %v", err)
+	}
+	resp.Body.Close()
+	if out, code := runCLI(t, "exec", "list", "--data", data); code != 0 {
+		t.Errorf("exec list against latch dev --ports auto: exit %d\n%s", code, out)
+	}
+	if out, code := runCLI(t, "dev", "--data", t.TempDir(), "--ports", "fixed"); code != 2 || !strings.Contains(out, "the only value is auto") {
+		t.Errorf("latch dev --ports fixed = exit %d, %s; want a usage error naming auto", code, out)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/replicas"
@@ -29,7 +30,7 @@ import (
 // health asks the replica on data's socket for a health service's status
 // ("" when it does not answer).
 func health(data, service string) healthpb.HealthCheckResponse_ServingStatus {
-	conn, err := dialSocket(server.SocketPath(data))
+	conn, err := dialSocket(datadir.Socket(data))
 	if err != nil {
 		return healthpb.HealthCheckResponse_UNKNOWN
 	}
@@ -60,7 +61,7 @@ func replicaConn(t *testing.T, datas ...string) *replicas.Conn {
 	t.Helper()
 	tg := &target{}
 	for _, d := range datas {
-		tg.addrs.values = append(tg.addrs.values, "unix://"+server.SocketPath(d))
+		tg.addrs.values = append(tg.addrs.values, "unix://"+datadir.Socket(d))
 	}
 	conn, err := tg.open()
 	if err != nil {
@@ -210,7 +211,7 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	if code, body = getStatus(t, opsB+"/ui/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
 		t.Errorf("standby GET /ui/ = %d %s, want 503 saying it is a standby", code, body)
 	}
-	cps := "unix://" + server.SocketPath(b.data) + ",unix://" + server.SocketPath(a.data)
+	cps := "unix://" + datadir.Socket(b.data) + ",unix://" + datadir.Socket(a.data)
 	_, mcpURL := startProc(t, "latch-mcp", regexp.MustCompile(`serving MCP: url=(\S+)`), mcpBin,
 		"--control-plane", cps, "--listen", "127.0.0.1:0", "--actor", "alice", "--log-level", "debug")
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/testbin"
@@ -204,7 +204,7 @@ func TestServeOwnsTokensAndCatalog(t *testing.T) {
 // sees every record's bytes.
 func journalKinds(t *testing.T, data string, raw func([]byte)) map[string][]*recordv1.JournalEntry {
 	t.Helper()
-	kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/storetest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -49,7 +49,7 @@ func TestForgedDataDirIsCaughtByVerifyAndStartUp(t *testing.T) {
 				t.Fatalf("audit verify before the forgery: exit %d\n%s", code, out)
 			}
 
-			kv, err := badgerkv.Open(server.DBDir(data), badgerkv.Options{})
+			kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
@@ -31,7 +32,7 @@ func TestDevAcceptsJWTs(t *testing.T) {
 	is := oauthtest.NewIssuer(t)
 	data := filepath.Join(t.TempDir(), "dev")
 	startDev(t, data, "--oauth-issuer", is.URL, "--oauth-actor-map", "agent-7=ops-bot")
-	raw, err := os.ReadFile(devInfoPath(data))
+	raw, err := os.ReadFile(datadir.DevInfo(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -134,7 +134,7 @@ func startServeOps(t *testing.T, data, catalog string) (string, *testbin.Buffer)
 			if l["@message"] == "ops listener ready" {
 				url, _ := l["url"].(string)
 				for range 200 { // the API socket opens right after
-					if c, err := net.Dial("unix", server.SocketPath(data)); err == nil {
+					if c, err := net.Dial("unix", datadir.Socket(data)); err == nil {
 						c.Close()
 						return url, stderr
 					}
@@ -276,7 +276,7 @@ func TestOpsListenerFollowsExecutions(t *testing.T) {
 	if code, body := getStatus(t, ops+"/readyz"); code != http.StatusOK {
 		t.Errorf("GET /readyz = %d %s, want 200", code, body)
 	}
-	conn, err := dialSocket(server.SocketPath(data))
+	conn, err := dialSocket(datadir.Socket(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/testbin"
@@ -130,7 +130,7 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	testbin.Eventually(t, "the standby to name the active", func() bool {
 		_, err = client(t, dataB).Get(context.Background(), &controlplanev1.GetRequest{ExecutionId: "act_x"})
 		active, ok := replicas.ActiveOf(err)
-		return ok && active == "unix://"+server.SocketPath(dataA)
+		return ok && active == "unix://"+datadir.Socket(dataA)
 	})
 
 	c := client(t, dataA)
@@ -144,7 +144,7 @@ func TestStandbyTakesOverOnPostgres(t *testing.T) {
 	waitFor(t, c, id, recordv1.State_STATE_DISPATCHED)
 	testbin.Eventually(t, "the request to reach the target", func() bool { return demo.InFlight() > 0 })
 	// The CLI given both replicas, the standby first, reaches the active.
-	both := "unix://" + server.SocketPath(dataB) + ",unix://" + server.SocketPath(dataA)
+	both := "unix://" + datadir.Socket(dataB) + ",unix://" + datadir.Socket(dataA)
 	if out, code := runCLI(t, "exec", "show", id, "--addr", both); code != ExitOK || !strings.Contains(out, id) {
 		t.Errorf("latch exec show --addr standby,active = %d:\n%s", code, out)
 	}

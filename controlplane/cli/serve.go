@@ -16,9 +16,9 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/channels"
-	"github.com/latchhq/latch/controlplane/mcpchannel"
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/internal/actorname"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/internal/tlsfiles"
 )
 
@@ -27,7 +27,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	data := fs.String("data", "", "data dir (Badger store, keys, vault, API socket); required")
 	storeURL := fs.String("store", "", "PostgreSQL store: a postgres:// URL or key=value connection string (several hosts with target_session_attrs=read-write reach the primary); default the Badger store in DATA/db")
 	replica := fs.String("replica", "", "with a PostgreSQL --store: this replica's name in the lease (default the host name)")
-	leaseTTL := fs.Duration("lease-ttl", server.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every eighth; the active stops sending at three quarters without a renewal; a standby takes over after it)")
+	leaseTTL := fs.Duration("lease-ttl", stack.DefaultLeaseTTL, "with a PostgreSQL --store: how long the active replica's lease lasts unless renewed (renewed every eighth; the active stops sending at three quarters without a renewal; a standby takes over after it)")
 	advertise := fs.String("advertise-addr", "", "with a PostgreSQL --store: the address fronts and operators reach this replica's API at, which standbys name while it is active (default: the --grpc-listen address, with the host name for a wildcard host; without --grpc-listen, unix:// and the socket's path)")
 	catalogPath := fs.String("catalog", "", "tool catalog (YAML); required")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
@@ -52,7 +52,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&operatorIDs, "operator-identity", "a client certificate identity that may call operator RPCs over TCP, like --front-identity; NAME=IDENTITY binds it to the operator name NAME, the only name it may create console tokens for (cn:NAME is bound to NAME; an unbound URI to none) (repeatable)")
 	fs.Var(&frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
 	fs.Var(&operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
-	maxDesc := fs.Int("upstream-max-description", mcpchannel.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
+	maxDesc := fs.Int("upstream-max-description", stack.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
 	opsF := addOpsFlags(fs, "")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -71,6 +71,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	if *tlsCert != "" && *tlsClientCA == "" {
 		return usagef("--tls-cert without --tls-client-ca: no TCP caller could be identified as a front or an operator; give --tls-client-ca CA.pem (the CA that signs their client certificates)")
+	}
+	if *vaultKey != "" && *vaultPass != "" {
+		return usagef("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
 	}
 	logger := formattedLogger(env.Stderr, *level, opsF.logFormat)
 	tlsCfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA, logger.Named("tls"))
@@ -107,15 +110,15 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("catalog refused:\n%v", err)
 	}
-	ob, err := newObservability(ctx, logger, cat)
+	ob, err := stack.NewObservability(ctx, logger, cat)
 	if err != nil {
 		return err
 	}
-	defer ob.close()
-	st, err := newStack(stackConfig{
-		Logger: logger, Telemetry: ob.telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *catalogPath), CheckpointCopy: *ckptCopy,
+	defer ob.Close()
+	st, err := stack.New(stack.Config{
+		Logger: logger, Telemetry: ob.Telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *catalogPath), CheckpointCopy: *ckptCopy,
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
-		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc,
+		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc, Version: buildinfo.Read().Version,
 		Access: authz.Config{
 			FrontIdentities: frontIDs, OperatorIdentities: operatorIDs,
 			FrontUIDs: frontUIDs, OperatorUIDs: operatorUIDs,
@@ -124,14 +127,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if _, err := ob.serve(opsF, st); err != nil {
-		st.srv.Close()
+	defer st.Close()
+	if _, err := ob.Serve(opsF.config(), st); err != nil {
+		st.Server.Close()
 		return err
 	}
-	stopHUP := reloadOnHUP(ctx, st.srv.CatalogManager, logger)
+	stopHUP := reloadOnHUP(ctx, st.Server.CatalogManager, logger)
 	defer stopHUP()
-	return st.srv.Run(ctx)
+	return st.Run(ctx)
 }
 
 // reloadOnHUP reloads the catalog on every SIGHUP until ctx ends or the
@@ -162,13 +165,6 @@ func reloadOnHUP(ctx context.Context, manager func() *catalog.Manager, log hclog
 		}
 	}()
 	return func() { signal.Stop(hup); close(done) }
-}
-
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create data dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // listFlag is a repeatable string flag.

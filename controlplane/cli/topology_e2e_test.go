@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/testbin"
 	"github.com/latchhq/latch/internal/testpki"
 )
@@ -249,7 +249,7 @@ func TestSocketCallerOfAnotherUID(t *testing.T) {
 	}
 	startProc(t, "latch serve", regexp.MustCompile(`(control plane ready)`), latchBin, "serve", "--data", data, "--catalog", catalog,
 		"--vault-key-file", filepath.Join(data, "vault.key"), "--operator-uid", "12345")
-	if fi, err := os.Stat(server.SocketPath(data)); err != nil || fi.Mode().Perm() != 0o666 {
+	if fi, err := os.Stat(datadir.Socket(data)); err != nil || fi.Mode().Perm() != 0o666 {
 		t.Fatalf("socket with --operator-uid: %v %v, want mode 0666 (SO_PEERCRED decides)", fi, err)
 	}
 	if fi, err := os.Stat(data); err != nil || fi.Mode().Perm() != 0o711 {
@@ -262,7 +262,7 @@ func TestSocketCallerOfAnotherUID(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return string(out), cmd.ProcessState.ExitCode()
 	}
-	sock := "unix://" + server.SocketPath(data)
+	sock := "unix://" + datadir.Socket(data)
 	if out, code := asUID(operatorUID, "exec", "list", "--addr", sock); code != 0 {
 		t.Errorf("exec list as --operator-uid %d: exit %d\n%s", operatorUID, code, out)
 	}

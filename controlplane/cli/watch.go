@@ -6,15 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -22,7 +20,7 @@ import (
 // waitsFor says what an execution awaiting approval waits for, and the
 // command that gives it.
 func waitsFor(x *recordv1.Execution) string {
-	if strings.HasPrefix(x.GetReason(), engine.ReasonSessionAuthorization) && x.GetSessionId() != "" {
+	if lifecycle.ReasonOf(x) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION && x.GetSessionId() != "" {
 		return "session authorization: latch session authorize " + x.GetSessionId()
 	}
 	return "an operator's decision: latch approvals approve " + x.GetId() + " (or deny " + x.GetId() + " --reason R)"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/explain"
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -178,7 +178,7 @@ func startDev(t *testing.T, targetURL string) *dev {
 	conn, err := grpc.NewClient("passthrough:///latch", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", server.SocketPath(d.data))
+			return dl.DialContext(ctx, "unix", datadir.Socket(d.data))
 		}))
 	if err != nil {
 		t.Fatal(err)

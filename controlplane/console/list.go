@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/explain"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

@@ -37,6 +37,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/channels"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/hostagent/agent"
@@ -53,9 +54,6 @@ const Actor = "dev"
 // ExampleDemoURL is the demo target's address in the embedded example
 // catalog; Catalog rewrites it to where the demo target really listens.
 const ExampleDemoURL = "http://127.0.0.1:7412"
-
-// AgentSocket is the embedded host agent's socket in data dir data.
-func AgentSocket(data string) string { return filepath.Join(data, "hostagent.sock") }
 
 // Catalog is the catalog source of `latch dev`: the file at path as is
 // (reloaded by `latch catalog reload`), or the embedded example catalog with
@@ -92,9 +90,6 @@ func NewToken() string {
 	return "latch_dev_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// TokenPath is the dev token's file in data dir data.
-func TokenPath(data string) string { return filepath.Join(data, "dev-token") }
-
 // ErrBadToken is returned by LoadToken for a chosen token it refuses.
 var ErrBadToken = errors.New("devstack: bad dev token")
 
@@ -114,7 +109,7 @@ func LoadToken(data, chosen string) (string, bool, error) {
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return "", false, fmt.Errorf("devstack: data dir: %w", err)
 	}
-	path := TokenPath(data)
+	path := datadir.DevToken(data)
 	if chosen != "" {
 		if err := checkToken(chosen); err != nil {
 			return "", false, err
@@ -247,7 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
 	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 
-	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: AgentSocket(cfg.DataDir), Logger: log,
+	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: datadir.AgentSocket(cfg.DataDir), Logger: log,
 		Metrics: agentMetrics(cfg.Registry)})
 	if err != nil {
 		return err
@@ -272,7 +267,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog, PID: os.Getpid()}); err != nil {
 		return err
 	}
-	defer os.Remove(InfoPath(cfg.DataDir))
+	defer os.Remove(datadir.DevInfo(cfg.DataDir))
 	printBanner(cfg.Out, banner{url: mcpURL, token: cfg.Token, source: cfg.TokenSource, data: cfg.DataDir, demo: demoURL, strict: cfg.Strict, catalog: catalog, ops: cfg.OpsURL, signIn: cfg.ConsoleSignIn, signInAs: cfg.ConsoleOperator})
 	if cfg.OAuth != nil {
 		meta, _ := mcpfront.ResourceMetadataURL(cfg.OAuth.Resource())
@@ -294,22 +289,37 @@ type Info struct {
 	PID int `json:"pid,omitempty"`
 }
 
+// Bearer is an HTTP transport that sends the dev token on every request,
+// over rt: how latch demo and latch bench reach the MCP front as the dev
+// actor (their own transports: internal/egress lists them).
+func (i Info) Bearer(rt http.RoundTripper) http.RoundTripper {
+	return bearer{token: i.Token, rt: rt}
+}
+
+type bearer struct {
+	token string
+	rt    http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.rt.RoundTrip(r)
+}
+
 // CatalogExample is Info.Catalog for the embedded example catalog.
 const CatalogExample = "example"
-
-// InfoPath is dev.json in data dir data.
-func InfoPath(data string) string { return filepath.Join(data, "dev.json") }
 
 // WriteInfo writes dev.json, readable by its owner only (it holds the
 // token). Atomically (temp file, rename): a reader that sees the file sees
 // all of it.
 func WriteInfo(data string, info Info) error {
 	b, _ := json.MarshalIndent(info, "", "  ")
-	tmp := InfoPath(data) + ".tmp"
+	tmp := datadir.DevInfo(data) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, InfoPath(data))
+	return os.Rename(tmp, datadir.DevInfo(data))
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
@@ -347,13 +357,13 @@ func printBanner(w io.Writer, b banner) {
 	var src string
 	switch b.source {
 	case TokenFromFlag:
-		src = "chosen with --dev-token; kept in " + TokenPath(b.data)
+		src = "chosen with --dev-token; kept in " + datadir.DevToken(b.data)
 	case TokenFromEnv:
-		src = "chosen with LATCH_DEV_TOKEN; kept in " + TokenPath(b.data)
+		src = "chosen with LATCH_DEV_TOKEN; kept in " + datadir.DevToken(b.data)
 	case TokenNew:
-		src = "new; kept in " + TokenPath(b.data) + " for later runs"
+		src = "new; kept in " + datadir.DevToken(b.data) + " for later runs"
 	default:
-		src = "kept in " + TokenPath(b.data)
+		src = "kept in " + datadir.DevToken(b.data)
 	}
 	strict := "off: the dev actor is trusted (no session authorization); --strict applies the full decision order"
 	if b.strict {

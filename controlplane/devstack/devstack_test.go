@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/tokens"
@@ -135,7 +136,7 @@ func TestLoadToken(t *testing.T) {
 	if err != nil || !created || len(first) < 16 {
 		t.Fatalf("LoadToken(new dir) = %q, %v, %v; want a new token", first, created, err)
 	}
-	fi, err := os.Stat(TokenPath(data))
+	fi, err := os.Stat(datadir.DevToken(data))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file mode = %v, %v; want 0600", fi.Mode().Perm(), err)
 	}
@@ -150,13 +151,13 @@ func TestLoadToken(t *testing.T) {
 	if got, _, err := LoadToken(data, ""); err != nil || got != chosen {
 		t.Errorf("LoadToken after choosing = %q, %v; want the chosen token kept", got, err)
 	}
-	if err := os.Chmod(TokenPath(data), 0o644); err != nil {
+	if err := os.Chmod(datadir.DevToken(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := LoadToken(data, ""); err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Stat(TokenPath(data)); fi.Mode().Perm() != 0o600 {
+	if fi, _ := os.Stat(datadir.DevToken(data)); fi.Mode().Perm() != 0o600 {
 		t.Errorf("a 0644 token file stays %v; want it tightened to 0600", fi.Mode().Perm())
 	}
 	for _, bad := range []string{"short", "has a space in it 0123", "line\nbreak-0123456789"} {

@@ -53,19 +53,28 @@ func verdict(ctx context.Context, rules []Rule, x *recordv1.Execution, tool *too
 	return "", Decision{}
 }
 
+// code is what d's reason is about: Code, or REASON_CODE_OTHER.
+func (d Decision) code() recordv1.ReasonCode {
+	if d.Code == recordv1.ReasonCode_REASON_CODE_UNSPECIFIED {
+		return recordv1.ReasonCode_REASON_CODE_OTHER
+	}
+	return d.Code
+}
+
 // decide applies the decision order to a new execution: the state it moves
 // to after accepted (authorized, awaiting_approval or rejected) and why. The
 // reason is journaled with that transition.
-func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (st recordv1.State, reason string, transient bool) {
+func (e *Engine) decide(ctx context.Context, x *recordv1.Execution, tool *tools.Tool) (st recordv1.State, code recordv1.ReasonCode, reason string, transient bool) {
 	rule, d := verdict(ctx, e.rules, x, tool)
 	e.log.Trace("decided", "tool", tool.Name, "actor", x.GetActor(), "rule", rule, "reject", d.Reject, "approval", d.NeedApproval)
+	code = d.code()
 	switch {
 	case d.Reject:
-		return recordv1.State_STATE_REJECTED, orDefault(d.Reason, "rejected by the "+rule+" rule"), d.Transient
+		return recordv1.State_STATE_REJECTED, code, orDefault(d.Reason, "rejected by the "+rule+" rule"), d.Transient
 	case d.NeedApproval:
-		return recordv1.State_STATE_AWAITING_APPROVAL, orDefault(d.Reason, "the "+rule+" rule requires approval"), false
+		return recordv1.State_STATE_AWAITING_APPROVAL, code, orDefault(d.Reason, "the "+rule+" rule requires approval"), false
 	}
-	return recordv1.State_STATE_AUTHORIZED, "authorized: no approval required by the tool contract", false
+	return recordv1.State_STATE_AUTHORIZED, recordv1.ReasonCode_REASON_CODE_OTHER, "authorized: no approval required by the tool contract", false
 }
 
 // rulesAfter is the part of the decision order after the named rule: what is

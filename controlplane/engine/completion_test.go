@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

@@ -26,13 +26,13 @@ func (g *gates) Rules() []Rule {
 	return []Rule{
 		{Name: "vault", Decide: func(context.Context, *recordv1.Execution, *tools.Tool) Decision {
 			if g.locked {
-				return Decision{Reject: true, Transient: true, Reason: "vault_locked: test"}
+				return Decision{Reject: true, Transient: true, Code: recordv1.ReasonCode_REASON_CODE_VAULT_LOCKED, Reason: "vault_locked: test"}
 			}
 			return Decision{}
 		}},
 		{Name: "actor", Decide: func(_ context.Context, x *recordv1.Execution, _ *tools.Tool) Decision {
 			if x.GetActor() == g.unknown {
-				return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + g.unknown}
+				return Decision{Reject: true, Transient: true, Code: recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR, Reason: "unknown_actor: " + g.unknown}
 			}
 			return Decision{}
 		}},
@@ -47,6 +47,7 @@ func TestDecisionOrderTable(t *testing.T) {
 	type want struct {
 		Rule      string
 		State     recordv1.State
+		Code      recordv1.ReasonCode
 		Reason    string
 		Transient bool
 	}
@@ -57,15 +58,15 @@ func TestDecisionOrderTable(t *testing.T) {
 		want                  want
 	}{
 		{"vault first, over everything", true, true, true, true,
-			want{"vault", recordv1.State_STATE_REJECTED, "vault_locked", true}},
+			want{"vault", recordv1.State_STATE_REJECTED, recordv1.ReasonCode_REASON_CODE_VAULT_LOCKED, "vault_locked", true}},
 		{"then the actor", false, true, true, true,
-			want{"actor", recordv1.State_STATE_REJECTED, "unknown_actor", true}},
+			want{"actor", recordv1.State_STATE_REJECTED, recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR, "unknown_actor", true}},
 		{"then the session", false, false, true, true,
-			want{RuleSession, recordv1.State_STATE_AWAITING_APPROVAL, ReasonSessionAuthorization, false}},
+			want{RuleSession, recordv1.State_STATE_AWAITING_APPROVAL, recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION, "session_authorization", false}},
 		{"then every_call approval", false, false, false, true,
-			want{RuleApproval, recordv1.State_STATE_AWAITING_APPROVAL, "the tool requires approval for every call", false}},
+			want{RuleApproval, recordv1.State_STATE_AWAITING_APPROVAL, recordv1.ReasonCode_REASON_CODE_OTHER, "the tool requires approval for every call", false}},
 		{"nothing required", false, false, false, false,
-			want{"", recordv1.State_STATE_AUTHORIZED, "authorized: no approval required by the tool contract", false}},
+			want{"", recordv1.State_STATE_AUTHORIZED, recordv1.ReasonCode_REASON_CODE_OTHER, "authorized: no approval required by the tool contract", false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,8 +87,8 @@ func TestDecisionOrderTable(t *testing.T) {
 			}
 			x := &recordv1.Execution{Actor: "alice", Tool: tool.Name, SessionId: "ses_new"}
 			rule, _ := verdict(t.Context(), h.e.rules, x, tool)
-			st, reason, transient := h.e.decide(t.Context(), x, tool)
-			got := want{rule, st, reason, transient}
+			st, code, reason, transient := h.e.decide(t.Context(), x, tool)
+			got := want{rule, st, code, reason, transient}
 			if !strings.HasPrefix(got.Reason, tt.want.Reason) {
 				t.Errorf("decide reason = %q, want it to start with %q", got.Reason, tt.want.Reason)
 			}
@@ -108,8 +109,11 @@ func TestDecisionOrderTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !journaled(j, tt.want.State, tt.want.Reason) {
-				t.Errorf("journal of %s has no %s record with a reason starting %q: %v", r.Execution.GetId(), tt.want.State, tt.want.Reason, j)
+			if !journaled(j, tt.want.State, tt.want.Code, tt.want.Reason) {
+				t.Errorf("journal of %s has no %s record with code %v and a reason starting %q: %v", r.Execution.GetId(), tt.want.State, tt.want.Code, tt.want.Reason, j)
+			}
+			if got := r.Execution.GetReasonCode(); got != tt.want.Code {
+				t.Errorf("Submit: execution reason_code = %v, want %v", got, tt.want.Code)
 			}
 		})
 	}
@@ -123,9 +127,9 @@ func ruleNames(rs []Rule) []string {
 	return out
 }
 
-func journaled(j []*recordv1.JournalEntry, st recordv1.State, reasonPrefix string) bool {
+func journaled(j []*recordv1.JournalEntry, st recordv1.State, code recordv1.ReasonCode, reasonPrefix string) bool {
 	for _, e := range j {
-		if e.GetTo() == st && strings.HasPrefix(e.GetReason(), reasonPrefix) {
+		if e.GetTo() == st && e.GetReasonCode() == code && strings.HasPrefix(e.GetReason(), reasonPrefix) {
 			return true
 		}
 	}

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -28,7 +28,7 @@ func requireState(want ...recordv1.State) func(*recordv1.Execution) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("%w: %s is %s", ErrNotResolvable, x.GetId(), lifecycle.Name(x.GetState()))
+		return refuse(ErrNotResolvable, "%s is %s", x.GetId(), lifecycle.Name(x.GetState()))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +16,9 @@ import (
 
 	"github.com/latchhq/latch/controlplane/dueq"
 	"github.com/latchhq/latch/controlplane/fingerprint"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/actorname"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -30,11 +29,43 @@ var (
 	ErrInvalidArguments = errors.New("engine: invalid arguments")
 	ErrInvalidRequest   = errors.New("engine: invalid request")
 	ErrNotFound         = errors.New("engine: execution not found")
-	ErrBadRepeatOf      = errors.New("engine: repeat_of does not cite a settled execution of this actor and tool")
+	ErrBadRepeatOf      = errors.New("engine: bad repeat_of")
 	ErrTooLate          = errors.New("engine: execution already dispatched")
 	ErrNotResolvable    = errors.New("engine: execution is not awaiting a decision")
 	ErrClosed           = errors.New("engine: shutting down")
 )
+
+// Refusal is the error of a request the engine refuses for a reason the
+// caller can act on: Err is the sentinel it matches (errors.Is), Problem
+// what is wrong, written for the caller without any package prefix (the
+// API sends it as the ErrorInfo's "problem" and the MCP front hands it to
+// the model as is, as tools.ArgumentError's Problem).
+type Refusal struct {
+	Err     error
+	Problem string
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() + ": " + r.Problem }
+
+// Unwrap makes errors.Is(err, r.Err) true.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// badRepeatOf starts the problem of every ErrBadRepeatOf refusal.
+const badRepeatOf = "repeat_of does not cite a settled execution of this actor and tool"
+
+func refuse(sentinel error, format string, args ...any) error {
+	return &Refusal{Err: sentinel, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Problem is the caller-facing problem of the *Refusal or
+// *tools.ArgumentError in err's chain, or "" when there is none.
+func Problem(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Problem
+	}
+	return tools.ArgumentProblem(err)
+}
 
 // Channel performs executions on targets of one kind; the engine knows a
 // channel only through this seam and Config.Channels (doc.go says how to add
@@ -147,6 +178,9 @@ type Decision struct {
 	Reject       bool
 	NeedApproval bool
 	Reason       string
+	// Code is what Reason is about, recorded with it (REASON_CODE_OTHER
+	// when unset): the code readers branch on, never the text.
+	Code recordv1.ReasonCode
 	// Transient marks a rejection whose cause passes (a locked vault): the
 	// rejected execution is not indexed for matching, so a retry after
 	// the cause is gone is a new execution rather than the same rejection.
@@ -365,7 +399,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	cat := e.catalog.Load()
 	tool, ok := cat.cat.Tools[in.Tool]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not in the catalog (see latch_executions or the catalog for tool names)", ErrUnknownTool, in.Tool)
+		return nil, refuse(ErrUnknownTool, "%q is not in the catalog (see latch_executions or the catalog for tool names)", in.Tool)
 	}
 	target := cat.cat.Targets[tool.Target]
 	args, err := tool.PrepareArguments(in.Arguments)
@@ -374,7 +408,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	}
 	ch := e.cfg.Channels[target.Channel]
 	if ch == nil {
-		return nil, fmt.Errorf("%w: tool %q acts on target %q over channel %q, which this control plane does not serve", ErrUnknownTool, in.Tool, tool.Target, target.Channel)
+		return nil, refuse(ErrUnknownTool, "tool %q acts on target %q over channel %q, which this control plane does not serve", in.Tool, tool.Target, target.Channel)
 	}
 	repeatOf, plain := tool.SplitRepeatOf(args)
 	scope := in.Scope
@@ -397,7 +431,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	// The decision is taken before the atomic step (an Authorizer may do
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
 	sessionID, sessionKey := e.sessionFor(in.Actor, in.Scope, in.Evidence)
-	decided, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
+	decided, code, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
@@ -410,7 +444,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 		if repeatOf != "" {
 			cited, err := tx.Execution(repeatOf)
 			if errors.Is(err, store.ErrNotFound) || (err == nil && (cited.GetActor() != in.Actor || cited.GetTool() != tool.Name)) {
-				return fmt.Errorf("%w: %s is not an execution of tool %s by this actor", ErrBadRepeatOf, repeatOf, tool.Name)
+				return refuse(ErrBadRepeatOf, "%s: %s is not an execution of tool %s by this actor", badRepeatOf, repeatOf, tool.Name)
 			}
 			if err != nil {
 				return err
@@ -419,7 +453,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				return err
 			}
 			if !lifecycle.Settled(cited.GetState()) {
-				return fmt.Errorf("%w: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", ErrBadRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
+				return refuse(ErrBadRepeatOf, "%s: %s is still %s; wait for its outcome (latch_execution_status) before repeating it", badRepeatOf, repeatOf, lifecycle.Name(cited.GetState()))
 			}
 		}
 		if tool.SideEffecting() {
@@ -438,7 +472,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 						return cerr
 					}
 					if reason, review := e.integrityReview(prior, cerr); review {
-						if err := e.step(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", reason, false); err != nil {
+						if err := e.stepCode(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, false); err != nil {
 							return err
 						}
 					}
@@ -471,7 +505,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				tx.PutSealedArguments(x.GetId(), box)
 			}
 		}
-		if err := e.step(tx, x, decided, now, "transition", reason, false); err != nil {
+		if err := e.stepCode(tx, x, decided, now, "transition", code, reason, false); err != nil {
 			return err
 		}
 		// Dispatched is recorded in the same commit (docs/design §11: the
@@ -544,7 +578,7 @@ func attachResult(prior *recordv1.Execution) *SubmitResult {
 		r.Note = fmt.Sprintf("%s was dispatched at %s and its outcome is unknown; not re-sent: it is being established from the target", id, stamp(prior.GetDispatchedAt()))
 	case recordv1.State_STATE_NEEDS_REVIEW:
 		r.Note = id + " needs an operator's review (its outcome is unknown and the tool cannot be safely re-sent); not re-sent"
-		if strings.HasPrefix(prior.GetReason(), ReasonResultIntegrity) {
+		if lifecycle.ReasonOf(prior) == recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY {
 			r.Note = id + " completed, but its stored result failed its integrity check (result_integrity) and is withheld; an operator's review decides; not re-sent"
 		}
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:

@@ -20,12 +20,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -511,6 +511,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Submit = %v, want %v", err, tt.want)
 			}
+			// A refusal the caller can act on carries its problem, written
+			// for the caller (the API's ErrorInfo "problem").
+			switch p := Problem(err); {
+			case errors.Is(tt.want, ErrBadRepeatOf):
+				if !strings.HasPrefix(p, "repeat_of does not cite a settled execution of this actor and tool: ") {
+					t.Errorf("Problem(%v) = %q, want it to say what repeat_of must cite", err, p)
+				}
+			case errors.Is(tt.want, ErrUnknownTool), errors.Is(tt.want, ErrInvalidArguments):
+				if p == "" || strings.HasPrefix(p, "engine:") || strings.HasPrefix(p, "tools:") {
+					t.Errorf("Problem(%v) = %q, want the problem without package prefixes", err, p)
+				}
+			}
 		})
 	}
 	if got := h.st.JournalSize(); got != before {
@@ -727,7 +739,7 @@ type rejectActor string
 func (r rejectActor) Rules() []Rule {
 	return []Rule{{Name: "actor", Decide: func(_ context.Context, x *recordv1.Execution, _ *tools.Tool) Decision {
 		if x.GetActor() == string(r) {
-			return Decision{Reject: true, Transient: true, Reason: "unknown_actor: " + string(r)}
+			return Decision{Reject: true, Transient: true, Code: recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR, Reason: "unknown_actor: " + string(r)}
 		}
 		return Decision{}
 	}}}
@@ -748,7 +760,7 @@ func TestDecisionOrder(t *testing.T) {
 		}
 		return r
 	}
-	if r := submit("mallory", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), "unknown_actor") {
+	if r := submit("mallory", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_REJECTED || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR || !strings.HasPrefix(r.Execution.GetReason(), "unknown_actor") {
 		t.Errorf("unknown actor: %v %q, want rejected by the policy rule", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	if r := submit("robot", "deploy", `{"service":"a","version":"1"}`, ev); r.Execution.GetState() != recordv1.State_STATE_DISPATCHED {
@@ -756,7 +768,7 @@ func TestDecisionOrder(t *testing.T) {
 	}
 	// A new session of a known actor waits for session authorization.
 	first := submit("alice", "deploy", `{"service":"a","version":"2"}`, ev)
-	if first.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(first.Execution.GetReason(), ReasonSessionAuthorization) {
+	if first.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || first.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION || !strings.HasPrefix(first.Execution.GetReason(), "session_authorization") {
 		t.Fatalf("new session: %v %q, want awaiting session authorization", first.Execution.GetState(), first.Execution.GetReason())
 	}
 	rot := submit("alice", "rotate", `{"name":"db","new_secret":"s"}`, ev)
@@ -787,7 +799,7 @@ func TestDecisionOrder(t *testing.T) {
 	if x, _, _ := h.e.Get(other.Execution.GetId(), ""); x.GetState() != recordv1.State_STATE_REJECTED {
 		t.Errorf("pending execution of a revoked session: %v, want rejected", x.GetState())
 	}
-	if r := submit("alice", "deploy", `{"service":"a","version":"5"}`, &recordv1.Evidence{McpSessionId: "mcp-2"}); r.Execution.GetState() != recordv1.State_STATE_REJECTED || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionRevoked) {
+	if r := submit("alice", "deploy", `{"service":"a","version":"5"}`, &recordv1.Evidence{McpSessionId: "mcp-2"}); r.Execution.GetState() != recordv1.State_STATE_REJECTED || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_REVOKED || !strings.HasPrefix(r.Execution.GetReason(), "session_revoked") {
 		t.Errorf("new call in a revoked session: %v %q, want rejected", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	ss, _ := h.e.Sessions(10)
@@ -824,7 +836,7 @@ func TestToolApprovalSession(t *testing.T) {
 	cat.Tools["deploy"].Approval = tools.ApprovalSession
 	defer func() { cat.Tools["deploy"].Approval = tools.ApprovalNone }()
 	r := h.submit(t, "alice", "deploy", `{"service":"s","version":"1"}`)
-	if r.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || !strings.HasPrefix(r.Execution.GetReason(), ReasonSessionAuthorization) {
+	if r.Execution.GetState() != recordv1.State_STATE_AWAITING_APPROVAL || r.Execution.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION || !strings.HasPrefix(r.Execution.GetReason(), "session_authorization") {
 		t.Fatalf("approval: session tool in a new session: %v %q, want awaiting session authorization", r.Execution.GetState(), r.Execution.GetReason())
 	}
 	if _, err := h.e.AuthorizeSession(t.Context(), r.Execution.GetSessionId(), "ops"); err != nil {

@@ -196,8 +196,8 @@ func TestForgedStateNeverDispatchesAgain(t *testing.T) {
 				if err != nil || res != nil {
 					t.Fatalf("Get after %s = result %v, error %v; want no result and no error", forgery, res, err)
 				}
-				if got.GetState() != recordv1.State_STATE_NEEDS_REVIEW || !strings.HasPrefix(got.GetReason(), engine.ReasonResultIntegrity) {
-					t.Errorf("after %s the execution is %v (%q), want needs_review with reason %s", forgery, got.GetState(), got.GetReason(), engine.ReasonResultIntegrity)
+				if got.GetState() != recordv1.State_STATE_NEEDS_REVIEW || got.GetReasonCode() != recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY || !strings.HasPrefix(got.GetReason(), "result_integrity") {
+					t.Errorf("after %s the execution is %v (%v, %q), want needs_review with reason result_integrity", forgery, got.GetState(), got.GetReasonCode(), got.GetReason())
 				}
 				hist, err := r.st.History(victim)
 				if err != nil {
@@ -205,7 +205,7 @@ func TestForgedStateNeverDispatchesAgain(t *testing.T) {
 				}
 				var reviews int
 				for _, h := range hist {
-					if h.GetKind() == "integrity" && h.GetTo() == recordv1.State_STATE_NEEDS_REVIEW && strings.HasPrefix(h.GetReason(), engine.ReasonResultIntegrity) {
+					if h.GetKind() == "integrity" && h.GetTo() == recordv1.State_STATE_NEEDS_REVIEW && h.GetReasonCode() == recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY && strings.HasPrefix(h.GetReason(), "result_integrity") {
 						reviews++
 					}
 				}

@@ -7,8 +7,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -37,12 +37,8 @@ func (e *Engine) Get(id, actor string) (*recordv1.Execution, *recordv1.Result, e
 	return x, r, nil
 }
 
-// ReasonResultIntegrity starts the reason of an execution whose stored
-// result does not hash to its journal record.
-const ReasonResultIntegrity = "result_integrity"
-
 // integrityReview logs a result that failed its hash check and returns the
-// reason to journal, and whether x is in a state (completed, delivered) that
+// reason to journal (its code is REASON_CODE_RESULT_INTEGRITY), and whether x is in a state (completed, delivered) that
 // must move to needs_review for it.
 func (e *Engine) integrityReview(x *recordv1.Execution, cause error) (string, bool) {
 	var detail string
@@ -52,8 +48,8 @@ func (e *Engine) integrityReview(x *recordv1.Execution, cause error) (string, bo
 	}
 	e.log.Error("stored result does not hash to its journal record; withheld and sent to review",
 		"execution_id", x.GetId(), "journal_index", x.GetJournalIndex(), "mismatch", detail, "command", store.VerifyCommand)
-	reason := fmt.Sprintf("%s: the stored result does not hash to journal record %d (%s); it is withheld. Run `%s` on the stopped data dir; an operator decides (latch exec resolve)",
-		ReasonResultIntegrity, x.GetJournalIndex(), detail, store.VerifyCommand)
+	reason := lifecycle.Reason(recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, fmt.Sprintf("the stored result does not hash to journal record %d (%s); it is withheld. Run `%s` on the stopped data dir; an operator decides (latch exec resolve)",
+		x.GetJournalIndex(), detail, store.VerifyCommand))
 	switch x.GetState() {
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED:
 		return reason, true
@@ -69,7 +65,7 @@ func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execu
 	if !review {
 		return x, nil, nil // already out of completed (needs_review says why)
 	}
-	y, err := e.transition(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, "integrity", reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
+	y, err := e.transitionCode(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, "integrity", recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
 	if err != nil {
 		e.log.Error("cannot record result_integrity review", "execution_id", x.GetId(), "error", err)
 		if errors.Is(err, ErrNotResolvable) {
@@ -114,7 +110,7 @@ func (e *Engine) List(f store.Filter) ([]*recordv1.Execution, error) {
 // accepted write (two syncs in a row on that call's critical path, and
 // every read that call made waited on it).
 func (e *Engine) MarkDelivered(ctx context.Context, id string) (*recordv1.Execution, error) {
-	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, "transition", "result delivered to the caller", requireState(recordv1.State_STATE_COMPLETED))
+	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, "transition", recordv1.ReasonCode_REASON_CODE_OTHER, "result delivered to the caller", requireState(recordv1.State_STATE_COMPLETED))
 	if errors.Is(err, ErrNotResolvable) {
 		if cur, gerr := e.st.Execution(id); gerr == nil && cur.GetState() == recordv1.State_STATE_DELIVERED {
 			return cur, nil
@@ -138,7 +134,7 @@ func (e *Engine) Cancel(ctx context.Context, id, actor, reason string) (*recordv
 		case x.GetState() == recordv1.State_STATE_CANCELLED:
 			return errAlreadyCancelled
 		}
-		return fmt.Errorf("%w: %s is %s; after dispatch an execution runs to its observed outcome", ErrTooLate, id, lifecycle.Name(x.GetState()))
+		return refuse(ErrTooLate, "%s is %s; after dispatch an execution runs to its observed outcome", id, lifecycle.Name(x.GetState()))
 	})
 	if errors.Is(err, errAlreadyCancelled) {
 		cur, gerr := e.st.Execution(id)

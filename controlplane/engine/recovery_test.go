@@ -19,10 +19,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

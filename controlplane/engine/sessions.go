@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/journal"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -50,7 +50,7 @@ type SessionConfig struct {
 func (e *Engine) logPending(x *recordv1.Execution) {
 	cmd := "latch approvals approve " + x.GetId()
 	what := "execution awaits approval"
-	if strings.HasPrefix(x.GetReason(), ReasonSessionAuthorization) && x.GetSessionId() != "" {
+	if lifecycle.ReasonOf(x) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION && x.GetSessionId() != "" {
 		cmd = "latch session authorize " + x.GetSessionId()
 		what = "agent session awaits authorization"
 	}
@@ -59,12 +59,6 @@ func (e *Engine) logPending(x *recordv1.Execution) {
 	}
 	e.log.Info(what, "execution_id", x.GetId(), "tool", x.GetTool(), "actor", x.GetActor(), "run", cmd)
 }
-
-// Reasons of the session rule, at the start of an execution's reason.
-const (
-	ReasonSessionAuthorization = "session_authorization"
-	ReasonSessionRevoked       = "session_revoked"
-)
 
 // ErrSessionNotFound is returned for an unknown session id.
 var ErrSessionNotFound = errors.New("engine: session not found")
@@ -91,16 +85,20 @@ func (e *Engine) trusted(actor string) bool {
 
 // sessionRule is the session rule of the decision order.
 func (e *Engine) sessionRule(_ context.Context, x *recordv1.Execution, tool *tools.Tool) Decision {
-	reject, wait, why := e.sessionVerdict(x.GetActor(), x.GetSessionId(), tool.Approval == tools.ApprovalSession)
-	return Decision{Reject: reject, NeedApproval: wait, Reason: why}
+	reject, wait, code, why := e.sessionVerdict(x.GetActor(), x.GetSessionId(), tool.Approval == tools.ApprovalSession)
+	return Decision{Reject: reject, NeedApproval: wait, Code: code, Reason: why}
 }
 
 // sessionVerdict is the session rule's part of the decision order. It
 // applies when sessions are required, and always to tools whose contract
 // says approval: session; trusted actors are exempt.
-func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject, wait bool, reason string) {
+func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject, wait bool, code recordv1.ReasonCode, reason string) {
+	const (
+		authorization = recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION
+		revoked       = recordv1.ReasonCode_REASON_CODE_SESSION_REVOKED
+	)
 	if !(e.cfg.Sessions.Required || toolWantsSession) || e.trusted(actor) {
-		return false, false, ""
+		return false, false, 0, ""
 	}
 	s, err := e.st.Session(id)
 	switch {
@@ -117,13 +115,13 @@ func (e *Engine) sessionVerdict(actor, id string, toolWantsSession bool) (reject
 				e.sessionMu.Unlock()
 				e.sessionFailOnce.Do(func() { close(e.sessionsFailed) })
 			}
-			return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is stored as authorized but its record does not match its journal record (%v); an operator must authorize it again: latch session authorize %s", ReasonSessionAuthorization, id, actor, cerr, id)
+			return false, true, authorization, lifecycle.Reason(authorization, fmt.Sprintf("agent session %s (actor %s) is stored as authorized but its record does not match its journal record (%v); an operator must authorize it again: latch session authorize %s", id, actor, cerr, id))
 		}
-		return false, false, ""
+		return false, false, 0, ""
 	case err == nil && s.GetState() == recordv1.SessionState_SESSION_STATE_REVOKED:
-		return true, false, fmt.Sprintf("%s: session %s was revoked: %s", ReasonSessionRevoked, id, s.GetReason())
+		return true, false, revoked, lifecycle.Reason(revoked, fmt.Sprintf("session %s was revoked: %s", id, s.GetReason()))
 	}
-	return false, true, fmt.Sprintf("%s: agent session %s (actor %s) is new and needs an operator's authorization: latch session authorize %s", ReasonSessionAuthorization, id, actor, id)
+	return false, true, authorization, lifecycle.Reason(authorization, fmt.Sprintf("agent session %s (actor %s) is new and needs an operator's authorization: latch session authorize %s", id, actor, id))
 }
 
 // checkSession holds an authorized session against its journal record
@@ -233,7 +231,7 @@ func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*re
 				continue
 			case d.NeedApproval:
 				e.journal(ctx, x, "approval", "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
-					cur.Reason = d.Reason
+					cur.Reason, cur.ReasonCode = d.Reason, d.code()
 				})
 				continue
 			}
@@ -258,7 +256,7 @@ func (e *Engine) RevokeSession(ctx context.Context, id, operator, reason string)
 		return nil, err
 	}
 	for _, x := range e.pendingOf(id) {
-		if _, err := e.Deny(ctx, x.GetId(), operator, ReasonSessionRevoked+": "+reason); err != nil {
+		if _, err := e.Deny(ctx, x.GetId(), operator, lifecycle.Reason(recordv1.ReasonCode_REASON_CODE_SESSION_REVOKED, reason)); err != nil {
 			e.log.Debug("session revoked but execution not denied", "execution_id", x.GetId(), "error", err)
 		}
 	}

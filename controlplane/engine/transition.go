@@ -8,16 +8,24 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/transition"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // step moves x to state `to` inside tx: it checks the transition, stamps the
 // timestamp that belongs to the state, stores the execution and appends the
-// journal record. x is modified in place.
+// journal record. x is modified in place. A reason no program branches on
+// is recorded as REASON_CODE_OTHER (stepCode records another).
 func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind, reason string, index bool) error {
-	if err := lifecycle.Check(x.GetState(), to); err != nil {
+	return e.stepCode(tx, x, to, now, kind, recordv1.ReasonCode_REASON_CODE_OTHER, reason, index)
+}
+
+// stepCode is step with the code of its reason: the execution and its
+// journal record carry it with the reason, so readers branch on the code,
+// never on the reason's text.
+func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind string, code recordv1.ReasonCode, reason string, index bool) error {
+	if err := transition.Check(x.GetState(), to); err != nil {
 		return err
 	}
 	from := x.GetState()
@@ -43,12 +51,13 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 	if sealedGone(to) && e.cfg.Sealer != nil && e.hasSecrets(x) {
 		tx.DeleteSealedArguments(x.GetId()) // nothing will send it again (secrets.go)
 	}
+	entryCode := recordv1.ReasonCode_REASON_CODE_UNSPECIFIED
 	if reason != "" {
-		x.Reason = reason
+		x.Reason, x.ReasonCode, entryCode = reason, code, code
 	}
 	idx, err := appendJournaled(tx, &recordv1.JournalEntry{
 		Time: ts, ExecutionId: x.GetId(), From: from, To: to, Kind: kind,
-		Reason: reason, Actor: x.GetActor(), Execution: x,
+		Reason: reason, ReasonCode: entryCode, Actor: x.GetActor(), Execution: x,
 	})
 	if err != nil {
 		return err
@@ -60,12 +69,17 @@ func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, no
 // transition loads an execution, lets mutate check and change it, and moves
 // it to `to` durably. mutate may return an error to refuse.
 func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
-	return e.transitionVia(ctx, e.st.Update, id, to, kind, reason, mutate)
+	return e.transitionVia(ctx, e.st.Update, id, to, kind, recordv1.ReasonCode_REASON_CODE_OTHER, reason, mutate)
+}
+
+// transitionCode is transition with the code of its reason (stepCode).
+func (e *Engine) transitionCode(ctx context.Context, id string, to recordv1.State, kind string, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+	return e.transitionVia(ctx, e.st.Update, id, to, kind, code, reason, mutate)
 }
 
 // transitionVia is transition committed through update (Store.Update, or
 // Store.UpdateLazy for a record nothing waits on).
-func (e *Engine) transitionVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) transitionVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, id string, to recordv1.State, kind string, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
 	err := update(ctx, func(tx *store.Tx) error {
@@ -81,7 +95,7 @@ func (e *Engine) transitionVia(ctx context.Context, update func(context.Context,
 				return err
 			}
 		}
-		if err := e.step(tx, x, to, now, kind, reason, false); err != nil {
+		if err := e.stepCode(tx, x, to, now, kind, code, reason, false); err != nil {
 			return err
 		}
 		out = x

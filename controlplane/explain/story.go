@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -209,7 +208,7 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 	// What can be done now.
 	id := x.GetId()
 	if x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL {
-		if strings.HasPrefix(x.GetReason(), engine.ReasonSessionAuthorization) {
+		if lifecycle.ReasonOf(x) == recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION {
 			ses := x.GetSessionId()
 			if ses == "" {
 				ses = "SESSION_ID"

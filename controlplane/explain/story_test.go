@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/latchhq/latch/controlplane/engine"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -68,8 +67,12 @@ func TestTellNext(t *testing.T) {
 	}{
 		{"approval card", &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, Reason: "rule"},
 			[]string{DoApprove, DoDeny, DoCancel}},
-		{"waits for its session", &recordv1.Execution{Id: "act_2", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_1", Reason: engine.ReasonSessionAuthorization + ": new session"},
+		{"waits for its session", &recordv1.Execution{Id: "act_2", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_1", ReasonCode: recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION, Reason: "session_authorization: new session"},
 			[]string{DoAuthorizeSession, DoApprove, DoDeny, DoCancel}},
+		{"waits for its session (a record written before reason codes)", &recordv1.Execution{Id: "act_2", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_1", Reason: "session_authorization: new session"},
+			[]string{DoAuthorizeSession, DoApprove, DoDeny, DoCancel}},
+		{"the reason's text alone decides nothing", &recordv1.Execution{Id: "act_5", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_1", ReasonCode: recordv1.ReasonCode_REASON_CODE_OTHER, Reason: "session_authorization: looks like one"},
+			[]string{DoApprove, DoDeny, DoCancel}},
 		{"needs review", &recordv1.Execution{Id: "act_3", State: recordv1.State_STATE_NEEDS_REVIEW}, []string{DoResolve}},
 		{"delivered", &recordv1.Execution{Id: "act_4", State: recordv1.State_STATE_DELIVERED}, nil},
 	}

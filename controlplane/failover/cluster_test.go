@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/countingtarget"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -249,7 +249,7 @@ func (r *replica) proc() *testbin.Proc {
 	return r.cur
 }
 
-func (r *replica) socket() string { return server.SocketPath(r.data) }
+func (r *replica) socket() string { return datadir.Socket(r.data) }
 
 var holderLine = regexp.MustCompile(`this replica is active.*? holder=(\S+) epoch=(\d+)`)
 

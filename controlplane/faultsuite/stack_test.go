@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/internal/countingtarget"
 	"github.com/latchhq/latch/internal/testbin"
@@ -173,7 +173,7 @@ func newLane(t *testing.T, id int) *lane {
 	if err := l.startCP(); err != nil {
 		t.Fatal(err)
 	}
-	sock := server.SocketPath(l.data)
+	sock := datadir.Socket(l.data)
 	l.conn, err = grpc.NewClient("passthrough:///latch", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -218,7 +218,7 @@ func (l *lane) startCP() error {
 	if err != nil {
 		return err
 	}
-	sock := server.SocketPath(l.data)
+	sock := datadir.Socket(l.data)
 	for range 1000 {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
@@ -246,7 +246,7 @@ func (l *lane) cpProc() *testbin.Proc {
 // startMCP runs latch-mcp against the control plane's socket on a free
 // loopback port (it logs the URL it serves).
 func (l *lane) startMCP() error {
-	args := []string{"--control-plane", "unix://" + server.SocketPath(l.data), "--listen", "127.0.0.1:0", "--actor", actor}
+	args := []string{"--control-plane", "unix://" + datadir.Socket(l.data), "--listen", "127.0.0.1:0", "--actor", actor}
 	p, err := testbin.StartProc(mcpBin, args, filepath.Join(l.dir, "mcp.log"))
 	if err != nil {
 		return err

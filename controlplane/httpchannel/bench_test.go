@@ -18,11 +18,11 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
-	"github.com/latchhq/latch/controlplane/lifecycle"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -156,7 +156,7 @@ func startLatch(t *testing.T, data, catalog string, flags ...string) *latch {
 		}
 	})
 	testbin.Eventually(t, "latch serve to open its socket", func() bool {
-		c, err := net.Dial("unix", server.SocketPath(data))
+		c, err := net.Dial("unix", datadir.Socket(data))
 		if err == nil {
 			c.Close()
 		}
@@ -172,7 +172,7 @@ func (l *latch) kill() {
 
 func dial(t *testing.T, data string) *grpc.ClientConn {
 	t.Helper()
-	sock := server.SocketPath(data)
+	sock := datadir.Socket(data)
 	conn, err := grpc.NewClient("passthrough:///latch", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			var d net.Dialer

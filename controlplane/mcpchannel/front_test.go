@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/internal/testbin"
 )
@@ -114,7 +115,7 @@ func startDev(t *testing.T, catalog string) devstack.Info {
 	})
 	var info devstack.Info
 	testbin.Eventually(t, "latch dev to start (its info file)", func() bool {
-		b, err := os.ReadFile(devstack.InfoPath(data))
+		b, err := os.ReadFile(datadir.DevInfo(data))
 		return err == nil && json.Unmarshal(b, &info) == nil && info.MCPURL != ""
 	})
 	return info

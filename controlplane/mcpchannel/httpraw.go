@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/latchhq/latch/internal/mcpwire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -40,13 +41,13 @@ const maxRawBody = 16 << 20
 
 // HTTP header names of the Streamable HTTP transport.
 const (
-	headerSessionID       = "Mcp-Session-Id"
-	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerMethod          = "Mcp-Method"
-	headerName            = "Mcp-Name"
+	headerSessionID       = mcpwire.HeaderSessionID
+	headerProtocolVersion = mcpwire.HeaderProtocolVersion
+	headerMethod          = mcpwire.HeaderMethod
+	headerName            = mcpwire.HeaderName
 	// standardHeadersSince is the first version whose requests carry
 	// Mcp-Method and Mcp-Name (SEP-2243).
-	standardHeadersSince = "2026-07-28"
+	standardHeadersSince = mcpwire.Era20260728
 )
 
 // httpRaw sends the channel's own requests to an HTTP upstream.
@@ -204,7 +205,7 @@ func (h *httpRaw) readStream(ctx context.Context, caps taskCaps, req *jsonrpc.Re
 			return nil, err
 		}
 		g.Header.Set("Accept", "text/event-stream")
-		g.Header.Set("Last-Event-ID", p.lastID)
+		g.Header.Set(mcpwire.HeaderLastEventID, p.lastID)
 		if caps.protocolVersion != "" {
 			g.Header.Set(headerProtocolVersion, caps.protocolVersion)
 		}

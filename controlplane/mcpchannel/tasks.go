@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/internal/mcpwire"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -20,7 +21,7 @@ import (
 // task's status proves.
 
 const (
-	extensionTasks = "io.modelcontextprotocol/tasks"
+	extensionTasks = mcpwire.ExtensionTasks
 	// requestedTaskTTL is the retention Latch asks for (2025-11-25
 	// params.task.ttl): long enough for recovery to ask after a restart; the
 	// upstream may grant less.
@@ -33,11 +34,11 @@ const (
 
 // Task statuses (both eras).
 const (
-	taskWorking       = "working"
-	taskInputRequired = "input_required"
-	taskCompleted     = "completed"
-	taskFailed        = "failed"
-	taskCancelled     = "cancelled"
+	taskWorking       = string(mcpwire.TaskWorking)
+	taskInputRequired = string(mcpwire.TaskInputRequired)
+	taskCompleted     = string(mcpwire.TaskCompleted)
+	taskFailed        = string(mcpwire.TaskFailed)
+	taskCancelled     = string(mcpwire.TaskCancelled)
 )
 
 // wireTask is a Task in either era (2025-11-25 ttl/pollInterval, 2026-07-28
@@ -243,7 +244,7 @@ func statusNote(t *wireTask) string {
 func (c *Channel) getTask(ctx context.Context, u *upstream, tp *tap, caps taskCaps, taskID string, deadline time.Time) (*wireTask, error) {
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	raw, err := tp.call(rctx, "tasks/get", map[string]any{"taskId": taskID, "_meta": u.reqMeta(caps, "")}, nil)
+	raw, err := tp.call(rctx, mcpwire.MethodTasksGet, map[string]any{"taskId": taskID, "_meta": u.reqMeta(caps, "")}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +293,7 @@ func (c *Channel) taskOutcome(ctx context.Context, u *upstream, tp *tap, caps ta
 		return engine.Attempt{Class: engine.Unknown, Reason: fmt.Sprintf("upstream %s: task %s is %s but tasks/get carried no result or error", name, task.TaskID, task.Status)}
 	}
 	// 2025-11-25: tasks/result answers the call's result (or its error).
-	raw, err := tp.call(ctx, "tasks/result", map[string]any{"taskId": task.TaskID, "_meta": u.reqMeta(caps, "")}, nil)
+	raw, err := tp.call(ctx, mcpwire.MethodTasksResult, map[string]any{"taskId": task.TaskID, "_meta": u.reqMeta(caps, "")}, nil)
 	if err != nil {
 		var werr *jsonrpc.Error
 		if errors.As(err, &werr) {

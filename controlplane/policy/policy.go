@@ -10,13 +10,10 @@ import (
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
-
-// ReasonVaultLocked prefixes the reason of executions refused because the
-// vault is locked.
-const ReasonVaultLocked = "vault_locked"
 
 // VaultStatus reports whether the vault is locked. Implemented by *vault.Vault.
 type VaultStatus interface {
@@ -28,10 +25,6 @@ type VaultStatus interface {
 type Actors interface {
 	Known(actor string) bool
 }
-
-// ReasonUnknownActor prefixes the reason of executions refused because the
-// actor is unknown or its tokens were revoked.
-const ReasonUnknownActor = "unknown_actor"
 
 // Names of the policy's rules in the decision order.
 const (
@@ -59,14 +52,16 @@ func (p *Policy) Rules() []engine.Rule {
 
 func (p *Policy) vault(context.Context, *recordv1.Execution, *tools.Tool) engine.Decision {
 	if p.Vault != nil && p.Vault.Status().Locked {
-		return engine.Decision{Reject: true, Reason: ReasonVaultLocked + ": the vault is locked; an operator must run `latch vault unlock` before any action runs", Transient: true}
+		const code = recordv1.ReasonCode_REASON_CODE_VAULT_LOCKED
+		return engine.Decision{Reject: true, Code: code, Reason: lifecycle.Reason(code, "the vault is locked; an operator must run `latch vault unlock` before any action runs"), Transient: true}
 	}
 	return engine.Decision{}
 }
 
 func (p *Policy) actor(_ context.Context, x *recordv1.Execution, _ *tools.Tool) engine.Decision {
 	if p.Actors != nil && !p.Actors.Known(x.GetActor()) {
-		return engine.Decision{Reject: true, Transient: true, Reason: ReasonUnknownActor + ": actor " + x.GetActor() + " has no live token (revoked or never created: latch token create)"}
+		const code = recordv1.ReasonCode_REASON_CODE_UNKNOWN_ACTOR
+		return engine.Decision{Reject: true, Transient: true, Code: code, Reason: lifecycle.Reason(code, "actor "+x.GetActor()+" has no live token (revoked or never created: latch token create)")}
 	}
 	return engine.Decision{}
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -40,8 +40,8 @@ import (
 
 // Key names in the PostgreSQL store's latch_keys.
 const (
-	FingerprintKeyName = "fingerprint"
-	JournalKeyName     = "journal"
+	FingerprintKeyName = datadir.FingerprintKey
+	JournalKeyName     = datadir.JournalKey
 )
 
 // Key errors.
@@ -90,7 +90,7 @@ func loadKeys(ctx context.Context, log hclog.Logger, cfg Config, kv store.KV) (*
 }
 
 func loadFileKeys(data string) (*keySet, error) {
-	if err := os.MkdirAll(filepath.Join(data, "keys"), 0o700); err != nil {
+	if err := os.MkdirAll(datadir.Keys(data), 0o700); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
 	fpKey, err := loadOrCreate(keyPath(data, "fingerprint.key"), func() ([]byte, error) { return fingerprint.GenerateKey() })
@@ -111,7 +111,7 @@ func loadFileKeys(data string) (*keySet, error) {
 		return nil, err
 	}
 	if vkey != "" {
-		if err := writeFile(VerifierPath(data), []byte(vkey+"\n"), 0o644); err != nil {
+		if err := writeFile(datadir.Verifier(data), []byte(vkey+"\n"), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -123,7 +123,7 @@ func loadFileKeys(data string) (*keySet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keySet{fp: fp, signer: signer, verifier: strings.TrimSpace(readOr(VerifierPath(data))), rows: rows}, nil
+	return &keySet{fp: fp, signer: signer, verifier: strings.TrimSpace(readOr(datadir.Verifier(data))), rows: rows}, nil
 }
 
 // keyAD is the associated data a stored key is sealed with: a box moved to

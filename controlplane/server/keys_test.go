@@ -35,7 +35,7 @@ type replica struct {
 	vault *vault.Vault
 }
 
-// openReplica opens the store and its vault like newStack does: the vault
+// openReplica opens the store and its vault like stack.New does: the vault
 // document in the store, created by the first replica with keyFile.
 func openReplica(t *testing.T, url, keyFile string) replica {
 	t.Helper()

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
@@ -49,7 +50,7 @@ func restartStep(tx *store.Tx, x *recordv1.Execution, to recordv1.State) error {
 // result.
 func buildRestartStore(tb testing.TB, data string, n, unsettledEvery int, due time.Time) {
 	tb.Helper()
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -118,13 +119,13 @@ func TestRestartAtScale(t *testing.T) {
 	if data == "" {
 		data = t.TempDir()
 	}
-	if _, err := os.Stat(DBDir(data)); err != nil {
+	if _, err := os.Stat(datadir.DB(data)); err != nil {
 		start := time.Now()
 		buildRestartStore(t, data, n, every, time.Now().Add(24*time.Hour)) // far away: a measured start changes nothing
 		t.Logf("built %d executions (%d unsettled) in %v", n, (n+every-1)/every, time.Since(start))
 	}
 	if os.Getenv("LATCH_RESTART_OLDER") == "1" {
-		kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+		kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestForgedUnsettledNeverActedOn(t *testing.T) {
 	data := t.TempDir()
 	buildRestartStore(t, data, 200, 10, time.Now().Add(-time.Hour))
 	forged := fmt.Sprintf("act_%026d", 50)
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -46,7 +47,7 @@ func TestForgedKeyFilesRefused(t *testing.T) {
 			if err := os.WriteFile(keyPath(data, "journal.key"), []byte(s), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(VerifierPath(data), []byte(v+"\n"), 0o644); err != nil {
+			if err := os.WriteFile(datadir.Verifier(data), []byte(v+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -60,6 +60,7 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -228,11 +229,8 @@ type Server struct {
 	ops opsState // ops.go
 }
 
-// Paths of a data directory.
-func DBDir(data string) string         { return filepath.Join(data, "db") }
-func SocketPath(data string) string    { return filepath.Join(data, "control.sock") }
-func VerifierPath(data string) string  { return filepath.Join(data, "keys", "journal.pub") }
-func keyPath(data, name string) string { return filepath.Join(data, "keys", name) }
+// keyPath is a key file of the data dir (datadir.Key).
+func keyPath(data, name string) string { return datadir.Key(data, name) }
 
 // New opens the data dir (creating it on first use) and builds the server.
 func New(cfg Config) (*Server, error) {
@@ -246,7 +244,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Socket == "" {
-		cfg.Socket = SocketPath(cfg.DataDir)
+		cfg.Socket = datadir.Socket(cfg.DataDir)
 	}
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = 30 * time.Second
@@ -261,7 +259,7 @@ func New(cfg Config) (*Server, error) {
 	kv := cfg.KV
 	if kv == nil {
 		var err error
-		if kv, err = backends.Open(cfg.Context, cfg.Store, DBDir(cfg.DataDir), log); err != nil {
+		if kv, err = backends.Open(cfg.Context, cfg.Store, datadir.DB(cfg.DataDir), log); err != nil {
 			return nil, err
 		}
 	}
@@ -371,7 +369,7 @@ func (s *Server) load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tks.Migrate(ctx, filepath.Join(cfg.DataDir, "tokens.json")); err != nil {
+	if _, err := tks.Migrate(ctx, datadir.LegacyTokens(cfg.DataDir)); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	// The engine exists only after the first catalog is recorded; the

@@ -28,6 +28,7 @@ import (
 	"github.com/latchhq/latch/controlplane/api"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/testpki"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -319,7 +320,7 @@ func accessDenied(t *testing.T, srv *Server) []denied {
 // TestListenRefusesALongSocketPath: a data dir whose socket path Linux
 // cannot bind is refused with its length and what to do.
 func TestListenRefusesALongSocketPath(t *testing.T) {
-	s := &Server{cfg: Config{Socket: SocketPath(filepath.Join(t.TempDir(), strings.Repeat("d", 120)))}}
+	s := &Server{cfg: Config{Socket: datadir.Socket(filepath.Join(t.TempDir(), strings.Repeat("d", 120)))}}
 	if err := s.Listen(); err == nil || !strings.Contains(err.Error(), "at most 107") || !strings.Contains(err.Error(), "--data") {
 		t.Fatalf("Listen = %v, want a refusal naming the limit and --data", err)
 	}

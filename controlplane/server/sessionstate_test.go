@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -153,7 +154,7 @@ func forgeSession(t *testing.T, cfg Config, before func(t *testing.T, srv *Serve
 	}
 	runAndStop(t, srv)
 
-	kv, err := badgerkv.Open(DBDir(cfg.DataDir), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(cfg.DataDir), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestForgedSessionRecordRefusedByTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	runAndStop(t, srv)
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/catalog"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
@@ -92,7 +93,7 @@ func TestStateCheckAtStartAndInTheBackground(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestPlantedTokenRefusedAtStart(t *testing.T) {
 	}
 	srv.Store.Close()
 
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func madeToken(t *testing.T, data string) string {
 func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 		}
 		t.Fatalf("New with a token planted in the stopped store = %v; want ErrStateMismatch naming %s", err, sid)
 	}
-	kv, err = badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err = badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 		t.Errorf("Run = %v, want ErrStateMismatch naming %s", err, id)
 	}
 
-	kv, err = badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err = badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestPlantedTokenRefusedAtFirstUseOnALargeStore(t *testing.T) {
 func TestStoreBeforeTheTokenIndexServesAtOnce(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +349,7 @@ func TestStoreBeforeTheTokenIndexServesAtOnce(t *testing.T) {
 func TestForgedTokenRecordRefusedByTheCheckpoint(t *testing.T) {
 	data := t.TempDir()
 	sound := madeToken(t, data)
-	kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +391,7 @@ func TestCheckpointCopyAnchorsTheTokenCheck(t *testing.T) {
 	}{{"with a checkpoint copy", true, true}, {"without one", false, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, cfg, srv := runWithCopy(t)
-			kv, err := badgerkv.Open(DBDir(data), badgerkv.Options{})
+			kv, err := badgerkv.Open(datadir.DB(data), badgerkv.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

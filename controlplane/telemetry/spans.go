@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/lifecycle"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

@@ -14,12 +14,12 @@ import (
 // client, or uses net/http's shared ones, outside this package.
 var outboundHTTP = regexp.MustCompile(`http\.(Transport|Client)\{|http\.Default(Client|Transport)\b|http\.(Get|Post|PostForm|Head)\(`)
 
-// notEgress are the production files allowed to: the latch CLI's demo and
-// bench commands, which talk to the local dev stack they started (its MCP
+// notEgress are the production files allowed to: the latch CLI's demo
+// command and the bench harness, which talk to the local dev stack they started (its MCP
 // front and demo target on loopback), not to anything a catalog, a vault or
 // an issuer names.
 var notEgress = []string{
-	"controlplane/cli/bench.go",
+	"controlplane/bench/bench.go",
 	"controlplane/cli/demo.go",
 }
 

@@ -18,6 +18,11 @@ import (
 // Domain is the ErrorInfo domain of every control-plane refusal.
 const Domain = "latch.dev"
 
+// MetaProblem is the ErrorInfo metadata key of a refusal's caller-facing
+// problem (engine.Refusal, tools.ArgumentError): what is wrong and what is
+// expected, written for the caller without package prefixes.
+const MetaProblem = "problem"
+
 const prefix = "ERROR_REASON_"
 
 // Name is r as an ErrorInfo reason: "UNKNOWN_TOOL".
@@ -64,6 +69,13 @@ func Of(err error) (r controlplanev1.ErrorReason, md map[string]string, ok bool)
 		}
 	}
 	return 0, nil, false
+}
+
+// Problem is the caller-facing problem of err's control-plane ErrorInfo
+// (MetaProblem), or "" when it carries none.
+func Problem(err error) string {
+	_, md, _ := Of(err)
+	return md[MetaProblem]
 }
 
 // Is reports whether err is a refusal of reason r.

@@ -273,6 +273,80 @@ func (AnswerKind) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
+// ReasonCode is what an execution's reason is about. The reason's text is
+// written for people; code is what programs branch on, never the text.
+// A reason whose text starts with a code's name ("session_authorization:
+// ...") carries that code.
+type ReasonCode int32
+
+const (
+	// Written by versions before reason codes: read the reason's prefix.
+	ReasonCode_REASON_CODE_UNSPECIFIED ReasonCode = 0
+	// A reason no program branches on (an approval, a target's answer, ...).
+	ReasonCode_REASON_CODE_OTHER ReasonCode = 1
+	// The vault is locked: nothing runs until an operator unlocks it.
+	ReasonCode_REASON_CODE_VAULT_LOCKED ReasonCode = 2
+	// The actor has no live token (revoked or never created).
+	ReasonCode_REASON_CODE_UNKNOWN_ACTOR ReasonCode = 3
+	// The execution's agent session waits for an operator's authorization
+	// (latch session authorize <session_id>).
+	ReasonCode_REASON_CODE_SESSION_AUTHORIZATION ReasonCode = 4
+	// The execution's agent session was revoked.
+	ReasonCode_REASON_CODE_SESSION_REVOKED ReasonCode = 5
+	// The stored result does not hash to its journal record: withheld, an
+	// operator decides.
+	ReasonCode_REASON_CODE_RESULT_INTEGRITY ReasonCode = 6
+)
+
+// Enum value maps for ReasonCode.
+var (
+	ReasonCode_name = map[int32]string{
+		0: "REASON_CODE_UNSPECIFIED",
+		1: "REASON_CODE_OTHER",
+		2: "REASON_CODE_VAULT_LOCKED",
+		3: "REASON_CODE_UNKNOWN_ACTOR",
+		4: "REASON_CODE_SESSION_AUTHORIZATION",
+		5: "REASON_CODE_SESSION_REVOKED",
+		6: "REASON_CODE_RESULT_INTEGRITY",
+	}
+	ReasonCode_value = map[string]int32{
+		"REASON_CODE_UNSPECIFIED":           0,
+		"REASON_CODE_OTHER":                 1,
+		"REASON_CODE_VAULT_LOCKED":          2,
+		"REASON_CODE_UNKNOWN_ACTOR":         3,
+		"REASON_CODE_SESSION_AUTHORIZATION": 4,
+		"REASON_CODE_SESSION_REVOKED":       5,
+		"REASON_CODE_RESULT_INTEGRITY":      6,
+	}
+)
+
+func (x ReasonCode) Enum() *ReasonCode {
+	p := new(ReasonCode)
+	*p = x
+	return p
+}
+
+func (x ReasonCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReasonCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[4].Descriptor()
+}
+
+func (ReasonCode) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[4]
+}
+
+func (x ReasonCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReasonCode.Descriptor instead.
+func (ReasonCode) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
 // SessionState is where an agent session stands with the operator.
 type SessionState int32
 
@@ -311,11 +385,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[4].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[5].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[4]
+	return &file_latch_record_v1_record_proto_enumTypes[5]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -324,7 +398,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 // Evidence is protocol correlation: recorded, never used to decide.
@@ -604,7 +678,13 @@ type Execution struct {
 	TargetTaskId string `protobuf:"bytes,42,opt,name=target_task_id,json=targetTaskId,proto3" json:"target_task_id,omitempty"`
 	// The kind of the stored result's answer (Result.answer), copied by the
 	// completed record, so a description of target_status needs no result.
-	Answer        AnswerKind `protobuf:"varint,43,opt,name=answer,proto3,enum=latch.record.v1.AnswerKind" json:"answer,omitempty"`
+	Answer AnswerKind `protobuf:"varint,43,opt,name=answer,proto3,enum=latch.record.v1.AnswerKind" json:"answer,omitempty"`
+	// What reason is about, for readers that branch on it (the front's task
+	// status, the console, the CLI, the engine's attach note): set with
+	// reason by every step. Unset on records written before it existed:
+	// internal/lifecycle.ReasonOf reads the code those versions wrote at the
+	// start of reason.
+	ReasonCode    ReasonCode `protobuf:"varint,44,opt,name=reason_code,json=reasonCode,proto3,enum=latch.record.v1.ReasonCode" json:"reason_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +964,13 @@ func (x *Execution) GetAnswer() AnswerKind {
 	return AnswerKind_ANSWER_KIND_UNSPECIFIED
 }
 
+func (x *Execution) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -925,12 +1012,16 @@ type JournalEntry struct {
 	// as offered; "upstream_tool_accepted": an operator accepted a change)
 	// carry the pin now in force.
 	UpstreamToolPin *UpstreamToolPin `protobuf:"bytes,15,opt,name=upstream_tool_pin,json=upstreamToolPin,proto3" json:"upstream_tool_pin,omitempty"`
+	// What reason is about (ReasonCode), on the records of execution steps.
+	// Unset on records written before it existed, and on records whose
+	// reason is not an execution's (attach notes, sessions, tokens).
+	ReasonCode ReasonCode `protobuf:"varint,16,opt,name=reason_code,json=reasonCode,proto3,enum=latch.record.v1.ReasonCode" json:"reason_code,omitempty"`
 	// Secret row records (kind "vault_written": the vault document as it is
 	// about to be written; "key_created": a key row created in the store;
 	// "secret_recorded": a row recorded on first use, for a store written
 	// before these records) carry the digest of the stored row, never its
 	// contents.
-	Secret        *SecretDigest `protobuf:"bytes,16,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret        *SecretDigest `protobuf:"bytes,17,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1068,6 +1159,13 @@ func (x *JournalEntry) GetUpstreamToolPin() *UpstreamToolPin {
 		return x.UpstreamToolPin
 	}
 	return nil
+}
+
+func (x *JournalEntry) GetReasonCode() ReasonCode {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
 func (x *JournalEntry) GetSecret() *SecretDigest {
@@ -1823,7 +1921,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x06answer\x18\t \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\v\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -1865,7 +1963,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"lastSentAt\x12'\n" +
 	"\x0fcatalog_version\x18) \x01(\tR\x0ecatalogVersion\x12$\n" +
 	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
-	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\"\xea\x05\n" +
+	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x12<\n" +
+	"\vreason_code\x18, \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
+	"reasonCode\"\xa8\x06\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -1884,8 +1984,10 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x0e \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
 	"credential\x12L\n" +
-	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\x125\n" +
-	"\x06secret\x18\x10 \x01(\v2\x1d.latch.record.v1.SecretDigestR\x06secret\"\x81\x01\n" +
+	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\x12<\n" +
+	"\vreason_code\x18\x10 \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
+	"reasonCode\x125\n" +
+	"\x06secret\x18\x11 \x01(\v2\x1d.latch.record.v1.SecretDigestR\x06secret\"\x81\x01\n" +
 	"\fSecretDigest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\tR\x03row\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x1e\n" +
@@ -1992,7 +2094,16 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x12ANSWER_KIND_STATUS\x10\x01\x12\x17\n" +
 	"\x13ANSWER_KIND_PROCESS\x10\x02\x12\x1b\n" +
 	"\x17ANSWER_KIND_TOOL_RESULT\x10\x03\x12\x16\n" +
-	"\x12ANSWER_KIND_MARKER\x10\x04*\x81\x01\n" +
+	"\x12ANSWER_KIND_MARKER\x10\x04*\xe7\x01\n" +
+	"\n" +
+	"ReasonCode\x12\x1b\n" +
+	"\x17REASON_CODE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11REASON_CODE_OTHER\x10\x01\x12\x1c\n" +
+	"\x18REASON_CODE_VAULT_LOCKED\x10\x02\x12\x1d\n" +
+	"\x19REASON_CODE_UNKNOWN_ACTOR\x10\x03\x12%\n" +
+	"!REASON_CODE_SESSION_AUTHORIZATION\x10\x04\x12\x1f\n" +
+	"\x1bREASON_CODE_SESSION_REVOKED\x10\x05\x12 \n" +
+	"\x1cREASON_CODE_RESULT_INTEGRITY\x10\x06*\x81\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -2011,70 +2122,73 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
 	(Disposition)(0),              // 2: latch.record.v1.Disposition
 	(AnswerKind)(0),               // 3: latch.record.v1.AnswerKind
-	(SessionState)(0),             // 4: latch.record.v1.SessionState
-	(*Evidence)(nil),              // 5: latch.record.v1.Evidence
-	(*Result)(nil),                // 6: latch.record.v1.Result
-	(*Execution)(nil),             // 7: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
-	(*SecretDigest)(nil),          // 9: latch.record.v1.SecretDigest
-	(*OperatorCredential)(nil),    // 10: latch.record.v1.OperatorCredential
-	(*UpstreamToolPin)(nil),       // 11: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 12: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 13: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 14: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 15: latch.record.v1.Session
-	nil,                           // 16: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(ReasonCode)(0),               // 4: latch.record.v1.ReasonCode
+	(SessionState)(0),             // 5: latch.record.v1.SessionState
+	(*Evidence)(nil),              // 6: latch.record.v1.Evidence
+	(*Result)(nil),                // 7: latch.record.v1.Result
+	(*Execution)(nil),             // 8: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 9: latch.record.v1.JournalEntry
+	(*SecretDigest)(nil),          // 10: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 11: latch.record.v1.OperatorCredential
+	(*UpstreamToolPin)(nil),       // 12: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 13: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 14: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 15: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 16: latch.record.v1.Session
+	nil,                           // 17: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	16, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	17, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	17, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	17, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	17, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	17, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	17, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	17, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	17, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	17, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	18, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	18, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	18, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	18, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	18, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	18, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	18, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	18, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	17, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	15, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	12, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	13, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	10, // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	11, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
-	9,  // 24: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	17, // 25: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	17, // 26: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	17, // 27: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 28: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	17, // 29: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	17, // 30: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	4,  // 31: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	17, // 32: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	17, // 33: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	17, // 34: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	17, // 35: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	4,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
+	18, // 15: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 16: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 17: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	8,  // 18: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	6,  // 19: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	16, // 20: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	13, // 21: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	14, // 22: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	11, // 23: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	12, // 24: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	4,  // 25: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
+	10, // 26: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	18, // 27: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	18, // 28: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	18, // 29: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 30: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	18, // 31: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	18, // 32: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	5,  // 33: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	18, // 34: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	18, // 35: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	18, // 36: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	18, // 37: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -2087,7 +2201,7 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,

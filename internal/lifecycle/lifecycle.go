@@ -1,37 +1,20 @@
-// Package lifecycle is the execution state machine of docs/design §4: which
-// transitions are legal, which states are terminal, and which states a retry
-// may attach to. It holds no state itself; the control plane's engine asks it
-// before every durable transition.
+// Package lifecycle is the vocabulary of execution states shared by the
+// control plane and the MCP front: each state's name, and the groups of
+// states every package asks about ("is this execution still moving?", "is
+// it owed to its caller?"), and how an observed answer is described. It
+// holds no state and decides no transition: the transition table the engine
+// enforces is controlplane/transition, which checks these sets against it.
 //
-// Any control-plane package may import it, and so may the MCP front (its
-// import-rule test allows this one control-plane package): it imports only the
-// record proto, and must keep it that way.
+// Anyone may import it; it imports only the record proto, and must keep it
+// that way (the MCP front reaches the control plane only over gRPC).
 package lifecycle
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
-
-// ErrIllegalTransition is matched by every *TransitionError.
-var ErrIllegalTransition = errors.New("lifecycle: illegal transition")
-
-// TransitionError is returned for a transition the state machine refuses.
-type TransitionError struct {
-	From, To recordv1.State
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("lifecycle: illegal transition %s -> %s", Name(e.From), Name(e.To))
-}
-
-// Is makes errors.Is(err, ErrIllegalTransition) true.
-func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }
-
-type state = recordv1.State
 
 const (
 	accepted         = recordv1.State_STATE_ACCEPTED
@@ -46,51 +29,6 @@ const (
 	rejected         = recordv1.State_STATE_REJECTED
 	cancelled        = recordv1.State_STATE_CANCELLED
 )
-
-// next lists the legal successors of each state.
-//
-// dispatched -> authorized is the bounded, safe re-dispatch under the same
-// execution ID after a send that provably reached nothing; not_executed is
-// final, because it tells a retrying agent that calling again is safe (an
-// execution that would still be sent must never say so). outcome_unknown ->
-// outcome_unknown is not listed: recovery attempts are journal records of
-// kind "recovery_query" (once "recovery_attempt"), not transitions.
-var next = map[state][]state{
-	recordv1.State_STATE_UNSPECIFIED: {accepted},
-	accepted:                         {awaitingApproval, authorized, rejected, cancelled},
-	awaitingApproval:                 {authorized, rejected, cancelled},
-	authorized:                       {dispatched, cancelled},
-	dispatched:                       {completed, outcomeUnknown, notExecuted, authorized},
-	outcomeUnknown:                   {completed, notExecuted, needsReview},
-	needsReview:                      {completed, notExecuted},
-	completed:                        {delivered},
-}
-
-// integrity lists the edges taken only when a completed execution's stored
-// result does not hash to its journal record (result_integrity): the result
-// is withheld and an operator decides. They are not steps of the normal
-// lifecycle, so Terminal ignores them (delivered stays terminal).
-var integrity = map[state]state{completed: needsReview, delivered: needsReview}
-
-// Check returns nil when from -> to is legal, else a *TransitionError.
-func Check(from, to recordv1.State) error {
-	if s, ok := integrity[from]; ok && s == to {
-		return nil
-	}
-	for _, s := range next[from] {
-		if s == to {
-			return nil
-		}
-	}
-	return &TransitionError{From: from, To: to}
-}
-
-// Terminal reports whether no further transition can happen.
-func Terminal(s recordv1.State) bool { return known(s) && len(next[s]) == 0 }
-
-// Cancellable reports whether an explicit cancel may still end the execution:
-// before dispatch only (docs/design §4). It is read off the transition table.
-func Cancellable(s recordv1.State) bool { return Check(s, cancelled) == nil }
 
 // The sets below are the one definition of each group of states; every
 // package that asks "is this execution still moving?" asks here. Waiters
@@ -112,6 +50,27 @@ func Cancellable(s recordv1.State) bool { return Check(s, cancelled) == nil }
 // the call is open is the common case and the outcome is what the model
 // needs; the front then watches with progress and honours a cancel.
 
+// Terminal reports whether no further transition can happen (the
+// transition table has no successor; controlplane/transition tests that).
+func Terminal(s recordv1.State) bool {
+	switch s {
+	case delivered, notExecuted, rejected, cancelled:
+		return true
+	}
+	return false
+}
+
+// Cancellable reports whether an explicit cancel may still end the
+// execution: before dispatch only (docs/design §4). controlplane/transition
+// tests that it is exactly the states with a legal edge to cancelled.
+func Cancellable(s recordv1.State) bool {
+	switch s {
+	case accepted, awaitingApproval, authorized:
+		return true
+	}
+	return false
+}
+
 // Moving reports whether the gateway moves the execution on by itself.
 func Moving(s recordv1.State) bool {
 	switch s {
@@ -124,7 +83,7 @@ func Moving(s recordv1.State) bool {
 // Resting reports whether an execution waits for something outside the
 // dispatch path (an approver, evidence, an operator, or the caller): a waiter
 // that only follows the dispatch path stops there.
-func Resting(s recordv1.State) bool { return known(s) && !Moving(s) }
+func Resting(s recordv1.State) bool { return Known(s) && !Moving(s) }
 
 // Pending reports whether the execution's verdict or outcome is still to come
 // in the ordinary course: it is moving, or it awaits an approver.
@@ -143,7 +102,7 @@ func Owed(s recordv1.State) bool {
 	case delivered, rejected, cancelled, notExecuted:
 		return false
 	}
-	return known(s)
+	return Known(s)
 }
 
 // Attachable reports whether a retry with the same intent attaches to an
@@ -171,9 +130,9 @@ func Settled(s recordv1.State) bool {
 	return false
 }
 
-// known reports whether s is one of the lifecycle's states (not unspecified,
+// Known reports whether s is one of the lifecycle's states (not unspecified,
 // not a number from a newer schema).
-func known(s recordv1.State) bool {
+func Known(s recordv1.State) bool {
 	_, ok := recordv1.State_name[int32(s)]
 	return ok && s != recordv1.State_STATE_UNSPECIFIED
 }

@@ -1,58 +1,12 @@
 package lifecycle
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
-
-func TestCheck(t *testing.T) {
-	tests := []struct {
-		from, to recordv1.State
-		legal    bool
-	}{
-		{recordv1.State_STATE_UNSPECIFIED, accepted, true},
-		{accepted, authorized, true},
-		{accepted, awaitingApproval, true},
-		{accepted, dispatched, false}, // never dispatch without a verdict
-		{awaitingApproval, authorized, true},
-		{awaitingApproval, cancelled, true},
-		{authorized, dispatched, true},
-		{dispatched, cancelled, false}, // cancel before dispatch only
-		{dispatched, completed, true},
-		{dispatched, outcomeUnknown, true},
-		{dispatched, notExecuted, true},
-		{outcomeUnknown, completed, true},
-		{outcomeUnknown, dispatched, false}, // never re-sent blindly
-		{outcomeUnknown, needsReview, true},
-		{needsReview, notExecuted, true},
-		{notExecuted, dispatched, false}, // not_executed is final
-		{dispatched, authorized, true},   // a send that reached nothing, tried again
-		{completed, delivered, true},
-		{completed, dispatched, false},
-		{delivered, completed, false},
-		{completed, needsReview, true}, // result_integrity only
-		{delivered, needsReview, true}, // result_integrity only
-		{rejected, needsReview, false},
-		{rejected, authorized, false},
-		{cancelled, authorized, false},
-	}
-	for _, tt := range tests {
-		err := Check(tt.from, tt.to)
-		if tt.legal != (err == nil) {
-			t.Errorf("Check(%s, %s) = %v, want legal=%v", Name(tt.from), Name(tt.to), err, tt.legal)
-		}
-		if err != nil {
-			var te *TransitionError
-			if !errors.Is(err, ErrIllegalTransition) || !errors.As(err, &te) || te.From != tt.from || te.To != tt.to {
-				t.Errorf("Check(%s, %s) error %v is not a *TransitionError matching ErrIllegalTransition", Name(tt.from), Name(tt.to), err)
-			}
-		}
-	}
-}
 
 // TestStateSets walks every state of the record proto through every
 // predicate: a state added to the proto fails here until it is placed.

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/loadgen"
@@ -42,7 +43,7 @@ func measureFloor(ctx context.Context, dir string) (benchFloor, error) {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	kv, err := badgerkv.Open(filepath.Join(tmp, "db"), badgerkv.Options{})
+	kv, err := badgerkv.Open(datadir.DB(tmp), badgerkv.Options{})
 	if err != nil {
 		return benchFloor{}, fmt.Errorf("bench: durability floor: %w", err)
 	}

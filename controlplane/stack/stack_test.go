@@ -1,4 +1,4 @@
-package cli
+package stack
 
 import (
 	"testing"

@@ -1,16 +1,21 @@
-package cli
+// Package stack is the control plane's composition root: it builds the
+// store, vault, keys, engine channels and server from one Config, for
+// latch serve and latch dev alike. Only commands (controlplane/cli) and
+// tests import it.
+package stack
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/latchhq/latch/internal/buildinfo"
 	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchhq/latch/internal/buildinfo"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -20,7 +25,9 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/channels"
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
@@ -30,8 +37,8 @@ import (
 	"github.com/latchhq/latch/controlplane/vault"
 )
 
-// stackConfig is what serve and dev share.
-type stackConfig struct {
+// Config is what serve and dev share.
+type Config struct {
 	Logger   hclog.Logger
 	DataDir  string
 	Store    string
@@ -82,6 +89,23 @@ type stackConfig struct {
 	Access authz.Config
 	// Telemetry receives the control plane's metrics and spans (nil: none).
 	Telemetry *telemetry.Telemetry
+	// Version is the build's version, told to upstream MCP servers.
+	Version string
+}
+
+// Defaults of the flags that set Config fields.
+const (
+	// DefaultLeaseTTL is Config.LeaseTTL's default (server.DefaultLeaseTTL).
+	DefaultLeaseTTL = server.DefaultLeaseTTL
+	// DefaultMaxDescription is Config.UpstreamMaxDescription's default
+	// (mcpchannel.DefaultMaxDescription).
+	DefaultMaxDescription = mcpchannel.DefaultMaxDescription
+)
+
+// DevRecovery is latch dev's Config.Recovery: it resolves unknowns quickly
+// so the demo's story is short.
+func DevRecovery() engine.RecoveryConfig {
+	return engine.RecoveryConfig{Interval: 500 * time.Millisecond, MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
 // actorSet knows the configured actors (--actor, --trusted-actor, the
@@ -110,24 +134,43 @@ func setOf(names ...[]string) map[string]bool {
 	return m
 }
 
-// stack is a control plane with its vault, tokens and channels.
-type stack struct {
-	srv   *server.Server
-	vault *vault.Vault
+// Stack is a control plane with its vault, tokens and channels.
+type Stack struct {
+	Server *server.Server
+	Vault  *vault.Vault
 	// closeChannels releases the channels' connections: HTTP, host
 	// agents and SSH, upstream MCP servers.
 	closeChannels func()
+	closeOnce     sync.Once
 }
 
-// close releases the channels' connections (after the server stopped).
-func (s *stack) close() {
-	s.closeChannels()
+// Go adds a subsystem to Run: it runs with the server's own tasks under one
+// errgroup, and the first of them to fail cancels the rest. Call it before
+// Run (the ops listener, the console's streams).
+func (s *Stack) Go(task func(context.Context) error) { s.Server.Go(task) }
+
+// Run serves until ctx ends or a subsystem fails, then releases the
+// channels' connections.
+func (s *Stack) Run(ctx context.Context) error {
+	defer s.Close()
+	return s.Server.Run(ctx)
 }
 
-func newStack(cfg stackConfig) (*stack, error) {
+// Close releases the channels' connections (after the server stopped); a
+// stack that never ran is closed with it too. Close may be called again.
+func (s *Stack) Close() {
+	s.closeOnce.Do(func() {
+		s.closeChannels()
+	})
+}
+
+// New fills cfg's defaults (the vault in the data dir, latch dev's vault
+// key file) and builds the control plane: the store's backend, the vault,
+// the channels and the server. Close it, or Run it.
+func New(cfg Config) (*Stack, error) {
 	log := cfg.Logger
 	if cfg.VaultPath == "" {
-		cfg.VaultPath = filepath.Join(cfg.DataDir, "vault.json")
+		cfg.VaultPath = datadir.Vault(cfg.DataDir)
 	}
 	if err := ensureDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -183,7 +226,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 		return nil, err
 	}
 	if cfg.DevVault && cfg.VaultKeyFile == "" {
-		cfg.VaultKeyFile = filepath.Join(cfg.DataDir, "keys", "vault.key")
+		cfg.VaultKeyFile = datadir.DevVaultKey(cfg.DataDir)
 	}
 	if err := unlockAtStart(v, cfg.VaultKeyFile, cfg.VaultPassphraseFile); err != nil {
 		closeKV()
@@ -248,7 +291,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 			log.Warn("catalog reload after an upstream was reached failed; latch catalog reload retries it", "error", err)
 		}
 	})
-	return &stack{srv: srv, vault: v, closeChannels: chans.Close}, nil
+	return &Stack{Server: srv, Vault: v, closeChannels: chans.Close}, nil
 }
 
 // unlockAtStart unlocks the vault with a key file or a passphrase file,
@@ -257,7 +300,7 @@ func newStack(cfg stackConfig) (*stack, error) {
 // winner's and unlocks that.
 func unlockAtStart(v *vault.Vault, keyFile, passFile string) error {
 	if keyFile != "" && passFile != "" {
-		return usagef("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
+		return errors.New("--vault-key-file and --vault-passphrase-file both unlock the vault: give one")
 	}
 	var initFn, unlockFn func() error
 	switch {
@@ -327,5 +370,12 @@ func importVaultFile(log hclog.Logger, path string, dst vault.Storage) error {
 		return fmt.Errorf("vault: import %s into the store: %w", path, err)
 	}
 	log.Info("imported the vault file into the PostgreSQL store; every replica now opens that one and the file is no longer read", "file", path)
+	return nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", dir, err)
+	}
 	return nil
 }
