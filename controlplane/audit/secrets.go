@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/latchhq/latch/controlplane/datadir"
-	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 )
@@ -22,7 +21,7 @@ import (
 // file at the default place (DATA/vault.json); a vault kept elsewhere
 // (--vault) is not read here, and the start-up check holds it.
 func fileSecrets(dataDir string) (map[string][]byte, error) {
-	rows, err := server.SecretRows(context.Background(), nil, dataDir)
+	rows, err := store.ReadKeyRows(context.Background(), nil, dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -39,7 +38,7 @@ func fileSecrets(dataDir string) (map[string][]byte, error) {
 // storeSecrets reads a PostgreSQL store's secret rows: the latch_keys rows
 // and the latch_vault document (nil when there is none).
 func storeSecrets(ctx context.Context, kv *pgkv.KV) (map[string][]byte, error) {
-	rows, err := server.SecretRows(ctx, kv, "")
+	rows, err := store.ReadKeyRows(ctx, kv, "")
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

@@ -119,7 +119,7 @@ func loadFileKeys(data string) (*keySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: journal key %s: %w", keyPath(data, "journal.key"), err)
 	}
-	rows, err := fileKeyRows(data)
+	rows, err := store.FileKeyRows(data)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func loadStoreKeys(ctx context.Context, log hclog.Logger, cfg Config, pg backend
 		if err != nil {
 			return nil, "", err
 		}
-		ks.rows[store.SecretKeyRow(name)] = storedKeyRow(stored)
+		ks.rows[store.SecretKeyRow(name)] = store.StoredKeyRow(stored)
 		plain, err := cfg.KeySealer.Open(keyAD(name), stored.Sealed)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: the %s key (created by %s at %s) does not open (%v): this replica's vault is not the one in the store that sealed it; every replica must unlock the same vault (the store's) with its key file", ErrKeysUnsealable, name, stored.CreatedBy, stored.CreatedAt.UTC().Format(time.RFC3339), err)
