@@ -38,7 +38,7 @@ func checkSecrets(ctx context.Context, log hclog.Logger, st *store.Store, ks *ke
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %v (the %s row the control plane signs or fingerprints with is not the one journaled: not serving with it)", ErrStateMismatch, err, row)
+			return fmt.Errorf("%w: %w (the %s row the control plane signs or fingerprints with is not the one journaled: not serving with it)", ErrStateMismatch, err, row)
 		}
 	}
 	return nil
