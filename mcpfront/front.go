@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -142,6 +143,9 @@ type Front struct {
 	// cannot mark another execution delivered.
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
+	// opArgs (a string) is what an operator adds to a latch command to
+	// reach the control plane, from its last ListTools answer.
+	opArgs atomic.Value
 	// deliverQ holds delivered ids not yet sent to the control plane;
 	// delivering is true while sendDeliveries runs (http.go).
 	deliverMu  sync.Mutex
