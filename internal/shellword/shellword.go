@@ -9,7 +9,7 @@ import "strings"
 
 // Quote quotes one word for a POSIX shell (sh, bash, dash, ksh, zsh):
 // a word made only of safe characters stays bare; others are
-// single-quoted, with each ' written as '\''.
+// single-quoted, with each ' written as '\”.
 func Quote(s string) string {
 	if s == "" {
 		return "''"
