@@ -265,7 +265,9 @@ func (f *Front) newServer(fixedActor string) *mcp.Server {
 	// declare every capability it serves (server/discover and initialize),
 	// so both are declared; their lists never change.
 	opts.Capabilities = &mcp.ServerCapabilities{
-		Logging:   &mcp.LoggingCapabilities{},
+		// Deprecated as of 2026-07-28, still the SDK's default and served
+		// (logging/setLevel) for the earlier eras' clients.
+		Logging:   &mcp.LoggingCapabilities{}, //nolint:staticcheck // SA1019, see above
 		Prompts:   &mcp.PromptCapabilities{},
 		Resources: &mcp.ResourceCapabilities{},
 	}

@@ -9,7 +9,8 @@ import "strings"
 
 // Quote quotes one word for a POSIX shell (sh, bash, dash, ksh, zsh):
 // a word made only of safe characters stays bare; others are
-// single-quoted, with each ' written as '\”.
+// single-quoted, each single quote inside written as quote, backslash,
+// quote, quote (the POSIX way to end, escape and reopen).
 func Quote(s string) string {
 	if s == "" {
 		return "''"
