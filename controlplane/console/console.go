@@ -170,6 +170,8 @@ type Console struct {
 
 	countsMu sync.Mutex
 	counts   countCache
+	toolsMu  sync.Mutex
+	tools    toolsSeen
 
 	stopOnce sync.Once
 	stopped  chan struct{}

@@ -372,8 +372,13 @@ func TestDecisionsGoThroughTheAPI(t *testing.T) {
 	}
 	hist, _ := st.srv.Store.History(x.GetId())
 	last := hist[len(hist)-1]
-	if last.GetTo() != recordv1.State_STATE_CANCELLED || last.GetReason() != "cancelled by operator ops-erin in the console: wrong service" {
-		t.Errorf("last record %v %q, want cancelled by operator ops-erin", last.GetTo(), last.GetReason())
+	// The operator travels in CancelRequest.operator, bound to the session
+	// as every decision's is, and is journaled in the decisions' form.
+	if last.GetTo() != recordv1.State_STATE_CANCELLED || last.GetReason() != "cancelled by ops-erin: wrong service" {
+		t.Errorf("last record %v %q, want cancelled by ops-erin", last.GetTo(), last.GetReason())
+	}
+	if last.GetCredential().GetOperator() != "ops-erin" {
+		t.Errorf("last record's credential = %v, want the session's (ops-erin)", last.GetCredential())
 	}
 	if got := post(t, c, cancel, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther && got != http.StatusConflict {
 		t.Errorf("cancelling again = %d, want it answered (already cancelled) or 409", got)
@@ -455,7 +460,10 @@ func TestListFilters(t *testing.T) {
 			continue
 		}
 		var got []string
-		for _, m := range rowID.FindAllStringSubmatch(body, -1) {
+		// The executions table, after the pinned ones (awaiting approval
+		// is pinned too).
+		_, table, _ := strings.Cut(body, `id="executions"`)
+		for _, m := range rowID.FindAllStringSubmatch(table, -1) {
 			got = append(got, m[1])
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -610,6 +618,34 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 	for name, ok := range map[string]bool{"sign-in": signedIn, "session authorized": authorized, "execution approved by the session's authorization": approved, "cancel": cancelled} {
 		if !ok {
 			t.Errorf("no %s record found", name)
+		}
+	}
+}
+
+// TestListPinsAndTools: an execution awaiting approval is pinned with the
+// other states that need a decision, and the Tool filter offers every tool
+// an execution was made for, also one no longer in the catalog in force.
+func TestListPinsAndTools(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	st.signIn(t, c, "ops-bob")
+	r := st.submit(t, "rotate", `{"service":"db"}`)
+	st.submit(t, "note", `{"text":"a"}`)
+	_, body := get(t, c, st.web.URL+"/ui/")
+	if !strings.Contains(body, `<section class="pinned"`) || !regexp.MustCompile(`(?s)id="pinned".*data-id="`+r.GetId()+`".*id="executions"`).MatchString(body) {
+		t.Errorf("the list does not pin %s (awaiting approval) under Needs a decision:\n%s", r.GetId(), body)
+	}
+	// The catalog in force now has rotate alone: note's execution stays
+	// findable by its tool.
+	only, err := tools.Parse("unit", []byte(strings.Split(unitCatalog, "  note:")[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.console.cfg.Catalog = func() *tools.Catalog { return only }
+	_, body = get(t, c, st.web.URL+"/ui/")
+	for _, tool := range []string{"note", "rotate"} {
+		if !strings.Contains(body, `<option value="`+tool+`"`) {
+			t.Errorf("the Tool filter does not offer %s", tool)
 		}
 	}
 }

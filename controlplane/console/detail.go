@@ -154,7 +154,7 @@ func (c *Console) detail(id string) (*detailView, error) {
 	}
 
 	v.Report = explain.Tell(x, hist, explain.ContractOf(c.cfg.Catalog(), x))
-	v.Uncertain = slices.Contains(pinned, x.GetState())
+	v.Uncertain = slices.Contains(uncertain, x.GetState())
 	v.CanApprove = v.Can(explain.DoApprove)
 	v.WaitsForSession = v.Can(explain.DoAuthorizeSession)
 	v.CanResolve = v.Can(explain.DoResolve)
