@@ -19,7 +19,9 @@
 // NAME`, stored hashed by controlplane/tokens; an operator certificate may
 // create one only for the name it is bound to, a local operator on the
 // socket for anyone, and the token records which) or a one-time link
-// (SignInLink, which `latch dev` prints). A sign-in is journaled (kind
+// (SignInLink, which `latch dev` prints): opening it shows one button that
+// signs in (a GET signs nobody in, so a link preview cannot spend it, and
+// the button's POST passes the origin check). A sign-in is journaled (kind
 // operator_signed_in) and opens a session held in memory: a random cookie
 // (HttpOnly, SameSite=Strict, Path=/ui/, Secure when served over TLS) whose
 // SHA-256 keys the session, with its own CSRF token that every form carries

@@ -343,6 +343,12 @@ func TestSignIn(t *testing.T) {
 		if r, body := get(t, browserless(t), st.web.URL+link); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-dave") {
 			t.Errorf("GET the one-time link = %d, want 200 naming ops-dave", r.StatusCode)
 		}
+		// As docs/how-to/console.md says: opening the link signs nobody
+		// in (a link preview or prefetch does not use it up); its one
+		// button does.
+		if r, body := get(t, browserless(t), st.web.URL+link); r.StatusCode != http.StatusOK || !strings.Contains(body, `id="signin"`) || r.Header.Get("Set-Cookie") != "" {
+			t.Errorf("GET the one-time link again = %d (Set-Cookie %q), want 200 with its Sign in button and no session", r.StatusCode, r.Header.Get("Set-Cookie"))
+		}
 		if got := post(t, browserless(t), st.web.URL+"/ui/signin", url.Values{"code": {code}}, ""); got != http.StatusSeeOther {
 			t.Errorf("first use of the one-time link = %d, want 303", got)
 		}
