@@ -575,7 +575,9 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 	}
 	resp.Body.Close()
 	csrf := st.csrfOf(t, c)
-	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix}
+	// Every record of the session names it too (its id in the store).
+	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix,
+		ConsoleSession: st.sessionOf(t, "root").id}
 
 	z := st.submit(t, "note", `{"text":"waits for its session"}`)
 	sessions, _ := st.srv.Store.Sessions(10)
@@ -653,5 +655,53 @@ func TestListPinsAndTools(t *testing.T) {
 		if !strings.Contains(body, `<option value="`+tool+`"`) {
 			t.Errorf("the Tool filter does not offer %s", tool)
 		}
+	}
+}
+
+// TestSessionsLiveInTheStore: a console session is kept in the store, not
+// in the console: another console over the same store (after a restart, or
+// another replica on the shared PostgreSQL store) takes the same cookie and
+// the same CSRF token; the store holds only the hash of the cookie; a
+// sign-out on one ends the session on both.
+func TestSessionsLiveInTheStore(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	_, csrf := st.signIn(t, c, "ops-fay")
+	other, err := New(Config{Store: st.srv.Store, Reads: st.srv.Engine, Connect: st.srv.ConsoleConn, Operators: st.srv.Tokens,
+		Catalog: func() *tools.Catalog { return st.srv.Catalog.Current().Catalog }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Stop)
+	web := httptest.NewServer(other.Handler())
+	t.Cleanup(web.Close)
+	if r, body := get(t, c, web.URL+"/ui/"); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-fay") {
+		t.Fatalf("the other console's list with the cookie = %d, want 200 naming ops-fay", r.StatusCode)
+	}
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	if got := post(t, c, web.URL+"/ui/executions/"+x.GetId()+"/cancel", url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther {
+		t.Errorf("cancel on the other console with the first one's CSRF token = %d, want 303", got)
+	}
+	var cookie string
+	for _, ck := range c.Jar.Cookies(&url.URL{Scheme: "http", Host: strings.TrimPrefix(st.web.URL, "http://"), Path: "/ui/"}) {
+		if ck.Name == cookieName {
+			cookie = ck.Value
+		}
+	}
+	xs, err := st.srv.Store.ConsoleSessions()
+	if err != nil || len(xs) != 1 {
+		t.Fatalf("ConsoleSessions = %d, %v; want 1", len(xs), err)
+	}
+	if raw, _ := proto.Marshal(xs[0]); cookie == "" || strings.Contains(string(raw), cookie) || xs[0].GetKeySha256() != hashOf(cookie) {
+		t.Errorf("the stored session %v holds the cookie, or not its hash", xs[0])
+	}
+	if got := post(t, c, web.URL+"/ui/signout", url.Values{"csrf": {csrf}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("sign-out on the other console = %d, want 303", got)
+	}
+	// The browser forgot the cookie; one who kept it gets nothing either.
+	kept := browserless(t)
+	kept.Jar.SetCookies(&url.URL{Scheme: "http", Host: strings.TrimPrefix(st.web.URL, "http://"), Path: "/ui/"}, []*http.Cookie{{Name: cookieName, Value: cookie, Path: "/ui/"}})
+	if r, _ := get(t, kept, st.web.URL+"/ui/"); r.StatusCode != http.StatusSeeOther {
+		t.Errorf("the first console with the cookie after sign-out on the other = %d, want 303 to sign in", r.StatusCode)
 	}
 }
