@@ -217,9 +217,9 @@ type oneTime struct {
 
 // Bounds of the in-memory state (the one-time codes) and of a form.
 const (
-	maxCodes    = 100
-	cookieName  = "latch_console"
-	maxForm     = 64 << 10
+	maxCodes   = 100
+	cookieName = "latch_console"
+	maxForm    = 64 << 10
 )
 
 // New builds the console.

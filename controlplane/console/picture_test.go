@@ -20,7 +20,9 @@ import (
 // story, all on one time axis, as well-formed SVG with everything escaped.
 func TestPictureDrawsTheStory(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	ts := func(ms int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(ms) * time.Millisecond)) }
+	ts := func(ms int) *timestamppb.Timestamp {
+		return timestamppb.New(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
 	ev := &recordv1.Evidence{Transport: "streamable-http", ClientName: "<agent>", McpSessionId: "mcp-1", JsonrpcId: "7"}
 	x := &recordv1.Execution{Id: "act_1", Target: "api", State: recordv1.State_STATE_DELIVERED, DispatchedAt: ts(100), LastSentAt: ts(900), Attempts: 2}
 	hist := []*recordv1.JournalEntry{
