@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/user"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +16,11 @@ import (
 )
 
 // mountConsole serves the operator console at /ui/ on the ops listener. A
-// PostgreSQL standby has no state to show: /ui/ says so (503) until it
-// takes over, then serves the console. The console is nil until then.
-func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool) (*console.Console, error) {
+// PostgreSQL standby has no state to show: /ui/ sends the browser to the
+// active replica's console (the URL it published: server.ActiveConsole),
+// or, while that is not known, says it is a standby (503); once it takes
+// over it serves the console and publishes advertise as its own.
+func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool, advertise string) (*console.Console, error) {
 	srv := st.srv
 	if srv.Loaded() {
 		c, err := newConsole(ob, st, secure)
@@ -26,6 +29,9 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 		}
 		ops.Handle(console.Prefix, c.Handler())
 		srv.Go(func(ctx context.Context) error {
+			if err := srv.PublishConsole(ctx, advertise); err != nil {
+				ob.log.Warn("console address not published: standbys answer 503 instead of sending browsers here", "error", err)
+			}
 			<-ctx.Done()
 			c.Stop() // end the event streams so the ops listener stops promptly
 			return nil
@@ -36,6 +42,10 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 	ops.Handle(console.Prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := h.Load(); p != nil {
 			(*p).ServeHTTP(w, r)
+			return
+		}
+		if u := srv.ActiveConsole(); u != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			http.Redirect(w, r, strings.TrimSuffix(u, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 			return
 		}
 		role := srv.Role()
@@ -57,7 +67,10 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 		}
 		ch := c.Handler()
 		h.Store(&ch)
-		ob.log.Info("operator console serving: this replica took over")
+		if err := srv.PublishConsole(ctx, advertise); err != nil {
+			ob.log.Warn("console address not published: standbys answer 503 instead of sending browsers here", "error", err)
+		}
+		ob.log.Info("operator console serving: this replica took over", "url", advertise)
 		<-ctx.Done()
 		c.Stop()
 		return nil

@@ -129,7 +129,7 @@ func picture(r explain.Report) template.HTML {
 				fmt.Fprintf(&b, `<line class="answer-line" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"></line>`, x(m.at), mid, x(m.until), mid)
 				fmt.Fprintf(&b, `<circle class="answer" data-kind="answer" cx="%.1f" cy="%.1f" r="5"><title>%s</title></circle>`, x(m.until), mid, esc(m.answerText))
 			}
-			fmt.Fprintf(&b, `<path class="send" d="M%.1f %.1f l7 -6 v12 z"></path>`, x(m.at)-2, mid)
+			fmt.Fprintf(&b, `<path class="send" d="M%.1f %.1f l9 6 l-9 6 z"></path>`, x(m.at)-4, mid-6)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`, x(m.at), ly, esc(clip(m.label, 28)))
 		default:
 			fill := ""

@@ -1160,6 +1160,72 @@ func (x *OperatorCredential) GetConsoleSession() string {
 	return ""
 }
 
+// ConsoleAddress is where the active replica serves the operator console
+// (its ops listener's advertised URL), kept in the shared store by the
+// replica that holds the lease, so that a standby sends a browser there
+// instead of refusing it. A standby follows it only while the lease it
+// read names the same holder and epoch.
+type ConsoleAddress struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Holder string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	Epoch  int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The URL the console is reached at, without /ui/ ("https://ops-a:7410").
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleAddress) Reset() {
+	*x = ConsoleAddress{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleAddress) ProtoMessage() {}
+
+func (x *ConsoleAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleAddress.ProtoReflect.Descriptor instead.
+func (*ConsoleAddress) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ConsoleAddress) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *ConsoleAddress) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ConsoleAddress) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
 // ConsoleSession is one console sign-in session as the store keeps it
 // (the shared store: a session survives a restart and works on every
 // replica). Only the SHA-256 of the session's key is kept, never the key
@@ -1183,7 +1249,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1261,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1274,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ConsoleSession) GetId() string {
@@ -1278,7 +1344,7 @@ type UpstreamToolPin struct {
 
 func (x *UpstreamToolPin) Reset() {
 	*x = UpstreamToolPin{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1356,7 @@ func (x *UpstreamToolPin) String() string {
 func (*UpstreamToolPin) ProtoMessage() {}
 
 func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1369,7 @@ func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamToolPin.ProtoReflect.Descriptor instead.
 func (*UpstreamToolPin) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpstreamToolPin) GetTool() string {
@@ -1394,7 +1460,7 @@ type AgentToken struct {
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1472,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1485,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1524,7 +1590,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1602,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1615,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1601,7 +1667,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1679,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1692,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1684,7 +1750,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1762,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1775,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Session) GetId() string {
@@ -1905,7 +1971,11 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12(\n" +
 	"\x10token_created_by\x18\x04 \x01(\tR\x0etokenCreatedBy\x12*\n" +
 	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\x12'\n" +
-	"\x0fconsole_session\x18\x06 \x01(\tR\x0econsoleSession\"\x9d\x02\n" +
+	"\x0fconsole_session\x18\x06 \x01(\tR\x0econsoleSession\"P\n" +
+	"\x0eConsoleAddress\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"\x9d\x02\n" +
 	"\x0eConsoleSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2030,7 +2100,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -2042,54 +2112,55 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Execution)(nil),             // 7: latch.record.v1.Execution
 	(*JournalEntry)(nil),          // 8: latch.record.v1.JournalEntry
 	(*OperatorCredential)(nil),    // 9: latch.record.v1.OperatorCredential
-	(*ConsoleSession)(nil),        // 10: latch.record.v1.ConsoleSession
-	(*UpstreamToolPin)(nil),       // 11: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 12: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 13: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 14: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 15: latch.record.v1.Session
-	nil,                           // 16: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*ConsoleAddress)(nil),        // 10: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 11: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 12: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 13: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 14: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 15: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 16: latch.record.v1.Session
+	nil,                           // 17: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	16, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	17, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	17, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	17, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	17, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	17, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	17, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	17, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	18, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	18, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	18, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	18, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	18, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	5,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	17, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	17, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	18, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	18, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	17, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	18, // 14: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 15: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 16: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	7,  // 17: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	5,  // 18: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	15, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	12, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	13, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	16, // 19: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	13, // 20: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	14, // 21: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
 	9,  // 22: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	11, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	12, // 23: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
 	9,  // 24: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	17, // 25: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	17, // 26: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 27: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	17, // 28: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	17, // 29: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 30: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	17, // 31: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	17, // 32: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	18, // 25: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	18, // 26: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 27: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	18, // 28: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	18, // 29: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 30: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	18, // 31: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	18, // 32: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
 	4,  // 33: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	17, // 34: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	17, // 35: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	17, // 36: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	17, // 37: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	18, // 34: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	18, // 35: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	18, // 36: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	18, // 37: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
 	38, // [38:38] is the sub-list for method output_type
 	38, // [38:38] is the sub-list for method input_type
 	38, // [38:38] is the sub-list for extension type_name
@@ -2108,7 +2179,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
