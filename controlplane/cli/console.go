@@ -45,7 +45,11 @@ func mountConsole(ob *observability, ops *opshttp.Server, st *stack, secure bool
 			return
 		}
 		if u := srv.ActiveConsole(); u != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			http.Redirect(w, r, strings.TrimSuffix(u, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			// The host is the one the lease holder published in the
+			// store; only the path under /ui/ and the query come from
+			// the request.
+			http.Redirect(w, r, strings.TrimSuffix(u, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect) //nolint:gosec // see above: the destination host is not the request's
+
 			return
 		}
 		role := srv.Role()

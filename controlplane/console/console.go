@@ -1,8 +1,9 @@
 // Package console is the operator's web console, served by the control
 // plane at /ui/ on its ops listener: the executions (filtered, the
-// uncertain ones pinned, live over server-sent events), one execution's
-// whole story (timeline, dispatch attempts, recovery queries, approvals and
-// sessions, correlation evidence, the five investigation questions, its
+// ones that need a decision pinned, live over server-sent events), one
+// execution's whole story (a picture of it on one time axis, timeline,
+// dispatch attempts, recovery queries, approvals and sessions,
+// correlation evidence, the five investigation questions, its
 // journal records with inclusion proofs checked in the browser), the
 // decisions an operator makes (approve, deny, authorize or revoke a session,
 // resolve an uncertain outcome, cancel before dispatch) and the audit

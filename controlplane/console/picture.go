@@ -115,8 +115,8 @@ func picture(r explain.Report) template.HTML {
 			ly = y + picLane - 5
 		}
 		fmt.Fprintf(&b, `<g class="mark %s" data-kind="%s"><title>%s</title>`, esc(m.class), m.kind, esc(m.title))
-		switch {
-		case m.kind == "state":
+		switch m.kind {
+		case "state":
 			until := m.until
 			if until.IsZero() {
 				until = hi
@@ -124,7 +124,7 @@ func picture(r explain.Report) template.HTML {
 			w := max(x(until)-x(m.at), 3)
 			fmt.Fprintf(&b, `<rect class="band" x="%.1f" y="%.1f" width="%.1f" height="%d" rx="3"></rect>`, x(m.at), mid-9, w, 18)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`, x(m.at)+3, mid+4, esc(clip(m.label, int(w/7))))
-		case m.kind == "send":
+		case "send":
 			if !m.until.IsZero() {
 				fmt.Fprintf(&b, `<line class="answer-line" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"></line>`, x(m.at), mid, x(m.until), mid)
 				fmt.Fprintf(&b, `<circle class="answer" data-kind="answer" cx="%.1f" cy="%.1f" r="5"><title>%s</title></circle>`, x(m.until), mid, esc(m.answerText))

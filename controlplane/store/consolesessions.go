@@ -71,14 +71,14 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 	}
 	x := &recordv1.ConsoleSession{}
 	if err := proto.Unmarshal(v, x); err != nil {
-		return nil, fmt.Errorf("%w: %s does not decode: %v", ErrConsoleSessionForged, id, err)
+		return nil, fmt.Errorf("%w: %s does not decode: %w", ErrConsoleSessionForged, id, err)
 	}
 	if x.GetId() != id || subtle.ConstantTimeCompare([]byte(x.GetKeySha256()), []byte(keySHA256)) != 1 {
 		return nil, fmt.Errorf("%w: %s is stored under another key", ErrConsoleSessionForged, id)
 	}
 	data, err := s.JournalEntry(x.GetJournalIndex())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s names journal record %d, which cannot be read: %v", ErrConsoleSessionForged, id, x.GetJournalIndex(), err)
+		return nil, fmt.Errorf("%w: %s names journal record %d, which cannot be read: %w", ErrConsoleSessionForged, id, x.GetJournalIndex(), err)
 	}
 	e, err := journal.DecodeEntry(data)
 	if err != nil || e.GetKind() != KindConsoleSignedIn || e.GetCredential().GetConsoleSession() != id ||
