@@ -994,7 +994,12 @@ type CancelRequest struct {
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The agent's credential: when set, the execution must be that agent's
 	// (see SubmitRequest.credential; the same caller rules apply without one).
-	Credential    string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The operator who cancels, for an operator's decision (the console's
+	// Cancel): journaled as "cancelled by OPERATOR: REASON", the form every
+	// decision's operator takes, and bound to the caller as every decision's
+	// operator field is. Refused from a caller that is not an operator.
+	Operator      string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1053,6 +1058,13 @@ func (x *CancelRequest) GetReason() string {
 func (x *CancelRequest) GetCredential() string {
 	if x != nil {
 		return x.Credential
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
 	}
 	return ""
 }
@@ -2010,14 +2022,15 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12,\n" +
 	"\x12more_execution_ids\x18\x02 \x03(\tR\x10moreExecutionIds\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x80\x01\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x9c\x01\n" +
 	"\rCancelRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\tR\n" +
-	"credential\"J\n" +
+	"credential\x12\x1a\n" +
+	"\boperator\x18\x05 \x01(\tR\boperator\"J\n" +
 	"\x0eCancelResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\xdc\x01\n" +
 	"\x0eResolveRequest\x12!\n" +
