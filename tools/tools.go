@@ -18,7 +18,7 @@ import (
 type Channel string
 
 // The built-in channels are named next to their kinds (kind_http.go,
-// kind_host.go, upstream.go); a new kind names its own.
+// kind_host.go, kind_mcp.go); a new kind names its own.
 
 // Replay is a tool's replay class (docs/design §6).
 type Replay string
