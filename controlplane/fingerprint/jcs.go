@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/latchhq/latch/internal/jsonstring"
+	"github.com/latchhq/latch/internal/jsonscan"
 )
 
 // Errors returned by Canonicalize and CanonicalizeValue. Every one of them
@@ -44,7 +46,7 @@ const MaxDepth = 512
 
 // Canonicalize returns the RFC 8785 (JCS) form of the JSON text data.
 //
-// It parses with its own strict parser rather than encoding/json, because
+// It parses with the strict scanner (jsonscan) rather than encoding/json, because
 // encoding/json silently replaces invalid UTF-8 and lone surrogate escapes
 // by U+FFFD and keeps the last of duplicate keys: all three would let two
 // different inputs share one canonical form. Numbers are kept as text until
@@ -54,15 +56,9 @@ func Canonicalize(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("%w: the input is not valid UTF-8", ErrInvalidUTF8)
 	}
-	p := parser{data: data}
-	p.skipSpace()
-	v, err := p.value(0)
+	v, err := parse(data)
 	if err != nil {
 		return nil, err
-	}
-	p.skipSpace()
-	if p.pos != len(p.data) {
-		return nil, fmt.Errorf("%w at offset %d", ErrTrailingData, p.pos)
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(data))
@@ -96,242 +92,107 @@ type member struct {
 
 type object []member
 
-type parser struct {
-	data []byte
-	pos  int
-}
+// scanners keeps Scanners (and their buffers) between calls: the
+// fingerprint runs on every call.
+var scanners = sync.Pool{New: func() any { return new(jsonscan.Scanner) }}
 
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+// parse reads the JSON text data into a tree with the strict scanner
+// (jsonscan: the same reading as the catalog's argument check).
+func parse(data []byte) (node, error) {
+	s := scanners.Get().(*jsonscan.Scanner)
+	defer scanners.Put(s)
+	s.Reset(data, jsonscan.Options{MaxDepth: MaxDepth})
+	t, err := s.Next()
+	if err != nil {
+		return nil, scanError(err)
 	}
-}
-
-func (p *parser) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos, fmt.Sprintf(format, args...))
-}
-
-func (p *parser) value(depth int) (node, error) {
-	if p.pos >= len(p.data) {
-		return nil, p.errorf("unexpected end of input")
+	v, err := value(s, t)
+	if err != nil {
+		return nil, err
 	}
-	switch c := p.data[p.pos]; {
-	case c == '{':
-		if depth >= MaxDepth {
-			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
+	if _, err := s.Next(); !errors.Is(err, io.EOF) {
+		return nil, scanError(err)
+	}
+	return v, nil
+}
+
+// value builds the value whose first token is t.
+func value(s *jsonscan.Scanner, t jsonscan.Token) (node, error) {
+	switch t.Kind {
+	case jsonscan.ObjectStart:
+		obj := object{}
+		for {
+			k, err := s.Next()
+			if err != nil {
+				return nil, scanError(err)
+			}
+			if k.Kind == jsonscan.ObjectEnd {
+				return obj, nil
+			}
+			key := string(k.Text)
+			t, err := s.Next()
+			if err != nil {
+				return nil, scanError(err)
+			}
+			v, err := value(s, t)
+			if err != nil {
+				return nil, err
+			}
+			obj = append(obj, member{key: key, value: v})
 		}
-		return p.object(depth + 1)
-	case c == '[':
-		if depth >= MaxDepth {
-			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
+	case jsonscan.ArrayStart:
+		arr := []node{}
+		for {
+			t, err := s.Next()
+			if err != nil {
+				return nil, scanError(err)
+			}
+			if t.Kind == jsonscan.ArrayEnd {
+				return arr, nil
+			}
+			v, err := value(s, t)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
 		}
-		return p.array(depth + 1)
-	case c == '"':
-		return p.string()
-	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
-	case p.literal("true"):
+	case jsonscan.String:
+		return string(t.Text), nil
+	case jsonscan.Number:
+		// Converted once, correctly rounded, to a double.
+		f, err := strconv.ParseFloat(string(t.Text), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Errorf("%w at offset %d: %s", ErrNumberRange, t.Offset, t.Text)
+		}
+		return f, nil
+	case jsonscan.True:
 		return true, nil
-	case p.literal("false"):
+	case jsonscan.False:
 		return false, nil
-	case p.literal("null"):
+	default: // jsonscan.Null; the scanner returns no other kind here
 		return nil, nil
+	}
+}
+
+// scanError turns the scanner's refusal into this package's: a lone
+// surrogate is ErrInvalidUTF8, like invalid bytes.
+func scanError(err error) error {
+	var e *jsonscan.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	switch e.Kind {
+	case jsonscan.ErrInvalidUTF8, jsonscan.ErrLoneSurrogate:
+		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, e.Offset, e.Detail)
+	case jsonscan.ErrDuplicateKey:
+		return fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, e.Key, e.Offset)
+	case jsonscan.ErrTooDeep:
+		return fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, e.Offset, MaxDepth)
+	case jsonscan.ErrTrailingData:
+		return fmt.Errorf("%w at offset %d", ErrTrailingData, e.Offset)
 	default:
-		return nil, p.errorf("unexpected character %q", rune(c))
+		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, e.Offset, e.Detail)
 	}
-}
-
-func (p *parser) literal(word string) bool {
-	if bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
-		p.pos += len(word)
-		return true
-	}
-	return false
-}
-
-func (p *parser) object(depth int) (node, error) {
-	start := p.pos
-	p.pos++ // '{'
-	obj := object{}
-	seen := make(map[string]struct{})
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		return obj, nil
-	}
-	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return nil, p.errorf("expected a string as object key (object at offset %d)", start)
-		}
-		keyAt := p.pos
-		key, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := seen[key]; dup {
-			return nil, fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, key, keyAt)
-		}
-		seen[key] = struct{}{}
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return nil, p.errorf("expected ':' after object key %q", key)
-		}
-		p.pos++
-		p.skipSpace()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		obj = append(obj, member{key: key, value: v})
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unterminated object (started at offset %d)", start)
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return obj, nil
-		default:
-			return nil, p.errorf("expected ',' or '}' in object")
-		}
-	}
-}
-
-func (p *parser) array(depth int) (node, error) {
-	start := p.pos
-	p.pos++ // '['
-	arr := []node{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		return arr, nil
-	}
-	for {
-		p.skipSpace()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		arr = append(arr, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unterminated array (started at offset %d)", start)
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return arr, nil
-		default:
-			return nil, p.errorf("expected ',' or ']' in array")
-		}
-	}
-}
-
-// string parses a JSON string starting at the opening quote. The input is
-// known to be valid UTF-8 (checked once up front).
-func (p *parser) string() (string, error) {
-	start := p.pos
-	p.pos++ // opening quote
-	var sb strings.Builder
-	for {
-		if p.pos >= len(p.data) {
-			p.pos = start
-			return "", p.errorf("unterminated string")
-		}
-		c := p.data[p.pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return sb.String(), nil
-		case c < 0x20:
-			return "", p.errorf("unescaped control character %#x in string", c)
-		case c != '\\':
-			// Copy the run of ordinary bytes in one go.
-			end := p.pos
-			for end < len(p.data) && p.data[end] != '"' && p.data[end] != '\\' && p.data[end] >= 0x20 {
-				end++
-			}
-			sb.Write(p.data[p.pos:end])
-			p.pos = end
-		default:
-			if err := p.escape(&sb); err != nil {
-				return "", err
-			}
-		}
-	}
-}
-
-// escape decodes the escape sequence at p.pos (jsonstring: the same
-// decoder as the catalog's argument scanner); a lone surrogate is
-// ErrInvalidUTF8, anything else malformed ErrSyntax.
-func (p *parser) escape(sb *strings.Builder) error {
-	n, err := jsonstring.DecodeEscape(p.data[p.pos:], sb)
-	var e *jsonstring.EscapeError
-	switch {
-	case err == nil:
-		p.pos += n
-		return nil
-	case !errors.As(err, &e):
-		return fmt.Errorf("%w at offset %d: %v", ErrSyntax, p.pos, err)
-	case errors.Is(e, jsonstring.ErrLoneSurrogate):
-		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, p.pos+e.Offset, e.Detail)
-	default:
-		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos+e.Offset, e.Detail)
-	}
-}
-
-// number parses the RFC 8259 number grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converts it once,
-// correctly rounded, to a double.
-func (p *parser) number() (node, error) {
-	start := p.pos
-	digits := func() int {
-		n := 0
-		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
-			p.pos++
-			n++
-		}
-		return n
-	}
-	if p.data[p.pos] == '-' {
-		p.pos++
-	}
-	if p.pos < len(p.data) && p.data[p.pos] == '0' {
-		p.pos++
-	} else if digits() == 0 {
-		return nil, p.errorf("invalid number %q", p.data[start:p.pos])
-	}
-	if p.pos < len(p.data) && p.data[p.pos] == '.' {
-		p.pos++
-		if digits() == 0 {
-			return nil, p.errorf("invalid number %q: no digits after '.'", p.data[start:p.pos])
-		}
-	}
-	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
-		p.pos++
-		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
-			p.pos++
-		}
-		if digits() == 0 {
-			return nil, p.errorf("invalid number %q: no digits in exponent", p.data[start:p.pos])
-		}
-	}
-	text := string(p.data[start:p.pos])
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, fmt.Errorf("%w at offset %d: %s", ErrNumberRange, start, text)
-	}
-	return f, nil
 }
 
 func writeValue(buf *bytes.Buffer, v node) {
@@ -358,7 +219,8 @@ func writeValue(buf *bytes.Buffer, v node) {
 		}
 		buf.WriteByte(']')
 	case object:
-		sorted := slices.Clone(v)
+		// The tree is this call's own: sort in place.
+		sorted := v
 		slices.SortFunc(sorted, func(a, b member) int { return compareUTF16(a.key, b.key) })
 		buf.WriteByte('{')
 		for i, m := range sorted {
