@@ -1,7 +1,6 @@
 package fingerprint
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,14 +55,7 @@ func Canonicalize(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("%w: the input is not valid UTF-8", ErrInvalidUTF8)
 	}
-	v, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(data))
-	writeValue(&buf, v)
-	return buf.Bytes(), nil
+	return canonicalize(data)
 }
 
 // CanonicalizeValue marshals v with encoding/json and returns the JCS form
@@ -81,97 +73,167 @@ func CanonicalizeValue(v any) ([]byte, error) {
 	return Canonicalize(raw)
 }
 
-// node is a parsed JSON value: one of nil (null), bool, float64, string,
-// []node, or object.
-type node any
-
-type member struct {
-	key   string
-	value node
+// canon writes the canonical form of one text as it scans it: no tree.
+// An object's members are written as they come and, only when their keys
+// are not already in RFC 8785 order (encoding/json writes map keys in
+// byte order, which nearly always is), reordered when the object ends.
+type canon struct {
+	s       jsonscan.Scanner
+	out     []byte
+	keys    []byte   // the decoded keys of the open objects' members
+	members []member // the members of the open objects
+	tmp     []byte   // an object's members while they are reordered
 }
 
-type object []member
+// member is one member of an object: its key (in canon.keys) and its
+// "key":value text (in canon.out).
+type member struct {
+	keyFrom, keyTo int
+	from, to       int
+}
 
-// scanners keeps Scanners (and their buffers) between calls: the
+// canons keeps canons (their scanner and buffers) between calls: the
 // fingerprint runs on every call.
-var scanners = sync.Pool{New: func() any { return new(jsonscan.Scanner) }}
+var canons = sync.Pool{New: func() any { return new(canon) }}
 
-// parse reads the JSON text data into a tree with the strict scanner
-// (jsonscan: the same reading as the catalog's argument check).
-func parse(data []byte) (node, error) {
-	s := scanners.Get().(*jsonscan.Scanner)
-	defer scanners.Put(s)
-	s.Reset(data, jsonscan.Options{MaxDepth: MaxDepth})
-	t, err := s.Next()
+// canonicalize reads the JSON text data with the strict scanner
+// (jsonscan: the same reading as the catalog's argument check) and returns
+// its canonical form.
+func canonicalize(data []byte) ([]byte, error) {
+	c := canons.Get().(*canon)
+	defer canons.Put(c)
+	c.s.Reset(data, jsonscan.Options{MaxDepth: MaxDepth})
+	c.out = make([]byte, 0, len(data))
+	c.keys, c.members = c.keys[:0], c.members[:0]
+	t, err := c.s.Next()
 	if err != nil {
 		return nil, scanError(err)
 	}
-	v, err := value(s, t)
-	if err != nil {
+	if err := c.value(t); err != nil {
 		return nil, err
 	}
-	if _, err := s.Next(); !errors.Is(err, io.EOF) {
+	if _, err := c.s.Next(); !errors.Is(err, io.EOF) {
 		return nil, scanError(err)
 	}
-	return v, nil
+	out := c.out
+	c.out = nil // the caller's now
+	return out, nil
 }
 
-// value builds the value whose first token is t.
-func value(s *jsonscan.Scanner, t jsonscan.Token) (node, error) {
+// value writes the value whose first token is t.
+func (c *canon) value(t jsonscan.Token) error {
 	switch t.Kind {
 	case jsonscan.ObjectStart:
-		obj := object{}
-		for {
-			k, err := s.Next()
-			if err != nil {
-				return nil, scanError(err)
-			}
-			if k.Kind == jsonscan.ObjectEnd {
-				return obj, nil
-			}
-			key := string(k.Text)
-			t, err := s.Next()
-			if err != nil {
-				return nil, scanError(err)
-			}
-			v, err := value(s, t)
-			if err != nil {
-				return nil, err
-			}
-			obj = append(obj, member{key: key, value: v})
-		}
+		return c.object()
 	case jsonscan.ArrayStart:
-		arr := []node{}
-		for {
-			t, err := s.Next()
+		c.out = append(c.out, '[')
+		for i := 0; ; i++ {
+			t, err := c.s.Next()
 			if err != nil {
-				return nil, scanError(err)
+				return scanError(err)
 			}
 			if t.Kind == jsonscan.ArrayEnd {
-				return arr, nil
+				c.out = append(c.out, ']')
+				return nil
 			}
-			v, err := value(s, t)
-			if err != nil {
-				return nil, err
+			if i > 0 {
+				c.out = append(c.out, ',')
 			}
-			arr = append(arr, v)
+			if err := c.value(t); err != nil {
+				return err
+			}
 		}
 	case jsonscan.String:
-		return string(t.Text), nil
+		c.out = appendString(c.out, t.Text)
 	case jsonscan.Number:
+		if plainInteger(t.Text) {
+			c.out = append(c.out, t.Text...) // its own ECMAScript form
+			return nil
+		}
 		// Converted once, correctly rounded, to a double.
 		f, err := strconv.ParseFloat(string(t.Text), 64)
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, fmt.Errorf("%w at offset %d: %s", ErrNumberRange, t.Offset, t.Text)
+			return fmt.Errorf("%w at offset %d: %s", ErrNumberRange, t.Offset, t.Text)
 		}
-		return f, nil
+		c.out = append(c.out, formatNumber(f)...)
 	case jsonscan.True:
-		return true, nil
+		c.out = append(c.out, "true"...)
 	case jsonscan.False:
-		return false, nil
+		c.out = append(c.out, "false"...)
 	default: // jsonscan.Null; the scanner returns no other kind here
-		return nil, nil
+		c.out = append(c.out, "null"...)
 	}
+	return nil
+}
+
+// object writes the object whose '{' Next just returned, its members
+// sorted by their keys' UTF-16 code units (RFC 8785 §3.2.3).
+func (c *canon) object() error {
+	c.out = append(c.out, '{')
+	start, first, keysFrom := len(c.out), len(c.members), len(c.keys)
+	for {
+		k, err := c.s.Next()
+		if err != nil {
+			return scanError(err)
+		}
+		if k.Kind == jsonscan.ObjectEnd {
+			break
+		}
+		if len(c.members) > first {
+			c.out = append(c.out, ',')
+		}
+		m := member{keyFrom: len(c.keys), from: len(c.out)}
+		c.keys = append(c.keys, k.Text...)
+		m.keyTo = len(c.keys)
+		c.out = appendString(c.out, k.Text)
+		c.out = append(c.out, ':')
+		t, err := c.s.Next()
+		if err != nil {
+			return scanError(err)
+		}
+		if err := c.value(t); err != nil {
+			return err
+		}
+		m.to = len(c.out)
+		c.members = append(c.members, m)
+	}
+	ms := c.members[first:]
+	byKey := func(a, b member) int { return compareKeys(c.keys[a.keyFrom:a.keyTo], c.keys[b.keyFrom:b.keyTo]) }
+	if !slices.IsSortedFunc(ms, byKey) {
+		slices.SortFunc(ms, byKey)
+		c.tmp = append(c.tmp[:0], c.out[start:]...)
+		c.out = c.out[:start]
+		for i, m := range ms {
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			c.out = append(c.out, c.tmp[m.from-start:m.to-start]...)
+		}
+	}
+	c.out = append(c.out, '}')
+	c.members, c.keys = c.members[:first], c.keys[:keysFrom]
+	return nil
+}
+
+// plainInteger reports whether a number's text is an integer that a double
+// holds exactly and ECMAScript writes as is: up to 15 digits, not -0.
+func plainInteger(text []byte) bool {
+	digits := text
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+		if len(digits) == 1 && digits[0] == '0' {
+			return false
+		}
+	}
+	if len(digits) == 0 || len(digits) > 15 {
+		return false
+	}
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // scanError turns the scanner's refusal into this package's: a lone
@@ -195,53 +257,40 @@ func scanError(err error) error {
 	}
 }
 
-func writeValue(buf *bytes.Buffer, v node) {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		if v {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
-	case float64:
-		buf.WriteString(formatNumber(v))
-	case string:
-		writeString(buf, v)
-	case []node:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeValue(buf, e)
-		}
-		buf.WriteByte(']')
-	case object:
-		// The tree is this call's own: sort in place.
-		sorted := v
-		slices.SortFunc(sorted, func(a, b member) int { return compareUTF16(a.key, b.key) })
-		buf.WriteByte('{')
-		for i, m := range sorted {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, m.key)
-			buf.WriteByte(':')
-			writeValue(buf, m.value)
-		}
-		buf.WriteByte('}')
-	}
-}
-
 // compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
 // §3.2.3 requires. It differs from Go's byte (code point) order only when a
 // string holds characters above U+FFFF and others in U+E000–U+FFFF.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
+func compareUTF16(a, b string) int { return compareKeys([]byte(a), []byte(b)) }
+
+// compareKeys is compareUTF16 of keys as the scanner returns them.
+func compareKeys(a, b []byte) int {
+	// The common prefix is equal in any order; past it, ASCII on both
+	// sides orders as bytes.
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i == len(a) && i == len(b):
+		return 0
+	case i == len(a):
+		return -1
+	case i == len(b):
+		return 1
+	case a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf:
+		if a[i] < b[i] {
+			return -1
+		}
+		return 1
+	}
+	// Back to the start of the character that differs.
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	a, b = a[i:], b[i:]
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
 		a, b = a[na:], b[nb:]
 		if ra == rb {
 			continue
@@ -257,9 +306,9 @@ func compareUTF16(a, b string) int {
 		}
 	}
 	switch {
-	case a == "" && b == "":
+	case len(a) == 0 && len(b) == 0:
 		return 0
-	case a == "":
+	case len(a) == 0:
 		return -1
 	default:
 		return 1
@@ -277,37 +326,38 @@ func utf16Units(r rune) [2]uint16 {
 
 const hexDigits = "0123456789abcdef"
 
-// writeString writes s as RFC 8785 §3.2.2.2 requires.
-func writeString(buf *bytes.Buffer, s string) {
-	buf.WriteByte('"')
+// appendString appends s as RFC 8785 §3.2.2.2 requires.
+func appendString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	plain := 0 // s[plain:i] is still to copy as it is
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[plain:i]...)
+		plain = i + 1
 		switch c {
 		case '"':
-			buf.WriteString(`\"`)
+			dst = append(dst, `\"`...)
 		case '\\':
-			buf.WriteString(`\\`)
+			dst = append(dst, `\\`...)
 		case '\b':
-			buf.WriteString(`\b`)
+			dst = append(dst, `\b`...)
 		case '\f':
-			buf.WriteString(`\f`)
+			dst = append(dst, `\f`...)
 		case '\n':
-			buf.WriteString(`\n`)
+			dst = append(dst, `\n`...)
 		case '\r':
-			buf.WriteString(`\r`)
+			dst = append(dst, `\r`...)
 		case '\t':
-			buf.WriteString(`\t`)
+			dst = append(dst, `\t`...)
 		default:
-			if c < 0x20 {
-				buf.WriteString(`\u00`)
-				buf.WriteByte(hexDigits[c>>4])
-				buf.WriteByte(hexDigits[c&0xf])
-			} else {
-				buf.WriteByte(c)
-			}
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
-	buf.WriteByte('"')
+	dst = append(dst, s[plain:]...)
+	return append(dst, '"')
 }
 
 // formatNumber serialises f as ECMAScript's Number.prototype.toString
