@@ -60,6 +60,12 @@ type Options struct {
 	// ErrDuplicateKey. Only a reader that reports repeats as findings
 	// (the journal's export check) wants this.
 	KeepDuplicates bool
+	// ReplaceInvalidUTF8 reads invalid UTF-8 bytes and lone surrogate
+	// escapes as U+FFFD, as encoding/json does, instead of refusing them.
+	// Only a reader that must split every text encoding/json reads (the
+	// journal's export lines, whose values are checked afterwards) wants
+	// this.
+	ReplaceInvalidUTF8 bool
 }
 
 // Kind is what a Token is.
@@ -531,6 +537,15 @@ func (s *Scanner) str(inKey bool) ([]byte, error) {
 			return nil, s.fail(ErrSyntax, inKey, "unescaped control character %#x in a string", c)
 		case c >= utf8.RuneSelf:
 			r, n := utf8.DecodeRune(s.data[s.pos:])
+			if r == utf8.RuneError && n <= 1 && s.opts.ReplaceInvalidUTF8 {
+				if !escaped {
+					escaped = true
+					s.buf = append(s.buf, s.data[start:s.pos]...)
+				}
+				s.buf = utf8.AppendRune(s.buf, utf8.RuneError)
+				s.pos++
+				continue
+			}
 			if r == utf8.RuneError && n <= 1 {
 				e := s.fail(ErrInvalidUTF8, inKey, "invalid UTF-8 byte %#x", c)
 				e.Byte = c
@@ -548,6 +563,11 @@ func (s *Scanner) str(inKey bool) ([]byte, error) {
 			var n int
 			var err error
 			s.buf, n, err = DecodeEscape(s.buf, s.data[s.pos:])
+			if errors.Is(err, ErrLoneSurrogate) && s.opts.ReplaceInvalidUTF8 {
+				s.buf = utf8.AppendRune(s.buf, utf8.RuneError)
+				s.pos += len(`\uXXXX`) // the surrogate's escape alone
+				continue
+			}
 			if err != nil {
 				var ee *EscapeError
 				errors.As(err, &ee) // DecodeEscape returns only *EscapeError
