@@ -41,19 +41,19 @@ func CheckRawArguments(data []byte) error {
 	if e.InKey {
 		what = "a key of " + what
 	}
-	switch e.Kind {
-	case jsonscan.ErrTrailingData:
+	switch {
+	case errors.Is(e, jsonscan.ErrTrailingData):
 		return argError("arguments are not valid JSON: unexpected data after the JSON value (offset %d)", e.Offset)
-	case jsonscan.ErrTooDeep:
+	case errors.Is(e, jsonscan.ErrTooDeep):
 		return argError("%s nests arrays and objects deeper than %d levels", where(at), MaxArgumentsDepth)
-	case jsonscan.ErrDuplicateKey:
+	case errors.Is(e, jsonscan.ErrDuplicateKey):
 		if at == "" {
 			return argError("argument %s is given twice; give each argument once", printablePath(e.Key))
 		}
 		return argError("%s has the key %s twice; give each key once", where(at), strconv.QuoteToASCII(e.Key))
-	case jsonscan.ErrInvalidUTF8:
+	case errors.Is(e, jsonscan.ErrInvalidUTF8):
 		return argError("%s is not valid UTF-8 (byte %#x at offset %d); send text as UTF-8", what, e.Byte, e.Offset)
-	case jsonscan.ErrLoneSurrogate:
+	case errors.Is(e, jsonscan.ErrLoneSurrogate):
 		return argError("%s holds a lone UTF-16 surrogate \\u%04x at offset %d (not a character); send valid Unicode", what, e.Rune, e.Offset)
 	default:
 		return argError("arguments are not valid JSON: %s (in %s, offset %d)", e.Detail, where(at), e.Offset)

@@ -241,16 +241,16 @@ func plainInteger(text []byte) bool {
 func scanError(err error) error {
 	var e *jsonscan.Error
 	if !errors.As(err, &e) {
-		return fmt.Errorf("%w: %v", ErrSyntax, err)
+		return fmt.Errorf("%w: %w", ErrSyntax, err)
 	}
-	switch e.Kind {
-	case jsonscan.ErrInvalidUTF8, jsonscan.ErrLoneSurrogate:
+	switch {
+	case errors.Is(e, jsonscan.ErrInvalidUTF8), errors.Is(e, jsonscan.ErrLoneSurrogate):
 		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, e.Offset, e.Detail)
-	case jsonscan.ErrDuplicateKey:
+	case errors.Is(e, jsonscan.ErrDuplicateKey):
 		return fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, e.Key, e.Offset)
-	case jsonscan.ErrTooDeep:
+	case errors.Is(e, jsonscan.ErrTooDeep):
 		return fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, e.Offset, MaxDepth)
-	case jsonscan.ErrTrailingData:
+	case errors.Is(e, jsonscan.ErrTrailingData):
 		return fmt.Errorf("%w at offset %d", ErrTrailingData, e.Offset)
 	default:
 		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, e.Offset, e.Detail)
