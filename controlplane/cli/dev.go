@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os/user"
@@ -50,8 +51,22 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	opsF := addOpsFlags(fs, devOpsListen)
+	ports := fs.String("ports", "", "auto: a free loopback port for every listener whose address flag is not given (--listen, --demo-listen, --http-listen); the banner prints them")
 	if _, err := parse(fs, args); err != nil {
 		return err
+	}
+	switch *ports {
+	case "":
+	case "auto":
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for name, addr := range map[string]*string{"listen": listen, "demo-listen": demoListen, "http-listen": &opsF.listen} {
+			if !given[name] {
+				*addr = "127.0.0.1:0"
+			}
+		}
+	default:
+		return usagef("--ports %q: the only value is auto (free loopback ports for the listeners not given)", *ports)
 	}
 	if err := limits.Validate(); err != nil {
 		return usagef("%v", err)
@@ -84,7 +99,9 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	defer mcpLis.Close()
 	if lis[2] != nil {
 		// Checked with the others so every busy address is named at once;
-		// the ops listener itself opens it again once the stack exists.
+		// the ops listener itself opens it again once the stack exists, on
+		// the port found here (a free one with --ports auto).
+		opsF.listen = lis[2].Addr().String()
 		lis[2].Close()
 	}
 	cat := devstack.Catalog(*catalogPath, "http://"+demoLis.Addr().String(), datadir.AgentSocket(*data))
@@ -139,9 +156,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
-	if *data != defaultDataDir {
-		sc.CommandArgs = "--data " + *data
-	}
+	sc.CommandArgs = operatorArgs(*data)
 	st, err := stack.New(sc)
 	if err != nil {
 		return err

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -601,5 +603,54 @@ func TestExecWatchFollowsChanges(t *testing.T) {
 	text := out.String()
 	if !strings.Contains(text, " completed ") || !strings.Contains(text, "deploy_release") || strings.Contains(text, " accepted ") {
 		t.Errorf("exec watch --state completed printed:\n%s\nwant completed lines of deploy_release only", text)
+	}
+}
+
+// TestDevPortsAuto: `latch dev --ports auto` listens on free loopback ports
+// for every listener not given, and says where in its info file and banner.
+func TestDevPortsAuto(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "dev")
+	cmd := exec.Command(latchBin, "dev", "--data", data, "--ports", "auto")
+	cmd.Env = append(os.Environ(), "LATCH_DEV_TOKEN=latch_dev_test_token")
+	out := &testbin.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("latch dev output:\n%s", out.String())
+		}
+	})
+	testbin.Eventually(t, "latch dev to print its banner", func() bool { return strings.Contains(out.String(), "/metrics") })
+	raw, err := os.ReadFile(datadir.DevInfo(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info devInfo
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{info.MCPURL, info.DemoURL} {
+		if !strings.HasPrefix(u, "http://127.0.0.1:") || strings.Contains(u, ":"+strings.Split(devListen, ":")[1]) || strings.Contains(u, ":"+strings.Split(devDemoListen, ":")[1]) {
+			t.Errorf("with --ports auto, latch dev listens at %s; want a free loopback port, not a default one", u)
+		}
+	}
+	m := regexp.MustCompile(`metrics +(http://127\.0\.0\.1:\d+)/metrics`).FindStringSubmatch(out.String())
+	if m == nil || strings.HasSuffix(m[1], ":"+strings.Split(devOpsListen, ":")[1]) {
+		t.Fatalf("banner's metrics line = %v; want the ops listener on a free port:\n%s", m, out.String())
+	}
+	resp, err := http.Get(m[1] + "/healthz")
+	if err != nil {
+		t.Fatalf("ops listener at the printed address: %v", err)
+	}
+	resp.Body.Close()
+	if out, code := runCLI(t, "exec", "list", "--data", data); code != 0 {
+		t.Errorf("exec list against latch dev --ports auto: exit %d\n%s", code, out)
+	}
+	if out, code := runCLI(t, "dev", "--data", t.TempDir(), "--ports", "fixed"); code != 2 || !strings.Contains(out, "the only value is auto") {
+		t.Errorf("latch dev --ports fixed = exit %d, %s; want a usage error naming auto", code, out)
 	}
 }

@@ -3,9 +3,12 @@ package mcpchannel_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -88,11 +91,29 @@ func TestDescriptionChangeHeldUntilAccepted(t *testing.T) {
 	}
 
 	l.kill()
-	l2 := startLatch(t, data, catalog)
+	l2 := startLatch(t, data, catalog, "--http-listen", "127.0.0.1:0")
 	c = client(t, data)
 	if tl := listed(t, c, "counter.add_note"); tl != nil {
 		t.Errorf("after a restart add_note is exposed (description %q); want it held until accepted", tl.GetDescription())
 	}
+	// The held tool is counted on the ops listener.
+	var ops string
+	testbin.Eventually(t, "the ops listener", func() bool {
+		m := regexp.MustCompile(`ops listener ready: url=(http://127\.0\.0\.1:\d+)`).FindStringSubmatch(l2.stderr.String())
+		if m != nil {
+			ops = m[1]
+		}
+		return m != nil
+	})
+	testbin.Eventually(t, "latch_catalog_held_tools 1", func() bool {
+		resp, err := http.Get(ops + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return regexp.MustCompile(`(?m)^latch_catalog_held_tools 1$`).Match(b)
+	})
 	out, _ = exec.Command(latchBin, "catalog", "upstream-tools", "counter", "--data", data).CombinedOutput()
 	if !strings.Contains(string(out), "HELD as counter.add_note: held: the upstream changed the description of counter.add_note") || !strings.Contains(string(out), changed) {
 		t.Errorf("upstream-tools does not show the held description change with its diff:\n%s", out)

@@ -195,3 +195,14 @@ func (t *Telemetry) ObserveVault(locked func() bool) {
 		return 0
 	})
 }
+
+// ObserveHeld serves latch_catalog_held_tools from held, read at scrape
+// time: the tools of the catalog file left out of the catalog in force (an
+// upstream tool not offered, or whose offer changed; `latch catalog reload`
+// and `latch catalog upstream-tools` name them).
+func (t *Telemetry) ObserveHeld(held func() int) {
+	promauto.With(t.reg).NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "catalog_held_tools",
+		Help: "Tools of the catalog file held out of the catalog in force (latch catalog reload lists them).",
+	}, func() float64 { return float64(held()) })
+}
