@@ -232,7 +232,7 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec), nil
+		return personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec, f.operatorArgs()), nil
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -142,6 +143,9 @@ type Front struct {
 	// cannot mark another execution delivered.
 	pendingMu sync.Mutex
 	pending   map[string]struct{}
+	// opArgs (a string) is what an operator adds to a latch command to
+	// reach the control plane, from its last ListTools answer.
+	opArgs atomic.Value
 	// deliverQ holds delivered ids not yet sent to the control plane;
 	// delivering is true while sendDeliveries runs (http.go).
 	deliverMu  sync.Mutex
@@ -261,7 +265,9 @@ func (f *Front) newServer(fixedActor string) *mcp.Server {
 	// declare every capability it serves (server/discover and initialize),
 	// so both are declared; their lists never change.
 	opts.Capabilities = &mcp.ServerCapabilities{
-		Logging:   &mcp.LoggingCapabilities{},
+		// Deprecated as of 2026-07-28, still the SDK's default and served
+		// (logging/setLevel) for the earlier eras' clients.
+		Logging:   &mcp.LoggingCapabilities{}, //nolint:staticcheck // SA1019, see above
 		Prompts:   &mcp.PromptCapabilities{},
 		Resources: &mcp.ResourceCapabilities{},
 	}

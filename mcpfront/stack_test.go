@@ -108,38 +108,38 @@ func testCatalog() *tools.Catalog {
 	return &tools.Catalog{
 		Source: "test",
 		Targets: map[string]*tools.Target{
-			"effect": {Name: "effect", Channel: tools.ChannelHTTP, IdempotencyHeader: "Idempotency-Key", AllowPrivate: true},
+			"effect": {Name: "effect", Channel: tools.ChannelHTTP, HTTPTarget: tools.HTTPTarget{IdempotencyHeader: "Idempotency-Key", AllowPrivate: true}},
 		},
 		Tools: map[string]*tools.Tool{
 			"deploy_release": {
 				Name: "deploy_release", Description: "Deploy one version of a service.",
 				InputSchema: obj(`{"type":"object","required":["service","version"],"additionalProperties":false,"properties":{"service":{"type":"string"},"version":{"type":"string"},"region":{"type":"string"}}}`),
 				Defaults:    map[string]any{"region": "us-east-1"},
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/v1/releases", Body: map[string]any{"service": "{{service}}", "version": "{{version}}", "region": "{{region}}"}},
+				Target:      "effect", HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: http.MethodPost, Path: "/v1/releases", Body: map[string]any{"service": "{{service}}", "version": "{{version}}", "region": "{{region}}"}}},
 				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"slow_job": {
 				Name: "slow_job", Description: "A job that takes a while.",
 				InputSchema: obj(`{"type":"object","required":["job"],"additionalProperties":false,"properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/slow", Body: map[string]any{"job": "{{job}}"}},
+				Target:      "effect", HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: http.MethodPost, Path: "/slow", Body: map[string]any{"job": "{{job}}"}}},
 				Replay: tools.ReplayReview, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"failing_job": {
 				Name: "failing_job", Description: "A job the target refuses.",
 				InputSchema: obj(`{"type":"object","properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/fail", Body: map[string]any{"latch/delivery": "{{job}}"}},
+				Target:      "effect", HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: http.MethodPost, Path: "/fail", Body: map[string]any{"latch/delivery": "{{job}}"}}},
 				Replay: tools.ReplayStatusQuery, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalNone,
 			},
 			"approved_job": {
 				Name: "approved_job", Description: "Needs an operator's approval for every call.",
 				InputSchema: obj(`{"type":"object","required":["job"],"properties":{"job":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodPost, Path: "/approved", Body: map[string]any{"job": "{{job}}"}},
+				Target:      "effect", HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: http.MethodPost, Path: "/approved", Body: map[string]any{"job": "{{job}}"}}},
 				Replay: tools.ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: tools.ApprovalEveryCall,
 			},
 			"read_status": {
 				Name: "read_status", Description: "Read the service status.",
 				InputSchema: obj(`{"type":"object","properties":{"service":{"type":"string"}}}`),
-				Target:      "effect", Request: &tools.Request{Method: http.MethodGet, Path: "/status"},
+				Target:      "effect", HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: http.MethodGet, Path: "/status"}},
 				Replay: tools.ReplayReadOnly, AttachWindow: time.Minute, Approval: tools.ApprovalNone,
 			},
 		},

@@ -54,6 +54,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -157,8 +158,17 @@ func taskRowFor(s recordv1.State) taskRow {
 }
 
 // personWait says what exec waits for from a person and the exact operator
-// command that gives it; ok is false when it waits for no person.
-func personWait(exec *recordv1.Execution) (what, command string, ok bool) {
+// command that gives it, with args (what reaches this control plane, from
+// ListTools) appended; ok is false when it waits for no person.
+func personWait(exec *recordv1.Execution, args string) (what, command string, ok bool) {
+	what, command, ok = personCommand(exec)
+	if ok && args != "" {
+		command += " " + args
+	}
+	return what, command, ok
+}
+
+func personCommand(exec *recordv1.Execution) (what, command string, ok bool) {
 	if exec.GetState() != recordv1.State_STATE_AWAITING_APPROVAL {
 		return "", "", false
 	}
@@ -170,7 +180,7 @@ func personWait(exec *recordv1.Execution) (what, command string, ok bool) {
 }
 
 // taskMessage is the statusMessage of exec as a task.
-func taskMessage(exec *recordv1.Execution, row taskRow) string {
+func taskMessage(exec *recordv1.Execution, row taskRow, args string) string {
 	id := exec.GetId()
 	at := "(time not recorded)"
 	if t := exec.GetDispatchedAt(); t != nil {
@@ -182,12 +192,12 @@ func taskMessage(exec *recordv1.Execution, row taskRow) string {
 	case waitsTarget:
 		return fmt.Sprintf("execution %s was dispatched at %s; waiting for the target's answer. Do not call the tool again: poll this task.", id, at)
 	case waitsPerson:
-		what, cmd, _ := personWait(exec)
+		what, cmd, _ := personWait(exec, args)
 		return fmt.Sprintf("execution %s waits for %s; nothing has been sent yet. The operator runs: %s", id, what, cmd)
 	case waitsEvidence:
 		return fmt.Sprintf("execution %s was dispatched at %s and its outcome is being established from the target; it may have taken effect, so do not call the tool again: poll this task.", id, at)
 	case waitsOperator:
-		return fmt.Sprintf("execution %s was dispatched at %s and its outcome is unknown; it awaits an operator's review (latch exec resolve %s). Do not call the tool again.", id, at, id)
+		return fmt.Sprintf("execution %s was dispatched at %s and its outcome is unknown; it awaits an operator's review (latch exec resolve %s). Do not call the tool again.", id, at, strings.TrimSpace(id+" "+args))
 	}
 	switch exec.GetState() {
 	case recordv1.State_STATE_CANCELLED:
@@ -227,7 +237,7 @@ type wireTask struct {
 
 func (f *Front) newWireTask(exec *recordv1.Execution, modern bool) wireTask {
 	row := taskRowFor(exec.GetState())
-	return wireTask{modern: modern, exec: exec, status: row.status, msg: taskMessage(exec, row)}
+	return wireTask{modern: modern, exec: exec, status: row.status, msg: taskMessage(exec, row, f.operatorArgs())}
 }
 
 // ttlMs is the task's time to live: the tool's attach window (an identical
@@ -241,7 +251,7 @@ func ttlMs(exec *recordv1.Execution) *int64 {
 }
 
 func pollMs(exec *recordv1.Execution) int64 {
-	if _, _, ok := personWait(exec); ok {
+	if _, _, ok := personCommand(exec); ok {
 		return personPollInterval.Milliseconds()
 	}
 	return taskPollInterval.Milliseconds()

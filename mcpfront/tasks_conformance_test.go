@@ -53,15 +53,17 @@ func conformanceCatalog(base string) *tools.Catalog {
 	obj := func(s string) json.RawMessage { return json.RawMessage(s) }
 	tool := func(name, path, schema string, task tools.TaskSupport, body map[string]any) *tools.Tool {
 		return &tools.Tool{Name: name, Description: "conformance fixture " + name, InputSchema: obj(schema), Target: "fx",
-			Request: &tools.Request{Method: http.MethodPost, Path: path, Body: body},
-			Replay:  tools.ReplayIdempotencyKey, AttachWindow: time.Hour, Approval: tools.ApprovalNone, Task: task}
+			HTTPAction: tools.HTTPAction{
+				Request: &tools.Request{Method: http.MethodPost, Path: path, Body: body},
+			},
+			Replay: tools.ReplayIdempotencyKey, AttachWindow: time.Hour, Approval: tools.ApprovalNone, Task: task}
 	}
 	named := `{"type":"object","properties":{"name":{"type":"string","default":"World"}}}`
 	timed := `{"type":"object","properties":{"seconds":{"type":"number","default":0},"label":{"type":"string"}}}`
 	none := `{"type":"object","properties":{}}`
 	return &tools.Catalog{
 		Source:  "conformance",
-		Targets: map[string]*tools.Target{"fx": {Name: "fx", Channel: tools.ChannelHTTP, BaseURL: base, IdempotencyHeader: "Idempotency-Key", AllowPrivate: true}},
+		Targets: map[string]*tools.Target{"fx": {Name: "fx", Channel: tools.ChannelHTTP, HTTPTarget: tools.HTTPTarget{BaseURL: base, IdempotencyHeader: "Idempotency-Key", AllowPrivate: true}}},
 		Tools: map[string]*tools.Tool{
 			"greet":              tool("greet", "/greet", named, tools.TaskForbidden, map[string]any{"name": "{{name}}"}),
 			"slow_compute":       tool("slow_compute", "/slow", timed, tools.TaskOptional, map[string]any{"seconds": "{{seconds}}"}),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -279,7 +280,10 @@ func TestTasksSessionEra(t *testing.T) {
 // (not WaitBound) with the execution and the operator command; the
 // identical call after the approval attaches and gets the outcome.
 func TestPersonWaitWithoutTasks(t *testing.T) {
-	st := newTestStack(t, stackOptions{WaitBound: 10 * time.Minute, PersonWait: 100 * time.Millisecond})
+	// The control plane's data dir is not the admin commands' default, so
+	// the command shown carries what reaches it.
+	const args = "--data '/srv/my latch'"
+	st := newTestStack(t, stackOptions{WaitBound: 10 * time.Minute, PersonWait: 100 * time.Millisecond, Sessions: engine.SessionConfig{CommandArgs: args}})
 	cs := st.connect(t, "alice", clientOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // far below WaitBound
 	defer cancel()
@@ -288,8 +292,8 @@ func TestPersonWaitWithoutTasks(t *testing.T) {
 		t.Fatalf("CallTool: %v (want an answer within PersonWait, not WaitBound)", err)
 	}
 	cr := decodeResult(t, res)
-	if cr.State != "awaiting_approval" || !strings.Contains(cr.Note, "latch approvals approve "+cr.ExecutionID) {
-		t.Fatalf("answer = %+v, want awaiting_approval with the approve command", cr)
+	if cr.State != "awaiting_approval" || !strings.Contains(cr.Note, "latch approvals approve "+cr.ExecutionID+" "+args) {
+		t.Fatalf("answer = %+v, want awaiting_approval with the approve command and %s", cr, args)
 	}
 	if _, err := st.CP.Approve(t.Context(), &controlplanev1.ApproveRequest{ExecutionId: cr.ExecutionID, Operator: "ops"}); err != nil {
 		t.Fatalf("Approve: %v", err)

@@ -33,7 +33,7 @@ func (f *Front) newPersonTimer(exec *recordv1.Execution) *personTimer {
 
 // update arms or disarms the timer for exec's state.
 func (p *personTimer) update(exec *recordv1.Execution) {
-	_, _, waits := personWait(exec)
+	_, _, waits := personCommand(exec)
 	switch {
 	case waits && p.t == nil:
 		p.t = time.NewTimer(p.bound)
@@ -59,8 +59,8 @@ func (p *personTimer) stop() {
 
 // personNote makes sure the answer of a call that waits for a person names
 // the operator command (the note's reason usually does already).
-func personNote(res *mcp.CallToolResult, exec *recordv1.Execution) *mcp.CallToolResult {
-	what, cmd, ok := personWait(exec)
+func personNote(res *mcp.CallToolResult, exec *recordv1.Execution, args string) *mcp.CallToolResult {
+	what, cmd, ok := personWait(exec, args)
 	if !ok || res == nil {
 		return res
 	}

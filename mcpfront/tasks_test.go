@@ -51,7 +51,7 @@ func TestTaskStatusTable(t *testing.T) {
 		t.Run(tc.state.String(), func(t *testing.T) {
 			exec := &recordv1.Execution{Id: "act_1", State: tc.state, Reason: tc.reason, SessionId: "ses_9"}
 			row := taskRowFor(tc.state)
-			msg := taskMessage(exec, row)
+			msg := taskMessage(exec, row, "")
 			got := want{row.status, row.isError, tc.want.message}
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("taskRowFor(%v) (-want +got):\n%s", tc.state, diff)
@@ -76,13 +76,17 @@ func TestTaskStatusTable(t *testing.T) {
 	// names the code); a current one carries the code, whatever its text.
 	coded := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
 		ReasonCode: recordv1.ReasonCode_REASON_CODE_SESSION_AUTHORIZATION, Reason: "agent session ses_9 is new"}
-	if msg := taskMessage(coded, taskRowFor(coded.GetState())); !strings.Contains(msg, "The operator runs: latch session authorize ses_9") {
+	if msg := taskMessage(coded, taskRowFor(coded.GetState()), ""); !strings.Contains(msg, "The operator runs: latch session authorize ses_9") {
 		t.Errorf("taskMessage(session_authorization code) = %q, want the session authorize command", msg)
 	}
 	other := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_AWAITING_APPROVAL, SessionId: "ses_9",
 		ReasonCode: recordv1.ReasonCode_REASON_CODE_OTHER, Reason: "session_authorization: text alone decides nothing"}
-	if msg := taskMessage(other, taskRowFor(other.GetState())); !strings.Contains(msg, "The operator runs: latch approvals approve act_1") {
+	if msg := taskMessage(other, taskRowFor(other.GetState()), ""); !strings.Contains(msg, "The operator runs: latch approvals approve act_1") {
 		t.Errorf("taskMessage(other code) = %q, want the approvals approve command", msg)
+	}
+	// The command reaches a control plane whose data dir is not the default.
+	if msg := taskMessage(other, taskRowFor(other.GetState()), "--data '/srv/my latch'"); !strings.Contains(msg, "The operator runs: latch approvals approve act_1 --data '/srv/my latch'") {
+		t.Errorf("taskMessage(other code, --data) = %q, want the approvals approve command with --data", msg)
 	}
 }
 

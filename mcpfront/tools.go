@@ -61,6 +61,7 @@ func (f *Front) Follow(ctx context.Context) error {
 			continue
 		}
 		failures = 0
+		f.opArgs.Store(resp.GetOperatorCommandArgs())
 		if !resp.GetUnchanged() {
 			f.install(resp)
 		}
@@ -111,6 +112,7 @@ func (f *Front) install(resp *controlplanev1.ListToolsResponse) {
 		}
 	}
 	f.tools, f.version = next, resp.GetCatalogVersion()
+	f.opArgs.Store(resp.GetOperatorCommandArgs())
 	f.log.Info("serving catalog", "version", f.version, "previous", prev, "tools", len(next), "removed", len(gone))
 }
 
@@ -131,4 +133,14 @@ func (f *Front) addTool(srv *mcp.Server, t *controlplanev1.Tool, fixedActor stri
 
 func isBuiltin(name string) bool {
 	return name == ToolExecutionStatus || name == ToolExecutions || name == ToolCancelExecution
+}
+
+// operatorArgs is what an operator adds to a latch command to reach the
+// control plane ("--data DIR"; "" for the default), as its last ListTools
+// answer said: the front appends it to the operator commands it shows.
+func (f *Front) operatorArgs() string {
+	if a, ok := f.opArgs.Load().(string); ok {
+		return a
+	}
+	return ""
 }

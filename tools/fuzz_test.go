@@ -155,7 +155,7 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("RenderCommand error %v does not wrap ErrInvalidArguments", err)
 		}
 		// A hand-built tool skips the load rule; the render rule still holds.
-		bare := &Tool{Name: "bare", Command: []string{"/bin/echo", "{{a}}", "x{{a}}"}}
+		bare := &Tool{Name: "bare", CommandAction: CommandAction{Command: []string{"/bin/echo", "{{a}}", "x{{a}}"}}}
 		argv, err = bare.RenderArgv(args)
 		switch {
 		case err == nil && (len(argv) != 3 || argv[1] != a || strings.HasPrefix(argv[1], "-")):

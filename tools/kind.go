@@ -20,6 +20,8 @@ import (
 // the others.
 //
 // Implemented by HTTPKind, SSHKind, LocalKind and MCPKind in this package,
+// whose settings are structs embedded in Target and Tool (HTTPTarget,
+// HostTarget, HTTPAction, CommandAction, UpstreamAction, next to each kind),
 // and by the package of any new channel kind (which keeps its own settings
 // in Target.Spec and Tool.Action). The control-plane half of a kind (its
 // engine.Channel) lives in that kind's package; controlplane/channels lists

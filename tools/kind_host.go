@@ -34,6 +34,30 @@ var (
 func (SSHKind) Channel() Channel   { return ChannelSSH }
 func (LocalKind) Channel() Channel { return ChannelLocal }
 
+// HostTarget is the settings of an ssh or local target, embedded in
+// Target: an ssh target sets all of them, a local one only its socket.
+type HostTarget struct {
+	Address string
+	User    string
+	// HostKey is the pinned host key in authorized_keys form.
+	HostKey string
+	// HostagentSocket is the host agent's unix socket ("" for plain SSH).
+	HostagentSocket string
+}
+
+// CommandAction is the action of a tool of an ssh or local target,
+// embedded in Tool.
+type CommandAction struct {
+	// Command is argv, each element templated; never a shell string.
+	Command []string
+	// PositionalAfterDoubleDash lists arguments that are whole positional
+	// command elements: Latch passes "--" before the first of them, so a
+	// value starting with "-" is data, not an option (options.go).
+	PositionalAfterDoubleDash []string
+	Cwd                       string
+	Env                       map[string]string
+}
+
 func (SSHKind) TargetKeys() []string {
 	return []string{"channel", "address", "user", "host_key", "credential", "hostagent_socket", "timeout", "settle"}
 }

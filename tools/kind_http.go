@@ -17,6 +17,49 @@ var _ Kind = HTTPKind{}
 
 func (HTTPKind) Channel() Channel { return ChannelHTTP }
 
+// HTTPTarget is the settings of an http target, embedded in Target.
+type HTTPTarget struct {
+	BaseURL           string
+	IdempotencyHeader string
+	Status            *StatusQuery
+	// AllowPrivate permits private (RFC 1918, ULA) and loopback addresses.
+	// An mcp target copies its upstream's allow_private here.
+	AllowPrivate bool
+}
+
+// HTTPAction is the action of an HTTP tool, embedded in Tool.
+type HTTPAction struct {
+	Request *Request
+}
+
+// StatusQuery is how to ask an HTTP target what became of an execution.
+// "{execution_id}" in Path is replaced by the execution ID. Its answers mean
+// (see Classify): a status in InProgress, the request is still being
+// processed (no evidence, ask again); in Absent, the target has no record of
+// the ID (evidence only after the settle point); any other 2xx, completed,
+// the answer being the stored result; anything else, no evidence.
+type StatusQuery struct {
+	Method string
+	Path   string
+	// Absent lists the "no record of this ID" statuses (default 404, 410).
+	Absent []int
+	// InProgress lists the "still in progress" statuses (default 202, 409, 425).
+	InProgress []int
+}
+
+// Request is an HTTP tool's request template. Strings may contain {{arg}}.
+type Request struct {
+	Method  string
+	Path    string
+	Query   map[string]string
+	Headers map[string]string
+	// Body is a JSON-shaped template tree (map[string]any, []any, string,
+	// int64 or float64 as written, bool, nil). A string that is exactly
+	// "{{arg}}" becomes the argument's JSON value (left out when absent);
+	// other strings get plain substitution.
+	Body any
+}
+
 func (HTTPKind) TargetKeys() []string {
 	return []string{"channel", "base_url", "credential", "idempotency_header", "status", "allow_private", "timeout", "settle"}
 }

@@ -11,6 +11,16 @@ type MCPKind struct{}
 
 var _ Kind = MCPKind{}
 
+// UpstreamAction is the action of an upstream tool (upstream.go), embedded
+// in Tool: the upstream, its name for the tool, and the argument it treats
+// as an idempotency key ("" for none). Its target's settings are the
+// upstream's (Catalog.Upstreams).
+type UpstreamAction struct {
+	Upstream            string
+	UpstreamTool        string
+	IdempotencyArgument string
+}
+
 func (MCPKind) Channel() Channel          { return ChannelMCP }
 func (MCPKind) TargetKeys() []string      { return nil }
 func (MCPKind) ToolKeys() []string        { return nil }

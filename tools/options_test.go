@@ -161,7 +161,7 @@ func TestOptionArgumentsAtRender(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tool := &Tool{Name: "t", Command: tt.command, PositionalAfterDoubleDash: tt.pos}
+			tool := &Tool{Name: "t", CommandAction: CommandAction{Command: tt.command, PositionalAfterDoubleDash: tt.pos}}
 			argv, err := tool.RenderArgv(tt.args)
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), tt.wantErr) {

@@ -111,7 +111,7 @@ func TestRenderRequestPath(t *testing.T) {
 			if err != nil || path != tt.wantPath {
 				t.Fatalf("RenderRequest(service=%q) path = %q, %v; want %q", tt.service, path, err, tt.wantPath)
 			}
-			u, err := (&Target{Name: "api", BaseURL: "http://api.internal.test:7412/prefix"}).URL(path, nil)
+			u, err := (&Target{Name: "api", HTTPTarget: HTTPTarget{BaseURL: "http://api.internal.test:7412/prefix"}}).URL(path, nil)
 			if err != nil {
 				t.Fatalf("URL(%q): %v", path, err)
 			}
@@ -140,7 +140,7 @@ func TestRenderRequestQueryHeaders(t *testing.T) {
 	if len(headers) != 0 {
 		t.Errorf("headers = %v, want none (trace absent)", headers)
 	}
-	u, err := (&Target{Name: "api", BaseURL: "http://api.internal.test:7412"}).URL("/x", query)
+	u, err := (&Target{Name: "api", HTTPTarget: HTTPTarget{BaseURL: "http://api.internal.test:7412"}}).URL("/x", query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestTargetURL(t *testing.T) {
 		{base: "http://h", path: "/%zz", wantErr: true},
 	}
 	for _, tt := range tests {
-		u, err := (&Target{Name: "t", BaseURL: tt.base}).URL(tt.path, tt.query)
+		u, err := (&Target{Name: "t", HTTPTarget: HTTPTarget{BaseURL: tt.base}}).URL(tt.path, tt.query)
 		if tt.wantErr {
 			if err == nil {
 				t.Errorf("URL(%q, %q) = %s, want an error", tt.base, tt.path, u)
@@ -373,7 +373,7 @@ func TestRenderCwdStaysUnderPrefix(t *testing.T) {
 // TestRenderCwdLiteralEscape: a catalog whose literal text walks out of its
 // own prefix is caught at render time too.
 func TestRenderCwdLiteralEscape(t *testing.T) {
-	tool := &Tool{Name: "t", Command: []string{"/bin/true"}, Cwd: "/srv/{{a}}/../../etc"}
+	tool := &Tool{Name: "t", CommandAction: CommandAction{Command: []string{"/bin/true"}, Cwd: "/srv/{{a}}/../../etc"}}
 	if _, cwd, _, err := tool.RenderCommand(map[string]any{"a": "x"}); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "not under /srv") {
 		t.Fatalf("RenderCommand = %q, %v; want refused as not under /srv", cwd, err)
 	}
@@ -398,7 +398,7 @@ func TestSecretValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tool := &Tool{Env: tt.env, Fingerprint: Fingerprint{Secret: []string{"token", "user"}}}
+			tool := &Tool{CommandAction: CommandAction{Env: tt.env}, Fingerprint: Fingerprint{Secret: []string{"token", "user"}}}
 			if diff := cmp.Diff(tt.want, tool.SecretValues(tt.args)); diff != "" {
 				t.Errorf("SecretValues (-want +got):\n%s", diff)
 			}

@@ -18,7 +18,7 @@ import (
 type Channel string
 
 // The built-in channels are named next to their kinds (kind_http.go,
-// kind_host.go, upstream.go); a new kind names its own.
+// kind_host.go, kind_mcp.go); a new kind names its own.
 
 // Replay is a tool's replay class (docs/design §6).
 type Replay string
@@ -70,13 +70,9 @@ type Target struct {
 	// Credential is the credential_ref held by the vault ("" for none).
 	Credential string
 
-	// HTTP targets.
-	BaseURL           string
-	IdempotencyHeader string
-	Status            *StatusQuery
-	// AllowPrivate permits private (RFC 1918, ULA) and loopback addresses.
-	AllowPrivate bool
-	// Timeout bounds one HTTP exchange (default 30s).
+	// Timeout bounds one exchange with the target: an HTTP exchange
+	// (default DefaultHTTPTimeout), a command (when its tool sets none; 0:
+	// none), an upstream call (the upstream's timeout).
 	Timeout time.Duration
 	// Settle is how long after a request can no longer be in flight (its
 	// send plus the dispatch timeout) the target may still not show it at
@@ -85,48 +81,17 @@ type Target struct {
 	// happened only when observed after that point.
 	Settle time.Duration
 
-	// SSH targets.
-	Address string
-	User    string
-	// HostKey is the pinned host key in authorized_keys form.
-	HostKey string
-
-	// SSH and local targets: the hostagent's unix socket ("" for plain SSH).
-	HostagentSocket string
+	// The settings of the built-in kinds, each owned by its kind
+	// (kind_http.go, kind_host.go); their fields read as the target's own
+	// (t.BaseURL, t.HostagentSocket).
+	HTTPTarget
+	HostTarget
 
 	// Spec holds the settings of a target of a kind outside this package,
 	// set by its Kind's ParseTarget.
 	Spec any
 	// kind is the Kind the target was loaded with (Kind()).
 	kind Kind
-}
-
-// StatusQuery is how to ask an HTTP target what became of an execution.
-// "{execution_id}" in Path is replaced by the execution ID. Its answers mean
-// (see Classify): a status in InProgress, the request is still being
-// processed (no evidence, ask again); in Absent, the target has no record of
-// the ID (evidence only after the settle point); any other 2xx, completed,
-// the answer being the stored result; anything else, no evidence.
-type StatusQuery struct {
-	Method string
-	Path   string
-	// Absent lists the "no record of this ID" statuses (default 404, 410).
-	Absent []int
-	// InProgress lists the "still in progress" statuses (default 202, 409, 425).
-	InProgress []int
-}
-
-// Request is an HTTP tool's request template. Strings may contain {{arg}}.
-type Request struct {
-	Method  string
-	Path    string
-	Query   map[string]string
-	Headers map[string]string
-	// Body is a JSON-shaped template tree (map[string]any, []any, string,
-	// int64 or float64 as written, bool, nil). A string that is exactly
-	// "{{arg}}" becomes the argument's JSON value (left out when absent);
-	// other strings get plain substitution.
-	Body any
 }
 
 // Fingerprint lists arguments that are dropped from, or hashed into, the
@@ -150,25 +115,15 @@ type Tool struct {
 	Defaults map[string]any
 	Target   string
 
-	// HTTP tools.
-	Request *Request
-
-	// SSH and local tools: argv, each element templated; never a shell string.
-	Command []string
-	// PositionalAfterDoubleDash lists arguments that are whole positional
-	// command elements: Latch passes "--" before the first of them, so a
-	// value starting with "-" is data, not an option (options.go).
-	PositionalAfterDoubleDash []string
-	Cwd                       string
-	Env                       map[string]string
 	// Timeout bounds the command or request (0: the target's default).
 	Timeout time.Duration
 
-	// Upstream tools (upstream.go): the upstream, its name for the tool,
-	// and the argument it treats as an idempotency key ("" for none).
-	Upstream            string
-	UpstreamTool        string
-	IdempotencyArgument string
+	// The actions of the built-in kinds, each owned by its kind
+	// (kind_http.go, kind_host.go, kind_mcp.go); their fields read as the
+	// tool's own (t.Request, t.Command, t.UpstreamTool).
+	HTTPAction
+	CommandAction
+	UpstreamAction
 
 	// Action is the action of a tool of a kind outside this package, set by
 	// its Kind's ParseTool.

@@ -102,7 +102,7 @@ func (p *parser) upstreams(e kv, cat *Catalog) {
 		}
 		if u := p.upstream(ue); u != nil {
 			cat.Upstreams[u.Name] = u
-			cat.Targets[u.Name] = &Target{Name: u.Name, Channel: ChannelMCP, Credential: u.Credential, Timeout: u.Timeout, Settle: DefaultSettle, AllowPrivate: u.AllowPrivate}
+			cat.Targets[u.Name] = &Target{Name: u.Name, Channel: ChannelMCP, Credential: u.Credential, Timeout: u.Timeout, Settle: DefaultSettle, HTTPTarget: HTTPTarget{AllowPrivate: u.AllowPrivate}}
 		}
 	}
 }

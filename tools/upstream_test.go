@@ -36,11 +36,11 @@ func TestParseUpstreams(t *testing.T) {
 		t.Errorf("Targets mismatch (-want +got):\n%s", diff)
 	}
 	wantTools := map[string]*Tool{
-		"tracker.create_issue": {Name: "tracker.create_issue", Target: "tracker", Upstream: "tracker", UpstreamTool: "create_issue", IdempotencyArgument: "request_id",
+		"tracker.create_issue": {Name: "tracker.create_issue", Target: "tracker", UpstreamAction: UpstreamAction{Upstream: "tracker", UpstreamTool: "create_issue", IdempotencyArgument: "request_id"},
 			Replay: ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: ApprovalSession, Fingerprint: Fingerprint{Ignore: []string{"labels"}}},
-		"payments.get-balance": {Name: "payments.get-balance", Description: "Read the balance.", Target: "payments", Upstream: "payments", UpstreamTool: "get-balance",
+		"payments.get-balance": {Name: "payments.get-balance", Description: "Read the balance.", Target: "payments", UpstreamAction: UpstreamAction{Upstream: "payments", UpstreamTool: "get-balance"},
 			Replay: ReplayReadOnly, Approval: ApprovalNone},
-		"payments.refund": {Name: "payments.refund", Target: "payments", Upstream: "payments", UpstreamTool: "refund",
+		"payments.refund": {Name: "payments.refund", Target: "payments", UpstreamAction: UpstreamAction{Upstream: "payments", UpstreamTool: "refund"},
 			Replay: ReplayReview, UntilResolved: true, Approval: ApprovalEveryCall},
 	}
 	if diff := cmp.Diff(wantTools, cat.Tools, cmpopts.EquateEmpty()); diff != "" {
@@ -52,7 +52,7 @@ func TestParseUpstreams(t *testing.T) {
 }
 
 func TestBindUpstreamSchema(t *testing.T) {
-	base := &Tool{Name: "t.create", Upstream: "t", UpstreamTool: "create", Replay: ReplayIdempotencyKey, IdempotencyArgument: "request_id",
+	base := &Tool{Name: "t.create", UpstreamAction: UpstreamAction{Upstream: "t", UpstreamTool: "create", IdempotencyArgument: "request_id"}, Replay: ReplayIdempotencyKey,
 		Fingerprint: Fingerprint{Secret: []string{"token"}}}
 	for _, tc := range []struct {
 		name, schema string
@@ -71,10 +71,10 @@ func TestBindUpstreamSchema(t *testing.T) {
 		{name: "missing idempotency argument", schema: `{"type":"object","properties":{"token":{"type":"string"}}}`, tool: base, wantErr: `idempotency_argument "request_id" is not a property`},
 		{name: "non-string key", schema: `{"type":"object","properties":{"request_id":{"type":"integer"},"token":{"type":"string"}}}`, tool: base, wantErr: "has type integer"},
 		{name: "fingerprint names a missing property", schema: `{"type":"object","properties":{"request_id":{"type":"string"}}}`, tool: base, wantErr: `fingerprint names "token"`},
-		{name: "not an object", schema: `{"type":"string"}`, tool: &Tool{Name: "t.x", Upstream: "t", Replay: ReplayReview}, wantErr: "type: object"},
-		{name: "reserved repeat_of", schema: `{"type":"object","properties":{"repeat_of":{"type":"string"}}}`, tool: &Tool{Name: "t.x", Upstream: "t", Replay: ReplayReview}, wantErr: "repeat_of"},
-		{name: "not JSON Schema", schema: `{"type":"object","properties":[]}`, tool: &Tool{Name: "t.x", Upstream: "t", Replay: ReplayReview}, wantErr: "not a JSON Schema"},
-		{name: "no schema takes no arguments", schema: ``, tool: &Tool{Name: "t.x", Upstream: "t", Replay: ReplayReview}, want: defaultInputSchema},
+		{name: "not an object", schema: `{"type":"string"}`, tool: &Tool{Name: "t.x", UpstreamAction: UpstreamAction{Upstream: "t"}, Replay: ReplayReview}, wantErr: "type: object"},
+		{name: "reserved repeat_of", schema: `{"type":"object","properties":{"repeat_of":{"type":"string"}}}`, tool: &Tool{Name: "t.x", UpstreamAction: UpstreamAction{Upstream: "t"}, Replay: ReplayReview}, wantErr: "repeat_of"},
+		{name: "not JSON Schema", schema: `{"type":"object","properties":[]}`, tool: &Tool{Name: "t.x", UpstreamAction: UpstreamAction{Upstream: "t"}, Replay: ReplayReview}, wantErr: "not a JSON Schema"},
+		{name: "no schema takes no arguments", schema: ``, tool: &Tool{Name: "t.x", UpstreamAction: UpstreamAction{Upstream: "t"}, Replay: ReplayReview}, want: defaultInputSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.tool.BindUpstreamSchema(json.RawMessage(tc.schema))
@@ -130,7 +130,7 @@ func FuzzBindUpstreamSchema(f *testing.F) {
 	} {
 		f.Add([]byte(s), []byte(`{"title":"x"}`))
 	}
-	tool := &Tool{Name: "t.x", Upstream: "t", UpstreamTool: "x", Replay: ReplayIdempotencyKey, IdempotencyArgument: "request_id"}
+	tool := &Tool{Name: "t.x", UpstreamAction: UpstreamAction{Upstream: "t", UpstreamTool: "x", IdempotencyArgument: "request_id"}, Replay: ReplayIdempotencyKey}
 	f.Fuzz(func(t *testing.T, schema, args []byte) {
 		b, err := tool.BindUpstreamSchema(schema)
 		if err != nil {

@@ -200,9 +200,9 @@ func (s *Service) ListTools(ctx context.Context, req *controlplanev1.ListToolsRe
 		cancel()
 	}
 	if version == req.GetKnownVersion() {
-		return &controlplanev1.ListToolsResponse{CatalogVersion: version, Unchanged: true}, nil
+		return &controlplanev1.ListToolsResponse{CatalogVersion: version, Unchanged: true, OperatorCommandArgs: s.e.OperatorCommandArgs()}, nil
 	}
-	out := &controlplanev1.ListToolsResponse{CatalogVersion: version}
+	out := &controlplanev1.ListToolsResponse{CatalogVersion: version, OperatorCommandArgs: s.e.OperatorCommandArgs()}
 	for _, t := range cat.Tools {
 		out.Tools = append(out.Tools, &controlplanev1.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.MCPInputSchema(),

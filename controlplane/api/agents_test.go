@@ -387,3 +387,30 @@ func TestActorNameRule(t *testing.T) {
 		t.Errorf("Submit(actor oauth:josé, NFC) = %v, want it accepted", err)
 	}
 }
+
+// TestCancelOperator: only an operator caller may name the operator of a
+// cancellation (it is journaled as that operator's decision).
+func TestCancelOperator(t *testing.T) {
+	f := newFixture(t)
+	f.caller = Caller{Identity: "spiffe://latch/front-a"}
+	_, err := f.svc.Cancel(t.Context(), &controlplanev1.CancelRequest{ExecutionId: "act_01J00000000000000000000000", Actor: "alice", Operator: "mallory"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Cancel naming an operator from a front = %v, want PermissionDenied", err)
+	}
+	f.caller = Caller{Identity: "unix", Operator: true}
+	_, err = f.svc.Cancel(t.Context(), &controlplanev1.CancelRequest{ExecutionId: "act_01J00000000000000000000000", Operator: "erin"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("Cancel of no execution naming an operator from an operator = %v, want NotFound", err)
+	}
+}
+
+func TestCancelReason(t *testing.T) {
+	for _, tt := range []struct{ op, reason, want string }{
+		{"erin", "wrong service", "cancelled by erin: wrong service"},
+		{"erin", "", "cancelled by erin"},
+	} {
+		if got := cancelReason(tt.op, tt.reason); got != tt.want {
+			t.Errorf("cancelReason(%q, %q) = %q, want %q", tt.op, tt.reason, got, tt.want)
+		}
+	}
+}

@@ -238,11 +238,29 @@ func (s *Service) Cancel(ctx context.Context, req *controlplanev1.CancelRequest)
 	if err != nil {
 		return nil, err
 	}
-	x, err := s.e.Cancel(ctx, req.GetExecutionId(), actor, req.GetReason())
+	reason := req.GetReason()
+	if op := req.GetOperator(); op != "" {
+		// An operator's decision, journaled as every decision is: under
+		// the operator's name (bound to the caller by the interceptor).
+		if !s.caller(ctx).Operator {
+			return nil, status.Error(codes.PermissionDenied, "Cancel: only an operator caller may name an operator")
+		}
+		reason = cancelReason(op, reason)
+	}
+	x, err := s.e.Cancel(ctx, req.GetExecutionId(), actor, reason)
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
 	return &controlplanev1.CancelResponse{Execution: x}, nil
+}
+
+// cancelReason is an operator's cancellation as the journal records it,
+// in the form of every decision ("approved by", "resolved by").
+func cancelReason(operator, reason string) string {
+	if reason == "" {
+		return "cancelled by " + operator
+	}
+	return "cancelled by " + operator + ": " + reason
 }
 
 func (s *Service) Resolve(ctx context.Context, req *controlplanev1.ResolveRequest) (*controlplanev1.ResolveResponse, error) {

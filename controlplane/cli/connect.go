@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/internal/shellword"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -67,6 +69,17 @@ func (t *target) flags(fs *flag.FlagSet, env *Env) {
 	fs.StringVar(&t.tlsCA, "tls-ca", env.Getenv("LATCH_TLS_CA"), "with --addr tcp://: the CA bundle that signed the control plane's certificate (env LATCH_TLS_CA)")
 	fs.StringVar(&t.tlsCert, "tls-cert", env.Getenv("LATCH_TLS_CERT"), "with --addr tcp://: your operator client certificate (env LATCH_TLS_CERT)")
 	fs.StringVar(&t.tlsKey, "tls-key", env.Getenv("LATCH_TLS_KEY"), "with --addr tcp://: the key of --tls-cert (env LATCH_TLS_KEY)")
+}
+
+// operatorArgs is what an operator adds to a latch command to reach the
+// control plane whose data dir is data: "--data DIR" (shell-quoted) unless
+// DIR is the admin commands' default. The control plane appends it to the
+// operator commands it logs and the front shows, so they work when pasted.
+func operatorArgs(data string) string {
+	if data == "" || data == defaultDataDir {
+		return ""
+	}
+	return "--data " + shellword.Quote(data)
 }
 
 // list is the addresses to call: --addr's, or the socket in --data.

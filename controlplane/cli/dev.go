@@ -156,9 +156,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)
 	}
-	if *data != defaultDataDir {
-		sc.CommandArgs = "--data " + *data
-	}
+	sc.CommandArgs = operatorArgs(*data)
 	st, err := stack.New(sc)
 	if err != nil {
 		return err

@@ -43,8 +43,10 @@ func explain(w io.Writer, x *recordv1.Execution, hist []*recordv1.JournalEntry) 
 		}
 	}
 	fmt.Fprintf(w, "\nEvidence:\n   %s\n", r.Sent)
-	if r.Answered != "" {
-		fmt.Fprintf(w, "   %s\n", strings.TrimSpace(r.Answered))
+	for _, line := range []string{r.Answered, r.LastQuery, r.Retries} {
+		if line != "" {
+			fmt.Fprintf(w, "   %s\n", line)
+		}
 	}
 	if len(r.Next) > 0 {
 		fmt.Fprintf(w, "\nWhat to do:\n")

@@ -208,8 +208,24 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"role":"standby"`) {
 		t.Errorf("standby GET /readyz = %d %s, want 503 naming the active", code, body)
 	}
-	if code, body = getStatus(t, opsB+"/ui/"); code != http.StatusServiceUnavailable || !strings.Contains(body, "standby") {
-		t.Errorf("standby GET /ui/ = %d %s, want 503 saying it is a standby", code, body)
+	// Its console sends the browser to the active replica's (the URL the
+	// active published), which serves it.
+	var loc string
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	testbin.Eventually(t, "the standby's /ui/ to send the browser to the active's console", func() bool {
+		resp, err := noFollow.Get(opsB + "/ui/executions/x?y=1")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		code, loc = resp.StatusCode, resp.Header.Get("Location")
+		return code == http.StatusTemporaryRedirect
+	})
+	if !strings.HasPrefix(loc, "http://127.0.0.1:") || strings.HasPrefix(loc, opsB) || !strings.HasSuffix(loc, "/ui/executions/x?y=1") {
+		t.Errorf("standby GET /ui/executions/x?y=1 sends the browser to %q, want the active's ops listener, same path", loc)
+	}
+	if code, body = getStatus(t, strings.TrimSuffix(loc, "executions/x?y=1")); code != http.StatusOK || !strings.Contains(body, "Sign in to the Latch console") {
+		t.Errorf("the active's console, followed from the standby = %d, want its sign-in page", code)
 	}
 	cps := "unix://" + datadir.Socket(b.data) + ",unix://" + datadir.Socket(a.data)
 	_, mcpURL := startProc(t, "latch-mcp", regexp.MustCompile(`serving MCP: url=(\S+)`), mcpBin,

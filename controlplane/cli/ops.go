@@ -18,6 +18,9 @@ const devOpsListen = "127.0.0.1:7410"
 type opsFlags struct {
 	listen, cert, key string
 	logFormat         string
+	// advertise is the URL browsers reach the ops listener at (standbys
+	// send them there while this replica is active).
+	advertise string
 }
 
 func addOpsFlags(fs *flag.FlagSet, defaultListen string) *opsFlags {
@@ -29,6 +32,7 @@ func addOpsFlags(fs *flag.FlagSet, defaultListen string) *opsFlags {
 	fs.StringVar(&o.listen, "http-listen", defaultListen, what)
 	fs.StringVar(&o.cert, "http-tls-cert", "", "with --http-listen: serve HTTPS with this certificate (PEM)")
 	fs.StringVar(&o.key, "http-tls-key", "", "with --http-listen: the certificate's key (PEM)")
+	fs.StringVar(&o.advertise, "http-advertise", "", "with --http-listen and a PostgreSQL --store: the URL browsers reach this replica's console at (e.g. https://ops-a.example:7410), where standbys send them while it is active (default: the --http-listen URL)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json (one JSON object per line)")
 	return o
 }
@@ -56,5 +60,5 @@ func formattedLogger(w io.Writer, level, format string) hclog.Logger {
 
 // config is the stack's ops listener configuration.
 func (o *opsFlags) config() stack.OpsConfig {
-	return stack.OpsConfig{Listen: o.listen, TLSCert: o.cert, TLSKey: o.key}
+	return stack.OpsConfig{Listen: o.listen, TLSCert: o.cert, TLSKey: o.key, Advertise: o.advertise}
 }

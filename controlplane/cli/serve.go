@@ -116,7 +116,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.Close()
 	st, err := stack.New(stack.Config{
-		Logger: logger, Telemetry: ob.Telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *catalogPath), CheckpointCopy: *ckptCopy,
+		Logger: logger, Telemetry: ob.Telemetry, DataDir: *data, Store: *storeURL, Replica: *replica, LeaseTTL: *leaseTTL, Advertise: *advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *catalogPath), CheckpointCopy: *ckptCopy, CommandArgs: operatorArgs(*data),
 		VaultPath: *vaultPath, VaultKeyFile: *vaultKey, VaultPassphraseFile: *vaultPass, Actors: actors, Trusted: trusted, OpenSessions: *openSessions, BindRuns: *bindRuns,
 		FrontActors: fa, TCPAddr: *grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *maxDesc, Version: buildinfo.Read().Version,
 		Access: authz.Config{

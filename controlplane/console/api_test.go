@@ -14,14 +14,17 @@ import (
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// sessionOf is the console session of operator (the newest one).
+// sessionOf is the console session of operator (the newest one), as the
+// store keeps it.
 func (st *stack) sessionOf(t testing.TB, operator string) *session {
 	t.Helper()
-	st.console.mu.Lock()
-	defer st.console.mu.Unlock()
+	xs, err := st.srv.Store.ConsoleSessions()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out *session
-	for _, s := range st.console.sessions {
-		if s.operator == operator && (out == nil || s.expires.After(out.expires)) {
+	for _, x := range xs {
+		if s := st.console.live(x.GetKeySha256()); s != nil && s.operator == operator && (out == nil || s.expires.After(out.expires)) {
 			out = s
 		}
 	}

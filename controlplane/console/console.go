@@ -1,8 +1,9 @@
 // Package console is the operator's web console, served by the control
 // plane at /ui/ on its ops listener: the executions (filtered, the
-// uncertain ones pinned, live over server-sent events), one execution's
-// whole story (timeline, dispatch attempts, recovery queries, approvals and
-// sessions, correlation evidence, the five investigation questions, its
+// ones that need a decision pinned, live over server-sent events), one
+// execution's whole story (a picture of it on one time axis, timeline,
+// dispatch attempts, recovery queries, approvals and sessions,
+// correlation evidence, the five investigation questions, its
 // journal records with inclusion proofs checked in the browser), the
 // decisions an operator makes (approve, deny, authorize or revoke a session,
 // resolve an uncertain outcome, cancel before dispatch) and the audit
@@ -19,13 +20,18 @@
 // NAME`, stored hashed by controlplane/tokens; an operator certificate may
 // create one only for the name it is bound to, a local operator on the
 // socket for anyone, and the token records which) or a one-time link
-// (SignInLink, which `latch dev` prints). A sign-in is journaled (kind
-// operator_signed_in) and opens a session held in memory: a random cookie
-// (HttpOnly, SameSite=Strict, Path=/ui/, Secure when served over TLS) whose
-// SHA-256 keys the session, with its own CSRF token that every form carries
-// and every POST must echo. A session ends after Config.SessionTTL, at
-// sign-out, when its token is revoked (checked on every request) or when the
-// control plane restarts.
+// (SignInLink, which `latch dev` prints): opening it shows one button that
+// signs in (a GET signs nobody in, so a link preview cannot spend it, and
+// the button's POST passes the origin check). A sign-in is journaled (kind
+// operator_signed_in) and opens a session kept in the store (the shared
+// store: it survives a restart and works on every replica; store.
+// ConsoleSession): a random cookie (HttpOnly, SameSite=Strict, Path=/ui/,
+// Secure when served over TLS) of which the store keeps only the SHA-256,
+// checked on every request against the journal record that opened it, with
+// its own CSRF token (derived from the cookie, so it is kept nowhere) that
+// every form carries and every POST must echo. A session ends after
+// Config.SessionTTL from its sign-in, at sign-out, or when its token is
+// revoked (checked on every request).
 //
 // # Decisions
 //
@@ -72,6 +78,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/authz"
@@ -90,7 +97,7 @@ const Prefix = "/ui/"
 
 // Journal kinds of the console's own records.
 const (
-	KindSignedIn  = "operator_signed_in"
+	KindSignedIn  = store.KindConsoleSignedIn
 	KindSignedOut = "operator_signed_out"
 )
 
@@ -161,24 +168,27 @@ type Console struct {
 	conn grpc.ClientConnInterface
 	api  controlplanev1.ControlPlaneClient
 
-	mu       sync.Mutex
-	sessions map[string]*session // by SHA-256 of the cookie
-	codes    map[string]oneTime  // by SHA-256 of the code
+	mu    sync.Mutex
+	codes map[string]oneTime // by SHA-256 of the code
 	// refusedAt and refusedSince rate the "sign-in refused" log line.
 	refusedAt    time.Time
 	refusedSince int
 
 	countsMu sync.Mutex
 	counts   countCache
+	toolsMu  sync.Mutex
+	tools    toolsSeen
 
 	stopOnce sync.Once
 	stopped  chan struct{}
 }
 
 type session struct {
-	// key is the SHA-256 of the session's cookie: the sessions map's key,
+	// key is the SHA-256 of the session's cookie: what the store keeps,
 	// and what each of its API calls names (authz.ConsoleSessionKey).
-	key      string
+	key string
+	// id names the session in the journal (store.ConsoleSessionID).
+	id       string
 	operator string
 	tokenID  string // "" for a one-time link
 	// cred is what the session was opened with, journaled with each of its
@@ -206,12 +216,11 @@ type oneTime struct {
 	expires  time.Time
 }
 
-// Bounds of the in-memory state.
+// Bounds of the in-memory state (the one-time codes) and of a form.
 const (
-	maxSessions = 1000
-	maxCodes    = 100
-	cookieName  = "latch_console"
-	maxForm     = 64 << 10
+	maxCodes   = 100
+	cookieName = "latch_console"
+	maxForm    = 64 << 10
 )
 
 // New builds the console.
@@ -231,7 +240,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Poll <= 0 {
 		cfg.Poll = 300 * time.Millisecond
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger.Named("console"), sessions: map[string]*session{}, codes: map[string]oneTime{}, stopped: make(chan struct{})}
+	c := &Console{cfg: cfg, log: cfg.Logger.Named("console"), codes: map[string]oneTime{}, stopped: make(chan struct{})}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -410,30 +419,50 @@ func (c *Console) session(r *http.Request) *session {
 	if err != nil || ck.Value == "" || len(ck.Value) > 128 {
 		return nil
 	}
-	return c.live(hashOf(ck.Value))
+	s := c.live(hashOf(ck.Value))
+	if s != nil {
+		s.csrf = csrfOf(ck.Value)
+	}
+	return s
 }
 
-// live is the live session of key (the SHA-256 of its cookie), or nil;
-// a session past its end, or whose operator token was revoked or expired,
-// is dropped.
+// csrfOf is the CSRF token of the session whose cookie is cookie: derived
+// from it, so that it is kept nowhere, and not from the SHA-256 the store
+// keeps (a reader of the store cannot forge it).
+func csrfOf(cookie string) string {
+	sum := sha256.Sum256([]byte("latch console csrf\x00" + cookie))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// live is the live session of key (the SHA-256 of its cookie), or nil:
+// kept in the store, matching the journal record that opened it, before
+// its end (and within SessionTTL of its sign-in, whatever its row says),
+// and its operator token, if any, neither revoked nor expired. Its CSRF
+// token is not set (session sets it from the cookie).
 func (c *Console) live(key string) *session {
-	c.mu.Lock()
-	s := c.sessions[key]
-	now := c.cfg.Clock()
-	if s != nil && now.After(s.expires) {
-		delete(c.sessions, key)
-		s = nil
-	}
-	c.mu.Unlock()
-	if s == nil {
+	if key == "" {
 		return nil
 	}
+	x, err := c.cfg.Store.ConsoleSession(key)
+	if errors.Is(err, store.ErrConsoleSessionForged) {
+		c.log.Warn("console session refused: it does not match the journal record that opened it", "error", err)
+	}
+	if err != nil {
+		return nil
+	}
+	now := c.cfg.Clock()
+	end := x.GetExpiresAt().AsTime()
+	if limit := x.GetOpenedAt().AsTime().Add(c.cfg.SessionTTL); limit.Before(end) {
+		end = limit
+	}
+	if !now.Before(end) {
+		return nil
+	}
+	cred := x.GetCredential()
+	s := &session{key: key, id: x.GetId(), operator: cred.GetOperator(), tokenID: cred.GetTokenId(), cred: cred, expires: end}
 	if s.tokenID != "" {
 		t, err := c.cfg.Store.Token(s.tokenID)
 		if err != nil || t.GetRevokedAt() != nil || (t.GetExpiresAt() != nil && !now.Before(t.GetExpiresAt().AsTime())) {
-			c.mu.Lock()
-			delete(c.sessions, key)
-			c.mu.Unlock()
 			return nil
 		}
 	}
@@ -462,44 +491,43 @@ func asOperator(ctx context.Context, s *session) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, authz.ConsoleSessionKey, s.key)
 }
 
-// open starts a session opened with cred and sets its cookie.
+// open starts a session opened with cred and sets its cookie: its
+// operator_signed_in record and its row in the store are written together,
+// the record naming the session (OperatorCredential.console_session).
 func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential, how string, r *http.Request) error {
 	now := c.cfg.Clock()
 	operator := cred.GetOperator()
-	if err := c.journal(r.Context(), cred, KindSignedIn, "signed in to the console "+how); err != nil {
-		return err
+	if _, err := c.cfg.Store.PruneConsoleSessions(r.Context(), now); err != nil {
+		c.log.Warn("ended console sessions not pruned", "error", err)
 	}
 	val := randomToken()
-	s := &session{key: hashOf(val), operator: operator, tokenID: cred.GetTokenId(), cred: cred, csrf: randomToken(), expires: now.Add(c.cfg.SessionTTL)}
-	c.mu.Lock()
-	for k, o := range c.sessions {
-		if now.After(o.expires) {
-			delete(c.sessions, k)
+	key := hashOf(val)
+	cred = proto.Clone(cred).(*recordv1.OperatorCredential)
+	cred.ConsoleSession = store.ConsoleSessionID(key)
+	expires := now.Add(c.cfg.SessionTTL)
+	err := c.cfg.Store.Update(r.Context(), func(tx *store.Tx) error {
+		at := timestamppb.New(now)
+		n, err := tx.Append(&recordv1.JournalEntry{Time: at, Kind: KindSignedIn, Actor: operator, Reason: "signed in to the console " + how, Credential: cred})
+		if err != nil {
+			return err
 		}
+		return tx.PutConsoleSession(&recordv1.ConsoleSession{Id: cred.GetConsoleSession(), KeySha256: key, Credential: cred,
+			OpenedAt: at, ExpiresAt: timestamppb.New(expires), JournalIndex: n})
+	})
+	if err != nil {
+		return err
 	}
-	if len(c.sessions) >= maxSessions {
-		// Drop the one closest to its end rather than refuse a sign-in.
-		var oldest string
-		for k, o := range c.sessions {
-			if oldest == "" || o.expires.Before(c.sessions[oldest].expires) {
-				oldest = k
-			}
-		}
-		delete(c.sessions, oldest)
-	}
-	c.sessions[s.key] = s
-	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: val, Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure,
-		SameSite: http.SameSiteStrictMode, Expires: s.expires})
+		SameSite: http.SameSiteStrictMode, Expires: expires})
 	c.log.Info("operator signed in to the console", "operator", operator, "how", how, "token_created_by", cred.GetTokenCreatedBy())
 	return nil
 }
 
-// journal appends one console record (sign-in, sign-out) of the session
-// opened with cred to the journal.
-func (c *Console) journal(ctx context.Context, cred *recordv1.OperatorCredential, kind, reason string) error {
+// signedOut ends the session s: its row goes with the sign-out record.
+func (c *Console) signedOut(ctx context.Context, s *session) error {
 	return c.cfg.Store.Update(ctx, func(tx *store.Tx) error {
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: kind, Actor: cred.GetOperator(), Reason: reason, Credential: cred})
+		tx.DeleteConsoleSession(s.id)
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: KindSignedOut, Actor: s.operator, Reason: "signed out of the console", Credential: s.cred})
 		return err
 	})
 }
@@ -614,12 +642,7 @@ func safeNext(next string) string {
 }
 
 func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
-	if ck, err := r.Cookie(cookieName); err == nil {
-		c.mu.Lock()
-		delete(c.sessions, hashOf(ck.Value))
-		c.mu.Unlock()
-	}
-	if err := c.journal(r.Context(), s.cred, KindSignedOut, "signed out of the console"); err != nil {
+	if err := c.signedOut(r.Context(), s); err != nil {
 		c.log.Warn("sign-out not journaled", "operator", s.operator, "error", err)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteStrictMode, MaxAge: -1})

@@ -343,6 +343,12 @@ func TestSignIn(t *testing.T) {
 		if r, body := get(t, browserless(t), st.web.URL+link); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-dave") {
 			t.Errorf("GET the one-time link = %d, want 200 naming ops-dave", r.StatusCode)
 		}
+		// As docs/how-to/console.md says: opening the link signs nobody
+		// in (a link preview or prefetch does not use it up); its one
+		// button does.
+		if r, body := get(t, browserless(t), st.web.URL+link); r.StatusCode != http.StatusOK || !strings.Contains(body, `id="signin"`) || r.Header.Get("Set-Cookie") != "" {
+			t.Errorf("GET the one-time link again = %d (Set-Cookie %q), want 200 with its Sign in button and no session", r.StatusCode, r.Header.Get("Set-Cookie"))
+		}
 		if got := post(t, browserless(t), st.web.URL+"/ui/signin", url.Values{"code": {code}}, ""); got != http.StatusSeeOther {
 			t.Errorf("first use of the one-time link = %d, want 303", got)
 		}
@@ -372,8 +378,13 @@ func TestDecisionsGoThroughTheAPI(t *testing.T) {
 	}
 	hist, _ := st.srv.Store.History(x.GetId())
 	last := hist[len(hist)-1]
-	if last.GetTo() != recordv1.State_STATE_CANCELLED || last.GetReason() != "cancelled by operator ops-erin in the console: wrong service" {
-		t.Errorf("last record %v %q, want cancelled by operator ops-erin", last.GetTo(), last.GetReason())
+	// The operator travels in CancelRequest.operator, bound to the session
+	// as every decision's is, and is journaled in the decisions' form.
+	if last.GetTo() != recordv1.State_STATE_CANCELLED || last.GetReason() != "cancelled by ops-erin: wrong service" {
+		t.Errorf("last record %v %q, want cancelled by ops-erin", last.GetTo(), last.GetReason())
+	}
+	if last.GetCredential().GetOperator() != "ops-erin" {
+		t.Errorf("last record's credential = %v, want the session's (ops-erin)", last.GetCredential())
 	}
 	if got := post(t, c, cancel, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther && got != http.StatusConflict {
 		t.Errorf("cancelling again = %d, want it answered (already cancelled) or 409", got)
@@ -455,7 +466,10 @@ func TestListFilters(t *testing.T) {
 			continue
 		}
 		var got []string
-		for _, m := range rowID.FindAllStringSubmatch(body, -1) {
+		// The executions table, after the pinned ones (awaiting approval
+		// is pinned too).
+		_, table, _ := strings.Cut(body, `id="executions"`)
+		for _, m := range rowID.FindAllStringSubmatch(table, -1) {
 			got = append(got, m[1])
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -561,7 +575,9 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 	}
 	resp.Body.Close()
 	csrf := st.csrfOf(t, c)
-	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix}
+	// Every record of the session names it too (its id in the store).
+	want := &recordv1.OperatorCredential{Operator: "root", Kind: CredentialToken, TokenId: op.GetId(), TokenCreatedBy: "local operator uid:0", TokenCreatedVia: authz.TransportUnix,
+		ConsoleSession: st.sessionOf(t, "root").id}
 
 	z := st.submit(t, "note", `{"text":"waits for its session"}`)
 	sessions, _ := st.srv.Store.Sessions(10)
@@ -611,5 +627,81 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 		if !ok {
 			t.Errorf("no %s record found", name)
 		}
+	}
+}
+
+// TestListPinsAndTools: an execution awaiting approval is pinned with the
+// other states that need a decision, and the Tool filter offers every tool
+// an execution was made for, also one no longer in the catalog in force.
+func TestListPinsAndTools(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	st.signIn(t, c, "ops-bob")
+	r := st.submit(t, "rotate", `{"service":"db"}`)
+	st.submit(t, "note", `{"text":"a"}`)
+	_, body := get(t, c, st.web.URL+"/ui/")
+	if !strings.Contains(body, `<section class="pinned"`) || !regexp.MustCompile(`(?s)id="pinned".*data-id="`+r.GetId()+`".*id="executions"`).MatchString(body) {
+		t.Errorf("the list does not pin %s (awaiting approval) under Needs a decision:\n%s", r.GetId(), body)
+	}
+	// The catalog in force now has rotate alone: note's execution stays
+	// findable by its tool.
+	only, err := tools.Parse("unit", []byte(strings.Split(unitCatalog, "  note:")[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.console.cfg.Catalog = func() *tools.Catalog { return only }
+	_, body = get(t, c, st.web.URL+"/ui/")
+	for _, tool := range []string{"note", "rotate"} {
+		if !strings.Contains(body, `<option value="`+tool+`"`) {
+			t.Errorf("the Tool filter does not offer %s", tool)
+		}
+	}
+}
+
+// TestSessionsLiveInTheStore: a console session is kept in the store, not
+// in the console: another console over the same store (after a restart, or
+// another replica on the shared PostgreSQL store) takes the same cookie and
+// the same CSRF token; the store holds only the hash of the cookie; a
+// sign-out on one ends the session on both.
+func TestSessionsLiveInTheStore(t *testing.T) {
+	st := newStack(t, false)
+	c := browserless(t)
+	_, csrf := st.signIn(t, c, "ops-fay")
+	other, err := New(Config{Store: st.srv.Store, Reads: st.srv.Engine, Connect: st.srv.ConsoleConn, Operators: st.srv.Tokens,
+		Catalog: func() *tools.Catalog { return st.srv.Catalog.Current().Catalog }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Stop)
+	web := httptest.NewServer(other.Handler())
+	t.Cleanup(web.Close)
+	if r, body := get(t, c, web.URL+"/ui/"); r.StatusCode != http.StatusOK || !strings.Contains(body, "ops-fay") {
+		t.Fatalf("the other console's list with the cookie = %d, want 200 naming ops-fay", r.StatusCode)
+	}
+	x := st.submit(t, "rotate", `{"service":"db"}`)
+	if got := post(t, c, web.URL+"/ui/executions/"+x.GetId()+"/cancel", url.Values{"csrf": {csrf}, "confirm": {"yes"}}, ""); got != http.StatusSeeOther {
+		t.Errorf("cancel on the other console with the first one's CSRF token = %d, want 303", got)
+	}
+	var cookie string
+	for _, ck := range c.Jar.Cookies(&url.URL{Scheme: "http", Host: strings.TrimPrefix(st.web.URL, "http://"), Path: "/ui/"}) {
+		if ck.Name == cookieName {
+			cookie = ck.Value
+		}
+	}
+	xs, err := st.srv.Store.ConsoleSessions()
+	if err != nil || len(xs) != 1 {
+		t.Fatalf("ConsoleSessions = %d, %v; want 1", len(xs), err)
+	}
+	if raw, _ := proto.Marshal(xs[0]); cookie == "" || strings.Contains(string(raw), cookie) || xs[0].GetKeySha256() != hashOf(cookie) {
+		t.Errorf("the stored session %v holds the cookie, or not its hash", xs[0])
+	}
+	if got := post(t, c, web.URL+"/ui/signout", url.Values{"csrf": {csrf}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("sign-out on the other console = %d, want 303", got)
+	}
+	// The browser forgot the cookie; one who kept it gets nothing either.
+	kept := browserless(t)
+	kept.Jar.SetCookies(&url.URL{Scheme: "http", Host: strings.TrimPrefix(st.web.URL, "http://"), Path: "/ui/"}, []*http.Cookie{{Name: cookieName, Value: cookie, Path: "/ui/"}})
+	if r, _ := get(t, kept, st.web.URL+"/ui/"); r.StatusCode != http.StatusSeeOther {
+		t.Errorf("the first console with the cookie after sign-out on the other = %d, want 303 to sign in", r.StatusCode)
 	}
 }

@@ -100,12 +100,8 @@ func (c *Console) decideExecution(w http.ResponseWriter, r *http.Request, s *ses
 		}
 	case "cancel":
 		cv.Title, cv.Question = "Cancel "+id, "Cancel this execution before it is dispatched? Nothing will be sent."
-		full := "cancelled by operator " + s.operator + " in the console"
-		if reason != "" {
-			full += ": " + reason
-		}
 		do = func(ctx context.Context) error {
-			_, err := c.api.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Reason: full})
+			_, err := c.api.Cancel(ctx, &controlplanev1.CancelRequest{ExecutionId: id, Operator: s.operator, Reason: reason})
 			return err
 		}
 	default:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"slices"
 	"sort"
@@ -51,6 +52,8 @@ type detailView struct {
 	// newest maxJournalShown of the story's Steps).
 	JournalHidden int
 	Proof         proofSummary
+	// Picture is the story drawn on one time axis (picture).
+	Picture template.HTML
 
 	Uncertain, CanApprove, CanResolve, CanCancel bool
 	// WaitsForSession: it awaits its agent session's authorization, not
@@ -154,7 +157,8 @@ func (c *Console) detail(id string) (*detailView, error) {
 	}
 
 	v.Report = explain.Tell(x, hist, explain.ContractOf(c.cfg.Catalog(), x))
-	v.Uncertain = slices.Contains(pinned, x.GetState())
+	v.Picture = picture(v.Report)
+	v.Uncertain = slices.Contains(uncertain, x.GetState())
 	v.CanApprove = v.Can(explain.DoApprove)
 	v.WaitsForSession = v.Can(explain.DoAuthorizeSession)
 	v.CanResolve = v.Can(explain.DoResolve)

@@ -351,6 +351,18 @@ func TestConsoleInABrowser(t *testing.T) {
 	// Its page: the timeline `latch exec show` prints, the payload inert,
 	// every record proven in the browser, under 200 KB.
 	d.waitState(t, noteID, recordv1.State_STATE_DELIVERED)
+	// The agent retries it: the retry attaches, nothing is re-sent, and
+	// the page says so at the top.
+	res, err = agent.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"text": payload}})
+	if err != nil || res.IsError {
+		t.Fatalf("write_note again: %v %+v", err, res)
+	}
+	if again := executionID(t, res); again != noteID {
+		t.Fatalf("the retry of write_note is %s, want it attached to %s", again, noteID)
+	}
+	if n := tg.count("/v1/notes"); n != 1 {
+		t.Errorf("the target saw %d notes, want 1 (the retry attached)", n)
+	}
 	lastDetail = d.base + "/ui/executions/" + noteID
 	var proven bool
 	for range 50 { // until a checkpoint (every 200ms) covers every record
@@ -378,6 +390,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	if page["accepted_at"] == "" || page["delivered_at"] == "" {
 		t.Errorf("timeline lacks accepted_at or delivered_at: %v", page)
 	}
+	if r := eval[string](t, ctx, `(document.getElementById('retries') || {}).textContent || ''`); !strings.Contains(r, "1 retry of the agent attached") || !strings.Contains(r, "nothing was re-sent") {
+		t.Errorf("the page's top says %q about retries, want that 1 retry attached and nothing was re-sent", r)
+	}
+	if above := eval[bool](t, ctx, `!!document.getElementById('retries') && !!(document.getElementById('retries').compareDocumentPosition(document.getElementById('timeline')) & Node.DOCUMENT_POSITION_FOLLOWING)`); !above {
+		t.Error("the retries note is not above the timeline")
+	}
+	// The picture: one time axis, drawn on the server (no script draws
+	// it), with both calls, the states, the one send and its answer, and
+	// the delivery.
+	marks := eval[map[string]int](t, ctx, `(() => { const m = {}; for (const e of document.querySelectorAll('svg#picture [data-kind]')) m[e.dataset.kind] = (m[e.dataset.kind] || 0) + 1; return m; })()`)
+	if marks["call"] != 2 || marks["send"] != 1 || marks["answer"] != 1 || marks["delivery"] != 1 || marks["state"] < 4 {
+		t.Errorf("the picture's marks by kind = %v, want 2 calls, 1 send with its answer, 1 delivery and the states", marks)
+	}
+	if title := eval[string](t, ctx, `document.querySelector('svg#picture [data-kind=call] title').textContent`); !strings.Contains(title, "client ") || !strings.Contains(title, "id ") {
+		t.Errorf("the picture's first call says %q, want its client and JSON-RPC id", title)
+	}
+	pictureShots(t, ctx, lastDetail)
 	if x := eval[string](t, ctx, `String(window.__xss)`); x != "undefined" {
 		t.Errorf("window.__xss = %s: the argument's payload ran", x)
 	}
@@ -415,6 +444,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		return pending != ""
 	})
 	lastDetail = d.base + "/ui/executions/" + pending
+	run(t, ctx, "the list pins the approval under Needs a decision", chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(fmt.Sprintf(`#pinned tr[data-id=%q]`, pending)))
 	run(t, ctx, "open the pending approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"))
 	forged := eval[int](t, ctx, fmt.Sprintf(`fetch('/ui/executions/%s/approve', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&confirm=yes&reason=x'}).then(r => r.status)`, pending))
 	if forged != http.StatusForbidden {
@@ -495,6 +525,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	d.waitState(t, unknown, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW)
 	run(t, ctx, "the list pins it", chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(fmt.Sprintf(`#pinned tr[data-id=%q]`, unknown)))
 	lastDetail = d.base + "/ui/executions/" + unknown
+	// Each source its own sentence: the target's answer is not run on
+	// into the last recovery query's.
+	run(t, ctx, "open the unknown outcome", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#decision-evidence"))
+	if a := eval[string](t, ctx, `(document.querySelector('#decision-evidence .answered') || {}).textContent || ''`); strings.Contains(a, "recovery query") {
+		t.Errorf("the target's answer runs on into the recovery query: %q", a)
+	}
 	reason := "CDN purge log shows zone eu purged at the dispatch time"
 	run(t, ctx, "resolve in the browser", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#resolve"),
 		chromedp.Click("#as-completed"), chromedp.SetValue("#resolve-reason", reason),
@@ -545,6 +581,44 @@ func TestConsoleInABrowser(t *testing.T) {
 	if f := eval[string](t, ctx, `document.activeElement.className + ' ' + document.activeElement.textContent`); f != "skip Skip to content" {
 		t.Errorf("the first Tab focuses %q, want the skip link", f)
 	}
+}
+
+// pictureShots writes screenshots of the detail page at u, with its
+// picture, at 390 px and 1280 px wide as test artifacts (t.ArtifactDir,
+// kept with go test -artifacts, and LATCH_TEST_ARTIFACTS); at 390 px the
+// page itself stays within the screen (the picture scrolls in its box).
+func pictureShots(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	for _, w := range []int{390, 1280} {
+		run(t, ctx, fmt.Sprintf("the picture at %dpx", w), chromedp.EmulateViewport(int64(w), 900), chromedp.Navigate(u), chromedp.WaitVisible("svg#picture"))
+		if w == 390 {
+			if sw := eval[int](t, ctx, `document.documentElement.scrollWidth`); sw > 390 {
+				wide := eval[[]string](t, ctx, `(() => { const out = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT); const r = document.createRange();
+					for (let n; (n = w.nextNode()) && out.length < 8;) { if (n.parentElement.closest('.scroll')) continue; r.selectNodeContents(n); if (r.getBoundingClientRect().right > 391) out.push(n.parentElement.tagName + ': ' + n.textContent.slice(0, 60)); }
+					return out; })()`)
+				t.Errorf("the detail page with its picture is %dpx wide at 390px; wider than the screen: %q", sw, wide)
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err != nil {
+			t.Errorf("no screenshot of the picture at %dpx: %v", w, err)
+			continue
+		}
+		for _, dir := range []string{t.ArtifactDir(), os.Getenv("LATCH_TEST_ARTIFACTS")} {
+			if dir == "" {
+				continue
+			}
+			p := filepath.Join(dir, fmt.Sprintf("console-picture-%d.png", w))
+			if err := os.WriteFile(p, png, 0o644); err != nil {
+				t.Errorf("screenshot %s: %v", p, err)
+				continue
+			}
+			t.Logf("screenshot of the picture at %dpx: %s", w, p)
+		}
+	}
+	run(t, ctx, "back to 1280px", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(u), chromedp.WaitVisible("svg#picture"))
 }
 
 func (d *dev) journalHas(t *testing.T, id, kind, reason string) bool {

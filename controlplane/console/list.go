@@ -30,8 +30,13 @@ var states = []recordv1.State{
 	recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED,
 }
 
-// pinned are the states an operator must look at; the list shows them first.
-var pinned = []recordv1.State{recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW}
+// pinned are the states that wait for an operator's decision; the list
+// shows them first ("Needs a decision").
+var pinned = []recordv1.State{recordv1.State_STATE_AWAITING_APPROVAL, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW}
+
+// uncertain are the pinned states whose outcome is not known: their age
+// counts from the first dispatch.
+var uncertain = []recordv1.State{recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW}
 
 // listFilter is the list page's query.
 type listFilter struct {
@@ -137,12 +142,11 @@ func (c *Console) listing(r *http.Request) (*listView, error) {
 	for _, st := range states {
 		v.States = append(v.States, lifecycle.Name(st))
 	}
-	if cat := c.cfg.Catalog(); cat != nil {
-		for name := range cat.Tools {
-			v.Tools = append(v.Tools, name)
-		}
-		slices.Sort(v.Tools)
+	tools, err := c.toolNames()
+	if err != nil {
+		return nil, err
 	}
+	v.Tools = tools
 	counts, err := c.countByState()
 	if err != nil {
 		return nil, err
@@ -211,7 +215,7 @@ func rowOf(x *recordv1.Execution, now time.Time) row {
 	r := row{ID: x.GetId(), Tool: x.GetTool(), Actor: x.GetActor(), State: lifecycle.Name(x.GetState()),
 		Outcome: explain.OutcomeName(x.GetOutcome()), Accepted: explain.TS(x.GetAcceptedAt()), Reason: x.GetReason()}
 	since := x.GetUpdatedAt()
-	if slices.Contains(pinned, x.GetState()) {
+	if slices.Contains(uncertain, x.GetState()) {
 		r.Uncertain = true
 		if x.GetDispatchedAt() != nil {
 			since = x.GetDispatchedAt() // as latch_oldest_unresolved_seconds counts

@@ -45,6 +45,10 @@ type SessionConfig struct {
 	BindRuns bool
 }
 
+// OperatorCommandArgs is what an operator adds to a latch command to reach
+// this control plane (SessionConfig.CommandArgs; "" for the default).
+func (e *Engine) OperatorCommandArgs() string { return strings.TrimSpace(e.cfg.Sessions.CommandArgs) }
+
 // logPending tells the operator, at info, that x waits and which command
 // lets it proceed. The command is the decision's, never an argument value.
 func (e *Engine) logPending(x *recordv1.Execution) {
@@ -54,7 +58,7 @@ func (e *Engine) logPending(x *recordv1.Execution) {
 		cmd = "latch session authorize " + x.GetSessionId()
 		what = "agent session awaits authorization"
 	}
-	if a := strings.TrimSpace(e.cfg.Sessions.CommandArgs); a != "" {
+	if a := e.OperatorCommandArgs(); a != "" {
 		cmd += " " + a
 	}
 	e.log.Info(what, "execution_id", x.GetId(), "tool", x.GetTool(), "actor", x.GetActor(), "run", cmd)

@@ -47,10 +47,15 @@ type Report struct {
 	Trail   []Decision `json:"approvals,omitempty"`
 	Calls   []Call     `json:"calls,omitempty"`
 	Steps   []Step     `json:"steps,omitempty"`
-	// Sent and Answered are the evidence next to a decision: what was sent
-	// and when, and what the target said.
-	Sent     string `json:"sent,omitempty"`
-	Answered string `json:"answered,omitempty"`
+	// Sent, Answered and LastQuery are the evidence next to a decision,
+	// each its own sentence from its own source: what was sent and when,
+	// what the target said, and what the last recovery query saw.
+	Sent      string `json:"sent,omitempty"`
+	Answered  string `json:"answered,omitempty"`
+	LastQuery string `json:"last_recovery_query,omitempty"`
+	// Retries says, when the agent's retries attached, that they did and
+	// what was (not) re-sent for them.
+	Retries string `json:"retries,omitempty"`
 	// Next is what an operator can do now.
 	Next []Action `json:"next,omitempty"`
 }

@@ -25,6 +25,8 @@ type Send struct {
 	// recorded); Answer says what it was.
 	AnswerState string `json:"answer_state,omitempty"`
 	Answer      string `json:"answer"`
+	// AnswerTime is when the answer was recorded ("" when none is).
+	AnswerTime string `json:"answer_time,omitempty"`
 }
 
 // Query is one recovery query or decision, and whether it counted as
@@ -68,6 +70,10 @@ type Step struct {
 	Reason   string `json:"reason,omitempty"`
 	Actor    string `json:"actor,omitempty"`
 	Evidence string `json:"evidence,omitempty"`
+	// Kind is the record's kind (transition, attach, recovery_query, …)
+	// and State the state it left the execution in.
+	Kind  string `json:"kind,omitempty"`
+	State string `json:"state,omitempty"`
 }
 
 // What an operator can do about an execution (Action.Do).
@@ -144,7 +150,8 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 				if ans.GetTo() == recordv1.State_STATE_COMPLETED {
 					s.Answer = fmt.Sprintf("%s, %s (%s)", lifecycle.DescribeExecutionAnswer(ans.GetExecution()), OutcomeName(ans.GetExecution().GetOutcome()), ans.GetReason())
 				}
-				s.Answer = TS(ans.GetTime()) + ": " + s.Answer
+				s.AnswerTime = TS(ans.GetTime())
+				s.Answer = s.AnswerTime + ": " + s.Answer
 			}
 			r.Sends = append(r.Sends, s)
 		}
@@ -178,7 +185,7 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 			step = e.GetKind() + " (" + lifecycle.Name(e.GetTo()) + ")"
 		}
 		r.Steps = append(r.Steps, Step{Index: e.GetIndex(), Time: TS(e.GetTime()), Step: step, Reason: e.GetReason(),
-			Actor: e.GetActor(), Evidence: EvidenceText(e.GetEvidence())})
+			Actor: e.GetActor(), Evidence: EvidenceText(e.GetEvidence()), Kind: e.GetKind(), State: lifecycle.Name(e.GetTo())})
 	}
 	if len(r.Calls) == 0 && x.GetEvidence() != nil {
 		r.Calls = append(r.Calls, callOf("first call", nil, x.GetEvidence()))
@@ -197,13 +204,12 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 	}
 	switch {
 	case len(r.Sends) > 0 && r.Sends[len(r.Sends)-1].AnswerState != "":
-		r.Answered = "The target's last answer: " + r.Sends[len(r.Sends)-1].Answer
+		r.Answered = "The target's last answer: " + sentence(r.Sends[len(r.Sends)-1].Answer)
 	case x.GetDispatchedAt() != nil:
 		r.Answered = "No answer from the target has been recorded."
 	}
-	if n := len(r.Queries); n > 0 {
-		r.Answered += fmt.Sprintf(" Last recovery query at %s: %s", r.Queries[n-1].Time, r.Queries[n-1].Saw)
-	}
+	r.LastQuery = lastQuery(r.Queries)
+	r.Retries = retries(r.Calls, r.Sends)
 
 	// What can be done now.
 	id := x.GetId()

@@ -45,14 +45,46 @@ func TestTellDerivesTheSteps(t *testing.T) {
 	if len(r.Steps) != len(hist) || r.Steps[4].Step != "recovery_query (outcome_unknown)" || r.Steps[1].Step != "dispatched" {
 		t.Errorf("Tell steps = %+v, want one per record, named", r.Steps)
 	}
-	if !strings.Contains(r.Sent, "carrying act_1 as its key (Idempotency-Key header)") || !strings.Contains(r.Answered, "Last recovery query at") {
-		t.Errorf("Tell evidence = %q / %q", r.Sent, r.Answered)
+	if !strings.Contains(r.Sent, "carrying act_1 as its key (Idempotency-Key header)") || !strings.Contains(r.LastQuery, "Last recovery query at") {
+		t.Errorf("Tell evidence = %q / %q", r.Sent, r.LastQuery)
+	}
+	// Each source its own sentence: the target's answer never runs on
+	// into the recovery query's.
+	if strings.Contains(r.Answered, "recovery query") || !strings.HasSuffix(r.Answered, ".") || !strings.HasSuffix(r.LastQuery, ".") {
+		t.Errorf("Tell answered = %q, last query = %q: want two sentences, each ending in a full stop", r.Answered, r.LastQuery)
+	}
+	if !strings.Contains(r.Retries, "1 retry of the agent attached") || !strings.Contains(r.Retries, "recovery's") {
+		t.Errorf("Tell retries = %q, want the attached retry and that the re-send was recovery's", r.Retries)
 	}
 	if !r.Can(DoResolve) || r.Can(DoApprove) || r.Can(DoCancel) {
 		t.Errorf("Tell next = %+v, want resolve alone", r.Next)
 	}
 	if unknown := Tell(x, hist, Contract{}); strings.Contains(unknown.Sent, "key") || unknown.Sends[0].Key != "" {
 		t.Errorf("Tell without the contract says a key: %q, %+v", unknown.Sent, unknown.Sends[0])
+	}
+}
+
+// TestTellRetriesNothingResent: retries that attached to an execution
+// sent once are said to have re-sent nothing.
+func TestTellRetriesNothingResent(t *testing.T) {
+	now := timestamppb.Now()
+	x := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_DELIVERED, DispatchedAt: now, LastSentAt: now, Attempts: 1}
+	hist := []*recordv1.JournalEntry{
+		{Index: 1, Time: now, To: recordv1.State_STATE_ACCEPTED, Kind: "transition"},
+		{Index: 2, Time: now, From: recordv1.State_STATE_ACCEPTED, To: recordv1.State_STATE_DISPATCHED, Kind: "transition"},
+		{Index: 3, Time: now, Kind: "attach", From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_DISPATCHED},
+		{Index: 4, Time: now, Kind: "attach", From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_DISPATCHED},
+		{Index: 5, Time: now, From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_COMPLETED, Kind: "transition", Reason: "200"},
+	}
+	r := Tell(x, hist, Contract{})
+	if want := "2 retries of the agent attached to this execution; nothing was re-sent"; !strings.HasPrefix(r.Retries, want) {
+		t.Errorf("Tell retries = %q, want it to start %q", r.Retries, want)
+	}
+	if r.Sends[0].AnswerTime == "" || r.Steps[2].Kind != "attach" || r.Steps[4].State != "completed" {
+		t.Errorf("Tell sends %+v / steps %+v: want the answer's time and each step's kind and state", r.Sends, r.Steps)
+	}
+	if none := Tell(x, hist[:2], Contract{}); none.Retries != "" {
+		t.Errorf("Tell without attached calls: retries = %q, want none", none.Retries)
 	}
 }
 

@@ -1,18 +1,19 @@
 package fingerprint
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/latchhq/latch/internal/jsonstring"
+	"github.com/latchhq/latch/internal/jsonscan"
 )
 
 // Errors returned by Canonicalize and CanonicalizeValue. Every one of them
@@ -44,7 +45,7 @@ const MaxDepth = 512
 
 // Canonicalize returns the RFC 8785 (JCS) form of the JSON text data.
 //
-// It parses with its own strict parser rather than encoding/json, because
+// It parses with the strict scanner (jsonscan) rather than encoding/json, because
 // encoding/json silently replaces invalid UTF-8 and lone surrogate escapes
 // by U+FFFD and keeps the last of duplicate keys: all three would let two
 // different inputs share one canonical form. Numbers are kept as text until
@@ -54,20 +55,7 @@ func Canonicalize(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, fmt.Errorf("%w: the input is not valid UTF-8", ErrInvalidUTF8)
 	}
-	p := parser{data: data}
-	p.skipSpace()
-	v, err := p.value(0)
-	if err != nil {
-		return nil, err
-	}
-	p.skipSpace()
-	if p.pos != len(p.data) {
-		return nil, fmt.Errorf("%w at offset %d", ErrTrailingData, p.pos)
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(data))
-	writeValue(&buf, v)
-	return buf.Bytes(), nil
+	return canonicalize(data)
 }
 
 // CanonicalizeValue marshals v with encoding/json and returns the JCS form
@@ -85,301 +73,224 @@ func CanonicalizeValue(v any) ([]byte, error) {
 	return Canonicalize(raw)
 }
 
-// node is a parsed JSON value: one of nil (null), bool, float64, string,
-// []node, or object.
-type node any
+// canon writes the canonical form of one text as it scans it: no tree.
+// An object's members are written as they come and, only when their keys
+// are not already in RFC 8785 order (encoding/json writes map keys in
+// byte order, which nearly always is), reordered when the object ends.
+type canon struct {
+	s       jsonscan.Scanner
+	out     []byte
+	keys    []byte   // the decoded keys of the open objects' members
+	members []member // the members of the open objects
+	tmp     []byte   // an object's members while they are reordered
+}
 
+// member is one member of an object: its key (in canon.keys) and its
+// "key":value text (in canon.out).
 type member struct {
-	key   string
-	value node
+	keyFrom, keyTo int
+	from, to       int
 }
 
-type object []member
+// canons keeps canons (their scanner and buffers) between calls: the
+// fingerprint runs on every call.
+var canons = sync.Pool{New: func() any { return new(canon) }}
 
-type parser struct {
-	data []byte
-	pos  int
+// canonicalize reads the JSON text data with the strict scanner
+// (jsonscan: the same reading as the catalog's argument check) and returns
+// its canonical form.
+func canonicalize(data []byte) ([]byte, error) {
+	c := canons.Get().(*canon)
+	defer canons.Put(c)
+	c.s.Reset(data, jsonscan.Options{MaxDepth: MaxDepth})
+	c.out = make([]byte, 0, len(data))
+	c.keys, c.members = c.keys[:0], c.members[:0]
+	t, err := c.s.Next()
+	if err != nil {
+		return nil, scanError(err)
+	}
+	if err := c.value(t); err != nil {
+		return nil, err
+	}
+	if _, err := c.s.Next(); !errors.Is(err, io.EOF) {
+		return nil, scanError(err)
+	}
+	out := c.out
+	c.out = nil // the caller's now
+	return out, nil
 }
 
-func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
-	}
-}
-
-func (p *parser) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos, fmt.Sprintf(format, args...))
-}
-
-func (p *parser) value(depth int) (node, error) {
-	if p.pos >= len(p.data) {
-		return nil, p.errorf("unexpected end of input")
-	}
-	switch c := p.data[p.pos]; {
-	case c == '{':
-		if depth >= MaxDepth {
-			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
-		}
-		return p.object(depth + 1)
-	case c == '[':
-		if depth >= MaxDepth {
-			return nil, fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, p.pos, MaxDepth)
-		}
-		return p.array(depth + 1)
-	case c == '"':
-		return p.string()
-	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number()
-	case p.literal("true"):
-		return true, nil
-	case p.literal("false"):
-		return false, nil
-	case p.literal("null"):
-		return nil, nil
-	default:
-		return nil, p.errorf("unexpected character %q", rune(c))
-	}
-}
-
-func (p *parser) literal(word string) bool {
-	if bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
-		p.pos += len(word)
-		return true
-	}
-	return false
-}
-
-func (p *parser) object(depth int) (node, error) {
-	start := p.pos
-	p.pos++ // '{'
-	obj := object{}
-	seen := make(map[string]struct{})
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		return obj, nil
-	}
-	for {
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return nil, p.errorf("expected a string as object key (object at offset %d)", start)
-		}
-		keyAt := p.pos
-		key, err := p.string()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := seen[key]; dup {
-			return nil, fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, key, keyAt)
-		}
-		seen[key] = struct{}{}
-		p.skipSpace()
-		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return nil, p.errorf("expected ':' after object key %q", key)
-		}
-		p.pos++
-		p.skipSpace()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		obj = append(obj, member{key: key, value: v})
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unterminated object (started at offset %d)", start)
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return obj, nil
-		default:
-			return nil, p.errorf("expected ',' or '}' in object")
-		}
-	}
-}
-
-func (p *parser) array(depth int) (node, error) {
-	start := p.pos
-	p.pos++ // '['
-	arr := []node{}
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		return arr, nil
-	}
-	for {
-		p.skipSpace()
-		v, err := p.value(depth)
-		if err != nil {
-			return nil, err
-		}
-		arr = append(arr, v)
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return nil, p.errorf("unterminated array (started at offset %d)", start)
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return arr, nil
-		default:
-			return nil, p.errorf("expected ',' or ']' in array")
-		}
-	}
-}
-
-// string parses a JSON string starting at the opening quote. The input is
-// known to be valid UTF-8 (checked once up front).
-func (p *parser) string() (string, error) {
-	start := p.pos
-	p.pos++ // opening quote
-	var sb strings.Builder
-	for {
-		if p.pos >= len(p.data) {
-			p.pos = start
-			return "", p.errorf("unterminated string")
-		}
-		c := p.data[p.pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return sb.String(), nil
-		case c < 0x20:
-			return "", p.errorf("unescaped control character %#x in string", c)
-		case c != '\\':
-			// Copy the run of ordinary bytes in one go.
-			end := p.pos
-			for end < len(p.data) && p.data[end] != '"' && p.data[end] != '\\' && p.data[end] >= 0x20 {
-				end++
+// value writes the value whose first token is t.
+func (c *canon) value(t jsonscan.Token) error {
+	switch t.Kind {
+	case jsonscan.ObjectStart:
+		return c.object()
+	case jsonscan.ArrayStart:
+		c.out = append(c.out, '[')
+		for i := 0; ; i++ {
+			t, err := c.s.Next()
+			if err != nil {
+				return scanError(err)
 			}
-			sb.Write(p.data[p.pos:end])
-			p.pos = end
-		default:
-			if err := p.escape(&sb); err != nil {
-				return "", err
+			if t.Kind == jsonscan.ArrayEnd {
+				c.out = append(c.out, ']')
+				return nil
+			}
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			if err := c.value(t); err != nil {
+				return err
 			}
 		}
+	case jsonscan.String:
+		c.out = appendString(c.out, t.Text)
+	case jsonscan.Number:
+		if plainInteger(t.Text) {
+			c.out = append(c.out, t.Text...) // its own ECMAScript form
+			return nil
+		}
+		// Converted once, correctly rounded, to a double.
+		f, err := strconv.ParseFloat(string(t.Text), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return fmt.Errorf("%w at offset %d: %s", ErrNumberRange, t.Offset, t.Text)
+		}
+		c.out = append(c.out, formatNumber(f)...)
+	case jsonscan.True:
+		c.out = append(c.out, "true"...)
+	case jsonscan.False:
+		c.out = append(c.out, "false"...)
+	default: // jsonscan.Null; the scanner returns no other kind here
+		c.out = append(c.out, "null"...)
 	}
+	return nil
 }
 
-// escape decodes the escape sequence at p.pos (jsonstring: the same
-// decoder as the catalog's argument scanner); a lone surrogate is
-// ErrInvalidUTF8, anything else malformed ErrSyntax.
-func (p *parser) escape(sb *strings.Builder) error {
-	n, err := jsonstring.DecodeEscape(p.data[p.pos:], sb)
-	var e *jsonstring.EscapeError
+// object writes the object whose '{' Next just returned, its members
+// sorted by their keys' UTF-16 code units (RFC 8785 §3.2.3).
+func (c *canon) object() error {
+	c.out = append(c.out, '{')
+	start, first, keysFrom := len(c.out), len(c.members), len(c.keys)
+	for {
+		k, err := c.s.Next()
+		if err != nil {
+			return scanError(err)
+		}
+		if k.Kind == jsonscan.ObjectEnd {
+			break
+		}
+		if len(c.members) > first {
+			c.out = append(c.out, ',')
+		}
+		m := member{keyFrom: len(c.keys), from: len(c.out)}
+		c.keys = append(c.keys, k.Text...)
+		m.keyTo = len(c.keys)
+		c.out = appendString(c.out, k.Text)
+		c.out = append(c.out, ':')
+		t, err := c.s.Next()
+		if err != nil {
+			return scanError(err)
+		}
+		if err := c.value(t); err != nil {
+			return err
+		}
+		m.to = len(c.out)
+		c.members = append(c.members, m)
+	}
+	ms := c.members[first:]
+	byKey := func(a, b member) int { return compareKeys(c.keys[a.keyFrom:a.keyTo], c.keys[b.keyFrom:b.keyTo]) }
+	if !slices.IsSortedFunc(ms, byKey) {
+		slices.SortFunc(ms, byKey)
+		c.tmp = append(c.tmp[:0], c.out[start:]...)
+		c.out = c.out[:start]
+		for i, m := range ms {
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			c.out = append(c.out, c.tmp[m.from-start:m.to-start]...)
+		}
+	}
+	c.out = append(c.out, '}')
+	c.members, c.keys = c.members[:first], c.keys[:keysFrom]
+	return nil
+}
+
+// plainInteger reports whether a number's text is an integer that a double
+// holds exactly and ECMAScript writes as is: up to 15 digits, not -0.
+func plainInteger(text []byte) bool {
+	digits := text
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+		if len(digits) == 1 && digits[0] == '0' {
+			return false
+		}
+	}
+	if len(digits) == 0 || len(digits) > 15 {
+		return false
+	}
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// scanError turns the scanner's refusal into this package's: a lone
+// surrogate is ErrInvalidUTF8, like invalid bytes.
+func scanError(err error) error {
+	var e *jsonscan.Error
+	if !errors.As(err, &e) {
+		return fmt.Errorf("%w: %w", ErrSyntax, err)
+	}
 	switch {
-	case err == nil:
-		p.pos += n
-		return nil
-	case !errors.As(err, &e):
-		return fmt.Errorf("%w at offset %d: %v", ErrSyntax, p.pos, err)
-	case errors.Is(e, jsonstring.ErrLoneSurrogate):
-		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, p.pos+e.Offset, e.Detail)
+	case errors.Is(e, jsonscan.ErrInvalidUTF8), errors.Is(e, jsonscan.ErrLoneSurrogate):
+		return fmt.Errorf("%w at offset %d: %s", ErrInvalidUTF8, e.Offset, e.Detail)
+	case errors.Is(e, jsonscan.ErrDuplicateKey):
+		return fmt.Errorf("%w %q at offset %d", ErrDuplicateKey, e.Key, e.Offset)
+	case errors.Is(e, jsonscan.ErrTooDeep):
+		return fmt.Errorf("%w at offset %d: more than %d levels", ErrTooDeep, e.Offset, MaxDepth)
+	case errors.Is(e, jsonscan.ErrTrailingData):
+		return fmt.Errorf("%w at offset %d", ErrTrailingData, e.Offset)
 	default:
-		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, p.pos+e.Offset, e.Detail)
-	}
-}
-
-// number parses the RFC 8259 number grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and converts it once,
-// correctly rounded, to a double.
-func (p *parser) number() (node, error) {
-	start := p.pos
-	digits := func() int {
-		n := 0
-		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
-			p.pos++
-			n++
-		}
-		return n
-	}
-	if p.data[p.pos] == '-' {
-		p.pos++
-	}
-	if p.pos < len(p.data) && p.data[p.pos] == '0' {
-		p.pos++
-	} else if digits() == 0 {
-		return nil, p.errorf("invalid number %q", p.data[start:p.pos])
-	}
-	if p.pos < len(p.data) && p.data[p.pos] == '.' {
-		p.pos++
-		if digits() == 0 {
-			return nil, p.errorf("invalid number %q: no digits after '.'", p.data[start:p.pos])
-		}
-	}
-	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
-		p.pos++
-		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
-			p.pos++
-		}
-		if digits() == 0 {
-			return nil, p.errorf("invalid number %q: no digits in exponent", p.data[start:p.pos])
-		}
-	}
-	text := string(p.data[start:p.pos])
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return nil, fmt.Errorf("%w at offset %d: %s", ErrNumberRange, start, text)
-	}
-	return f, nil
-}
-
-func writeValue(buf *bytes.Buffer, v node) {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		if v {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
-	case float64:
-		buf.WriteString(formatNumber(v))
-	case string:
-		writeString(buf, v)
-	case []node:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeValue(buf, e)
-		}
-		buf.WriteByte(']')
-	case object:
-		sorted := slices.Clone(v)
-		slices.SortFunc(sorted, func(a, b member) int { return compareUTF16(a.key, b.key) })
-		buf.WriteByte('{')
-		for i, m := range sorted {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, m.key)
-			buf.WriteByte(':')
-			writeValue(buf, m.value)
-		}
-		buf.WriteByte('}')
+		return fmt.Errorf("%w at offset %d: %s", ErrSyntax, e.Offset, e.Detail)
 	}
 }
 
 // compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
 // §3.2.3 requires. It differs from Go's byte (code point) order only when a
 // string holds characters above U+FFFF and others in U+E000–U+FFFF.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
+func compareUTF16(a, b string) int { return compareKeys([]byte(a), []byte(b)) }
+
+// compareKeys is compareUTF16 of keys as the scanner returns them.
+func compareKeys(a, b []byte) int {
+	// The common prefix is equal in any order; past it, ASCII on both
+	// sides orders as bytes.
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i == len(a) && i == len(b):
+		return 0
+	case i == len(a):
+		return -1
+	case i == len(b):
+		return 1
+	case a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf:
+		if a[i] < b[i] {
+			return -1
+		}
+		return 1
+	}
+	// Back to the start of the character that differs.
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	a, b = a[i:], b[i:]
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
 		a, b = a[na:], b[nb:]
 		if ra == rb {
 			continue
@@ -395,9 +306,9 @@ func compareUTF16(a, b string) int {
 		}
 	}
 	switch {
-	case a == "" && b == "":
+	case len(a) == 0 && len(b) == 0:
 		return 0
-	case a == "":
+	case len(a) == 0:
 		return -1
 	default:
 		return 1
@@ -415,37 +326,38 @@ func utf16Units(r rune) [2]uint16 {
 
 const hexDigits = "0123456789abcdef"
 
-// writeString writes s as RFC 8785 §3.2.2.2 requires.
-func writeString(buf *bytes.Buffer, s string) {
-	buf.WriteByte('"')
+// appendString appends s as RFC 8785 §3.2.2.2 requires.
+func appendString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	plain := 0 // s[plain:i] is still to copy as it is
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[plain:i]...)
+		plain = i + 1
 		switch c {
 		case '"':
-			buf.WriteString(`\"`)
+			dst = append(dst, `\"`...)
 		case '\\':
-			buf.WriteString(`\\`)
+			dst = append(dst, `\\`...)
 		case '\b':
-			buf.WriteString(`\b`)
+			dst = append(dst, `\b`...)
 		case '\f':
-			buf.WriteString(`\f`)
+			dst = append(dst, `\f`...)
 		case '\n':
-			buf.WriteString(`\n`)
+			dst = append(dst, `\n`...)
 		case '\r':
-			buf.WriteString(`\r`)
+			dst = append(dst, `\r`...)
 		case '\t':
-			buf.WriteString(`\t`)
+			dst = append(dst, `\t`...)
 		default:
-			if c < 0x20 {
-				buf.WriteString(`\u00`)
-				buf.WriteByte(hexDigits[c>>4])
-				buf.WriteByte(hexDigits[c&0xf])
-			} else {
-				buf.WriteByte(c)
-			}
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 	}
-	buf.WriteByte('"')
+	dst = append(dst, s[plain:]...)
+	return append(dst, '"')
 }
 
 // formatNumber serialises f as ECMAScript's Number.prototype.toString

@@ -32,8 +32,8 @@ func BenchmarkDispatchTrue(b *testing.B) {
 			Credentials: &fakeCreds{creds: map[string]vault.Credential{"k": cred}},
 		})
 		benchDispatch(b, c, &tools.Target{
-			Name: "bench", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
-			HostKey: srv.HostKey(), Credential: "k", HostagentSocket: a.Socket,
+			Name: "bench", Channel: tools.ChannelSSH, HostTarget: tools.HostTarget{Address: srv.Addr(), User: "deploy", HostKey: srv.HostKey(), HostagentSocket: a.Socket},
+			Credential: "k",
 		})
 	})
 }

@@ -134,14 +134,14 @@ func newChannel(tb testing.TB, cfg Config) *Channel {
 }
 
 func localTarget(socket string) *tools.Target {
-	return &tools.Target{Name: "this-host", Channel: tools.ChannelLocal, HostagentSocket: socket}
+	return &tools.Target{Name: "this-host", Channel: tools.ChannelLocal, HostTarget: tools.HostTarget{HostagentSocket: socket}}
 }
 
 // newCall builds an engine call of a tool whose command is argv.
 func newCall(id string, target *tools.Target, argv ...string) engine.Call {
 	return engine.Call{
 		Execution: &recordv1.Execution{Id: id},
-		Tool:      &tools.Tool{Name: "t", Target: target.Name, Command: argv, Replay: tools.ReplayStatusQuery},
+		Tool:      &tools.Tool{Name: "t", Target: target.Name, CommandAction: tools.CommandAction{Command: argv}, Replay: tools.ReplayStatusQuery},
 		Target:    target,
 		Arguments: map[string]any{},
 	}

@@ -740,6 +740,6 @@ func (c *Channel) signer(t *tools.Target) (ssh.Signer, error) {
 // local target on agentSocket (plain SSH targets are left as written).
 func DevTarget(t *tools.Target, agentSocket string) {
 	if t.Channel == tools.ChannelSSH && t.HostagentSocket != "" {
-		*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostagentSocket: agentSocket, Timeout: t.Timeout}
+		*t = tools.Target{Name: t.Name, Channel: tools.ChannelLocal, HostTarget: tools.HostTarget{HostagentSocket: agentSocket}, Timeout: t.Timeout}
 	}
 }

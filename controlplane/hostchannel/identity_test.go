@@ -16,15 +16,15 @@ import (
 func TestIdentity(t *testing.T) {
 	c := &Channel{}
 	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
-	tool := &tools.Tool{Command: []string{"/usr/bin/make", "{{app}}"}, Cwd: "/srv/{{app}}"}
+	tool := &tools.Tool{CommandAction: tools.CommandAction{Command: []string{"/usr/bin/make", "{{app}}"}, Cwd: "/srv/{{app}}"}}
 	for _, tt := range []struct {
 		name   string
 		target *tools.Target
 		want   engine.Identity
 	}{
-		{"ssh with pinned key", &tools.Target{Name: "web-01", User: "deploy", HostKey: key},
+		{"ssh with pinned key", &tools.Target{Name: "web-01", HostTarget: tools.HostTarget{User: "deploy", HostKey: key}},
 			engine.Identity{Target: "web-01:deploy@SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU", Command: tool.Command, Cwd: tool.Cwd}},
-		{"unparsable key hashed as text", &tools.Target{Name: "web-02", User: "deploy", HostKey: "not a key"},
+		{"unparsable key hashed as text", &tools.Target{Name: "web-02", HostTarget: tools.HostTarget{User: "deploy", HostKey: "not a key"}},
 			engine.Identity{Target: "web-02:deploy@SHA256:7fwIlxnAoGG+wIr6096tRICt1jqWd8E821u6F3kWDQ8", Command: tool.Command, Cwd: tool.Cwd}},
 		{"local", &tools.Target{Name: "here"},
 			engine.Identity{Target: "here:@", Command: tool.Command, Cwd: tool.Cwd}},

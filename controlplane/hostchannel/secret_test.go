@@ -15,9 +15,11 @@ import (
 
 func TestSecretEnv(t *testing.T) {
 	tool := &tools.Tool{
-		Env: map[string]string{
-			"TOKEN": "{{token}}", "AUTH": "Bearer {{ token }}", "PIN": "{{pin}}",
-			"GREETING": "{{greeting}}", "FIXED": "literal",
+		CommandAction: tools.CommandAction{
+			Env: map[string]string{
+				"TOKEN": "{{token}}", "AUTH": "Bearer {{ token }}", "PIN": "{{pin}}",
+				"GREETING": "{{greeting}}", "FIXED": "literal",
+			},
 		},
 		Fingerprint: tools.Fingerprint{Secret: []string{"token", "pin"}},
 	}
@@ -37,7 +39,7 @@ func TestSecretEnv(t *testing.T) {
 			}
 		})
 	}
-	if got := secretEnv(&tools.Tool{Env: tool.Env}, map[string]string{"TOKEN": "t"}); got != nil {
+	if got := secretEnv(&tools.Tool{CommandAction: tools.CommandAction{Env: tool.Env}}, map[string]string{"TOKEN": "t"}); got != nil {
 		t.Errorf("secretEnv of a tool without secret arguments = %q, want none", got)
 	}
 }

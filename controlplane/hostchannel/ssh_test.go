@@ -43,8 +43,8 @@ func newSSHEnv(t *testing.T, opts sshtest.Options, mod func(*Config)) *sshEnv {
 	return &sshEnv{
 		srv: srv, agent: a, ch: newChannel(t, cfg), creds: creds,
 		target: &tools.Target{
-			Name: "db-01", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
-			HostKey: srv.HostKey(), Credential: "deploy-ssh-key", HostagentSocket: a.Socket,
+			Name: "db-01", Channel: tools.ChannelSSH, HostTarget: tools.HostTarget{Address: srv.Addr(), User: "deploy", HostKey: srv.HostKey(), HostagentSocket: a.Socket},
+			Credential: "deploy-ssh-key",
 		},
 	}
 }
@@ -189,8 +189,8 @@ func TestOpenSSH(t *testing.T) {
 	a := startAgent(t, "", "")
 	c := newChannel(t, Config{Credentials: &fakeCreds{creds: map[string]vault.Credential{"k": cred}}, SSH: newPool(t)})
 	target := &tools.Target{
-		Name: "openssh", Channel: tools.ChannelSSH, Address: o.Addr(), User: o.User(),
-		HostKey: o.HostKey(), Credential: "k", HostagentSocket: a.Socket,
+		Name: "openssh", Channel: tools.ChannelSSH, HostTarget: tools.HostTarget{Address: o.Addr(), User: o.User(), HostKey: o.HostKey(), HostagentSocket: a.Socket},
+		Credential: "k",
 	}
 	file := filepath.Join(t.TempDir(), "effects")
 	call := newCall("act_openssh", target, appendArgv(file, "through sshd")...)
@@ -324,8 +324,8 @@ func TestSSHKeyRotation(t *testing.T) {
 	a := startAgent(t, "", "")
 	creds := &fakeCreds{creds: map[string]vault.Credential{"deploy-ssh-key": first}}
 	ch := newChannel(t, Config{Credentials: creds, SSH: newPool(t), WaitSlice: 200e6})
-	target := &tools.Target{Name: "db-01", Channel: tools.ChannelSSH, Address: srv.Addr(), User: "deploy",
-		HostKey: srv.HostKey(), Credential: "deploy-ssh-key", HostagentSocket: a.Socket}
+	target := &tools.Target{Name: "db-01", Channel: tools.ChannelSSH, HostTarget: tools.HostTarget{Address: srv.Addr(), User: "deploy", HostKey: srv.HostKey(), HostagentSocket: a.Socket},
+		Credential: "deploy-ssh-key"}
 
 	dir := t.TempDir()
 	file, gate := filepath.Join(dir, "effects"), filepath.Join(dir, "gate")

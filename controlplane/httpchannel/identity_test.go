@@ -15,18 +15,18 @@ import (
 // channel supplied them).
 func TestIdentity(t *testing.T) {
 	c := &Channel{}
-	post := &tools.Tool{Request: &tools.Request{Method: "POST", Path: "/v1/releases/{{service}}"}}
+	post := &tools.Tool{HTTPAction: tools.HTTPAction{Request: &tools.Request{Method: "POST", Path: "/v1/releases/{{service}}"}}}
 	for _, tt := range []struct {
 		name   string
 		tool   *tools.Tool
 		target *tools.Target
 		want   engine.Identity
 	}{
-		{"base path trailing slash dropped", post, &tools.Target{BaseURL: "https://deploy.internal/api/"},
+		{"base path trailing slash dropped", post, &tools.Target{HTTPTarget: tools.HTTPTarget{BaseURL: "https://deploy.internal/api/"}},
 			engine.Identity{Method: "POST", Target: "https://deploy.internal/api/v1/releases/{{service}}"}},
-		{"port kept", post, &tools.Target{BaseURL: "http://127.0.0.1:8080"},
+		{"port kept", post, &tools.Target{HTTPTarget: tools.HTTPTarget{BaseURL: "http://127.0.0.1:8080"}},
 			engine.Identity{Method: "POST", Target: "http://127.0.0.1:8080/v1/releases/{{service}}"}},
-		{"no request template", &tools.Tool{}, &tools.Target{BaseURL: "https://deploy.internal"}, engine.Identity{}},
+		{"no request template", &tools.Tool{}, &tools.Target{HTTPTarget: tools.HTTPTarget{BaseURL: "https://deploy.internal"}}, engine.Identity{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(tt.want, c.Identity(tt.tool, tt.target)); diff != "" {

@@ -47,12 +47,14 @@ func startDemo(tb testing.TB) (*demotarget.Server, *httptest.Server) {
 // demoTarget describes a demo target reached at addr ("host:port").
 func demoTarget(scheme, addr string) *tools.Target {
 	return &tools.Target{
-		Name:              "demo",
-		Channel:           tools.ChannelHTTP,
-		BaseURL:           scheme + "://" + addr,
-		IdempotencyHeader: "Idempotency-Key",
-		Status:            &tools.StatusQuery{Method: http.MethodGet, Path: "/v1/releases/by-key/{execution_id}"},
-		AllowPrivate:      true,
+		Name:    "demo",
+		Channel: tools.ChannelHTTP,
+		HTTPTarget: tools.HTTPTarget{
+			BaseURL:           scheme + "://" + addr,
+			IdempotencyHeader: "Idempotency-Key",
+			Status:            &tools.StatusQuery{Method: http.MethodGet, Path: "/v1/releases/by-key/{execution_id}"},
+			AllowPrivate:      true,
+		},
 	}
 }
 

@@ -14,7 +14,7 @@ func FuzzTargetURL(f *testing.F) {
 	for _, s := range []string{"/v1/releases", "//evil.example/x", "/@evil.example", "/a%2F..%2Fb", "/../x", "/a?b#c", "/%zz", "/a\\b", "/ok/%40x", "/%2E%2E/admin", "/a/%2e/b"} {
 		f.Add(s, "q", "v")
 	}
-	tg := &tools.Target{Name: "t", BaseURL: "https://api.example.com:8443/base"}
+	tg := &tools.Target{Name: "t", HTTPTarget: tools.HTTPTarget{BaseURL: "https://api.example.com:8443/base"}}
 	f.Fuzz(func(t *testing.T, path, qk, qv string) {
 		u, err := targetURL(tg, path, map[string]string{qk: qv})
 		if err != nil {

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/latchhq/latch/internal/jsonscan"
 )
 
 // ExportFormat names the export file format in its header line.
@@ -286,7 +287,7 @@ func (l *lineReader) next() ([]byte, error) {
 		if len(line) == 0 {
 			continue
 		}
-		if !json.Valid(line) {
+		if jsonscan.Valid(line, lineScan) != nil {
 			return nil, fmt.Errorf("not one JSON value (an export has one per line)")
 		}
 		return line, nil
@@ -488,56 +489,45 @@ func fieldValue(fields []jsonField, name string, v any) error {
 
 var errNotObject = errors.New("not a JSON object")
 
+// lineScan is how an export line is read: the strict scanner (jsonscan),
+// keeping a key given twice (the readable check reports it) and reading
+// what encoding/json reads, so every line encoding/json takes splits.
+var lineScan = jsonscan.Options{MaxDepth: maxJSONDepth, KeepDuplicates: true, ReplaceInvalidUTF8: true}
+
 // objectFields splits the JSON object raw into its top-level keys in order
-// of first appearance, in one pass that does not decode the values. raw
-// must be valid JSON (as json.Decoder returns it); anything else is an
-// error, never a panic.
+// of first appearance, in one pass that does not decode the values; raw
+// that is not one JSON object is an error, never a panic.
 func objectFields(raw []byte) ([]jsonField, error) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
+	s := jsonscan.New(raw, lineScan)
+	t, err := s.Next()
+	if err != nil {
+		return nil, err
+	}
+	if t.Kind != jsonscan.ObjectStart {
 		return nil, errNotObject
 	}
-	i = skipSpace(raw, i+1)
 	var fields []jsonField
 	var byName map[string]int // once there are many fields
-	if i < len(raw) && raw[i] == '}' {
-		return fields, nil
-	}
 	for {
-		end, err := skipString(raw, i)
+		k, err := s.Next()
 		if err != nil {
 			return nil, err
 		}
-		var name string
-		if key := raw[i:end]; bytes.IndexByte(key, '\\') < 0 && utf8.Valid(key) {
-			name = string(key[1 : len(key)-1])
-		} else if err := json.Unmarshal(key, &name); err != nil {
-			return nil, err
+		if k.Kind == jsonscan.ObjectEnd {
+			break
 		}
-		i = skipSpace(raw, end)
-		if i >= len(raw) || raw[i] != ':' {
-			return nil, errNotObject
-		}
-		i = skipSpace(raw, i+1)
-		end, err = skipValue(raw, i)
+		name := string(k.Text)
+		repeated := k.Repeated
+		t, err := s.Next()
 		if err != nil {
 			return nil, err
 		}
-		value := json.RawMessage(raw[i:end])
-		// A line has a handful of keys: look them up in the slice, and
-		// only past that in a map (a hostile line may have millions).
-		k := -1
-		if byName != nil {
-			if at, ok := byName[name]; ok {
-				k = at
-			}
-		} else {
-			k = slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name })
+		end, err := s.Skip(t)
+		if err != nil {
+			return nil, err
 		}
-		if k >= 0 {
-			fields[k].count++
-			fields[k].value = value
-		} else {
+		value := json.RawMessage(raw[t.Offset:end])
+		if !repeated {
 			fields = append(fields, jsonField{name: name, value: value, count: 1})
 			if byName != nil {
 				byName[name] = len(fields) - 1
@@ -547,82 +537,23 @@ func objectFields(raw []byte) ([]jsonField, error) {
 					byName[f.name] = at
 				}
 			}
+			continue
 		}
-		i = skipSpace(raw, end)
-		if i >= len(raw) {
-			return nil, errNotObject
+		// A line has a handful of keys: look them up in the slice, and
+		// only past that in a map (a hostile line may have millions).
+		k2 := -1
+		if byName != nil {
+			k2 = byName[name]
+		} else {
+			k2 = slices.IndexFunc(fields, func(f jsonField) bool { return f.name == name })
 		}
-		switch raw[i] {
-		case ',':
-			i = skipSpace(raw, i+1)
-		case '}':
-			return fields, nil
-		default:
-			return nil, errNotObject
-		}
+		fields[k2].count++
+		fields[k2].value = value
 	}
-}
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
+	if _, err := s.Next(); !errors.Is(err, io.EOF) {
+		return nil, err
 	}
-	return i
-}
-
-// skipString returns the index just past the JSON string starting at i.
-func skipString(raw []byte, i int) (int, error) {
-	if i >= len(raw) || raw[i] != '"' {
-		return 0, errNotObject
-	}
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
-	}
-	return 0, errNotObject
-}
-
-// skipValue returns the index just past the JSON value starting at i.
-func skipValue(raw []byte, i int) (int, error) {
-	if i >= len(raw) {
-		return 0, errNotObject
-	}
-	switch raw[i] {
-	case '"':
-		return skipString(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				end, err := skipString(raw, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errNotObject
-	}
-	j := i
-	for j < len(raw) && !strings.ContainsRune(",}] \t\n\r", rune(raw[j])) {
-		j++
-	}
-	if j == i {
-		return 0, errNotObject
-	}
-	return j, nil
+	return fields, nil
 }
 
 // strictKeys fails when the JSON object raw has a key not in allowed, or a
@@ -649,67 +580,86 @@ func fieldsAllowed(fields []jsonField, allowed []string) error {
 }
 
 // decodeJSON decodes one JSON value into map[string]any, []any, string,
-// json.Number, bool or nil. A key given twice in an object keeps its last
-// value and, when dups is not nil, is listed there by path.
+// json.Number, bool or nil, with the strict scanner (jsonscan): invalid
+// UTF-8 or a lone surrogate escape is an error, not U+FFFD, so a readable
+// part cannot hide an edit behind the replacement. A key given twice in an
+// object keeps its last value and, when dups is not nil, is listed there
+// by path.
 func decodeJSON(raw []byte, path string, dups *[]string) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return decodeValue(dec, path, dups, 0)
-}
-
-// maxJSONDepth bounds decodeValue's recursion (encoding/json itself
-// refuses nesting past 10000).
-const maxJSONDepth = 10000
-
-func decodeValue(dec *json.Decoder, path string, dups *[]string, depth int) (any, error) {
-	if depth > maxJSONDepth {
-		return nil, errors.New("nested too deep")
-	}
-	t, err := dec.Token()
+	s := jsonscan.New(raw, jsonscan.Options{MaxDepth: maxJSONDepth, KeepDuplicates: true})
+	t, err := s.Next()
 	if err != nil {
 		return nil, err
 	}
-	d, ok := t.(json.Delim)
-	if !ok {
-		return t, nil
+	v, err := decodeValue(s, t, path, dups)
+	if err != nil {
+		return nil, err
 	}
-	switch d {
-	case '{':
+	if _, err := s.Next(); !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return v, nil
+}
+
+// maxJSONDepth bounds the nesting an export line may have (encoding/json's
+// own bound).
+const maxJSONDepth = 10000
+
+// decodeValue decodes the value whose first token is t; the scanner bounds
+// the recursion.
+func decodeValue(s *jsonscan.Scanner, t jsonscan.Token, path string, dups *[]string) (any, error) {
+	switch t.Kind {
+	case jsonscan.ObjectStart:
 		obj := make(map[string]any)
-		for dec.More() {
-			kt, err := dec.Token()
+		for {
+			kt, err := s.Next()
 			if err != nil {
 				return nil, err
 			}
-			k, _ := kt.(string)
-			v, err := decodeValue(dec, path+"."+k, dups, depth+1)
+			if kt.Kind == jsonscan.ObjectEnd {
+				return obj, nil
+			}
+			k := string(kt.Text)
+			vt, err := s.Next()
 			if err != nil {
 				return nil, err
 			}
-			if _, seen := obj[k]; seen && dups != nil {
+			v, err := decodeValue(s, vt, path+"."+k, dups)
+			if err != nil {
+				return nil, err
+			}
+			if kt.Repeated && dups != nil {
 				*dups = append(*dups, fmt.Sprintf("%s.%s: key appears more than once", path, k))
 			}
 			obj[k] = v // the last, as encoding/json and most readers keep
 		}
-		if _, err := dec.Token(); err != nil {
-			return nil, err
-		}
-		return obj, nil
-	case '[':
+	case jsonscan.ArrayStart:
 		arr := []any{}
-		for i := 0; dec.More(); i++ {
-			v, err := decodeValue(dec, fmt.Sprintf("%s[%d]", path, i), dups, depth+1)
+		for i := 0; ; i++ {
+			et, err := s.Next()
+			if err != nil {
+				return nil, err
+			}
+			if et.Kind == jsonscan.ArrayEnd {
+				return arr, nil
+			}
+			v, err := decodeValue(s, et, fmt.Sprintf("%s[%d]", path, i), dups)
 			if err != nil {
 				return nil, err
 			}
 			arr = append(arr, v)
 		}
-		if _, err := dec.Token(); err != nil {
-			return nil, err
-		}
-		return arr, nil
+	case jsonscan.String:
+		return string(t.Text), nil
+	case jsonscan.Number:
+		return json.Number(t.Text), nil
+	case jsonscan.True:
+		return true, nil
+	case jsonscan.False:
+		return false, nil
+	default: // jsonscan.Null; the scanner returns no other kind here
+		return nil, nil
 	}
-	return nil, fmt.Errorf("unexpected %v", d)
 }
 
 // diffJSON appends one item per path where got (the readable part) and

@@ -72,7 +72,7 @@ func TestExecutionIDIn(t *testing.T) {
 func TestClassify(t *testing.T) {
 	c := newTestChannel(t, Config{MaxResult: 64})
 	u := &upstream{c: c, spec: tools.Upstream{Name: "up"}, red: redact.New([][]byte{[]byte("tok-secret")})}
-	call := engine.Call{Tool: &tools.Tool{UpstreamTool: "t"}}
+	call := engine.Call{Tool: &tools.Tool{UpstreamAction: tools.UpstreamAction{UpstreamTool: "t"}}}
 	written, unsent := &attemptTrack{}, &attemptTrack{}
 	written.written.Store(true)
 	text := func(s string) *mcp.CallToolResult {

@@ -27,7 +27,7 @@ func TestCredentialEchoedEncoded(t *testing.T) {
 	}
 	written := &attemptTrack{}
 	written.written.Store(true)
-	call := engine.Call{Tool: &tools.Tool{UpstreamTool: "t"}}
+	call := engine.Call{Tool: &tools.Tool{UpstreamAction: tools.UpstreamAction{UpstreamTool: "t"}}}
 	for _, enc := range []string{
 		token,
 		`tok\/en-0123456789`,

@@ -79,7 +79,7 @@ func TestTaskCapable(t *testing.T) {
 func TestTaskOutcome(t *testing.T) {
 	c := newTestChannel(t, Config{})
 	u := &upstream{c: c, spec: tools.Upstream{Name: "up"}}
-	call := engine.Call{Tool: &tools.Tool{UpstreamTool: "t"}}
+	call := engine.Call{Tool: &tools.Tool{UpstreamAction: tools.UpstreamAction{UpstreamTool: "t"}}}
 	caps := taskCaps{modern: true}
 	for _, tc := range []struct {
 		name    string
@@ -111,7 +111,7 @@ func TestQueryWithoutTaskID(t *testing.T) {
 	c := newTestChannel(t, Config{})
 	a := c.Query(context.Background(), engine.Call{
 		Execution: &recordv1.Execution{Id: "act_1"},
-		Tool:      &tools.Tool{UpstreamTool: "charge", Replay: tools.ReplayStatusQuery},
+		Tool:      &tools.Tool{UpstreamAction: tools.UpstreamAction{UpstreamTool: "charge"}, Replay: tools.ReplayStatusQuery},
 		Target:    &tools.Target{Name: "tasker"},
 	})
 	if a.Class != engine.Unsupported || !strings.Contains(a.Reason, "no task ID was recorded") {

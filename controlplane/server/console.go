@@ -105,3 +105,33 @@ func (s *Server) VerifierKey() string { return s.verifier }
 // OnPostgres reports whether the store is PostgreSQL (the audit commands
 // then take --store instead of a data dir).
 func (s *Server) OnPostgres() bool { return s.pg != nil }
+
+// PublishConsole records, on a PostgreSQL store, that this replica (the
+// active one: the write is fenced by its lease) serves the console at url,
+// so that standbys send browsers there (ActiveConsole). It does nothing on
+// Badger (one replica) or without a url.
+func (s *Server) PublishConsole(ctx context.Context, url string) error {
+	if s.pg == nil || url == "" {
+		return nil
+	}
+	return s.Store.Update(ctx, func(tx *store.Tx) error {
+		return tx.PutConsoleAddress(&recordv1.ConsoleAddress{Holder: s.holder, Epoch: s.pg.Epoch(), Url: url})
+	})
+}
+
+// ActiveConsole is, on a standby, where the active replica serves the
+// console: the URL it published (PublishConsole), while the lease this
+// standby last read is still running and names the same holder and epoch
+// (a killed or replaced active's address would send browsers to a dead
+// replica). "" when it is not known.
+func (s *Server) ActiveConsole() string {
+	r := s.Role()
+	if s.pg == nil || r.Role != RoleStandby || r.Active == "" {
+		return ""
+	}
+	x, err := store.ReadConsoleAddress(s.pg)
+	if err != nil || x.GetHolder() != r.Holder || x.GetEpoch() != r.Epoch {
+		return ""
+	}
+	return x.GetUrl()
+}

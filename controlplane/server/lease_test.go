@@ -171,6 +171,20 @@ func TestStandbyAnswersNotActiveAndTakesOver(t *testing.T) {
 	if b.Active() {
 		t.Fatal("the second replica is active while the first holds the lease")
 	}
+	// The standby's console sends browsers to the console the active
+	// published (none yet: the standby does not know where it is).
+	if got := b.ActiveConsole(); got != "" {
+		t.Errorf("standby ActiveConsole before the active published one = %q, want none", got)
+	}
+	if err := a.PublishConsole(t.Context(), "https://ops-a.example:7410"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.ActiveConsole(); got != "https://ops-a.example:7410" {
+		t.Errorf("standby ActiveConsole = %q, want the active's https://ops-a.example:7410", got)
+	}
+	if got := a.ActiveConsole(); got != "" {
+		t.Errorf("the active's ActiveConsole = %q, want none (it serves the console itself)", got)
+	}
 
 	conn, err := grpc.NewClient("unix://"+b.cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/latchhq/latch/internal/shellword"
+
 	"golang.org/x/crypto/ssh"
 )
 
@@ -257,30 +259,5 @@ func ShellJoin(argv []string) (string, error) {
 	return b.String(), nil
 }
 
-// ShellQuote quotes one word for a POSIX shell.
-func ShellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	if isSafeWord(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// isSafeWord reports whether s consists only of characters that no POSIX
-// shell treats specially anywhere in a word. '=' is left out (a bare
-// NAME=value first word is an assignment), as are '~' (tilde expansion),
-// '#' (comment at word start) and '%' and '^' (job specs, zsh globs).
-func isSafeWord(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_' || c == '-' || c == '.' || c == '/' || c == ',' || c == ':' || c == '+' || c == '@':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ShellQuote quotes one word for a POSIX shell (shellword.Quote).
+func ShellQuote(s string) string { return shellword.Quote(s) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,9 +23,11 @@ import (
 )
 
 // mountConsole serves the operator console at /ui/ on the ops listener. A
-// PostgreSQL standby has no state to show: /ui/ says so (503) until it
-// takes over, then serves the console. The console is nil until then.
-func mountConsole(ob *Observability, ops *opshttp.Server, st *Stack, secure bool) (*console.Console, error) {
+// PostgreSQL standby has no state to show: /ui/ sends the browser to the
+// active replica's console (the URL it published: server.ActiveConsole),
+// or, while that is not known, says it is a standby (503); once it takes
+// over it serves the console and publishes advertise as its own.
+func mountConsole(ob *Observability, ops *opshttp.Server, st *Stack, secure bool, advertise string) (*console.Console, error) {
 	srv := st.Server
 	if srv.Loaded() {
 		c, err := newConsole(ob, st, secure)
@@ -33,6 +36,9 @@ func mountConsole(ob *Observability, ops *opshttp.Server, st *Stack, secure bool
 		}
 		ops.Handle(console.Prefix, c.Handler())
 		st.Go(func(ctx context.Context) error {
+			if err := srv.PublishConsole(ctx, advertise); err != nil {
+				ob.log.Warn("console address not published: standbys answer 503 instead of sending browsers here", "error", err)
+			}
 			<-ctx.Done()
 			c.Stop() // end the event streams so the ops listener stops promptly
 			return nil
@@ -43,6 +49,13 @@ func mountConsole(ob *Observability, ops *opshttp.Server, st *Stack, secure bool
 	ops.Handle(console.Prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p := h.Load(); p != nil {
 			(*p).ServeHTTP(w, r)
+			return
+		}
+		if u := srv.ActiveConsole(); u != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// The host is the one the lease holder published in the
+			// store; only the path under /ui/ and the query come from
+			// the request.
+			http.Redirect(w, r, strings.TrimSuffix(u, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect) //nolint:gosec // see above: the destination host is not the request's
 			return
 		}
 		role := srv.Role()
@@ -64,7 +77,10 @@ func mountConsole(ob *Observability, ops *opshttp.Server, st *Stack, secure bool
 		}
 		ch := c.Handler()
 		h.Store(&ch)
-		ob.log.Info("operator console serving: this replica took over")
+		if err := srv.PublishConsole(ctx, advertise); err != nil {
+			ob.log.Warn("console address not published: standbys answer 503 instead of sending browsers here", "error", err)
+		}
+		ob.log.Info("operator console serving: this replica took over", "url", advertise)
 		<-ctx.Done()
 		c.Stop()
 		return nil
@@ -130,6 +146,9 @@ func NewObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog)
 type OpsConfig struct {
 	// Listen is its address ("": no ops listener).
 	Listen string
+	// Advertise is the URL browsers reach this replica's console at, where
+	// standbys send them while it is active ("": the listener's URL).
+	Advertise string
 	// TLSCert and TLSKey serve HTTPS (required unless Listen is loopback).
 	TLSCert, TLSKey string
 }
@@ -161,7 +180,11 @@ func (ob *Observability) Serve(o OpsConfig, st *Stack) (string, error) {
 		return "", fmt.Errorf("%w (pass --http-listen to use another address)", err)
 	}
 	ob.ops = ops
-	if ob.Console, err = mountConsole(ob, ops, st, o.TLSCert != ""); err != nil {
+	advertise := o.Advertise
+	if advertise == "" {
+		advertise = ops.URL()
+	}
+	if ob.Console, err = mountConsole(ob, ops, st, o.TLSCert != "", advertise); err != nil {
 		return "", err
 	}
 	st.Go(ops.Serve)

@@ -113,7 +113,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		}
 		obs, err := d.Send(t.Context(), httpdispatch.Call{
 			ExecutionID: fmt.Sprintf("act_%d", i),
-			Target:      &tools.Target{Name: "api", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
+			Target:      &tools.Target{Name: "api", Channel: tools.ChannelHTTP, HTTPTarget: tools.HTTPTarget{BaseURL: ts.URL, AllowPrivate: true}},
 			Method:      http.MethodGet, Path: "/v1/things", Credential: kind,
 		})
 		if err != nil || obs.Status != http.StatusOK {
@@ -170,7 +170,7 @@ func TestOAuth2RefusedClientSaysWhy(t *testing.T) {
 	}
 	d := newDispatcher(t, hclog.NewNullLogger())
 	_, err = d.Send(t.Context(), httpdispatch.Call{
-		ExecutionID: "act_x", Target: &tools.Target{Name: "api", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
+		ExecutionID: "act_x", Target: &tools.Target{Name: "api", Channel: tools.ChannelHTTP, HTTPTarget: tools.HTTPTarget{BaseURL: ts.URL, AllowPrivate: true}},
 		Method: http.MethodGet, Path: "/v1/things", Credential: kind,
 	})
 	if err == nil || !strings.Contains(err.Error(), "invalid_client") || strings.Contains(err.Error(), "wrong-secret") {

@@ -114,7 +114,7 @@ func TestSigV4ThroughTheDispatcher(t *testing.T) {
 			d := newDispatcher(t, hclog.NewNullLogger())
 			call := httpdispatch.Call{
 				ExecutionID: "act_1",
-				Target:      &tools.Target{Name: "aws", Channel: tools.ChannelHTTP, BaseURL: ts.URL, AllowPrivate: true},
+				Target:      &tools.Target{Name: "aws", Channel: tools.ChannelHTTP, HTTPTarget: tools.HTTPTarget{BaseURL: ts.URL, AllowPrivate: true}},
 				Method:      http.MethodPost, Path: "/prod/items/a%20b",
 				Query:      map[string]string{"z": "1", "a": "two words"},
 				Headers:    map[string]string{"X-Request-Id": "r-1", "Content-Type": "application/json"},

@@ -191,10 +191,15 @@ type ListToolsResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	CatalogVersion string                 `protobuf:"bytes,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// Set when the version is still known_version: tools is then empty.
-	Unchanged     bool    `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
-	Tools         []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unchanged bool    `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Tools     []*Tool `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// What an operator adds to a `latch` command to reach this control plane
+	// ("--data /srv/latch", shell-quoted; "" for the admin commands' default
+	// data dir): the front appends it to the operator commands it shows, so
+	// they work when pasted. Sent with every answer, unchanged or not.
+	OperatorCommandArgs string `protobuf:"bytes,4,opt,name=operator_command_args,json=operatorCommandArgs,proto3" json:"operator_command_args,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ListToolsResponse) Reset() {
@@ -246,6 +251,13 @@ func (x *ListToolsResponse) GetTools() []*Tool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *ListToolsResponse) GetOperatorCommandArgs() string {
+	if x != nil {
+		return x.OperatorCommandArgs
+	}
+	return ""
 }
 
 // Tool is one catalog tool as served to agents.
@@ -982,7 +994,12 @@ type CancelRequest struct {
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The agent's credential: when set, the execution must be that agent's
 	// (see SubmitRequest.credential; the same caller rules apply without one).
-	Credential    string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The operator who cancels, for an operator's decision (the console's
+	// Cancel): journaled as "cancelled by OPERATOR: REASON", the form every
+	// decision's operator takes, and bound to the caller as every decision's
+	// operator field is. Refused from a caller that is not an operator.
+	Operator      string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1058,13 @@ func (x *CancelRequest) GetReason() string {
 func (x *CancelRequest) GetCredential() string {
 	if x != nil {
 		return x.Credential
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
 	}
 	return ""
 }
@@ -1935,11 +1959,12 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"P\n" +
 	"\x10ListToolsRequest\x12#\n" +
 	"\rknown_version\x18\x01 \x01(\tR\fknownVersion\x12\x17\n" +
-	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\x8d\x01\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"\xc1\x01\n" +
 	"\x11ListToolsResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\tR\x0ecatalogVersion\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x121\n" +
-	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\"\xc1\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\x122\n" +
+	"\x15operator_command_args\x18\x04 \x01(\tR\x13operatorCommandArgs\"\xc1\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
@@ -1997,14 +2022,15 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12,\n" +
 	"\x12more_execution_ids\x18\x02 \x03(\tR\x10moreExecutionIds\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
-	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x80\x01\n" +
+	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x9c\x01\n" +
 	"\rCancelRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x04 \x01(\tR\n" +
-	"credential\"J\n" +
+	"credential\x12\x1a\n" +
+	"\boperator\x18\x05 \x01(\tR\boperator\"J\n" +
 	"\x0eCancelResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\xdc\x01\n" +
 	"\x0eResolveRequest\x12!\n" +

@@ -1268,8 +1268,13 @@ type OperatorCredential struct {
 	// recorded.
 	TokenCreatedBy  string `protobuf:"bytes,4,opt,name=token_created_by,json=tokenCreatedBy,proto3" json:"token_created_by,omitempty"`
 	TokenCreatedVia string `protobuf:"bytes,5,opt,name=token_created_via,json=tokenCreatedVia,proto3" json:"token_created_via,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The console session the record was made in ("cs_" and 26 hex digits,
+	// named by the hash of the session's key; ConsoleSession.id): its
+	// operator_signed_in record, every decision of it and its sign-out carry
+	// the same id.
+	ConsoleSession string `protobuf:"bytes,6,opt,name=console_session,json=consoleSession,proto3" json:"console_session,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *OperatorCredential) Reset() {
@@ -1337,6 +1342,172 @@ func (x *OperatorCredential) GetTokenCreatedVia() string {
 	return ""
 }
 
+func (x *OperatorCredential) GetConsoleSession() string {
+	if x != nil {
+		return x.ConsoleSession
+	}
+	return ""
+}
+
+// ConsoleAddress is where the active replica serves the operator console
+// (its ops listener's advertised URL), kept in the shared store by the
+// replica that holds the lease, so that a standby sends a browser there
+// instead of refusing it. A standby follows it only while the lease it
+// read names the same holder and epoch.
+type ConsoleAddress struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Holder string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	Epoch  int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The URL the console is reached at, without /ui/ ("https://ops-a:7410").
+	Url           string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleAddress) Reset() {
+	*x = ConsoleAddress{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleAddress) ProtoMessage() {}
+
+func (x *ConsoleAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleAddress.ProtoReflect.Descriptor instead.
+func (*ConsoleAddress) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ConsoleAddress) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *ConsoleAddress) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ConsoleAddress) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+// ConsoleSession is one console sign-in session as the store keeps it
+// (the shared store: a session survives a restart and works on every
+// replica). Only the SHA-256 of the session's key is kept, never the key
+// (the browser's cookie). A session is live while its operator_signed_in
+// record (journal_index) names the same id, operator, credential and
+// expiry: a row no journal record opened signs nobody in.
+type ConsoleSession struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "cs_" and the first 26 hex digits of SHA-256 of key_sha256.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// SHA-256 (hex) of the session's key (the browser's cookie).
+	KeySha256  string                 `protobuf:"bytes,2,opt,name=key_sha256,json=keySha256,proto3" json:"key_sha256,omitempty"`
+	Credential *OperatorCredential    `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	OpenedAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=opened_at,json=openedAt,proto3" json:"opened_at,omitempty"`
+	ExpiresAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The index of the operator_signed_in record that opened it.
+	JournalIndex  int64 `protobuf:"varint,6,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleSession) Reset() {
+	*x = ConsoleSession{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleSession) ProtoMessage() {}
+
+func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
+func (*ConsoleSession) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConsoleSession) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConsoleSession) GetKeySha256() string {
+	if x != nil {
+		return x.KeySha256
+	}
+	return ""
+}
+
+func (x *ConsoleSession) GetCredential() *OperatorCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+func (x *ConsoleSession) GetOpenedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OpenedAt
+	}
+	return nil
+}
+
+func (x *ConsoleSession) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ConsoleSession) GetJournalIndex() int64 {
+	if x != nil {
+		return x.JournalIndex
+	}
+	return 0
+}
+
 // UpstreamToolPin is what Latch accepted of one upstream tool with a
 // contract: its input schema, description and annotations as the upstream
 // offered them, and their hash. A tool the upstream offers otherwise is held
@@ -1362,7 +1533,7 @@ type UpstreamToolPin struct {
 
 func (x *UpstreamToolPin) Reset() {
 	*x = UpstreamToolPin{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1545,7 @@ func (x *UpstreamToolPin) String() string {
 func (*UpstreamToolPin) ProtoMessage() {}
 
 func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1558,7 @@ func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamToolPin.ProtoReflect.Descriptor instead.
 func (*UpstreamToolPin) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpstreamToolPin) GetTool() string {
@@ -1478,7 +1649,7 @@ type AgentToken struct {
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1661,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1674,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AgentToken) GetId() string {
@@ -1608,7 +1779,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1791,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1804,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -1685,7 +1856,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1868,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1881,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -1768,7 +1939,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1951,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +1964,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Session) GetId() string {
@@ -1994,13 +2165,29 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12'\n" +
-	"\x0fprevious_sha256\x18\x04 \x01(\fR\x0epreviousSha256\"\xb5\x01\n" +
+	"\x0fprevious_sha256\x18\x04 \x01(\fR\x0epreviousSha256\"\xde\x01\n" +
 	"\x12OperatorCredential\x12\x1a\n" +
 	"\boperator\x18\x01 \x01(\tR\boperator\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
 	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12(\n" +
 	"\x10token_created_by\x18\x04 \x01(\tR\x0etokenCreatedBy\x12*\n" +
-	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\"\xfe\x01\n" +
+	"\x11token_created_via\x18\x05 \x01(\tR\x0ftokenCreatedVia\x12'\n" +
+	"\x0fconsole_session\x18\x06 \x01(\tR\x0econsoleSession\"P\n" +
+	"\x0eConsoleAddress\x12\x16\n" +
+	"\x06holder\x18\x01 \x01(\tR\x06holder\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\"\x9d\x02\n" +
+	"\x0eConsoleSession\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"key_sha256\x18\x02 \x01(\tR\tkeySha256\x12C\n" +
+	"\n" +
+	"credential\x18\x03 \x01(\v2#.latch.record.v1.OperatorCredentialR\n" +
+	"credential\x127\n" +
+	"\topened_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bopenedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
+	"\rjournal_index\x18\x06 \x01(\x03R\fjournalIndex\"\xfe\x01\n" +
 	"\x0fUpstreamToolPin\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\tR\x04hash\x12!\n" +
@@ -2123,7 +2310,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -2137,58 +2324,63 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*JournalEntry)(nil),          // 9: latch.record.v1.JournalEntry
 	(*SecretDigest)(nil),          // 10: latch.record.v1.SecretDigest
 	(*OperatorCredential)(nil),    // 11: latch.record.v1.OperatorCredential
-	(*UpstreamToolPin)(nil),       // 12: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 13: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 14: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 15: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 16: latch.record.v1.Session
-	nil,                           // 17: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*ConsoleAddress)(nil),        // 12: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 13: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 14: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 15: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 16: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 17: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 18: latch.record.v1.Session
+	nil,                           // 19: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	17, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	19, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	18, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	18, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	18, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	18, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	18, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	18, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	20, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	20, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	20, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	20, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	20, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	6,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	18, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	18, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	20, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	20, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
 	4,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
-	18, // 15: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	20, // 15: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 16: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 17: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
 	8,  // 18: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
 	6,  // 19: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	16, // 20: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	13, // 21: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	14, // 22: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	18, // 20: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	15, // 21: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	16, // 22: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
 	11, // 23: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	12, // 24: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	14, // 24: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
 	4,  // 25: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
 	10, // 26: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	18, // 27: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	18, // 28: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	18, // 29: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	18, // 30: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	18, // 31: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	18, // 32: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	5,  // 33: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	18, // 34: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	18, // 35: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	18, // 36: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	18, // 37: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	11, // 27: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	20, // 28: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	20, // 29: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 30: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	20, // 31: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	20, // 32: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	20, // 33: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	20, // 34: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	20, // 35: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	5,  // 36: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	20, // 37: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	20, // 38: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	20, // 39: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	20, // 40: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -2202,7 +2394,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,4 +1,4 @@
-package jsonstring
+package jsonscan
 
 import (
 	"errors"
@@ -72,14 +72,13 @@ var escapeCases = []struct {
 func TestDecodeEscape(t *testing.T) {
 	for _, tt := range escapeCases {
 		t.Run(tt.name, func(t *testing.T) {
-			var sb strings.Builder
-			sb.WriteString("pre:")
-			n, err := DecodeEscape([]byte(tt.in), &sb)
+			got, n, err := DecodeEscape([]byte("pre:"), []byte(tt.in))
+			sb := string(got)
 			if tt.kind == nil {
 				if err != nil {
 					t.Fatalf("DecodeEscape(%q) error %v, want %q", tt.in, err, tt.want)
 				}
-				if got := strings.TrimPrefix(sb.String(), "pre:"); got != tt.want || n != tt.n {
+				if got := strings.TrimPrefix(sb, "pre:"); got != tt.want || n != tt.n {
 					t.Errorf("DecodeEscape(%q) = %q, %d; want %q, %d", tt.in, got, n, tt.want, tt.n)
 				}
 				return
@@ -91,8 +90,8 @@ func TestDecodeEscape(t *testing.T) {
 			if diff := cmp.Diff([]any{tt.offset, tt.detail, 0}, []any{e.Offset, e.Error(), n}); diff != "" {
 				t.Errorf("DecodeEscape(%q) (offset, detail, n) mismatch (-want +got):\n%s", tt.in, diff)
 			}
-			if sb.String() != "pre:" {
-				t.Errorf("DecodeEscape(%q) refused but wrote %q", tt.in, strings.TrimPrefix(sb.String(), "pre:"))
+			if sb != "pre:" {
+				t.Errorf("DecodeEscape(%q) refused but wrote %q", tt.in, strings.TrimPrefix(sb, "pre:"))
 			}
 			if tt.kind == ErrLoneSurrogate && (e.Rune < 0xd800 || e.Rune > 0xdfff) {
 				t.Errorf("DecodeEscape(%q) Rune = %U, want the surrogate", tt.in, e.Rune)
@@ -109,16 +108,15 @@ func FuzzDecodeEscape(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		data = append([]byte{'\\'}, data...)
-		var sb strings.Builder
-		n, err := DecodeEscape(data, &sb)
+		got, n, err := DecodeEscape(nil, data)
 		if err != nil {
 			return
 		}
 		if n < 2 || n > 12 || n > len(data) {
 			t.Fatalf("DecodeEscape(%q) spans %d bytes", data, n)
 		}
-		if !utf8.ValidString(sb.String()) {
-			t.Fatalf("DecodeEscape(%q) = %q, not valid UTF-8", data, sb.String())
+		if !utf8.Valid(got) {
+			t.Fatalf("DecodeEscape(%q) = %q, not valid UTF-8", data, got)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package jsonstring_test
+package jsonscan_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
-	"github.com/latchhq/latch/internal/jsonstring"
+	"github.com/latchhq/latch/internal/jsonscan"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -29,7 +29,7 @@ func TestCallersAgree(t *testing.T) {
 				t.Fatalf("%s: fingerprint says %v, the argument check says %v; want the same verdict", str, fpErr, argErr)
 			}
 			if fpErr != nil {
-				lone := errors.Is(tt.err, jsonstring.ErrLoneSurrogate)
+				lone := errors.Is(tt.err, jsonscan.ErrLoneSurrogate)
 				if errors.Is(fpErr, fingerprint.ErrInvalidUTF8) != lone || !errors.Is(fpErr, fingerprint.ErrNotCanonicalizable) {
 					t.Errorf("fingerprint.Canonicalize(%s) = %v; want ErrInvalidUTF8 %v", str, fpErr, lone)
 				}
@@ -79,12 +79,11 @@ func cases(t *testing.T) []callerCase {
 	}
 	var out []callerCase
 	for _, esc := range in {
-		var sb strings.Builder
-		n, err := jsonstring.DecodeEscape([]byte(esc), &sb)
+		got, n, err := jsonscan.DecodeEscape(nil, []byte(esc))
 		if err == nil && n != len(esc) {
 			t.Fatalf("case %s: DecodeEscape spans %d of its %d bytes; cases are one escape each", esc, n, len(esc))
 		}
-		out = append(out, callerCase{name: esc, esc: esc, want: sb.String(), err: err})
+		out = append(out, callerCase{name: esc, esc: esc, want: string(got), err: err})
 	}
 	return out
 }
