@@ -164,7 +164,24 @@ func (t *Tx) SecretRecord(row string, stored []byte, kind, actor, reason string,
 // RecordSecret journals row as stored now, on first use (kind
 // "secret_recorded"): a row that has no record yet. It does nothing when
 // the row has a record (CheckSecret holds the row against it).
+//
+// A row without an index but with a record in the journal is not a first
+// use: its index was deleted (to have a replaced row trusted again), and
+// RecordSecret refuses it as CheckSecret refuses a replaced row. Finding
+// that out reads the journal's secret records, once per row without an
+// index (in practice the first start of a store written before secret rows
+// were journaled).
 func (s *Store) RecordSecret(ctx context.Context, row string, stored []byte, now time.Time) error {
+	if _, _, err := s.JournaledSecret(row); !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	idx, found, err := s.anySecretRecord(ctx, row)
+	if err != nil {
+		return err
+	}
+	if found {
+		return secretMismatch(row, idx, "journal record %d records %s, but the row's index xd/%s is gone: it was deleted outside Latch (to have a replaced row trusted as new); restore the store from a backup taken after journal record %d", idx, row, row, idx)
+	}
 	return s.Update(ctx, func(tx *Tx) error {
 		if _, _, err := latestSecret(tx.get, row); !errors.Is(err, ErrNotFound) {
 			return err
@@ -173,6 +190,40 @@ func (s *Store) RecordSecret(ctx context.Context, row string, stored []byte, now
 			"recorded as found (trust on first use: a store written before secret rows were journaled, or a row with no record yet); changes from here on are checked", now)
 		return err
 	})
+}
+
+// anySecretRecord finds the last journal record of row's digest by reading
+// the journal (not the index).
+func (s *Store) anySecretRecord(ctx context.Context, row string) (int64, bool, error) {
+	last, found := int64(-1), false
+	var derr error
+	err := s.kv.ScanFrom([]byte("j/"), journalKey(0), false, func(k, v []byte) bool {
+		_, data, ok := decodeLeaf(v)
+		if !ok || !carriesField(data, journalEntrySecret) {
+			return ctx.Err() == nil
+		}
+		e := &recordv1.JournalEntry{}
+		if proto.Unmarshal(data, e) != nil || e.GetSecret().GetRow() != row {
+			return ctx.Err() == nil
+		}
+		i, err := strconv.ParseInt(string(k[2:]), 16, 64)
+		if err != nil {
+			derr = fmt.Errorf("store: journal key %q is malformed", k)
+			return false
+		}
+		last, found = i, true
+		return ctx.Err() == nil
+	})
+	if err == nil {
+		err = derr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return -1, false, fmt.Errorf("store: read the journal records of %s: %w", row, err)
+	}
+	return last, found, nil
 }
 
 // VaultWitness holds the vault document against the journal; it

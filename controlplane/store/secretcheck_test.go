@@ -298,10 +298,11 @@ func TestPlantedVaultMarkerRestoresTheJournaledDocument(t *testing.T) {
 }
 
 // TestVaultIndexDeletedIsCaughtByTheAudit: the vault's journal index
-// deleted with the document rolled back gets the rollback recorded again
-// on first use at the next start (the start-up check reads the index, not
-// the whole journal); CheckSecrets, which reads the whole journal as
-// `latch audit verify` does, finds the row recorded again out of turn.
+// deleted with the document rolled back is not a first use: the next start
+// finds the row's record in the journal and refuses the document, naming
+// the deleted index; CheckSecrets, which reads the whole journal as `latch
+// audit verify` does, reports the index that no longer names the row's
+// last record.
 func TestVaultIndexDeletedIsCaughtByTheAudit(t *testing.T) {
 	for _, b := range storetest.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -319,15 +320,15 @@ func TestVaultIndexDeletedIsCaughtByTheAudit(t *testing.T) {
 				}
 				return kv.Commit([]store.Write{{Key: []byte("xd/" + store.SecretRowVault), Delete: true}})
 			})
-			if _, err := reopenVault(t, st, vaultStorage(t, open, dir), dir); err != nil {
-				t.Fatalf("SetWitness with the index deleted = %v; want the row recorded on first use (the gap the audit closes)", err)
+			if _, err := reopenVault(t, st, vaultStorage(t, open, dir), dir); !errors.Is(err, store.ErrStateMismatch) || !strings.Contains(err.Error(), "index xd/vault is gone") {
+				t.Fatalf("SetWitness with the index deleted and the document rolled back = %v; want a state mismatch naming the deleted index (not a first use)", err)
 			}
 			ms, err := st.CheckSecrets(t.Context(), map[string][]byte{store.SecretRowVault: before})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ms) != 1 || ms[0].Kind != store.MismatchSecret || !strings.Contains(ms[0].Detail, "recorded again") {
-				t.Errorf("CheckSecrets = %v, want one %s mismatch: the row recorded again", ms, store.MismatchSecret)
+			if len(ms) == 0 || ms[0].Kind != store.MismatchSecret || !strings.Contains(ms[0].Detail, "xd/vault does not name the row's last journal record") {
+				t.Errorf("CheckSecrets = %v, want a %s mismatch: the index no longer names the row's last record", ms, store.MismatchSecret)
 			}
 		})
 	}
