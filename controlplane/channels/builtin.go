@@ -1,8 +1,7 @@
 package channels
 
 import (
-	"path/filepath"
-
+	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/hostchannel"
 	"github.com/latchhq/latch/controlplane/httpchannel"
@@ -65,7 +64,7 @@ func newHost(d Deps) (engine.Channel, func(), error) {
 func newMCP(d Deps) (engine.Channel, func(), error) {
 	var pidDir string
 	if d.DataDir != "" {
-		pidDir = filepath.Join(d.DataDir, "upstream-pids")
+		pidDir = datadir.UpstreamPids(d.DataDir)
 	}
 	var creds mcpchannel.Credentials
 	if d.Vault != nil {

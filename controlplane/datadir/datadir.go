@@ -43,3 +43,7 @@ func DevToken(dir string) string { return filepath.Join(dir, "dev-token") }
 
 // AgentSocket is the socket of latch dev's embedded host agent.
 func AgentSocket(dir string) string { return filepath.Join(dir, "hostagent.sock") }
+
+// AgentData is the data dir of latch dev's embedded host agent (its
+// markers).
+func AgentData(dir string) string { return filepath.Join(dir, "hostagent") }

@@ -26,6 +26,7 @@ func TestLayout(t *testing.T) {
 		{"DevInfo", DevInfo(dir), "dev.json"},
 		{"DevToken", DevToken(dir), "dev-token"},
 		{"AgentSocket", AgentSocket(dir), "hostagent.sock"},
+		{"AgentData", AgentData(dir), "hostagent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if want := filepath.Join(dir, tc.want); tc.got != want {

@@ -21,6 +21,7 @@
 //	  dev.json             what latch dev serves (latch demo and bench read it)
 //	  dev-token            the dev actor's bearer token (latch dev)
 //	  hostagent.sock       latch dev's embedded host agent
+//	  hostagent/           its data dir (markers, latch dev)
 //
 // On a PostgreSQL store the keys live sealed in the store's latch_keys
 // under the names JournalKey and FingerprintKey.

@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -242,7 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 	demoSrv := &http.Server{Handler: demo, ReadHeaderTimeout: 10 * time.Second}
 	mcpSrv := &http.Server{Handler: front.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
 
-	ag, err := agent.New(agent.Config{DataDir: filepath.Join(cfg.DataDir, "hostagent"), SocketPath: datadir.AgentSocket(cfg.DataDir), Logger: log,
+	ag, err := agent.New(agent.Config{DataDir: datadir.AgentData(cfg.DataDir), SocketPath: datadir.AgentSocket(cfg.DataDir), Logger: log,
 		Metrics: agentMetrics(cfg.Registry)})
 	if err != nil {
 		return err
