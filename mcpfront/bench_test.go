@@ -12,10 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

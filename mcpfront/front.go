@@ -31,7 +31,6 @@ import (
 
 	"github.com/latchhq/latch/internal/mcpwire"
 	"github.com/latchhq/latch/internal/tracing"
-
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )

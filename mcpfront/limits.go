@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/latchhq/latch/internal/mcpwire"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latchhq/latch/internal/mcpwire"
 )
 
 // Default caps (Limits). A session costs the front about 13 KB and a

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchhq/latch/internal/buildinfo"
-
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/latchhq/latch/internal/buildinfo"
 )
 
 // TestCommandTable: every command is registered in the one table and

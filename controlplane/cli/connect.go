@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latchhq/latch/internal/shellword"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +22,7 @@ import (
 	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/replicas"
+	"github.com/latchhq/latch/internal/shellword"
 	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/internal/tracing"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"

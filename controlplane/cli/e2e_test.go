@@ -19,14 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
-
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
-	"github.com/latchhq/latch/internal/testlog"
-
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/crypto/ssh"
 
@@ -23,6 +20,8 @@ import (
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/hostagent/client"
 	"github.com/latchhq/latch/hostagent/hostagenttest"
+	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testlog"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

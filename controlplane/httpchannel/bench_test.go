@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
-
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
@@ -23,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

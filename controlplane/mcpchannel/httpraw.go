@@ -17,9 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchhq/latch/internal/mcpwire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchhq/latch/internal/mcpwire"
 )
 
 // The raw-request seam on Streamable HTTP.

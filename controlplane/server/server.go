@@ -43,8 +43,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchhq/latch/internal/loopback"
-
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -68,6 +66,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store/backends"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/latchhq/latch/internal/shellword"
-
 	"golang.org/x/crypto/ssh"
+
+	"github.com/latchhq/latch/internal/shellword"
 )
 
 // ExecResult is what was observed of a command that ran to completion.

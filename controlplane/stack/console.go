@@ -9,14 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchhq/latch/internal/buildinfo"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latchhq/latch/controlplane/console"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/tools"

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchhq/latch/internal/buildinfo"
-
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
@@ -35,6 +33,7 @@ import (
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/buildinfo"
 )
 
 // Config is what serve and dev share.

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

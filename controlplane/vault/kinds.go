@@ -2,14 +2,13 @@ package vault
 
 import (
 	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
-
-	"net/http"
 )
 
 // A credential kind is how a secret is presented to a target. Every kind is

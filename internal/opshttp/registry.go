@@ -1,11 +1,11 @@
 package opshttp
 
 import (
-	"github.com/latchhq/latch/internal/buildinfo"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/latchhq/latch/internal/buildinfo"
 )
 
 // NewRegistry is a binary's registry: the Go runtime and process

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // Gets on PostgreSQL are coalesced: a Get that arrives while

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // fencedCode is the SQLSTATE latch_fence raises.

@@ -15,13 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/internal/backoff"
 )
 

@@ -9,10 +9,9 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/pgtest"
 )
 

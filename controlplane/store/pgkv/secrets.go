@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // What a replica shares through the PostgreSQL store besides the records

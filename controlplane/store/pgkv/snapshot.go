@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/latchhq/latch/controlplane/store/backend"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // Snapshot is a read-only KV over one REPEATABLE READ READ ONLY

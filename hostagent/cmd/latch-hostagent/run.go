@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"os"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/agent"
+	"github.com/latchhq/latch/internal/buildinfo"
 )
 
 const (

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"net"
 	"net/http"
@@ -35,16 +34,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/latchhq/latch/internal/loopback"
-	"github.com/latchhq/latch/internal/replicas"
-	"github.com/latchhq/latch/internal/tlsfiles"
-
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/latchhq/latch/internal/buildinfo"
+	"github.com/latchhq/latch/internal/loopback"
+	"github.com/latchhq/latch/internal/replicas"
+	"github.com/latchhq/latch/internal/tlsfiles"
 	"github.com/latchhq/latch/internal/tracing"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"

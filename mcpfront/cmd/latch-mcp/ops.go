@@ -5,12 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/latchhq/latch/internal/buildinfo"
 	"io"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/internal/tracing"
