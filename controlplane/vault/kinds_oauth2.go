@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/latchhq/latch/internal/egress"
+	"github.com/latchhq/latch/internal/loopback"
 )
 
 // OAuth2ClientCredentials presents an access token obtained from TokenURL
@@ -239,7 +240,7 @@ func (oauth2Kind) Validate(c Credential) error {
 	if err != nil || u.Host == "" || u.User != nil {
 		return invalidf("oauth2 token_url must be an absolute https URL without user info")
 	}
-	if u.Scheme != "https" && (u.Scheme != "http" || !isLoopbackHost(u.Hostname())) {
+	if u.Scheme != "https" && (u.Scheme != "http" || !loopback.Host(u.Hostname())) {
 		return invalidf("oauth2 token_url must use https (http only on a loopback address)")
 	}
 	if !validHeaderValue(c.Get("client_id")) || !validHeaderValue(c.Get("client_secret")) || !validHeaderValue(c.Get("audience")) {
@@ -259,12 +260,4 @@ func (oauth2Kind) HTTP(c Credential) HTTPCredential {
 		cache = &tokenCache{}
 	}
 	return &OAuth2ClientCredentials{TokenURL: c.Get("token_url"), ClientID: c.Get("client_id"), ClientSecret: c.Get("client_secret"), Scopes: ListValue(c.Get("scopes")), Audience: c.Get("audience"), cache: cache}
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
