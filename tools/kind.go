@@ -160,6 +160,8 @@ func (r *Registry) Parse(filename string, data []byte) (*Catalog, error) {
 		return nil, &LoadError{Problems: p.problems}
 	}
 	cat.Source = filename
+	slices.SortStableFunc(p.warnings, func(a, b Problem) int { return a.Line - b.Line })
+	cat.Warnings = p.warnings
 	return cat, nil
 }
 
@@ -194,6 +196,20 @@ func (s *Fields) Problemf(key, format string, args ...any) {
 		n = e.keyNode
 	}
 	s.p.addf(n, "%s: %s", s.what, fmt.Sprintf(format, args...))
+}
+
+// Warnf records a warning at key's line (as Problemf): something the
+// loader cannot check from here; the catalog still loads.
+func (s *Fields) Warnf(key, format string, args ...any) {
+	n := s.at
+	if e, ok := s.f[key]; ok {
+		n = e.keyNode
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	s.p.warnings = append(s.p.warnings, Problem{File: s.p.file, Line: line, Msg: fmt.Sprintf("%s: %s", s.what, fmt.Sprintf(format, args...))})
 }
 
 // Require records "KEY is required (why)" unless the entry has key, and

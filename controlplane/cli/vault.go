@@ -142,16 +142,17 @@ func or(s, def string) string {
 	return s
 }
 
-// runCatalog asks the running control plane to reload its catalog.
+// runCatalog validates catalog files offline, or asks the running control
+// plane to reload its catalog, describe it, or list an upstream's tools.
 func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "validate" {
 		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
 	}
-	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME | upstream-tools accept TOOL", args)
+	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | status | upstream-tools NAME | upstream-tools accept TOOL", args)
 	if err != nil {
 		return err
 	}
-	asJSON := fs.Bool("json", false, "upstream-tools: print the listing as JSON")
+	asJSON := fs.Bool("json", false, "status, upstream-tools: print JSON (docs/reference/cli-json.md)")
 	allowHeld := fs.Bool("allow-held", false, "reload: exit 0 even when tools of the file are held (left out of the catalog in force)")
 	hash := fs.String("hash", "", "upstream-tools accept: accept only if the upstream still offers this hash (the one upstream-tools showed)")
 	pos, err := parse(fs, args)
@@ -164,8 +165,11 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if sub == "upstream-tools" {
 		return runUpstreamTools(ctx, env, t, pos, *asJSON)
 	}
+	if sub == "status" && len(pos) == 0 {
+		return runCatalogStatus(ctx, env, t, *asJSON)
+	}
 	if sub != "reload" || len(pos) != 0 {
-		return usagef("unknown catalog subcommand %q (want: catalog reload, catalog upstream-tools NAME, or catalog upstream-tools accept TOOL)", strings.Join(append([]string{sub}, pos...), " "))
+		return usagef("unknown catalog subcommand %q (want: catalog validate FILE..., catalog reload, catalog status, catalog upstream-tools NAME, or catalog upstream-tools accept TOOL)", strings.Join(append([]string{sub}, pos...), " "))
 	}
 	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {
