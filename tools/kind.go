@@ -44,6 +44,42 @@ type Kind interface {
 	ParseTool(s *ToolSpec)
 }
 
+// HostChecks are the checks of the machine a catalog is loaded on, made by
+// the kinds that implement HostChecker (that a local target's socket
+// exists). The control plane's loader makes them; Parse and Load of the
+// built-in registry do not (its kinds make none).
+type HostChecks struct {
+	// Skip makes none (latch catalog validate --no-host-checks, on a
+	// machine that is not the control plane's).
+	Skip bool
+	// Own are host agent sockets the loading process serves itself (latch
+	// dev's DATA/hostagent.sock): they exist once it runs, so they are not
+	// checked.
+	Own []string
+}
+
+// HostChecker is a kind whose validation checks the machine the catalog is
+// loaded on; WithHostChecks returns the kind making checks h. Implemented
+// by hostchannel.LocalKind.
+type HostChecker interface {
+	Kind
+	WithHostChecks(h HostChecks) Kind
+}
+
+// WithHostChecks returns the registry with its HostChecker kinds making
+// checks h (the other kinds as they are).
+func (r *Registry) WithHostChecks(h HostChecks) *Registry {
+	out := &Registry{byCh: map[Channel]Kind{}}
+	for _, k := range r.kinds {
+		if hc, ok := k.(HostChecker); ok {
+			k = hc.WithHostChecks(h)
+		}
+		out.byCh[k.Channel()] = k
+		out.kinds = append(out.kinds, k)
+	}
+	return out
+}
+
 // BuiltInKinds are the catalog halves of the channel kinds Latch ships,
 // the ones Load and Parse accept.
 func BuiltInKinds() []Kind {
