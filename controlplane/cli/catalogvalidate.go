@@ -34,7 +34,7 @@ const (
 // vault credentials) is checked by `latch catalog reload`.
 func runCatalogValidate(_ context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "catalog validate", "catalog validate [--json] [--no-host-checks] FILE...")
-	asJSON := fs.Bool("json", false, "print the problems and warnings as a JSON array of {file, line, message, severity} (for CI annotations; docs/reference/cli-json.md)")
+	asJSON := jsonFlag(fs, "validate", "print the problems and warnings as a JSON array of {file, line, message, severity} (for CI annotations)")
 	noHost := fs.Bool("no-host-checks", false, "skip what only the control plane's machine can check (that a local target's hostagent_socket exists): for CI or any machine that is not the control plane's")
 	files, err := parse(fs, args)
 	if err != nil {

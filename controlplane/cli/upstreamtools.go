@@ -35,7 +35,8 @@ func runUpstreamTools(ctx context.Context, env *Env, t *target, pos []string, as
 		return rpcError(err)
 	}
 	if asJSON {
-		return writeJSON(env.Stdout, jsonView(resp))
+		var v upstreamToolsJSON = recordOf(resp)
+		return writeJSON(env.Stdout, v)
 	}
 	printUpstreamTools(env.Stdout, resp)
 	return nil

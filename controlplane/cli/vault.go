@@ -43,7 +43,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	unlockKey := fieldFlags["key-file"]
-	asJSON := fs.Bool("json", false, "status, list: print JSON")
+	asJSON := jsonFlag(fs, sub, "print JSON", "status", "list")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 			return rpcError(err)
 		}
 		if *asJSON {
-			return printJSON(env.Stdout, jsonView(st))
+			return printJSON(env.Stdout, vaultStatusView(st))
 		}
 		printVaultStatus(env.Stdout, st)
 		return nil
@@ -110,7 +110,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 			return rpcError(err)
 		}
 		if *asJSON {
-			return printJSON(env.Stdout, map[string]any{"names": append([]string{}, resp.GetNames()...)})
+			return printJSON(env.Stdout, vaultListJSON{Names: append([]string{}, resp.GetNames()...)})
 		}
 		for _, n := range resp.GetNames() {
 			fmt.Fprintln(env.Stdout, n)
@@ -148,11 +148,14 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "validate" {
 		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
 	}
-	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | status | upstream-tools NAME | upstream-tools accept TOOL", args)
+	sub, args, fs, t, err := adminCommand(env, "catalog", "validate FILE... | reload | status | upstream-tools NAME | upstream-tools accept TOOL", args)
 	if err != nil {
 		return err
 	}
-	asJSON := fs.Bool("json", false, "status, upstream-tools: print JSON (docs/reference/cli-json.md)")
+	if sub == "validate" {
+		return usagef("catalog validate runs offline and takes no connection flags: latch catalog validate [--json] [--no-host-checks] FILE...")
+	}
+	asJSON := jsonFlag(fs, sub, "print JSON", "status", "upstream-tools")
 	allowHeld := fs.Bool("allow-held", false, "reload: exit 0 even when tools of the file are held (left out of the catalog in force)")
 	hash := fs.String("hash", "", "upstream-tools accept: accept only if the upstream still offers this hash (the one upstream-tools showed)")
 	pos, err := parse(fs, args)
