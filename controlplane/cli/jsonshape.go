@@ -124,8 +124,8 @@ type (
 	// execShowJSON is `latch exec show --json` and `latch approvals show
 	// --json`.
 	execShowJSON struct {
-		Execution jsonRecord[*recordv1.Execution]     `json:"execution"`
-		Result    *jsonRecord[*recordv1.Result]       `json:"result,omitempty"`
+		Execution jsonRecord[*recordv1.Execution]      `json:"execution"`
+		Result    *jsonRecord[*recordv1.Result]        `json:"result,omitempty"`
 		Journal   []jsonRecord[*recordv1.JournalEntry] `json:"journal"`
 	}
 	// explainJSON is `latch exec explain --json`.
