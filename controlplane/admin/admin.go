@@ -224,6 +224,9 @@ func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCat
 	for _, h := range r.Catalog.Held {
 		resp.Held = append(resp.Held, &controlplanev1.HeldTool{Tool: h.Tool, Reason: h.Reason})
 	}
+	for _, w := range r.Catalog.Warnings {
+		resp.Warnings = append(resp.Warnings, w.String())
+	}
 	return resp, nil
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,6 +98,19 @@ func TestCatalogStatusListsToolsAndHeld(t *testing.T) {
 	out, _ = runCLI(t, "catalog", "status", "--data", data)
 	if !strings.Contains(out, "no tool is held") || !regexp.MustCompile(`(?m)^in force since \S+ \(reload\)$`).MatchString(out) {
 		t.Errorf("catalog status after a clean reload:\n%s\nwant no tool held, in force since the reload", out)
+	}
+
+	// A host agent on an SSH host: its socket cannot be checked from here,
+	// so the reload says so (file:line) and takes the catalog.
+	text := strings.Replace(mustRead(t, catalog), "\ntargets:\n", "\ntargets:\n  far:\n    channel: ssh\n    address: db1.example.test:22\n    user: deploy\n    host_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n    hostagent_socket: /run/latch-hostagent.sock\n", 1) +
+		"  migrate:\n    target: far\n    command: [/usr/local/bin/migrate]\n    replay: status_query\n"
+	if err := os.WriteFile(catalog, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := 1 + strings.Count(text[:strings.Index(text, "    hostagent_socket:")], "\n")
+	out, code = runCLI(t, "catalog", "reload", "--data", data)
+	if want := fmt.Sprintf("warning: %s:%d: target far: hostagent_socket /run/latch-hostagent.sock is on db1.example.test:22 and is not checked at load", catalog, line); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("catalog reload with an SSH host agent = %d:\n%s\nwant exit 0 and %q", code, out, want)
 	}
 }
 

@@ -188,6 +188,9 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	} else {
 		fmt.Fprintf(env.Stdout, "catalog %s in force (%s, %d tools), replacing %s\n", resp.GetVersion(), resp.GetSource(), resp.GetTools(), or(resp.GetPrevious(), "none"))
 	}
+	for _, w := range resp.GetWarnings() {
+		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
+	}
 	return reportHeld(env, resp.GetHeld(), *allowHeld)
 }
 

@@ -1138,7 +1138,11 @@ type ReloadCatalogResponse struct {
 	// The catalog file's tools left out of the catalog in force, and why
 	// (an upstream tool its upstream does not offer, or whose offer changed
 	// since it was pinned). The reload took effect without them.
-	Held          []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
+	Held []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
+	// What the loader could not check but a person should, each
+	// "file:line: what" (a host agent's socket on an SSH host). The
+	// catalog is in force with them.
+	Warnings      []string `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1211,6 +1215,13 @@ func (x *ReloadCatalogResponse) GetTools() int32 {
 func (x *ReloadCatalogResponse) GetHeld() []*HeldTool {
 	if x != nil {
 		return x.Held
+	}
+	return nil
+}
+
+func (x *ReloadCatalogResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1938,14 +1949,15 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\bR\boperator\"/\n" +
 	"\x13RevokeTokenResponse\x12\x18\n" +
 	"\arevoked\x18\x01 \x01(\x05R\arevoked\"\x16\n" +
-	"\x14ReloadCatalogRequest\"\xca\x01\n" +
+	"\x14ReloadCatalogRequest\"\xe6\x01\n" +
 	"\x15ReloadCatalogResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\bprevious\x18\x02 \x01(\tR\bprevious\x12\x18\n" +
 	"\achanged\x18\x03 \x01(\bR\achanged\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
 	"\x05tools\x18\x05 \x01(\x05R\x05tools\x123\n" +
-	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"6\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\x12\x1a\n" +
+	"\bwarnings\x18\a \x03(\tR\bwarnings\"6\n" +
 	"\bHeldTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x16\n" +
