@@ -84,8 +84,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		if sub == "explain" {
 			if *asJSON {
-				var story explainJSON = explainpkg.Tell(got.GetExecution(), hist.GetEntries(), explainpkg.Contract{})
-				return writeJSON(env.Stdout, story)
+				return writeJSON(env.Stdout, explainpkg.Tell(got.GetExecution(), hist.GetEntries(), explainpkg.Contract{})) // explainJSON
 			}
 			explain(env.Stdout, got.GetExecution(), hist.GetEntries())
 			return nil

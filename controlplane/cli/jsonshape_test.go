@@ -65,8 +65,12 @@ func decodeStrict(out string, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("more than one JSON value (next: %v)", err)
+	tok, err := dec.Token()
+	switch {
+	case err == nil:
+		return fmt.Errorf("more than one JSON value (next: %v)", tok)
+	case !errors.Is(err, io.EOF):
+		return fmt.Errorf("after the JSON value: %w", err)
 	}
 	return nil
 }

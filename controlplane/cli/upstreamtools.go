@@ -35,8 +35,7 @@ func runUpstreamTools(ctx context.Context, env *Env, t *target, pos []string, as
 		return rpcError(err)
 	}
 	if asJSON {
-		var v upstreamToolsJSON = recordOf(resp)
-		return writeJSON(env.Stdout, v)
+		return writeJSON(env.Stdout, recordOf(resp)) // upstreamToolsJSON
 	}
 	printUpstreamTools(env.Stdout, resp)
 	return nil

@@ -19,8 +19,7 @@ func runVersion(_ context.Context, env *Env, args []string) error {
 	}
 	v := buildinfo.Read()
 	if *asJSON {
-		var out versionJSON = v
-		return json.NewEncoder(env.Stdout).Encode(out)
+		return json.NewEncoder(env.Stdout).Encode(v) // versionJSON
 	}
 	v.Print(env.Stdout, "latch")
 	return nil
