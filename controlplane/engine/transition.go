@@ -45,6 +45,7 @@ func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State
 		x.CompletedAt = ts
 	case recordv1.State_STATE_DELIVERED:
 		x.DeliveredAt = ts
+		x.Delivery = recordv1.Delivery_DELIVERY_DELIVERED
 	}
 	x.State = to
 	x.UpdatedAt = ts
