@@ -59,7 +59,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "explain":
-		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the story as {execution_id, headline, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}")
+		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the story as {execution_id, headline, delivery, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -263,6 +263,10 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	}
 	row("completed_at", ts(x.GetCompletedAt()))
 	row("delivered_at", ts(x.GetDeliveredAt()))
+	if lifecycle.Observed(x.GetState()) || x.GetCallerLeftAt() != nil {
+		row("delivery", lifecycle.DescribeDelivery(lifecycle.DeliveryOf(x)))
+	}
+	row("caller_left_at", ts(x.GetCallerLeftAt()))
 	row("dispatches", fmt.Sprint(x.GetAttempts()))
 	row("recovery_attempts", fmt.Sprint(x.GetRecoveryAttempts()))
 	if x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
