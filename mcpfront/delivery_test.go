@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/explain"
 	"github.com/latchhq/latch/internal/lifecycle"
+	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -219,5 +222,49 @@ func TestDeliveryQueueFileThatDoesNotDecode(t *testing.T) {
 	aside, _ := filepath.Glob(filepath.Join(dir, queueFile+".bad-*"))
 	if len(aside) != 1 {
 		t.Errorf("files moved aside = %v, want one", aside)
+	}
+}
+
+// failingWriter is a response whose client is gone: every write fails.
+type failingWriter struct{ h http.Header }
+
+func (w *failingWriter) Header() http.Header       { return w.h }
+func (w *failingWriter) WriteHeader(int)           {}
+func (w *failingWriter) Write([]byte) (int, error) { return 0, errors.New("write: broken pipe") }
+
+// TestFailedWriteIsTheCallerLeaving: a stateless tools/call whose answer
+// cannot be written reports the caller as gone, for the execution the
+// front handed out only (a marker inside a target's body is not believed);
+// the same failure on a session or a tasks/get reports nothing.
+func TestFailedWriteIsTheCallerLeaving(t *testing.T) {
+	tests := []struct {
+		name, era, method string
+		want              []string
+	}{
+		{"stateless call", mcpwire.Era20260728, "tools/call", []string{"act_x not_delivered_caller_left"}},
+		{"session call", eraSession, "tools/call", nil},
+		{"stateless tasks/get", mcpwire.Era20260728, mcpwire.MethodTasksGet, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp := &reportsCP{}
+			f, err := New(Config{Logger: testLogger(t), ControlPlane: cp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.expectDelivery("act_x")
+			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":%q,"params":{}}`, tt.method)
+			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+			r.Header.Set(mcpwire.HeaderProtocolVersion, tt.era)
+			f.serveObserved(&failingWriter{h: http.Header{}}, r, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = w.Write([]byte(`data: {"result":{"_meta":{"latch/delivery":"act_x"},"structuredContent":{"body":{"latch/delivery":"act_forged"}}}}` + "\n\n"))
+			}))
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := cp.recorded(); !slices.Equal(got, tt.want) {
+				t.Errorf("reports after a failed write = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -98,6 +98,7 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 	r.Header.Del(HeaderJSONRPCID)
 	r.Header.Del(HeaderPeerAddress)
 	r.Header.Set(HeaderPeerAddress, r.RemoteAddr)
+	method := ""
 	if r.Method == http.MethodPost && r.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
@@ -110,7 +111,8 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if id := jsonrpcID(body); id != "" {
+		var id string
+		if id, method = jsonrpcRequest(body); id != "" {
 			r.Header.Set(HeaderJSONRPCID, id)
 		}
 	}
@@ -128,9 +130,10 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 	// which is the safe side: an attach returns the stored result.
 	//
 	// A result whose write failed did not reach its caller: on a stateless
-	// exchange the caller left before the answer (reported, delivery.go);
-	// on a session the answer waits in the event store for a resume.
-	if len(dw.unwritten) > 0 && isModernEra(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
+	// tools/call the caller left before the answer (reported, delivery.go);
+	// on a session the answer waits in the event store for a resume, and a
+	// task's result is read again by its next tasks/get.
+	if len(dw.unwritten) > 0 && method == "tools/call" && isModernEra(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
 		for _, id := range dw.unwritten {
 			f.notWritten(id)
 		}
@@ -146,14 +149,20 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 // jsonrpcID returns the id of a single JSON-RPC request body, as JSON text
 // (`7`, `"abc"`), or "" for notifications, responses and batches.
 func jsonrpcID(body []byte) string {
+	id, _ := jsonrpcRequest(body)
+	return id
+}
+
+// jsonrpcRequest is jsonrpcID and the request's method ("" with no id).
+func jsonrpcRequest(body []byte) (id, method string) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil || msg.Method == "" || len(msg.ID) == 0 {
-		return ""
+		return "", ""
 	}
-	return string(msg.ID)
+	return string(msg.ID), msg.Method
 }
 
 // deliveryWriter watches the SSE events the SDK writes for delivery markers.
