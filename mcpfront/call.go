@@ -433,7 +433,7 @@ func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execu
 // merely dropped (its answer waits for a resume; the session's end
 // records what it never got).
 func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContext, exec *recordv1.Execution, waitErr error) (*mcp.CallToolResult, error) {
-	explicit := cc.stateful && context.Cause(ctx) == context.Canceled
+	explicit := cc.stateful && context.Cause(ctx) == context.Canceled //nolint:errorlint // exactly context.Canceled is the explicit cancel (above); a wrapped one is not
 	if explicit || !cc.resumable {
 		defer f.callerLeft(exec.GetId())
 	}

@@ -75,7 +75,7 @@ func openDiskQueue(dir string) (q *diskQueue, kept []*controlplanev1.DeliveryRep
 		aside := fmt.Sprintf("%s.bad-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if rerr := os.Rename(path, aside); rerr != nil {
 			q.close()
-			return nil, nil, "", fmt.Errorf("mcpfront: %s does not decode (%v) and cannot be moved aside: %w; move it away by hand", path, err, rerr)
+			return nil, nil, "", fmt.Errorf("mcpfront: %s does not decode (%w) and cannot be moved aside: %w; move it away by hand", path, err, rerr)
 		}
 		return q, nil, fmt.Sprintf("%s did not decode (%v); moved aside to %s: the delivery reports in it are lost (those executions read 'delivery not recorded')", path, err, aside), nil
 	}
