@@ -162,7 +162,12 @@ func (e *Engine) MarkCallerLeft(ctx context.Context, id string, observed time.Ti
 		return nil, err
 	}
 	reason := "not delivered: a front saw the caller leave (its connection or stream closed) before the answer was written" + e.lateNote(observed, "leave")
-	x, err := e.journalIf(ctx, cur, lifecycle.CallerLeftKind, reason, func(x *recordv1.Execution) error {
+	// Lazy, as delivered (no sync of its own on a stateless caller's
+	// way out): losing it in a crash leaves "delivery not recorded", which
+	// claims nothing, and it reads and changes the execution as it is when
+	// its group applies it, so a step ordered next to it keeps the record
+	// and the journal in agreement.
+	x, err := e.journalIfVia(ctx, e.st.UpdateLazy, cur, lifecycle.CallerLeftKind, reason, func(x *recordv1.Execution) error {
 		if !lifecycle.Owed(x.GetState()) || x.GetDelivery() == recordv1.Delivery_DELIVERY_CALLER_LEFT {
 			return errNothingToRecord
 		}
