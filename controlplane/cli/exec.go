@@ -60,7 +60,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 	case "show", "explain":
 		asJSON := jsonFlag(fs, sub, map[string]string{
 			"show":    "print the execution, its result and its journal as one JSON object",
-			"explain": "print the story as one JSON object: {execution_id, headline, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}",
+			"explain": "print the story as one JSON object: {execution_id, headline, delivery, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}",
 		}[sub])
 		pos, err := parse(fs, args)
 		if err != nil {
@@ -261,6 +261,10 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	}
 	row("completed_at", ts(x.GetCompletedAt()))
 	row("delivered_at", ts(x.GetDeliveredAt()))
+	if lifecycle.Observed(x.GetState()) || x.GetCallerLeftAt() != nil {
+		row("delivery", lifecycle.DescribeDelivery(lifecycle.DeliveryOf(x)))
+	}
+	row("caller_left_at", ts(x.GetCallerLeftAt()))
 	row("dispatches", fmt.Sprint(x.GetAttempts()))
 	row("recovery_attempts", fmt.Sprint(x.GetRecoveryAttempts()))
 	if x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {

@@ -234,6 +234,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 		PersonWait: cfg.PersonWait,
 		Limits:     cfg.Limits,
+		// Delivery reports the control plane could not take (it stopped
+		// first) are sent at the next start.
+		StateDir: datadir.FrontState(cfg.DataDir),
 	})
 	if err != nil {
 		return err
