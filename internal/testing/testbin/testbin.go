@@ -20,10 +20,17 @@ const TestHooksTag = "latch_testhooks"
 
 // Main builds each package (an import path of a main package) into a
 // temporary directory, sets *paths[i] to the binary, runs the tests and
-// removes the binaries. Call it from TestMain.
+// removes the binaries. Call it from TestMain. The processes the tests
+// start keep their default state (e.g. latch-mcp's delivery reports, under
+// XDG_STATE_HOME) in that directory too, never in the user's home, and
+// test processes running at once never share it.
 func Main(m *testing.M, pkgs []string, paths []*string) {
 	dir, err := os.MkdirTemp("", "latch-testbin-")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
