@@ -11,8 +11,9 @@ import (
 // MCP's 1–128 characters of [A-Za-z0-9_.-]).
 const maxName = 64
 
-// toolName derives a catalog tool name from an operationId ("repos/get" →
-// "repos_get", "PostCustomers" → "post_customers"), or from the method and
+// toolName derives a snake_case catalog tool name from an operationId
+// ("repos/get" → "repos_get", "issues/list-for-repo" →
+// "issues_list_for_repo", "PostCustomers" → "post_customers"), or from the method and
 // path when there is none ("POST /v1/orders/{id}" → "post_v1_orders_id").
 func toolName(opID, method, path string) string {
 	src := opID
@@ -30,7 +31,7 @@ func toolName(opID, method, path string) string {
 			}
 		}
 		r = unicode.ToLower(r)
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' || r == '_' {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
@@ -49,12 +50,12 @@ func toolName(opID, method, path string) string {
 	if len(n) > maxName {
 		h := fnv.New32a()
 		h.Write([]byte(src))
-		n = strings.TrimRight(n[:maxName-9], "_-") + fmt.Sprintf("_%08x", h.Sum32())
+		n = strings.TrimRight(n[:maxName-9], "_") + fmt.Sprintf("_%08x", h.Sum32())
 	}
 	return n
 }
 
-// squeeze collapses runs of '_' and trims '_' and '-' from both ends.
+// squeeze collapses runs of '_' and trims them from both ends.
 func squeeze(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
@@ -63,7 +64,7 @@ func squeeze(s string) string {
 		}
 		b.WriteByte(s[i])
 	}
-	return strings.Trim(b.String(), "_-")
+	return strings.Trim(b.String(), "_")
 }
 
 // uniqueName returns n, or n with a numeric suffix when an earlier tool has it.
@@ -73,7 +74,7 @@ func (im *importer) uniqueName(n string) string {
 		suf := fmt.Sprintf("_%d", i)
 		base := n
 		if len(base)+len(suf) > maxName {
-			base = strings.TrimRight(base[:maxName-len(suf)], "_-")
+			base = strings.TrimRight(base[:maxName-len(suf)], "_")
 		}
 		out = base + suf
 	}
