@@ -18,7 +18,7 @@ func FuzzImport(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add(hugeSpec(20, 20))
+	f.Add(hugeSpec(12, 5))
 	f.Add([]byte("openapi: 3.1.0\ninfo: {title: x, version: \"1\"}\nservers: [{url: https://x.example}]\npaths: {/a/{b}: {post: {responses: {\"200\": {description: ok}}}}}\n"))
 	f.Fuzz(func(t *testing.T, spec []byte) {
 		r, err := openapi.Import(t.Context(), spec, openapi.Options{Target: "api", MaxSchemaNodes: 50})

@@ -257,7 +257,7 @@ func load(ctx context.Context, spec []byte) (*openapi3.T, error) {
 		unmarshal = json.Unmarshal // JSON is YAML, but a JSON decoder reads it faster
 	}
 	if err := unmarshal(spec, &head); err != nil {
-		return nil, fmt.Errorf("%w: not JSON or YAML: %v", ErrInvalidSpec, err)
+		return nil, fmt.Errorf("%w: not JSON or YAML: %w", ErrInvalidSpec, err)
 	}
 	ver := fmt.Sprint(head.OpenAPI)
 	switch {
@@ -273,7 +273,7 @@ func load(ctx context.Context, spec []byte) (*openapi3.T, error) {
 	l.Context = ctx
 	doc, err := l.LoadFromData(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
 	// Examples, defaults and patterns are not checked: real descriptions
 	// get them wrong often, and none reaches the catalog (patterns are
@@ -308,7 +308,7 @@ func (o *Options) baseURL(doc *openapi3.T) (string, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%w: %s %q: %v", ErrBadOptions, from, raw, err)
+		return "", fmt.Errorf("%w: %s %q: %w", ErrBadOptions, from, raw, err)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
 		return "", fmt.Errorf("%w: %s %q is not an absolute http(s) URL: pass --base-url https://api.example.com", ErrBadOptions, from, raw)
 	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(raw, "{}"):

@@ -135,7 +135,7 @@ func TestImportPayments(t *testing.T) {
 		}
 	}
 	// A readOnly property is the server's: not an input.
-	if strings.Contains(fmt.Sprint(rf.InputSchema), "readOnly") {
+	if strings.Contains(string(rf.InputSchema), "readOnly") {
 		t.Errorf("create-refund input_schema keeps a readOnly property: %v", rf.InputSchema)
 	}
 }
