@@ -110,6 +110,19 @@ func TestImportPayments(t *testing.T) {
 	if pu.Request.Query["execution_id"] != "{{execution_id_param}}" {
 		t.Errorf("put_payouts_payout_id query = %v: a parameter called execution_id must get another argument name", pu.Request.Query)
 	}
+	// The generated requests render as the API expects.
+	m, p, q, _, body, err := co.RenderRequest(map[string]any{"body": map[string]any{"amount": 5, "currency": "EUR"}})
+	if err != nil || m != "POST" || p != "/orders" || len(q) != 0 || string(body) != `{"amount":5,"currency":"EUR"}` {
+		t.Errorf("create_order_2.RenderRequest = %s %s %v %s, %v", m, p, q, body, err)
+	}
+	_, p, q, _, _, err = r.Catalog.Tools["get_order"].RenderRequest(map[string]any{"order_id": "ord_1/.."})
+	if err != nil || p != "/orders/ord_1%2F.." || len(q) != 0 {
+		t.Errorf("get_order.RenderRequest = %s %v, %v; want the path value escaped", p, q, err)
+	}
+	_, _, q, _, _, err = lo.RenderRequest(map[string]any{"page_after": "c1"})
+	if err != nil || !cmp.Equal(q, map[string]string{"page[after]": "c1"}) {
+		t.Errorf("list_orders.RenderRequest query = %v, %v; want page[after] only (limit absent)", q, err)
+	}
 	y := string(r.YAML)
 	for _, s := range []string{
 		"# REVIEW: generated from POST /payouts (operationId none",
