@@ -37,7 +37,7 @@ func (im *importer) emit(base string, tl []*toolOut) ([]byte, error) {
 		tadd("status", st).HeadComment = "proposed from " + im.statusFrom + ": check it against the status endpoint contract (404 for an unknown key, the stored answer for a known one)"
 		im.res.StatusPath = im.status
 	}
-	if len(im.doc.Components.SecuritySchemes) > 0 || len(im.doc.Security) > 0 {
+	if (im.doc.Components != nil && len(im.doc.Components.SecuritySchemes) > 0) || len(im.doc.Security) > 0 {
 		target.Content[0].HeadComment = "the API names security schemes: add credential: REF (a credential held by the vault)"
 	}
 

@@ -20,6 +20,7 @@ func FuzzImport(f *testing.F) {
 	}
 	f.Add(hugeSpec(12, 5))
 	f.Add([]byte("openapi: 3.1.0\ninfo: {title: x, version: \"1\"}\nservers: [{url: https://x.example}]\npaths: {/a/{b}: {post: {responses: {\"200\": {description: ok}}}}}\n"))
+	f.Add([]byte("openapi: 3.0.0\ninfo: {title: m, version: \"1\"}\nservers: [{url: https://m.example/}]\npaths: {/p/{q}: {parameters: [{name: q, in: path, required: true}], put: {parameters: [{name: Idempotency-Key, in: header}], responses: {\"200\": {description: ok, links: {l: {operationRef: '#/paths/~1p~1{q}/get', parameters: {q: $request.header.Idempotency-Key}}}}}}, get: {responses: {\"200\": {description: ok}}}}}\n"))
 	f.Fuzz(func(t *testing.T, spec []byte) {
 		r, err := openapi.Import(t.Context(), spec, openapi.Options{Target: "api", MaxSchemaNodes: 50})
 		if err != nil {

@@ -239,6 +239,22 @@ func TestImportHugeSchema(t *testing.T) {
 	}
 }
 
+// TestImportMinimal: the smallest description (no components, no info
+// beyond the required, a path item holding only parameters) imports.
+func TestImportMinimal(t *testing.T) {
+	spec := "openapi: 3.0.0\ninfo: {title: m, version: \"1\"}\nservers: [{url: https://m.example/}]\npaths:\n  /ping: {get: {responses: {\"200\": {description: ok}}}}\n  /empty: {parameters: []}\n"
+	r, err := openapi.Import(t.Context(), []byte(spec), openapi.Options{Target: "m"})
+	if err != nil {
+		t.Fatalf("Import(minimal) = %v", err)
+	}
+	if got := r.Counts(); got != "read_only 1, idempotency_key 0, status_query (proposed) 0, review 0, skipped 0" {
+		t.Errorf("Counts() = %q", got)
+	}
+	if tg := r.Catalog.Targets["m"]; tg.BaseURL != "https://m.example" {
+		t.Errorf("base_url = %q, want the server without its trailing /", tg.BaseURL)
+	}
+}
+
 // TestImportRefused: what cannot be imported is refused with an error
 // saying what is wrong.
 func TestImportRefused(t *testing.T) {
