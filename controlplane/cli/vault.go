@@ -148,7 +148,10 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "validate" {
 		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
 	}
-	sub, args, fs, t, err := adminCommand(env, "catalog", "validate FILE... | reload | status | upstream-tools NAME | upstream-tools accept TOOL", args)
+	if len(args) > 0 && args[0] == "import" {
+		return runCatalogImport(ctx, env, args[1:]) // offline: catalog_import.go
+	}
+	sub, args, fs, t, err := adminCommand(env, "catalog", "validate FILE... | reload | status | upstream-tools NAME | upstream-tools accept TOOL | import openapi SPEC", args)
 	if err != nil {
 		return err
 	}
