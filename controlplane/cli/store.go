@@ -13,7 +13,7 @@ import (
 // runStore is `latch store migrate|status --store URL`: the PostgreSQL
 // store's schema, outside a running control plane.
 func runStore(ctx context.Context, env *Env, args []string) error {
-	const usage = "migrate --store URL | status --store URL [--json]"
+	const usage = "migrate --store URL [--dry-run] | status --store URL [--json]"
 	sub, args, err := splitSubcommand(env, "store", usage, args)
 	if err != nil {
 		return err
@@ -21,7 +21,8 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "store "+sub, subcommandSynopsis("store", sub, usage))
 	url := fs.String("store", "", "PostgreSQL connection string (postgres://... or key=value); required")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
-	asJSON := fs.Bool("json", false, "status: print JSON")
+	asJSON := fs.Bool("json", false, "status, migrate --dry-run: print JSON")
+	dryRun := fs.Bool("dry-run", false, "migrate: list the schema steps the database lacks, in the order they would apply, and change nothing")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,6 +37,9 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	defer cancel()
 	switch sub {
 	case "migrate":
+		if *dryRun {
+			return printPlan(ctx, env.Stdout, *url, *asJSON)
+		}
 		from, to, err := pgkv.Migrate(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
 		if err != nil {
 			return err
@@ -66,6 +70,31 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	return usagef("unknown store command %q; usage: latch store %s", sub, usage)
+}
+
+// printPlan is `latch store migrate --dry-run`: the database's schema
+// version and the steps `latch store migrate` would apply. It reads only.
+func printPlan(ctx context.Context, w io.Writer, url string, asJSON bool) error {
+	from, steps, err := pgkv.Plan(ctx, url)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		list := []map[string]any{}
+		for _, s := range steps {
+			list = append(list, map[string]any{"version": s.Version, "name": s.Name, "summary": s.Summary})
+		}
+		return printJSON(w, map[string]any{"schema_version": from, "binary_schema_version": pgkv.SchemaVersion, "steps": list})
+	}
+	if len(steps) == 0 {
+		fmt.Fprintf(w, "schema is current (version %d): nothing to apply\n", from)
+		return nil
+	}
+	fmt.Fprintf(w, "schema version %d, this latch %d: `latch store migrate` would apply %d steps, in this order:\n", from, pgkv.SchemaVersion, len(steps))
+	for _, s := range steps {
+		fmt.Fprintf(w, "  %-22s %s\n", s.Name, s.Summary)
+	}
+	return nil
 }
 
 // printStoreStatus is `latch store status` for people. Every time is the
