@@ -87,7 +87,11 @@ func main() {
 	if o.Out == "" {
 		o.Out = filepath.Join(o.Dist, "image")
 	}
-	digest, err := Build(o)
+	err := o.fill()
+	var digest v1.Hash
+	if err == nil {
+		digest, err = Build(o)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(1)

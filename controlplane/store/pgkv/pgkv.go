@@ -314,15 +314,27 @@ func Steps() []Step {
 	return out
 }
 
-// summary is a migration's first comment line without its "Schema N:"
-// prefix.
+// summary is the first sentence of a migration's leading comment (its
+// first paragraph of "--" lines), without the "Schema N:" prefix.
 func summary(m migration) string {
-	first, _, _ := strings.Cut(m.sql, "\n")
-	first = strings.TrimSpace(strings.TrimPrefix(first, "--"))
-	if _, rest, ok := strings.Cut(first, ": "); ok && strings.HasPrefix(first, "Schema ") {
-		first = rest
+	var words []string
+	for line := range strings.Lines(m.sql) {
+		line = strings.TrimSpace(line)
+		text, ok := strings.CutPrefix(line, "--")
+		text = strings.TrimSpace(text)
+		if !ok || text == "" {
+			break
+		}
+		words = append(words, text)
 	}
-	return first
+	out := strings.Join(words, " ")
+	if _, rest, ok := strings.Cut(out, ": "); ok && strings.HasPrefix(out, "Schema ") {
+		out = rest
+	}
+	if i := strings.Index(out, ". "); i >= 0 {
+		out = out[:i+1]
+	}
+	return out
 }
 
 // Plan reads the schema version of the database at url and returns it

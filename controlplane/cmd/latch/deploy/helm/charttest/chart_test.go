@@ -445,3 +445,28 @@ func mounts(t *testing.T, ctr corev1.Container, vols map[string]corev1.Volume) {
 		}
 	}
 }
+
+// TestHowToValuesRender: the values file docs/how-to/install-with-helm.md
+// writes renders, and every object decodes strictly.
+func TestHowToValuesRender(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs/how-to/install-with-helm.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "cat > latch-values.yaml <<'EOF'\n")
+	doc, _, ok2 := strings.Cut(rest, "\nEOF\n")
+	if !ok || !ok2 {
+		t.Fatal("install-with-helm.md has no `cat > latch-values.yaml <<'EOF'` block")
+	}
+	var vals map[string]any
+	if err := yaml.UnmarshalStrict([]byte(doc), &vals); err != nil {
+		t.Fatalf("the how-to's values: %v", err)
+	}
+	files, err := render(t, loadChart(t), vals)
+	if err != nil {
+		t.Fatalf("render the how-to's values: %v", err)
+	}
+	if o := decode(t, files); len(o.statefulSets) != 1 || *o.statefulSets[0].Spec.Replicas != 2 {
+		t.Errorf("the how-to's values render %d StatefulSets", len(o.statefulSets))
+	}
+}
