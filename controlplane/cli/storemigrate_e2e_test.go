@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store/pgkv"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestStoreMigrateDryRun: `latch store migrate --dry-run` lists every step
@@ -27,15 +26,12 @@ func TestStoreMigrateDryRun(t *testing.T) {
 		last = i
 	}
 	out, code = runCLI(t, "store", "migrate", "--store", url, "--dry-run", "--json")
-	var plan struct {
-		SchemaVersion int `json:"schema_version"`
-		Steps         []struct {
-			Version int    `json:"version"`
-			Name    string `json:"name"`
-		} `json:"steps"`
-	}
-	if err := json.Unmarshal([]byte(out), &plan); code != ExitOK || err != nil || plan.SchemaVersion != 0 || len(plan.Steps) != pgkv.SchemaVersion {
+	var plan storePlanJSON
+	if err := decodeStrict(out, &plan); code != ExitOK || err != nil || plan.SchemaVersion != 0 || len(plan.Steps) != pgkv.SchemaVersion {
 		t.Errorf("--dry-run --json = %d, %v:\n%s", code, err, out)
+	}
+	if _, code := runCLI(t, "store", "migrate", "--store", url, "--json"); code != ExitUsage {
+		t.Errorf("migrate --json without --dry-run = %d, want %d", code, ExitUsage)
 	}
 	if out, code := runCLI(t, "store", "migrate", "--store", url); code != ExitOK || !strings.Contains(out, "migrated schema 0 -> ") {
 		t.Fatalf("latch store migrate after the dry run = %d (the dry run must apply nothing):\n%s", code, out)

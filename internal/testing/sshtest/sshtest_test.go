@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
+	"github.com/latchhq/latch/internal/testing/sshtest"
 )
 
 func dial(t *testing.T, srv *sshtest.Server, signer ssh.Signer) *ssh.Client {

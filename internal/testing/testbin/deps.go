@@ -41,20 +41,14 @@ func ForbidDepsExcept(t *testing.T, allowed []string, forbidden ...string) {
 	}
 }
 
-// TestSupport lists the packages that exist only for tests. No binary may
-// link them (nor the standard library's testing): each binary's deps test
-// forbids them with ForbidDeps(t, append(TestSupport, ...)...).
+// TestSupport lists the packages that exist only for tests: the standard
+// library's testing, the test-support tree internal/testing (every package
+// under it: helpers, contract suites, example kinds) and the two fault
+// suites. No binary may link them: each binary's deps test forbids them
+// with ForbidDeps(t, append(TestSupport, ...)...), which matches prefixes.
 var TestSupport = []string{
 	"testing",
-	"github.com/latchhq/latch/internal/testbin",
-	"github.com/latchhq/latch/internal/countingtarget",
-	"github.com/latchhq/latch/internal/testlog",
-	"github.com/latchhq/latch/internal/testpki",
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest",
-	"github.com/latchhq/latch/controlplane/internal/faultproxy",
+	"github.com/latchhq/latch/internal/testing",
 	"github.com/latchhq/latch/controlplane/faultsuite",
 	"github.com/latchhq/latch/controlplane/failover",
-	"github.com/latchhq/latch/hostagent/hostagenttest",
-	"github.com/latchhq/latch/mcpfront/auth/oauthtest",
-	"github.com/latchhq/latch/controlplane/store/pgtest",
 }

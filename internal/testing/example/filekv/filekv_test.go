@@ -18,8 +18,8 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/backends"
-	"github.com/latchhq/latch/controlplane/store/kvtest"
-	"github.com/latchhq/latch/controlplane/store/kvtest/filekv"
+	"github.com/latchhq/latch/internal/testing/example/filekv"
+	"github.com/latchhq/latch/internal/testing/kvtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

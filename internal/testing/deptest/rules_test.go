@@ -5,16 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchhq/latch/internal/deptest"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/deptest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 const mod = "github.com/latchhq/latch"
 
-// testSupport is every package that exists only for tests: the listed ones
-// (testbin.TestSupport, which the binaries' deps tests forbid too) and
-// every package of this module named *test (oauthtest, pgtest, sshtest,
-// hostagenttest, ...), so a new one is covered without being listed.
+// testSupport is every package that exists only for tests: the tree
+// internal/testing and the fault suites (testbin.TestSupport, which the
+// binaries' deps tests forbid too), and every other package of this module
+// named *test, so that one made outside the tree by mistake is still kept
+// out of production code (TestTestSupportIsOneTree then names it).
 func testSupport(g *deptest.Graph) []string {
 	out := append([]string(nil), testbin.TestSupport...)
 	for _, p := range g.Roots {
@@ -23,6 +24,20 @@ func testSupport(g *deptest.Graph) []string {
 		}
 	}
 	return out
+}
+
+// TestTestSupportIsOneTree keeps test support in internal/testing: a
+// package named *test anywhere else fails here with where to move it.
+func TestTestSupportIsOneTree(t *testing.T) {
+	g, err := deptest.Load("", mod+"/...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range g.Roots {
+		if strings.HasSuffix(path.Base(p), "test") && !strings.HasPrefix(p, mod+"/internal/testing/") {
+			t.Errorf("%s is test support outside internal/testing: move it to %s/internal/testing/%s", p, mod, path.Base(p))
+		}
+	}
 }
 
 // TestImportRules enforces the import rules of

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latchhq/latch/internal/deptest"
+	"github.com/latchhq/latch/internal/testing/deptest"
 )
 
 // TestCheckNamesTheChain: a forbidden dependency is reported with the

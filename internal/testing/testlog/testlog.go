@@ -4,7 +4,7 @@
 // secret was, above all), and nothing is written once the test's cleanups
 // have run, when t.Log would panic on a late line from a goroutine the
 // test started. Test code only: no binary may link it
-// (internal/testbin.TestSupport).
+// (internal/testing/testbin.TestSupport).
 package testlog
 
 import (

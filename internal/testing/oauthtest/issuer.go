@@ -1,7 +1,7 @@
 // Package oauthtest is a local OAuth authorization server for tests: an
 // httptest server on loopback that publishes OpenID Connect discovery and a
 // JWKS, and signs access tokens with keys made by the test. Test support
-// only: no binary may link it (internal/testbin.TestSupport).
+// only: no binary may link it (internal/testing/testbin.TestSupport).
 package oauthtest
 
 import (

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/controlplane/vault/hmacsig"
-	"github.com/latchhq/latch/controlplane/vault/kindtest"
+	"github.com/latchhq/latch/internal/testing/example/hmacsig"
+	"github.com/latchhq/latch/internal/testing/kindtest"
 )
 
 func init() { vault.Register(hmacsig.Kind{}) }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 
 	"golang.org/x/crypto/ssh"
 )

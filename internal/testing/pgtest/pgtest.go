@@ -3,7 +3,7 @@
 // loopback port, as an unprivileged user (PostgreSQL refuses to run as
 // root, and CI runs as root: then the server runs as the "postgres" user).
 // One server per test process, started on first use; each test gets a
-// fresh database. Test code only: internal/testbin.TestSupport keeps it out
+// fresh database. Test code only: internal/testing/testbin.TestSupport keeps it out
 // of binaries.
 //
 // The server is stopped when the tests end through testbin.Main or
@@ -39,7 +39,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/latchhq/latch/internal/cputime"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // Server is a running PostgreSQL.

@@ -3,7 +3,7 @@
 // the ground truth those suites hold the control plane's answers against.
 // It knows which execution IDs (the Idempotency-Key) reached it, for which
 // intent, from which process, and which of them had an effect. Test code
-// only: no binary may link it (internal/testbin.TestSupport).
+// only: no binary may link it (internal/testing/testbin.TestSupport).
 //
 // It serves one effect endpoint per replay class and a status endpoint
 // keyed by the Idempotency-Key:

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/hostagent/client"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
