@@ -470,3 +470,27 @@ func TestHowToValuesRender(t *testing.T) {
 		t.Errorf("the how-to's values render %d StatefulSets", len(o.statefulSets))
 	}
 }
+
+// TestUnknownValuesRefused: values.schema.json refuses a key the chart
+// does not read (a typo would otherwise be ignored) and a wrong type.
+func TestUnknownValuesRefused(t *testing.T) {
+	c := loadChart(t)
+	for _, tc := range []struct {
+		name string
+		edit func(v map[string]any)
+		want string
+	}{
+		{"typo", func(v map[string]any) { v["serve"].(map[string]any)["replica"] = 3 }, "replica"},
+		{"wrong type", func(v map[string]any) { v["mcp"].(map[string]any)["port"] = "7411" }, "port"},
+		{"top level", func(v map[string]any) { v["tokens"] = "x" }, "tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := ciValues(t)
+			tc.edit(v)
+			_, err := render(t, c, v)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("render = %v, want the schema to refuse %s", err, tc.want)
+			}
+		})
+	}
+}
