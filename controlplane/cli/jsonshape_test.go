@@ -50,6 +50,7 @@ var jsonShapes = map[string]jsonShape{
 	"exec watch":             {new: func() any { return &execLine{} }, lines: true},
 	"operator token list":    {new: func() any { return &tokenLine{} }, lines: true},
 	"session list":           {new: func() any { return &sessionLine{} }, lines: true},
+	"store migrate":          {new: func() any { return &storePlanJSON{} }, elsewhere: "TestStoreMigrateDryRun"},
 	"store status":           {new: func() any { return &storeStatusJSON{} }, elsewhere: "TestAuditOnPostgres"},
 	"token list":             {new: func() any { return &tokenLine{} }, lines: true},
 	"vault list":             {new: func() any { return &vaultListJSON{} }},

@@ -13,7 +13,7 @@ import (
 // runStore is `latch store migrate|status --store URL`: the PostgreSQL
 // store's schema, outside a running control plane.
 func runStore(ctx context.Context, env *Env, args []string) error {
-	const usage = "migrate --store URL | status --store URL [--json]"
+	const usage = "migrate --store URL [--dry-run [--json]] | status --store URL [--json]"
 	sub, args, err := splitSubcommand(env, "store", usage, args)
 	if err != nil {
 		return err
@@ -21,7 +21,15 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "store "+sub, subcommandSynopsis("store", sub, usage))
 	url := fs.String("store", "", "PostgreSQL connection string (postgres://... or key=value); required")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
-	asJSON := jsonFlag(fs, sub, "print JSON", "status")
+	jsonHelp := "print JSON"
+	if sub == "migrate" {
+		jsonHelp = "with --dry-run: print the steps as JSON"
+	}
+	asJSON := jsonFlag(fs, sub, jsonHelp, "status", "migrate")
+	dryRun := new(bool)
+	if sub == "migrate" {
+		dryRun = fs.Bool("dry-run", false, "list the schema steps the database lacks, in the order they would apply, and change nothing")
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,6 +44,12 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	defer cancel()
 	switch sub {
 	case "migrate":
+		if *dryRun {
+			return printPlan(ctx, env.Stdout, *url, *asJSON)
+		}
+		if *asJSON {
+			return usagef("--json with migrate needs --dry-run (the migration itself prints one line); usage: latch store %s", usage)
+		}
 		from, to, err := pgkv.Migrate(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
 		if err != nil {
 			return err
@@ -66,6 +80,46 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	return usagef("unknown store command %q; usage: latch store %s", sub, usage)
+}
+
+// storePlanJSON is `latch store migrate --dry-run --json`
+// (docs/reference/cli-json.md): the database's schema version, this
+// latch's, and the steps `latch store migrate` would apply, in order.
+type storePlanJSON struct {
+	SchemaVersion       int             `json:"schema_version"`
+	BinarySchemaVersion int             `json:"binary_schema_version"`
+	Steps               []storeStepJSON `json:"steps"`
+}
+
+type storeStepJSON struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+}
+
+// printPlan is `latch store migrate --dry-run`: the database's schema
+// version and the steps `latch store migrate` would apply. It reads only.
+func printPlan(ctx context.Context, w io.Writer, url string, asJSON bool) error {
+	from, steps, err := pgkv.Plan(ctx, url)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := storePlanJSON{SchemaVersion: from, BinarySchemaVersion: pgkv.SchemaVersion, Steps: []storeStepJSON{}}
+		for _, s := range steps {
+			out.Steps = append(out.Steps, storeStepJSON{Version: s.Version, Name: s.Name, Summary: s.Summary})
+		}
+		return printJSON(w, out)
+	}
+	if len(steps) == 0 {
+		fmt.Fprintf(w, "schema is current (version %d): nothing to apply\n", from)
+		return nil
+	}
+	fmt.Fprintf(w, "schema version %d, this latch %d: `latch store migrate` would apply %d steps, in this order:\n", from, pgkv.SchemaVersion, len(steps))
+	for _, s := range steps {
+		fmt.Fprintf(w, "  %-22s %s\n", s.Name, s.Summary)
+	}
+	return nil
 }
 
 // printStoreStatus is `latch store status` for people. Every time is the
