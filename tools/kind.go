@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/internal/yamlpos"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -153,11 +154,11 @@ func (r *Registry) Load(path string) (*Catalog, error) {
 // ErrInvalid)) listing every problem as "file:line: what is wrong" when the
 // catalog is refused.
 func (r *Registry) Parse(filename string, data []byte) (*Catalog, error) {
-	p := &parser{file: filename, kinds: r}
+	p := &parser{Reader: yamlpos.Reader{File: filename}, kinds: r}
 	cat := p.parse(data)
-	if len(p.problems) > 0 {
-		slices.SortStableFunc(p.problems, func(a, b Problem) int { return a.Line - b.Line })
-		return nil, &LoadError{Problems: p.problems}
+	if len(p.Problems) > 0 {
+		p.Sort()
+		return nil, &LoadError{Problems: p.Problems}
 	}
 	cat.Source = filename
 	return cat, nil
@@ -283,9 +284,9 @@ func (s *ToolSpec) Template(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	before := len(s.p.problems)
+	before := len(s.p.Problems)
 	s.p.checkTemplate(s.f[key].keyNode, v, s.what+": "+key, s.info, refAlways)
-	return v, len(s.p.problems) == before
+	return v, len(s.p.Problems) == before
 }
 
 // ReportForeign records the generic problem for each key of s.Foreign().
