@@ -23,7 +23,7 @@ func TestRunBadArguments(t *testing.T) {
 		{"tokens flag removed", []string{"--control-plane", "unix:///tmp/x.sock", "--tokens", "tokens.json"}, "--tokens was removed: tokens live in the control plane"},
 		{"stdio without actor", []string{"--control-plane", "unix:///tmp/x.sock", "--stdio"}, "--stdio needs --actor"},
 		{"public listen for callers without a token", []string{"--control-plane", "unix:///tmp/x.sock", "--actor", "alice", "--listen", "0.0.0.0:7411"}, "refusing to serve callers without a token"},
-		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{"cert without key", []string{"--control-plane", "10.0.0.1:9000", "--tls-cert", "c.pem"}, "--tls-cert-file and --tls-key-file (tls.cert_file, tls.key_file) go together"},
 		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
 		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--log-format", "xml"}, "--log-format"},
