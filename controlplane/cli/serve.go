@@ -230,6 +230,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 // checked as latch serve reads it (keys, types, secrets by reference, the
 // flags' rules); the files it names are read at start.
 func runConfig(_ context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "config", "config validate FILE")
+	args, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) != 2 || args[0] != "validate" {
 		return usagef("usage: latch config validate FILE (latch serve's config file; latch-mcp config validate and latch-hostagent config validate check theirs)")
 	}
