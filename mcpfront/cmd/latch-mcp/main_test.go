@@ -27,7 +27,7 @@ func TestRunBadArguments(t *testing.T) {
 		{"bad log level", []string{"--control-plane", "unix:///tmp/x.sock", "--log-level", "loud"}, "--log-level"},
 		{"unknown flag", []string{"--nope"}, "flag provided but not defined"},
 		{"bad log format", []string{"--control-plane", "unix:///tmp/x.sock", "--log-format", "xml"}, "--log-format"},
-		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--metrics-listen", "0.0.0.0:7413"}, "--metrics-listen 0.0.0.0:7413 is not a loopback address"},
+		{"public metrics listener", []string{"--control-plane", "unix:///tmp/x.sock", "--metrics-listen", "0.0.0.0:7413"}, "--ops-listen 0.0.0.0:7413 is not a loopback address"},
 		{"allowed origin with userinfo", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "http://127.0.0.1@evil.example"}, "--allow-origin"},
 		{"allowed origin with a path", []string{"--control-plane", "unix:///tmp/x.sock", "--allow-origin", "https://console.example.com/"}, "scheme://host[:port]"},
 		{"plaintext to a remote control plane", []string{"--control-plane", "10.0.0.1:9000"}, "give --tls-ca"},
