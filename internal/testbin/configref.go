@@ -33,6 +33,6 @@ func CheckConfigReference(tb testing.TB, path, name, content string, update bool
 		tb.Fatal(err)
 	}
 	if got != content {
-		tb.Errorf("%s: the %s keys are stale (a flag was added, renamed or re-described): regenerate with go test ./... -run TestConfigReference -update-config-ref", path, name)
+		tb.Errorf("%s: the %s keys are stale (a flag was added, renamed or re-described): regenerate with go test ./controlplane/cli ./mcpfront/cmd/latch-mcp ./hostagent/cmd/latch-hostagent -run TestConfigReference -update-config-ref", path, name)
 	}
 }
