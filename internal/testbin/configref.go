@@ -24,7 +24,7 @@ func CheckConfigReference(tb testing.TB, path, name, content string, update bool
 		if doc, err = config.ReplaceSection(doc, name, content); err != nil {
 			tb.Fatal(err)
 		}
-		if err := os.WriteFile(path, doc, 0o644); err != nil {
+		if err := os.WriteFile(path, doc, 0o600); err != nil { //nolint:gosec // a test rewriting a document of this repository (-update-config-ref); it exists, so its mode stays
 			tb.Fatal(err)
 		}
 	}

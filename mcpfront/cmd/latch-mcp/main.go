@@ -331,7 +331,7 @@ func dialControlPlane(o *options, logger hclog.Logger) (*replicas.Conn, error) {
 		// The client certificate is re-read when its files change.
 		var err error
 		if tc, err = tlsfiles.Client(o.tlsCA, o.tlsCert, o.tlsKey, logger.Named("tls")); err != nil {
-			return nil, fmt.Errorf("%w: --tls-ca-file/--tls-cert-file/--tls-key-file: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: --tls-ca-file/--tls-cert-file/--tls-key-file: %w", errUsage, err)
 		}
 	}
 	dial := func(target string) (*grpc.ClientConn, error) {
