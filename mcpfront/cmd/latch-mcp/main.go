@@ -11,6 +11,13 @@
 //	latch-mcp --control-plane cp1.internal:7400,cp2.internal:7400,cp3.internal:7400 \
 //	    --tls-ca ca.pem --tls-cert front.pem --tls-key front-key.pem
 //
+// Every flag is also a key of the config file (--config FILE, YAML) and a
+// LATCH_MCP_* environment variable (internal/config; defaults < file <
+// environment < flags); `latch-mcp config validate FILE` checks a file,
+// and SIGHUP re-reads it (docs/reference/config.md).
+//
+//	latch-mcp --config /etc/latch/latch-mcp.yaml
+//
 // With several control-plane replicas (a comma list, or the flag
 // repeated) every call goes to the active one: a standby's answer names
 // it, and a replica that cannot be reached is skipped (internal/replicas
