@@ -109,6 +109,9 @@ type Config struct {
 	// Limits caps the sessions and streams HTTP callers hold open, per
 	// actor and in total (limits.go; zero fields: the defaults).
 	Limits Limits
+	// NoReceipts leaves receipts out of the answers (receipts.go); they
+	// are on by default. latch bench sets it to measure what they cost.
+	NoReceipts bool
 }
 
 // Front is the MCP front. Build it with New.
