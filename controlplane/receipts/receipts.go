@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -55,8 +56,10 @@ type Issuer struct {
 	sign  *journal.Signer
 	clock func() time.Time
 
-	mu   sync.Mutex
-	last *signed // the newest checkpoint signed, nil before the first
+	// last is the newest checkpoint signed (nil before the first), read
+	// without mu: a receipt it covers waits for no signature.
+	last atomic.Pointer[signed]
+	mu   sync.Mutex // held while signing, so concurrent callers share one
 	// signatures counts the checkpoints signed (for tests and the bench).
 	signatures int64
 }
@@ -132,10 +135,13 @@ func name(enum, prefix string) string { return strings.ToLower(strings.TrimPrefi
 // one signed when it does, else a new one of the committed journal.
 // Callers that arrive while one is signed wait for it and share it.
 func (is *Issuer) checkpoint(idx int64) (*signed, error) {
+	if l := is.last.Load(); l != nil && l.size > idx {
+		return l, nil
+	}
 	is.mu.Lock()
 	defer is.mu.Unlock()
-	if is.last != nil && is.last.size > idx {
-		return is.last, nil
+	if l := is.last.Load(); l != nil && l.size > idx {
+		return l, nil // signed by the caller before us
 	}
 	n := is.j.JournalSize()
 	root, err := journal.TreeHash(n, is.reader())
@@ -146,9 +152,10 @@ func (is *Issuer) checkpoint(idx int64) (*signed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
-	is.last = &signed{size: n, note: note}
+	l := &signed{size: n, note: note}
+	is.last.Store(l)
 	is.signatures++
-	return is.last, nil
+	return l, nil
 }
 
 // Signatures is how many checkpoints the issuer signed.
