@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/datadir"
+	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/receipt"
 )
 
@@ -162,6 +165,7 @@ func TestReceiptThroughDev(t *testing.T) {
 	if err := dev.cmd.Wait(); err != nil {
 		t.Fatalf("latch dev exited with %v after Ctrl-C", err)
 	}
+	checkInteropExports(t, data, r)
 	startDev(t, data)
 	if out, code := runCLI(t, "receipt", "verify", valid, "--key", key); code != 0 {
 		t.Errorf("latch receipt verify after a restart = exit %d\n%s", code, out)
@@ -176,5 +180,67 @@ func TestReceiptThroughDev(t *testing.T) {
 	}
 	if js := jsVerify(t, key, again); len(js) != 1 || js[0] != "ok" {
 		t.Errorf("receipt.mjs on latch exec receipt's = %v, want ok", js)
+	}
+}
+
+// checkInteropExports: the draft MCP audit layout is one chained line per
+// journal record (each event_hash the SHA-256 of the line's JCS form
+// without it, each previous_hash the line before's), and the decision
+// layout has the receipt's execution allowed and succeeded with its result
+// hash.
+func checkInteropExports(t *testing.T, data string, r *receipt.Receipt) {
+	t.Helper()
+	out, code := runCLI(t, "audit", "export", data, "--format", "mcp-audit-draft")
+	if code != 0 {
+		t.Fatalf("audit export --format mcp-audit-draft = exit %d\n%s", code, out)
+	}
+	prev, n, sawRecord := "", 0, false
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %d %q: %v", n, line, err)
+		}
+		if m["previous_hash"] != prev {
+			t.Fatalf("line %d previous_hash %v, want %q", n, m["previous_hash"], prev)
+		}
+		h := m["event_hash"].(string)
+		delete(m, "event_hash")
+		b, _ := json.Marshal(m)
+		c, err := fingerprint.Canonicalize(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(c); hex.EncodeToString(sum[:]) != h {
+			t.Fatalf("line %d event_hash %s is not the SHA-256 of its canonical form", n, h)
+		}
+		if l := m["latch"].(map[string]any); l["leaf_hash"] == r.Digest() {
+			sawRecord = m["principal"] == r.Actor && m["tool"] == r.Tool && m["outcome"] == "succeeded" && m["event_type"] == "tool_call.transition"
+		}
+		prev, n = h, n+1
+	}
+	if !sawRecord {
+		t.Errorf("the MCP audit draft has no succeeded tool_call line with the receipt's leaf hash %s:\n%s", r.Digest(), out)
+	}
+	out, code = runCLI(t, "audit", "export", data, "--format", "mcp-decision-draft")
+	if code != 0 {
+		t.Fatalf("audit export --format mcp-decision-draft = exit %d\n%s", code, out)
+	}
+	var allowed, succeeded bool
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["execution_id"] != r.ExecutionID {
+			continue
+		}
+		allowed = allowed || (m["type"] == "decision" && m["decision"] == "allow")
+		succeeded = succeeded || (m["type"] == "outcome" && m["outcome"] == "succeeded" && m["result_sha256"] == r.ResultSHA256)
+	}
+	if !allowed || !succeeded {
+		t.Errorf("decision draft for %s: allowed %v, succeeded with the result hash %v; want both\n%s", r.ExecutionID, allowed, succeeded, out)
+	}
+	if out, code := runCLI(t, "audit", "export", data, "--format", "nope"); code != 2 {
+		t.Errorf("audit export --format nope = exit %d, want 2\n%s", code, out)
 	}
 }
