@@ -86,10 +86,17 @@ func TestReceiptThroughDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "create_ticket", Arguments: map[string]any{"title": "receipt please"}})
-	cs.Close()
 	if err != nil || res.IsError {
 		t.Fatalf("CallTool: %v %+v", err, res)
 	}
+	// latch_receipt returns the execution's receipt any time after.
+	id, _ := res.StructuredContent.(map[string]any)["execution_id"].(string)
+	lr, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "latch_receipt", Arguments: map[string]any{"execution_id": id}})
+	cs.Close()
+	if err != nil || lr.IsError {
+		t.Fatalf("latch_receipt: %v %+v", err, lr)
+	}
+	lrc, _ := json.Marshal(lr.StructuredContent)
 	sc, _ := json.Marshal(res.StructuredContent)
 	var got struct {
 		ExecutionID string          `json:"execution_id"`
@@ -123,6 +130,9 @@ func TestReceiptThroughDev(t *testing.T) {
 	valid := write("valid", sc)
 	if out, code := runCLI(t, "receipt", "verify", valid, "--key", key); code != 0 || !strings.Contains(out, "receipt verified") {
 		t.Fatalf("latch receipt verify = exit %d\n%s", code, out)
+	}
+	if out, code := runCLI(t, "receipt", "verify", write("latch_receipt", lrc), "--key", key); code != 0 {
+		t.Errorf("latch receipt verify of latch_receipt's answer = exit %d\n%s", code, out)
 	}
 	flip := func(b []byte) []byte { b = append([]byte(nil), b...); b[len(b)/2] ^= 1; return b }
 	tampered := map[string]func(x *receipt.Receipt){
