@@ -50,7 +50,7 @@ func commandTable() map[string]command {
 		"vault":      {"the credential vault: status | unlock [--init] | lock | put NAME --kind K | list", runVault},
 		"token":      {"bearer tokens for agents, in the control plane's store: create ACTOR [--ttl D] (printed once) | list [--all] | revoke ID|ACTOR", runToken},
 		"operator":   {"operators' console tokens, in the control plane's store: token create NAME [--ttl D] (printed once) | token list [--all] | token revoke ID|NAME", runOperator},
-		"catalog":    {"the tool catalog: validate FILE... (offline, every problem as file:line), and of the running control plane: reload (validated first; a bad catalog changes nothing), upstream-tools NAME (what an upstream MCP server offers, with contract stubs), upstream-tools accept TOOL (accept a held change of an upstream tool, showing the diff)", runCatalog},
+		"catalog":    {"the tool catalog: validate FILE... (offline, every problem as file:line), and of the running control plane: reload (validated first; a bad catalog changes nothing), status (the catalog in force: version, when loaded, tools, held tools and why), upstream-tools NAME (what an upstream MCP server offers, with contract stubs), upstream-tools accept TOOL (accept a held change of an upstream tool, showing the diff)", runCatalog},
 		"version":    {"print the version, VCS revision and Go version: latch version [--json]", runVersion},
 		"completion": {"print a shell completion script: latch completion bash|zsh|fish", runCompletion},
 		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
