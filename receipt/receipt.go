@@ -180,7 +180,7 @@ func Parse(data []byte) (*Receipt, error) {
 	}
 	var keys map[string]json.RawMessage
 	if err := json.Unmarshal(data, &keys); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: not a JSON object: %w", ErrMalformed, err)
 	}
 	for _, k := range fieldNames {
 		if _, ok := keys[k]; !ok {
@@ -191,7 +191,7 @@ func Parse(data []byte) (*Receipt, error) {
 	dec.DisallowUnknownFields()
 	r := new(Receipt)
 	if err := dec.Decode(r); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if r.Format != Format {
 		return nil, fmt.Errorf("%w: format %q, want %q", ErrMalformed, r.Format, Format)

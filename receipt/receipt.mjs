@@ -4,6 +4,9 @@
 // for agents (Node 22 and later) and browsers (the console imports it);
 // both implementations pass the vectors in testdata/vectors.json.
 
+// WebCrypto: the global one (browsers, Node 19 and later), else Node's.
+const subtle = (globalThis.crypto && globalThis.crypto.subtle) || (await import('node:crypto')).webcrypto.subtle;
+
 // ---- Bytes.
 
 // b64 decodes standard base64 with padding, strictly (as Go's
@@ -28,7 +31,7 @@ async function sha256(...parts) {
   const buf = new Uint8Array(n);
   let o = 0;
   for (const p of parts) { buf.set(p, o); o += p.length; }
-  return new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
+  return new Uint8Array(await subtle.digest('SHA-256', buf));
 }
 
 // ---- Merkle proofs, exactly as golang.org/x/mod/sumdb/tlog (RFC 6962):
@@ -112,13 +115,13 @@ export async function verifyNote(msg, vkey) {
   if (kh !== hash.toLowerCase()) return 'bad';
   let pub;
   try {
-    pub = await crypto.subtle.importKey('raw', key.slice(1), { name: 'Ed25519' }, false, ['verify']);
+    pub = await subtle.importKey('raw', key.slice(1), { name: 'Ed25519' }, false, ['verify']);
   } catch (e) {
     return 'unsupported';
   }
   for (const s of note.sigs) {
     if (!s || s.name !== name || s.sig.length !== 68 || hex(s.sig.slice(0, 4)) !== kh) continue;
-    if (await crypto.subtle.verify({ name: 'Ed25519' }, pub, s.sig.slice(4), new TextEncoder().encode(note.text))) {
+    if (await subtle.verify({ name: 'Ed25519' }, pub, s.sig.slice(4), new TextEncoder().encode(note.text))) {
       return 'verified';
     }
   }

@@ -47,7 +47,7 @@ func Verify(r *Receipt, verifierKey string) (*Checked, error) {
 	}
 	v, err := note.NewVerifier(strings.TrimSpace(verifierKey))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v (want the journal's verifier key, <origin>+<hash>+<key>)", ErrBadKey, err)
+		return nil, fmt.Errorf("%w: %w (want the journal's verifier key, <origin>+<hash>+<key>)", ErrBadKey, err)
 	}
 	c, err := openCheckpoint([]byte(r.Checkpoint), v)
 	if err != nil {
@@ -126,7 +126,7 @@ func parseRecord(data []byte) (*record, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: record is not a journal entry: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: record is not a journal entry: %w", ErrMalformed, err)
 	}
 	err = walk(exec, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
 		str := func(dst *string) error {
@@ -170,7 +170,7 @@ func parseRecord(data []byte) (*record, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: record's execution does not parse: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: record's execution does not parse: %w", ErrMalformed, err)
 	}
 	return rec, nil
 }
@@ -256,9 +256,9 @@ func openCheckpoint(msg []byte, v note.Verifier) (*Checked, error) {
 		case errors.As(err, &unverified):
 			return nil, fmt.Errorf("%w: no signature by %q on the checkpoint", ErrSignature, v.Name())
 		case errors.As(err, &invalid):
-			return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+			return nil, fmt.Errorf("%w: %w", ErrSignature, err)
 		}
-		return nil, fmt.Errorf("%w: checkpoint does not parse: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: checkpoint does not parse: %w", ErrMalformed, err)
 	}
 	lines := strings.Split(strings.TrimSuffix(n.Text, "\n"), "\n")
 	if len(lines) < 3 || lines[0] != v.Name() {
