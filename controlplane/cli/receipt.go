@@ -56,15 +56,15 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 		c, err = receipt.Verify(r, vkey)
 	}
 	if *asJSON {
-		out := map[string]any{"ok": err == nil}
+		out := receiptVerifyJSON{OK: err == nil}
 		if r != nil {
-			out["execution_id"], out["state"], out["journal_index"] = r.ExecutionID, r.State, r.JournalIndex
+			out.ExecutionID, out.State, out.JournalIndex = r.ExecutionID, r.State, r.JournalIndex
 		}
 		if c != nil {
-			out["checkpoint_size"], out["origin"] = c.Size, c.Origin
+			out.CheckpointSize, out.Origin = c.Size, c.Origin
 		}
 		if err != nil {
-			out["error"] = err.Error()
+			out.Error = err.Error()
 		}
 		enc := json.NewEncoder(env.Stdout)
 		if e := enc.Encode(out); e != nil {
@@ -81,6 +81,19 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 	fmt.Fprintf(env.Stdout, "receipt verified: %s %s (tool %s, actor %s) is journal record %d, in the checkpoint of size %d signed by %s\n",
 		r.ExecutionID, r.State, r.Tool, r.Actor, r.JournalIndex, c.Size, c.Origin)
 	return nil
+}
+
+// receiptVerifyJSON is `latch receipt verify --json`
+// (docs/reference/cli-json.md). Fields a failed check did not reach are
+// zero.
+type receiptVerifyJSON struct {
+	OK             bool   `json:"ok"`
+	ExecutionID    string `json:"execution_id"`
+	State          string `json:"state"`
+	JournalIndex   uint64 `json:"journal_index"`
+	CheckpointSize int64  `json:"checkpoint_size"`
+	Origin         string `json:"origin"`
+	Error          string `json:"error"`
 }
 
 // readKey is a verifier key given as text or as a file holding it.
