@@ -13,6 +13,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/internal/testing/testbin"
+	"github.com/latchhq/latch/tools"
 )
 
 const (
@@ -43,7 +44,9 @@ func TestServeUnit(t *testing.T) {
 	if *o.catalogPath != "/etc/latch/catalog.yaml" || *o.data != "/var/lib/latch" {
 		t.Errorf("%s: catalog %q, data %q; want /etc/latch/catalog.yaml, /var/lib/latch", serveConfig, *o.catalogPath, *o.data)
 	}
-	if _, err := channels.Default().Catalog().Load(serveCatalog); err != nil {
+	// Its host agent's socket exists only where the package's host agent
+	// runs (.ci/deb-check starts one): here the catalog is checked offline.
+	if _, err := channels.Default().Catalog().WithHostChecks(tools.HostChecks{Skip: true}).Load(serveCatalog); err != nil {
 		t.Errorf("the packaged catalog %s: %v", serveCatalog, err)
 	}
 }
