@@ -133,6 +133,8 @@ func TestNewKindCatalogRules(t *testing.T) {
 			"q.yaml:7: tool t: publish does not apply to HTTP tools (target api is http); use request:"},
 		{"request on queue", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t:\n    target: jobs\n    publish: x\n    request: {method: GET, path: /}\n    replay: review\n",
 			"q.yaml:7: tool t: request does not apply to queue tools (target jobs is queue); its keys are publish"},
+		{"publish on an upstream tool", "upstreams:\n  tr: {transport: stdio, command: [/bin/tr]}\ntools:\n  tr.t:\n    upstream: tr\n    tool: t\n    publish: x\n    replay: review\n",
+			"q.yaml:7: tool tr.t: publish does not apply to upstream tools: the upstream defines the tool and its input schema (latch catalog upstream-tools shows them)"},
 		{"publish required", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t: {target: jobs, replay: review}\n",
 			"q.yaml:4: tool t: publish is required (the message, a template)"},
 		{"template checked", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t: {target: jobs, publish: \"{{nope}}\", replay: review}\n",
