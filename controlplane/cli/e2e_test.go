@@ -25,6 +25,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -198,7 +199,7 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			}
 			var states []string
 			for _, e := range hist.GetEntries() {
-				states = append(states, e.GetKind()+":"+strings.ToLower(strings.TrimPrefix(e.GetTo().String(), "STATE_")))
+				states = append(states, lifecycle.EntryKindNameOf(e)+":"+strings.ToLower(strings.TrimPrefix(e.GetTo().String(), "STATE_")))
 			}
 			joined := strings.Join(states, " ")
 			for _, want := range []string{"transition:dispatched", "transition:outcome_unknown", "recovery:completed", "attach:completed"} {

@@ -287,8 +287,8 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range hist {
 		step := lifecycle.Name(e.GetTo())
-		if e.GetKind() != "transition" {
-			step = e.GetKind() + " (" + lifecycle.Name(e.GetTo()) + ")"
+		if lifecycle.EntryKindOf(e) != recordv1.EntryKind_ENTRY_KIND_TRANSITION {
+			step = lifecycle.EntryKindNameOf(e) + " (" + lifecycle.Name(e.GetTo()) + ")"
 		}
 		ev := ""
 		if e.GetEvidence() != nil {

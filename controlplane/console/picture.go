@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/explain"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // The picture of an execution: its story (explain.Tell) drawn on one time
@@ -212,7 +213,7 @@ func marksOf(r explain.Report) []mark {
 			title: fmt.Sprintf("%s at %s: %s", d.What, d.Time, d.Reason)})
 	}
 	for _, s := range r.Steps {
-		if s.State == "delivered" && s.Kind == "transition" {
+		if s.State == "delivered" && s.EntryKind == recordv1.EntryKind_ENTRY_KIND_TRANSITION {
 			if t := at(s.Time); !t.IsZero() {
 				ms = append(ms, mark{lane: 5, at: t, kind: "delivery", label: "delivered", class: "ok",
 					title: fmt.Sprintf("result delivered to the caller at %s (journal #%d)", s.Time, s.Index)})

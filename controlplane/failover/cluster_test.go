@@ -21,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/internal/countingtarget"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -536,7 +537,7 @@ func journalOf(op controlplanev1.ControlPlaneClient, id string) string {
 	var b strings.Builder
 	b.WriteString(id + ":")
 	for _, e := range h.GetEntries() {
-		fmt.Fprintf(&b, " %s→%s (%s);", e.GetKind(), e.GetTo(), e.GetReason())
+		fmt.Fprintf(&b, " %s→%s (%s);", lifecycle.EntryKindNameOf(e), e.GetTo(), e.GetReason())
 	}
 	return b.String()
 }

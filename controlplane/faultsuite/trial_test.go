@@ -17,6 +17,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/internal/faultproxy"
 	"github.com/latchhq/latch/internal/countingtarget"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -628,7 +629,7 @@ func (l *lane) journalOf(id string) string {
 	var b strings.Builder
 	b.WriteString(id + ":")
 	for _, e := range h.GetEntries() {
-		fmt.Fprintf(&b, " %s:%s (%s);", e.GetKind(), stateName(e.GetTo()), e.GetReason())
+		fmt.Fprintf(&b, " %s:%s (%s);", lifecycle.EntryKindNameOf(e), stateName(e.GetTo()), e.GetReason())
 	}
 	return b.String()
 }

@@ -938,7 +938,7 @@ func (s *Server) RecordRefusal(ctx context.Context, r authz.Refusal) error {
 	}
 	return s.Store.Update(ctx, func(tx *store.Tx) error {
 		_, err := tx.Append(&recordv1.JournalEntry{
-			Time: timestamppb.New(r.Time), Kind: authz.JournalKind,
+			Time: timestamppb.New(r.Time), EntryKind: authz.JournalKind,
 			Actor: r.Caller.Identity, Reason: r.JournalReason(),
 		})
 		return err

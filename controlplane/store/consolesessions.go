@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -81,7 +82,7 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 		return nil, fmt.Errorf("%w: %s names journal record %d, which cannot be read: %w", ErrConsoleSessionForged, id, x.GetJournalIndex(), err)
 	}
 	e, err := journal.DecodeEntry(data)
-	if err != nil || e.GetKind() != KindConsoleSignedIn || e.GetCredential().GetConsoleSession() != id ||
+	if err != nil || lifecycle.EntryKindOf(e) != KindConsoleSignedIn || e.GetCredential().GetConsoleSession() != id ||
 		!proto.Equal(e.GetCredential(), x.GetCredential()) || !e.GetTime().AsTime().Equal(x.GetOpenedAt().AsTime()) {
 		return nil, fmt.Errorf("%w: %s (journal record %d)", ErrConsoleSessionForged, id, x.GetJournalIndex())
 	}
@@ -90,7 +91,7 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 
 // KindConsoleSignedIn is the journal kind of the record that opens a
 // console session (the console's KindSignedIn).
-const KindConsoleSignedIn = "operator_signed_in"
+const KindConsoleSignedIn = recordv1.EntryKind_ENTRY_KIND_OPERATOR_SIGNED_IN
 
 // PruneConsoleSessions forgets the console sessions that ended before
 // now and returns how many are left; the caller passes the time.

@@ -57,7 +57,7 @@ func (f *entryFacts) read() {
 	we, fast := readWireEntry(f.data)
 	var w wireDigests
 	if fast {
-		f.id, f.changes = we.executionID, we.hasExec && string(we.kind) != "attach"
+		f.id, f.changes = we.executionID, we.hasExec && !we.attach()
 		if we.hasExec {
 			w, fast = execFacts(we.execution) // also what makes the entry sound
 		}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -45,6 +46,7 @@ var (
 
 	entryExecutionID = entryFields.num("execution_id")
 	entryKind        = entryFields.num("kind")
+	entryEntryKind   = entryFields.num("entry_kind")
 	entryExecution   = entryFields.num("execution")
 	entryToken       = entryFields.num("token")
 	entrySession     = entryFields.num("session")
@@ -367,9 +369,16 @@ func (d *digester) digests(b []byte, wantRest, wantFixed bool) (rest, fixed [16]
 // wireEntry is what the full check reads of a journal entry.
 type wireEntry struct {
 	executionID []byte // aliases the input
-	kind        []byte
+	kind        []byte // JournalEntry.kind, written before entry_kind
+	entryKind   recordv1.EntryKind
 	execution   []byte // the encoded snapshot; nil when the entry has none
 	hasExec     bool
+}
+
+// attach reports whether the entry is an attach note (lifecycle.EntryKindOf
+// reads the kind, from entry_kind or the text of older records).
+func (e *wireEntry) attach() bool {
+	return lifecycle.EntryKindOf(&recordv1.JournalEntry{Kind: string(e.kind), EntryKind: e.entryKind}) == recordv1.EntryKind_ENTRY_KIND_ATTACH
 }
 
 // readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
@@ -385,6 +394,9 @@ func readWireEntry(b []byte) (e wireEntry, ok bool) {
 			e.executionID = fl.value
 		case entryKind:
 			e.kind = fl.value
+		case entryEntryKind:
+			v, _ := protowire.ConsumeVarint(fl.value)
+			e.entryKind = recordv1.EntryKind(int32(v))
 		case entryExecution:
 			e.execution, e.hasExec = fl.value, true
 		case entryToken, entrySession, entryCatalog:
