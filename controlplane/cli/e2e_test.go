@@ -260,7 +260,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 		Result    map[string]any   `json:"result"`
 		Journal   []map[string]any `json:"journal"`
 	}
-	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Execution["id"] != ids[0] || len(shown.Journal) == 0 || shown.Journal[0]["to"] != "accepted" {
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Execution["id"] != ids[0] || len(shown.Journal) == 0 || shown.Journal[0]["to"] != "accepted" || shown.Journal[0]["kind"] != "transition" {
 		t.Errorf("exec show --json: exit %d, %v, %+v", code, err, shown)
 	}
 	out, code = runCLI(t, "exec", "show", ids[0], "--data", data)

@@ -319,7 +319,13 @@ func printJSONLines[T proto.Message](w io.Writer, items []T) error {
 func showJSON(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*recordv1.JournalEntry) error {
 	journal := make([]any, len(hist))
 	for i, e := range hist {
-		journal[i] = jsonView(e)
+		// "kind" as before entry_kind existed, for records old and new.
+		v := jsonView(e)
+		delete(v, "entry_kind")
+		if k := lifecycle.EntryKindNameOf(e); k != "" {
+			v["kind"] = k
+		}
+		journal[i] = v
 	}
 	out := map[string]any{"execution": jsonView(x), "journal": journal}
 	if r != nil {
