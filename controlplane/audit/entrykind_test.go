@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // enum) verifies, exported and read back, and passes the state check
 // (which must tell an attach record, old or new, from a change of the
 // record: the attach notes here carry an earlier snapshot than the
-// record's), and each record reads as the kind it was written with.
+// record's), each record reads as the kind it was written with, and the
+// export's readable entries name the kind as they did before.
 func TestOldKindTextVerifiesAndReads(t *testing.T) {
 	data := t.TempDir()
 	st, signer := openDataDir(t, data)
@@ -104,6 +106,10 @@ func TestOldKindTextVerifiesAndReads(t *testing.T) {
 	var export bytes.Buffer
 	if err := Export(data, &export); err != nil {
 		t.Fatal(err)
+	}
+	// Its readable entries name every kind as before entry_kind existed.
+	if n, m := strings.Count(export.String(), `"kind":"transition"`), strings.Count(export.String(), `"kind":"attach"`); n != 8 || m != 2 {
+		t.Errorf("export names %d transition and %d attach records by kind, want 8 and 2:\n%s", n, m, export.String())
 	}
 	src, err := journal.ReadExport(&export)
 	if err != nil {

@@ -75,6 +75,12 @@ func TestImportRules(t *testing.T) {
 			Forbid: []string{mod + "/controlplane", mod + "/hostagent", "github.com/dgraph-io/badger"},
 		},
 		{
+			Name:   "controlplane/lease knows the store only as backend.Leaser: it links nothing else of the control plane (no server, no store)",
+			From:   []string{mod + "/controlplane/lease"},
+			Forbid: []string{mod + "/controlplane"},
+			Allow:  []string{mod + "/controlplane/store/backend"},
+		},
+		{
 			Name:   "no production package links test support",
 			From:   []string{mod},
 			Skip:   support,
