@@ -70,6 +70,13 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.openedConsoleSession(id, keySHA256, v)
+}
+
+// openedConsoleSession is the console session row v stored under id,
+// checked against the journal record that opened it (ConsoleSession; the
+// state check's checkRows holds every row so).
+func (s *Store) openedConsoleSession(id, keySHA256 string, v []byte) (*recordv1.ConsoleSession, error) {
 	x := &recordv1.ConsoleSession{}
 	if err := proto.Unmarshal(v, x); err != nil {
 		return nil, fmt.Errorf("%w: %s does not decode: %w", ErrConsoleSessionForged, id, err)

@@ -51,6 +51,7 @@ var (
 	entryToken       = entryFields.num("token")
 	entrySession     = entryFields.num("session")
 	entryCatalog     = entryFields.num("catalog")
+	entryPin         = entryFields.num("upstream_tool_pin")
 
 	execFingerprint     = execFields.num("fingerprint")
 	execState           = execFields.num("state")
@@ -383,7 +384,7 @@ func (e *wireEntry) attach() bool {
 
 // readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
 // the fast path does not read it (see walk), or when it carries a token, a
-// session or a catalog, which the check decodes. It does not look into the execution snapshot:
+// session, a catalog or an upstream tool pin, which the check decodes. It does not look into the execution snapshot:
 // whoever reads the entry must read e.execution with digester.execution
 // (which refuses what walk refuses) before taking the entry as sound.
 func readWireEntry(b []byte) (e wireEntry, ok bool) {
@@ -399,7 +400,7 @@ func readWireEntry(b []byte) (e wireEntry, ok bool) {
 			e.entryKind = recordv1.EntryKind(int32(v))
 		case entryExecution:
 			e.execution, e.hasExec = fl.value, true
-		case entryToken, entrySession, entryCatalog:
+		case entryToken, entrySession, entryCatalog, entryPin:
 			token = true
 		}
 	})
