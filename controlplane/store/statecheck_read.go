@@ -99,17 +99,17 @@ type journalPass struct {
 	// catalogs: the catalog records, in journal order
 	catalogs journaledCatalogs
 	// pins: the last journal record of each upstream tool's pin
-	pins  map[string]journaledPin
-	chunk    []entryFacts
-	touched  []*journaled // the executions the chunk changed
-	dgs      []*digester  // one per worker
+	pins    map[string]journaledPin
+	chunk   []entryFacts
+	touched []*journaled // the executions the chunk changed
+	dgs     []*digester  // one per worker
 }
 
 // newJournalPass starts a pass over a journal of about size records.
 func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
 	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, executionsHint(size)), tokens: map[string]*recordv1.AgentToken{},
 		sessions: map[string]journaledSession{}, pins: map[string]journaledPin{},
-		chunk:    make([]entryFacts, 0, stateChunk)}
+		chunk: make([]entryFacts, 0, stateChunk)}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
 	}
