@@ -154,7 +154,7 @@ func renew(ctx context.Context, log hclog.Logger, kv backend.Leaser, holder stri
 			d := deadline
 			published.Store(&d)
 		case errors.Is(err, backend.ErrFenced):
-			return fmt.Errorf("%w: %v", ErrLost, err)
+			return fmt.Errorf("%w: %w", ErrLost, err)
 		case ctx.Err() != nil:
 			return nil
 		default:
