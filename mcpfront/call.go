@@ -126,6 +126,10 @@ type callContext struct {
 	scope      string
 	evidence   *recordv1.Evidence
 	stateful   bool
+	// resumable is a stateful HTTP session's call: an answer its dropped
+	// stream missed is kept for a resume (GET + Last-Event-ID), so a drop
+	// is not the caller leaving (delivery.go).
+	resumable bool
 }
 
 func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext, error) {
@@ -158,7 +162,7 @@ func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext
 			if v != "" {
 				ev.Transport = "streamable-http/" + v
 			}
-			cc.stateful = true
+			cc.stateful, cc.resumable = true, true
 		}
 	}
 	if req.Session != nil {
@@ -232,7 +236,13 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		return personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec, f.operatorArgs()), nil
+		res := personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec, f.operatorArgs())
+		if ctx.Err() != nil && !cc.resumable {
+			// The caller left while the answer was being made: it is
+			// never written (the SDK drops answers to ended requests).
+			f.callerLeft(exec.GetId())
+		}
+		return res, nil
 	}
 }
 
@@ -417,8 +427,17 @@ func (f *Front) settle(ctx context.Context, cc callContext, exec *recordv1.Execu
 // cancel; it is forwarded to ControlPlane.Cancel, which succeeds only before
 // dispatch. Any other end is "the client went away": stop waiting, never
 // cancel.
+//
+// Either way the caller will not get this answer: it left before it, which
+// is reported (delivery.go), except on a resumable session whose stream
+// merely dropped (its answer waits for a resume; the session's end
+// records what it never got).
 func (f *Front) interrupted(ctx context.Context, log hclog.Logger, cc callContext, exec *recordv1.Execution, waitErr error) (*mcp.CallToolResult, error) {
-	if !cc.stateful || context.Cause(ctx) != context.Canceled {
+	explicit := cc.stateful && context.Cause(ctx) == context.Canceled //nolint:errorlint // exactly context.Canceled is the explicit cancel (above); a wrapped one is not
+	if explicit || !cc.resumable {
+		defer f.callerLeft(exec.GetId())
+	}
+	if !explicit {
 		return nil, waitErr
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

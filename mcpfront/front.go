@@ -109,6 +109,11 @@ type Config struct {
 	// Limits caps the sessions and streams HTTP callers hold open, per
 	// actor and in total (limits.go; zero fields: the defaults).
 	Limits Limits
+	// StateDir, when set, is where the front keeps the delivery reports the
+	// control plane has not taken yet, so a front stopped while the control
+	// plane is away sends them when it starts again (deliveryqueue.go). One
+	// front per dir. "": in memory only.
+	StateDir string
 }
 
 // Front is the MCP front. Build it with New.
@@ -145,11 +150,16 @@ type Front struct {
 	// opArgs (a string) is what an operator adds to a latch command to
 	// reach the control plane, from its last ListTools answer.
 	opArgs atomic.Value
-	// deliverQ holds delivered ids not yet sent to the control plane;
-	// delivering is true while sendDeliveries runs (http.go).
-	deliverMu  sync.Mutex
-	deliverQ   []string
-	delivering bool
+	// deliverQ holds the delivery reports not yet taken by the control
+	// plane (queuedBytes: their encoded size); delivering is true while
+	// sendDeliveries runs; queue is the state dir's file (nil without
+	// one) and onDisk whether it holds reports now (delivery.go).
+	deliverMu   sync.Mutex
+	deliverQ    []*controlplanev1.DeliveryReport
+	queuedBytes int
+	delivering  bool
+	queue       *diskQueue
+	onDisk      bool
 
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.
@@ -247,6 +257,25 @@ func New(cfg Config) (*Front, error) {
 		// notifications/cancelled, which this era has no session to carry).
 		PropagateRequestCancellation: true,
 	})
+	// Last, so that nothing after it fails with the state dir locked.
+	if cfg.StateDir != "" {
+		q, kept, note, err := openDiskQueue(cfg.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			f.log.Warn("delivery queue moved aside", "problem", note)
+		}
+		f.deliverMu.Lock()
+		f.queue = q
+		if len(kept) > 0 {
+			f.queueLocked(kept, false)
+			f.onDisk = true
+			f.log.Info("sending the delivery reports kept from before this start", "reports", len(f.deliverQ), "state_dir", cfg.StateDir)
+			f.startSenderLocked()
+		}
+		f.deliverMu.Unlock()
+	}
 	return f, nil
 }
 

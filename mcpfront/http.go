@@ -9,16 +9,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/latchhq/latch/internal/mcpwire"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/latchhq/latch/internal/backoff"
-	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
 // Headers the HTTP wrapper sets for the tool handlers, which see only
@@ -103,6 +98,7 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 	r.Header.Del(HeaderJSONRPCID)
 	r.Header.Del(HeaderPeerAddress)
 	r.Header.Set(HeaderPeerAddress, r.RemoteAddr)
+	method := ""
 	if r.Method == http.MethodPost && r.Body != nil {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
@@ -115,7 +111,8 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if id := jsonrpcID(body); id != "" {
+		var id string
+		if id, method = jsonrpcRequest(body); id != "" {
 			r.Header.Set(HeaderJSONRPCID, id)
 		}
 	}
@@ -131,6 +128,16 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 	// bytes but before reading them is recorded as delivered. A result that
 	// is never written (client gone for good) stays completed-not-delivered,
 	// which is the safe side: an attach returns the stored result.
+	//
+	// A result whose write failed did not reach its caller: on a stateless
+	// tools/call the caller left before the answer (reported, delivery.go);
+	// on a session the answer waits in the event store for a resume, and a
+	// task's result is read again by its next tasks/get.
+	if len(dw.unwritten) > 0 && method == "tools/call" && isModernEra(r.Header.Get(mcpwire.HeaderProtocolVersion)) {
+		for _, id := range dw.unwritten {
+			f.notWritten(id)
+		}
+	}
 	if dw.failed || r.Context().Err() != nil {
 		return
 	}
@@ -142,14 +149,20 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 // jsonrpcID returns the id of a single JSON-RPC request body, as JSON text
 // (`7`, `"abc"`), or "" for notifications, responses and batches.
 func jsonrpcID(body []byte) string {
+	id, _ := jsonrpcRequest(body)
+	return id
+}
+
+// jsonrpcRequest is jsonrpcID and the request's method ("" with no id).
+func jsonrpcRequest(body []byte) (id, method string) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil || msg.Method == "" || len(msg.ID) == 0 {
-		return ""
+		return "", ""
 	}
-	return string(msg.ID)
+	return string(msg.ID), msg.Method
 }
 
 // deliveryWriter watches the SSE events the SDK writes for delivery markers.
@@ -157,6 +170,8 @@ func jsonrpcID(body []byte) string {
 type deliveryWriter struct {
 	http.ResponseWriter
 	delivered []string
+	// unwritten are the execution ids of results whose write failed.
+	unwritten []string
 	failed    bool
 }
 
@@ -164,6 +179,7 @@ func (w *deliveryWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	if err != nil {
 		w.failed = true
+		w.unwritten = appendMarkers(w.unwritten, p)
 		return n, err
 	}
 	w.delivered = appendMarkers(w.delivered, p)
@@ -210,131 +226,6 @@ func (f *Front) expectDelivery(id string) bool {
 	return true
 }
 
-// markDelivered records delivery off the critical path of the response, once
-// per registered id.
-func (f *Front) markDelivered(id string) {
-	f.pendingMu.Lock()
-	_, ok := f.pending[id]
-	delete(f.pending, id)
-	f.pendingMu.Unlock()
-	if !ok {
-		return
-	}
-	f.deliverMu.Lock()
-	defer f.deliverMu.Unlock()
-	f.deliverQ = append(f.deliverQ, id)
-	if f.delivering {
-		return // the sender in flight takes it with the next batch
-	}
-	f.delivering = true
-	f.bg.Add(1)
-	go f.sendDeliveries()
-}
-
-// maxDeliveryBatch bounds the executions of one MarkDelivered (the control
-// plane takes up to 1000).
-const maxDeliveryBatch = 256
-
-// sendDeliveries sends the queued deliveries until none is left: one
-// MarkDelivered at a time, each with every id queued while the previous one
-// was in flight (one RPC and one group commit for many answers under load,
-// one per answer when calls come one by one).
-func (f *Front) sendDeliveries() {
-	defer f.bg.Done()
-	failures := 0 // consecutive failures to reach the control plane
-	for {
-		f.deliverMu.Lock()
-		n := min(len(f.deliverQ), maxDeliveryBatch)
-		if n == 0 {
-			f.delivering = false
-			f.deliverMu.Unlock()
-			return
-		}
-		batch := append([]string(nil), f.deliverQ[:n]...)
-		f.deliverQ = append(f.deliverQ[:0], f.deliverQ[n:]...)
-		f.deliverMu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := f.cfg.ControlPlane.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: batch[0], MoreExecutionIds: batch[1:]})
-		cancel()
-		if err != nil && deliveryRetryable(err) {
-			// The control plane is away (restarting, failing over, or
-			// this front is cut off from it): the results did reach their
-			// callers, so the records are kept and sent again once it is
-			// back, the whole batch (a delivered execution is recorded
-			// once, whatever is sent twice). Only Close gives up on them.
-			failures++
-			f.log.Warn("cannot record deliveries now; keeping them to send again", "first_execution_id", batch[0], "executions", len(batch), "failures", failures, "error", err)
-			f.requeueDeliveries(batch)
-			if deliveryBackoff.Wait(f.closingCtx, failures, nil) {
-				continue
-			}
-		} else if err != nil {
-			// Refused for good (an execution this control plane does not
-			// know as completed): the control plane records every id it
-			// can and answers the first failure; the rest stay completed,
-			// not delivered (an attach returns the result).
-			f.log.Warn("could not record every delivery of a batch; those not recorded stay completed, not delivered", "first_execution_id", batch[0], "executions", len(batch), "error", err)
-		}
-		if err != nil {
-			select {
-			case <-f.closing:
-				// Closing with the control plane unreachable: one failed
-				// call at a time would hold Close for every batch left.
-				// What is dropped stays completed, not delivered (the safe
-				// side: an attach returns the stored result).
-				f.deliverMu.Lock()
-				left := len(f.deliverQ)
-				f.deliverQ, f.delivering = nil, false
-				f.deliverMu.Unlock()
-				if left > 0 {
-					f.log.Warn("front closing: deliveries not recorded; those executions stay completed, not delivered", "executions", left)
-				}
-				return
-			default:
-			}
-			continue
-		}
-		failures = 0
-		f.log.Trace("delivered", "execution_id", batch[0], "executions", len(batch))
-	}
-}
-
-// deliveryBackoff spaces the re-sends of delivery records while the control
-// plane cannot be reached.
-var deliveryBackoff = backoff.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
-
-// deliveryRetryable reports whether a failed MarkDelivered may succeed when
-// sent again: the control plane was not reached, or could not answer.
-func deliveryRetryable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
-		return true
-	}
-	return false
-}
-
-// requeueDeliveries puts batch back in front of the queue, keeping the
-// queue within maxPending: past it the oldest records are dropped (those
-// executions stay completed, not delivered: the safe side) and counted.
-func (f *Front) requeueDeliveries(batch []string) {
-	f.deliverMu.Lock()
-	defer f.deliverMu.Unlock()
-	q := append(batch, f.deliverQ...)
-	if over := len(q) - maxPending; over > 0 {
-		f.log.Warn("too many delivery records kept while the control plane is away; dropping the oldest (they stay completed, not delivered)", "dropped", over)
-		q = q[over:]
-	}
-	f.deliverQ = q
-}
-
-// Close waits for pending delivery records.
-func (f *Front) Close() error {
-	f.closeOnce.Do(func() { close(f.closing); f.cancelClosing() })
-	f.bg.Wait()
-	return nil
-}
-
 // deliveringTransport records delivery on stdio: after a response carrying a
 // delivery marker was written to stdout without error.
 type deliveringTransport struct {
@@ -356,16 +247,19 @@ type deliveringConn struct {
 }
 
 func (c *deliveringConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if err := c.Connection.Write(ctx, msg); err != nil {
-		return err
-	}
+	err := c.Connection.Write(ctx, msg)
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Error == nil {
 		if !strings.Contains(string(resp.Result), deliveryMarker) {
-			return nil
+			return err
 		}
 		for _, id := range appendMarkers(nil, resp.Result) {
+			if err != nil {
+				// stdout is gone: the client left before the answer.
+				c.front.notWritten(id)
+				continue
+			}
 			c.front.markDelivered(id)
 		}
 	}
-	return nil
+	return err
 }

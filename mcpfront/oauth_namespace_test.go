@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/internal/testing/oauthtest"
 	"github.com/latchhq/latch/mcpfront/auth"
-	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
 )
 
 // TestOAuthActorsApartFromStaticActors: with the --oauth-* flags as

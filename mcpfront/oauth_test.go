@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/latchhq/latch/internal/testing/oauthtest"
 	"github.com/latchhq/latch/mcpfront/auth"
-	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

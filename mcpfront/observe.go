@@ -33,6 +33,10 @@ type Metrics struct {
 	refusals *prometheus.CounterVec
 	sessions prometheus.Gauge
 	streams  prometheus.Gauge
+	// deliveriesQueued and deliveriesDropped follow the delivery reports
+	// the control plane has not taken yet (delivery.go).
+	deliveriesQueued  prometheus.Gauge
+	deliveriesDropped prometheus.Counter
 }
 
 // NewMetrics registers the front's collectors in reg.
@@ -67,6 +71,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		streams: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: "latch", Subsystem: "mcp", Name: "streams_open",
 			Help: "MCP HTTP exchanges in progress (SSE GET streams, open POST responses), counted against --max-streams.",
+		}),
+		deliveriesQueued: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "delivery_reports_queued",
+			Help: "Delivery reports (delivered, caller left) the control plane has not taken yet: kept, on disk with --state-dir, and sent again.",
+		}),
+		deliveriesDropped: f.NewCounter(prometheus.CounterOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "delivery_reports_dropped_total",
+			Help: "Delivery reports dropped, oldest first, because the queue was full while the control plane was away; those executions read as delivery not recorded.",
 		}),
 	}
 }

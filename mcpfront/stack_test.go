@@ -30,7 +30,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/tokens"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"

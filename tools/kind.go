@@ -44,6 +44,42 @@ type Kind interface {
 	ParseTool(s *ToolSpec)
 }
 
+// HostChecks are the checks of the machine a catalog is loaded on, made by
+// the kinds that implement HostChecker (that a local target's socket
+// exists). The control plane's loader makes them; Parse and Load of the
+// built-in registry do not (its kinds make none).
+type HostChecks struct {
+	// Skip makes none (latch catalog validate --no-host-checks, on a
+	// machine that is not the control plane's).
+	Skip bool
+	// Own are host agent sockets the loading process serves itself (latch
+	// dev's DATA/hostagent.sock): they exist once it runs, so they are not
+	// checked.
+	Own []string
+}
+
+// HostChecker is a kind whose validation checks the machine the catalog is
+// loaded on; WithHostChecks returns the kind making checks h. Implemented
+// by hostchannel.LocalKind.
+type HostChecker interface {
+	Kind
+	WithHostChecks(h HostChecks) Kind
+}
+
+// WithHostChecks returns the registry with its HostChecker kinds making
+// checks h (the other kinds as they are).
+func (r *Registry) WithHostChecks(h HostChecks) *Registry {
+	out := &Registry{byCh: map[Channel]Kind{}}
+	for _, k := range r.kinds {
+		if hc, ok := k.(HostChecker); ok {
+			k = hc.WithHostChecks(h)
+		}
+		out.byCh[k.Channel()] = k
+		out.kinds = append(out.kinds, k)
+	}
+	return out
+}
+
 // BuiltInKinds are the catalog halves of the channel kinds Latch ships,
 // the ones Load and Parse accept.
 func BuiltInKinds() []Kind {
@@ -160,6 +196,8 @@ func (r *Registry) Parse(filename string, data []byte) (*Catalog, error) {
 		return nil, &LoadError{Problems: p.problems}
 	}
 	cat.Source = filename
+	slices.SortStableFunc(p.warnings, func(a, b Problem) int { return a.Line - b.Line })
+	cat.Warnings = p.warnings
 	return cat, nil
 }
 
@@ -194,6 +232,20 @@ func (s *Fields) Problemf(key, format string, args ...any) {
 		n = e.keyNode
 	}
 	s.p.addf(n, "%s: %s", s.what, fmt.Sprintf(format, args...))
+}
+
+// Warnf records a warning at key's line (as Problemf): something the
+// loader cannot check from here; the catalog still loads.
+func (s *Fields) Warnf(key, format string, args ...any) {
+	n := s.at
+	if e, ok := s.f[key]; ok {
+		n = e.keyNode
+	}
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	s.p.warnings = append(s.p.warnings, Problem{File: s.p.file, Line: line, Msg: fmt.Sprintf("%s: %s", s.what, fmt.Sprintf(format, args...))})
 }
 
 // Require records "KEY is required (why)" unless the entry has key, and

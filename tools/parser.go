@@ -13,6 +13,7 @@ import (
 type parser struct {
 	file     string
 	problems []Problem
+	warnings []Problem
 	data     []byte // the catalog's text, for YAML errors that point at the wrong line
 	kinds    *Registry
 }

@@ -56,6 +56,9 @@ type Catalog struct {
 	// why (an upstream tool that is not offered, or whose offer changed):
 	// set by the control plane when it binds upstreams, never by Parse.
 	Held []HeldTool
+	// Warnings are what the loader could not check but a person should
+	// (a remote host agent's socket): the catalog loads with them.
+	Warnings []Problem
 }
 
 // HeldTool is a tool left out of the catalog in force, and why.

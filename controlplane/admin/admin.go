@@ -43,9 +43,11 @@ type Tokens interface {
 	RevokeOperator(ctx context.Context, idOrName, by string) ([]*recordv1.AgentToken, error)
 }
 
-// Catalog reloads the tool catalog. Implemented by *catalog.Manager.
+// Catalog reloads and describes the tool catalog. Implemented by
+// *catalog.Manager.
 type Catalog interface {
 	Reload(ctx context.Context, trigger string) (catalog.Result, error)
+	Current() catalog.Current
 }
 
 // Config names the service's dependencies.
@@ -222,7 +224,39 @@ func (s *Service) ReloadCatalog(ctx context.Context, _ *controlplanev1.ReloadCat
 	for _, h := range r.Catalog.Held {
 		resp.Held = append(resp.Held, &controlplanev1.HeldTool{Tool: h.Tool, Reason: h.Reason})
 	}
+	for _, w := range r.Catalog.Warnings {
+		resp.Warnings = append(resp.Warnings, w.String())
+	}
 	return resp, nil
+}
+
+// CatalogStatus describes the catalog in force and its held tools.
+func (s *Service) CatalogStatus(context.Context, *controlplanev1.CatalogStatusRequest) (*controlplanev1.CatalogStatusResponse, error) {
+	return CatalogStatusOf(s.catalog.Current()), nil
+}
+
+// CatalogStatusOf is the CatalogStatus answer for cur (the console shows
+// the same).
+func CatalogStatusOf(cur catalog.Current) *controlplanev1.CatalogStatusResponse {
+	resp := &controlplanev1.CatalogStatusResponse{Version: cur.Version, Source: cur.Source, Trigger: cur.Trigger}
+	if !cur.LoadedAt.IsZero() {
+		resp.LoadedAt = timestamppb.New(cur.LoadedAt)
+	}
+	if cur.Catalog == nil {
+		return resp
+	}
+	for _, name := range cur.Catalog.ToolNames() {
+		t := cur.Catalog.Tools[name]
+		ct := &controlplanev1.CatalogTool{Name: name, Target: t.Target, Replay: string(t.Replay)}
+		if tg := cur.Catalog.Targets[t.Target]; tg != nil {
+			ct.Channel = string(tg.Channel)
+		}
+		resp.Tools = append(resp.Tools, ct)
+	}
+	for _, h := range cur.Catalog.Held {
+		resp.Held = append(resp.Held, &controlplanev1.HeldTool{Tool: h.Tool, Reason: h.Reason})
+	}
+	return resp
 }
 
 // mayName reports whether caller may create a console token for the

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
@@ -46,6 +49,36 @@ type fakeCatalog struct{ err error }
 
 func (f fakeCatalog) Reload(context.Context, string) (catalog.Result, error) {
 	return catalog.Result{Current: catalog.Current{Catalog: &tools.Catalog{}, Version: "sha256:in-force"}}, f.err
+}
+
+func (f fakeCatalog) Current() catalog.Current {
+	return catalog.Current{Version: "sha256:in-force", Source: "c.yaml", LoadedAt: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Trigger: catalog.TriggerReload,
+		Catalog: &tools.Catalog{
+			Targets: map[string]*tools.Target{"api": {Name: "api", Channel: tools.ChannelHTTP}},
+			Tools:   map[string]*tools.Tool{"b_tool": {Name: "b_tool", Target: "api", Replay: tools.ReplayReview}, "a_tool": {Name: "a_tool", Target: "api", Replay: tools.ReplayIdempotencyKey}},
+			Held:    []tools.HeldTool{{Tool: "up.gone", Reason: "upstream up offers no tool gone"}},
+		}}
+}
+
+// TestCatalogStatus: the catalog in force, its tools sorted with their
+// target's channel, and the held tools with why.
+func TestCatalogStatus(t *testing.T) {
+	s := newService(t, fakeTokens{}, fakeCatalog{})
+	got, err := s.CatalogStatus(t.Context(), &controlplanev1.CatalogStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &controlplanev1.CatalogStatusResponse{Version: "sha256:in-force", Source: "c.yaml", Trigger: "reload",
+		LoadedAt: timestamppb.New(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)),
+		Tools: []*controlplanev1.CatalogTool{
+			{Name: "a_tool", Target: "api", Channel: "http", Replay: "idempotency_key"},
+			{Name: "b_tool", Target: "api", Channel: "http", Replay: "review"},
+		},
+		Held: []*controlplanev1.HeldTool{{Tool: "up.gone", Reason: "upstream up offers no tool gone"}},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("CatalogStatus() mismatch (-want +got):\n%s", diff)
+	}
 }
 
 func newService(t *testing.T, tk Tokens, c Catalog) *Service {

@@ -201,33 +201,63 @@ func (s *Service) Watch(req *controlplanev1.WatchRequest, stream grpc.ServerStre
 const maxDeliveredPerCall = 1000
 
 // MarkDelivered records delivery of execution_id and of every one in
-// more_execution_ids. Each is its own lazy update (engine.MarkDelivered),
-// made at once, so they all join one group commit; the answer comes when
-// every one is durable. The response carries execution_id's execution; the
-// first failure, if any, is the error (the others are recorded still).
+// more_execution_ids, or, when the request carries reports, what each report
+// says (delivered, or the caller left before the answer; the ids are then
+// the same deliveries again, for control planes that predate reports, and
+// are not read). Each is its own update (engine.MarkDeliveredAt, lazy;
+// engine.MarkCallerLeft), made at once, so they join one group commit; the
+// answer comes when every one is durable. The response carries the first
+// execution; the first failure, if any, is the error (the others are
+// recorded still).
 func (s *Service) MarkDelivered(ctx context.Context, req *controlplanev1.MarkDeliveredRequest) (*controlplanev1.MarkDeliveredResponse, error) {
-	more := req.GetMoreExecutionIds()
-	if len(more) >= maxDeliveredPerCall {
-		return nil, status.Errorf(codes.InvalidArgument, "MarkDelivered names %d executions; at most %d per call", len(more)+1, maxDeliveredPerCall)
+	reports := req.GetReports()
+	if len(reports) == 0 {
+		more := req.GetMoreExecutionIds()
+		if len(more) >= maxDeliveredPerCall {
+			return nil, status.Errorf(codes.InvalidArgument, "MarkDelivered names %d executions; at most %d per call", len(more)+1, maxDeliveredPerCall)
+		}
+		reports = make([]*controlplanev1.DeliveryReport, 0, len(more)+1)
+		for _, id := range append([]string{req.GetExecutionId()}, more...) {
+			reports = append(reports, &controlplanev1.DeliveryReport{ExecutionId: id, Delivery: recordv1.Delivery_DELIVERY_DELIVERED})
+		}
 	}
-	if len(more) == 0 {
-		x, err := s.e.MarkDelivered(ctx, req.GetExecutionId())
+	if len(reports) > maxDeliveredPerCall {
+		return nil, status.Errorf(codes.InvalidArgument, "MarkDelivered carries %d reports; at most %d per call: send the rest in another call", len(reports), maxDeliveredPerCall)
+	}
+	for i, r := range reports {
+		switch r.GetDelivery() {
+		case recordv1.Delivery_DELIVERY_DELIVERED, recordv1.Delivery_DELIVERY_CALLER_LEFT:
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "MarkDelivered report %d (execution %q) says %v; a report says DELIVERY_DELIVERED or DELIVERY_CALLER_LEFT", i, r.GetExecutionId(), r.GetDelivery())
+		}
+	}
+	record := func(r *controlplanev1.DeliveryReport) (*recordv1.Execution, error) {
+		var observed time.Time
+		if r.GetObservedAt() != nil {
+			observed = r.GetObservedAt().AsTime()
+		}
+		if r.GetDelivery() == recordv1.Delivery_DELIVERY_CALLER_LEFT {
+			return s.e.MarkCallerLeft(ctx, r.GetExecutionId(), observed)
+		}
+		return s.e.MarkDeliveredAt(ctx, r.GetExecutionId(), observed)
+	}
+	if len(reports) == 1 {
+		x, err := record(reports[0])
 		if err != nil {
 			return nil, s.toStatus(err)
 		}
 		return &controlplanev1.MarkDeliveredResponse{Execution: x}, nil
 	}
-	ids := append([]string{req.GetExecutionId()}, more...)
-	xs := make([]*recordv1.Execution, len(ids))
-	errs := make([]error, len(ids))
+	xs := make([]*recordv1.Execution, len(reports))
+	errs := make([]error, len(reports))
 	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Go(func() { xs[i], errs[i] = s.e.MarkDelivered(ctx, id) })
+	for i, r := range reports {
+		wg.Go(func() { xs[i], errs[i] = record(r) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return nil, s.toStatus(fmt.Errorf("delivery of %s: %w", ids[i], err))
+			return nil, s.toStatus(fmt.Errorf("delivery report of %s: %w", reports[i].GetExecutionId(), err))
 		}
 	}
 	return &controlplanev1.MarkDeliveredResponse{Execution: xs[0]}, nil

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -62,5 +63,46 @@ func TestMarkDeliveredMany(t *testing.T) {
 	_, err = f.svc.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{ExecutionId: ids[0], MoreExecutionIds: make([]string, maxDeliveredPerCall)})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("MarkDelivered(%d ids) = %v, want InvalidArgument", maxDeliveredPerCall+1, err)
+	}
+}
+
+// TestMarkDeliveredReports: reports say delivered or caller_left, one each;
+// the ids next to them (for older control planes) are not read again; a
+// report saying neither is refused whole.
+func TestMarkDeliveredReports(t *testing.T) {
+	f := newFixture(t)
+	f.caller = Caller{Identity: "unix", Operator: true}
+	ctx := t.Context()
+	var ids []string
+	for i := range 2 {
+		resp, err := f.svc.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(fmt.Sprintf(`{"v":"r%d"}`, i)), WaitMs: 10_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, resp.GetExecution().GetId())
+	}
+	_, err := f.svc.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{
+		ExecutionId: ids[0], // what an older control plane reads
+		Reports: []*controlplanev1.DeliveryReport{
+			{ExecutionId: ids[0], Delivery: recordv1.Delivery_DELIVERY_DELIVERED},
+			{ExecutionId: ids[1], Delivery: recordv1.Delivery_DELIVERY_CALLER_LEFT},
+		},
+	})
+	if err != nil {
+		t.Fatalf("MarkDelivered(reports) = %v", err)
+	}
+	want := map[string][2]string{ids[0]: {"delivered", "delivered"}, ids[1]: {"completed", "not_delivered_caller_left"}}
+	for id, w := range want {
+		x, _, err := f.eng.Get(id, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]string{lifecycle.Name(x.GetState()), lifecycle.DeliveryName(lifecycle.DeliveryOf(x))}; got != w {
+			t.Errorf("%s after the reports = %v, want %v", id, got, w)
+		}
+	}
+	_, err = f.svc.MarkDelivered(ctx, &controlplanev1.MarkDeliveredRequest{Reports: []*controlplanev1.DeliveryReport{{ExecutionId: ids[1]}}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("MarkDelivered(a report saying nothing) = %v, want InvalidArgument", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/tokens"
-	"github.com/latchhq/latch/internal/testpki"
+	"github.com/latchhq/latch/internal/testing/testpki"
 )
 
 func TestParseOperatorIdentity(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/latchhq/latch/internal/testpki"
+	"github.com/latchhq/latch/internal/testing/testpki"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 

@@ -150,6 +150,10 @@ type Current struct {
 	Catalog *tools.Catalog
 	Version string
 	Source  string
+	// LoadedAt is when this manager brought it into force (the manager's
+	// clock), and Trigger why (TriggerStart, TriggerReload, TriggerSIGHUP).
+	LoadedAt time.Time
+	Trigger  string
 }
 
 // Result is what a reload did.
@@ -251,7 +255,10 @@ func (m *Manager) loadLocked(ctx context.Context, trigger string) (Result, error
 	if err != nil {
 		return Result{Current: m.cur, Previous: prev}, fmt.Errorf("catalog: recording version %s: %w", version, err)
 	}
-	m.cur = Current{Catalog: cat, Version: version, Source: source}
+	m.cur = Current{Catalog: cat, Version: version, Source: source, LoadedAt: now, Trigger: trigger}
+	for _, w := range cat.Warnings {
+		m.log.Warn("catalog warning: loaded, but check it", "warning", w.String())
+	}
 	m.onChange(cat, version)
 	m.log.Info("catalog in force", "version", version, "source", source, "tools", len(cat.Tools), "previous", prev, "trigger", trigger)
 	return Result{Current: m.cur, Previous: prev, Changed: true}, nil

@@ -15,7 +15,7 @@ import (
 func BuiltIn() []Kind {
 	return []Kind{
 		{Catalog: []tools.Kind{tools.HTTPKind{}}, New: newHTTP, Dev: func(t *tools.Target, e DevEnv) { httpchannel.DevTarget(t, e.ExampleURL, e.DemoURL) }},
-		{Catalog: []tools.Kind{tools.SSHKind{}, tools.LocalKind{}}, New: newHost, Dev: func(t *tools.Target, e DevEnv) { hostchannel.DevTarget(t, e.AgentSocket) }},
+		{Catalog: []tools.Kind{hostchannel.SSHKind{}, hostchannel.LocalKind{}}, New: newHost, Dev: func(t *tools.Target, e DevEnv) { hostchannel.DevTarget(t, e.AgentSocket) }},
 		{Catalog: []tools.Kind{tools.MCPKind{}}, New: newMCP},
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/channels"
-	"github.com/latchhq/latch/controlplane/channels/internal/queuekind"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/engine/enginetest"
 	"github.com/latchhq/latch/controlplane/store/memkv"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/enginetest"
+	"github.com/latchhq/latch/internal/testing/example/queuekind"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

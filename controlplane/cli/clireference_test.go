@@ -38,7 +38,7 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 	b.WriteString("# `latch` command reference\n\n")
 	b.WriteString("Generated from the commands' own help (their flag sets) by\n")
 	b.WriteString("`go test ./controlplane/cli -run TestCLIReferenceIsCurrent -update-cli-ref`; the test fails when\n")
-	b.WriteString("this page is stale. `latch help`, `latch CMD -h` and `latch CMD SUB -h` print the same.\n\nThe connection flags (`--data`, `--addr`, `--tls-ca`, `--tls-cert`, `--tls-key`) go before or after\nthe subcommand: `latch approvals --data D list` is `latch approvals list --data D`.\n")
+	b.WriteString("this page is stale. `latch help`, `latch CMD -h` and `latch CMD SUB -h` print the same.\n\nThe connection flags (`--data`, `--addr`, `--tls-ca`, `--tls-cert`, `--tls-key`) go before or after\nthe subcommand: `latch approvals --data D list` is `latch approvals list --data D`.\nWhat each command prints with `--json`: [`--json` output](cli-json.md).\n")
 	for _, name := range names {
 		top := help(name)
 		fmt.Fprintf(&b, "\n## latch %s\n\n```\n%s\n```\n", name, top)

@@ -104,15 +104,16 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	}
 
 	step(6, "latch exec explain %s", first.GetId())
-	// The front records the delivery just after it wrote the answer: wait
-	// (a few seconds at most) for that record, so the story is told from it.
+	// The front records the delivery just after it wrote the answer of
+	// step 3: wait (a few seconds at most) for that record, so the story
+	// is told from it, and say so when it has not landed.
 	var got *controlplanev1.GetResponse
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(demoDeliveryWait); ; {
 		got, err = cp.Get(ctx, &controlplanev1.GetRequest{ExecutionId: first.GetId()})
 		if err != nil {
 			return rpcError(err)
 		}
-		if got.GetExecution().GetState() != recordv1.State_STATE_COMPLETED || time.Now().After(deadline) {
+		if lifecycle.DeliveryOf(got.GetExecution()) == recordv1.Delivery_DELIVERY_DELIVERED || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -121,13 +122,22 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	x := got.GetExecution()
+	if d := lifecycle.DeliveryOf(x); d == recordv1.Delivery_DELIVERY_DELIVERED {
+		fmt.Fprintf(w, "   The front recorded the answer of step 3 as delivered at %s.\n\n", ts(x.GetDeliveredAt()))
+	} else {
+		fmt.Fprintf(w, "   The front's delivery record has not landed after %s (%s so far); the story tells what is recorded now.\n\n", demoDeliveryWait, lifecycle.DescribeDelivery(d))
+	}
 	hist, err := cp.History(ctx, &controlplanev1.HistoryRequest{ExecutionId: first.GetId()})
 	if err != nil {
 		return rpcError(err)
 	}
-	explain(w, got.GetExecution(), hist.GetEntries())
+	explain(w, x, hist.GetEntries())
 	return nil
 }
+
+// demoDeliveryWait bounds the wait for the front's delivery record.
+const demoDeliveryWait = 5 * time.Second
 
 // demoCall makes one tools/call on a fresh MCP connection, as a re-issuing
 // agent would, and returns the result's structured content.

@@ -26,7 +26,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -362,6 +362,13 @@ func TestDevAndDemo(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "performed 1 deployment") || !strings.Contains(string(out), "attached") {
 		t.Errorf("latch demo output lacks the story's end:\n%s", out)
+	}
+	// Step 6 is told after the delivery record of step 3's answer landed:
+	// delivered, to the retry, never "failed" nor "not recorded".
+	_, story, _ := strings.Cut(string(out), "\n6. ")
+	if !strings.Contains(story, "recorded the answer of step 3 as delivered") || !strings.Contains(story, "Yes, to a retry") ||
+		strings.Contains(story, "not recorded") || strings.Contains(strings.ToLower(story), "fail") {
+		t.Errorf("latch demo step 6 does not tell the delivery to the retry:\n%s", story)
 	}
 	raw, err := os.ReadFile(datadir.DevInfo(data))
 	if err != nil {

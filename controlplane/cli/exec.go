@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -28,7 +27,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		tool := fs.String("tool", "", "only this tool")
 		state := fs.String("state", "", "only this state (e.g. outcome_unknown, needs_review)")
 		limit := fs.Int("limit", 50, "at most this many (max 1000)")
-		asJSON := fs.Bool("json", false, "print JSON lines")
+		asJSON := jsonFlag(fs, "list", "print one JSON line per execution (its record)")
 		if _, err := parse(fs, args); err != nil {
 			return err
 		}
@@ -59,7 +58,10 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "show", "explain":
-		asJSON := fs.Bool("json", false, "show: print the execution, its result and its journal as one JSON object; explain: the story as {execution_id, headline, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}")
+		asJSON := jsonFlag(fs, sub, map[string]string{
+			"show":    "print the execution, its result and its journal as one JSON object",
+			"explain": "print the story as one JSON object: {execution_id, headline, delivery, answers: [{question, lines}], sends, recovery_queries, approvals, calls, steps, sent, answered, next: [{do, says}]}",
+		}[sub])
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -82,9 +84,7 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		if sub == "explain" {
 			if *asJSON {
-				enc := json.NewEncoder(env.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(explainpkg.Tell(got.GetExecution(), hist.GetEntries(), explainpkg.Contract{}))
+				return writeJSON(env.Stdout, explainpkg.Tell(got.GetExecution(), hist.GetEntries(), explainpkg.Contract{})) // explainJSON
 			}
 			explain(env.Stdout, got.GetExecution(), hist.GetEntries())
 			return nil
@@ -150,7 +150,7 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 	var asJSON *bool
 	switch sub {
 	case "list", "show":
-		asJSON = fs.Bool("json", false, "print JSON (list: one line per card)")
+		asJSON = jsonFlag(fs, sub, map[string]string{"list": "print one JSON line per card (the execution's record and waits_for)", "show": "print the execution, its result and its journal as one JSON object"}[sub])
 	default:
 		reason = fs.String("reason", "", "why (required for deny; shown to the agent)")
 		operator = fs.String("operator", env.Getenv("USER"), "who decides (journaled)")
@@ -175,9 +175,7 @@ func runApprovals(ctx context.Context, env *Env, args []string) error {
 		}
 		if *asJSON {
 			for _, x := range resp.GetExecutions() {
-				v := jsonView(x)
-				v["waits_for"] = waitsFor(x)
-				if err := printJSON(env.Stdout, v); err != nil {
+				if err := printJSON(env.Stdout, approvalCardJSON{Execution: recordOf(x), WaitsFor: waitsFor(x)}); err != nil {
 					return err
 				}
 			}
@@ -263,6 +261,10 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	}
 	row("completed_at", ts(x.GetCompletedAt()))
 	row("delivered_at", ts(x.GetDeliveredAt()))
+	if lifecycle.Observed(x.GetState()) || x.GetCallerLeftAt() != nil {
+		row("delivery", lifecycle.DescribeDelivery(lifecycle.DeliveryOf(x)))
+	}
+	row("caller_left_at", ts(x.GetCallerLeftAt()))
 	row("dispatches", fmt.Sprint(x.GetAttempts()))
 	row("recovery_attempts", fmt.Sprint(x.GetRecoveryAttempts()))
 	if x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
@@ -305,10 +307,10 @@ func outcomeName(o recordv1.Outcome) string { return explainpkg.OutcomeName(o) }
 
 func ts(t *timestamppb.Timestamp) string { return explainpkg.TS(t) }
 
-// printJSONLines prints one jsonView line per item.
+// printJSONLines prints one record line per item (jsonRecord).
 func printJSONLines[T proto.Message](w io.Writer, items []T) error {
 	for _, it := range items {
-		if err := printJSON(w, jsonView(it)); err != nil {
+		if err := printJSON(w, recordOf(it)); err != nil {
 			return err
 		}
 	}
@@ -317,19 +319,20 @@ func printJSONLines[T proto.Message](w io.Writer, items []T) error {
 
 // showJSON is `show --json`: the execution, its stored result and journal.
 func showJSON(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*recordv1.JournalEntry) error {
-	journal := make([]any, len(hist))
+	out := execShowJSON{Execution: recordOf(x), Journal: make([]jsonRecord[*recordv1.JournalEntry], len(hist))}
 	for i, e := range hist {
-		// "kind" as before entry_kind existed, for records old and new.
-		v := jsonView(e)
-		delete(v, "entry_kind")
-		if k := lifecycle.EntryKindNameOf(e); k != "" {
-			v["kind"] = k
+		// "kind" names the kind on every record, as before entry_kind.
+		if e.GetKind() == "" {
+			if name := lifecycle.EntryKindNameOf(e); name != "" {
+				e = proto.CloneOf(e)
+				e.Kind = name
+			}
 		}
-		journal[i] = v
+		out.Journal[i] = recordOf(e)
 	}
-	out := map[string]any{"execution": jsonView(x), "journal": journal}
 	if r != nil {
-		out["result"] = jsonView(r)
+		rr := recordOf(r)
+		out.Result = &rr
 	}
 	return printJSON(w, out)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -13,7 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
-	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/internal/testing/storetest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -10,6 +10,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/latchhq/latch/internal/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // jsonView is a record as the CLI's --json prints it: snake_case field names
@@ -32,6 +35,12 @@ func jsonView(m proto.Message) map[string]any {
 		out[string(fd.Name())] = fieldValue(fd, v)
 		return true
 	})
+	if x, ok := m.(*recordv1.Execution); ok {
+		// The delivery fact is told whole: "not_recorded" too, which as
+		// the zero value would be left out, and "delivered" for records
+		// from before the field (lifecycle.DeliveryOf).
+		out["delivery"] = lifecycle.DeliveryName(lifecycle.DeliveryOf(x))
+	}
 	return out
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/datadir"
-	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
+	"github.com/latchhq/latch/internal/testing/oauthtest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 

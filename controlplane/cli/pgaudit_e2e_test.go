@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,9 +19,9 @@ import (
 
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/pgtest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -238,31 +237,14 @@ func checkProofOffline(t *testing.T, out, verifier, export string) {
 // seen, the two sealed keys with the journal's verifier, and the vault.
 func checkStoreStatus(t *testing.T, url string) {
 	t.Helper()
-	var st struct {
-		SchemaVersion int   `json:"schema_version"`
-		JournalSize   int64 `json:"journal_size"`
-		Lease         struct {
-			Holder string  `json:"holder"`
-			Epoch  int64   `json:"epoch"`
-			Held   bool    `json:"held"`
-			Age    float64 `json:"age_seconds"`
-		} `json:"lease"`
-		Replicas []struct {
-			Name, Role string
-		} `json:"replicas"`
-		StoreKeys []struct {
-			Name, Public string
-		} `json:"store_keys"`
-		Vault *struct {
-			Generation int64 `json:"generation"`
-		} `json:"vault"`
-	}
+	var st storeStatusJSON // decoded strictly: the documented shape (docs/reference/cli-json.md)
 	testbin.Eventually(t, "store status to show replica b active", func() bool {
 		out, code := runCLI(t, "store", "status", "--store", url, "--json")
 		if code != ExitOK {
 			t.Fatalf("latch store status --json = %d:\n%s", code, out)
 		}
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
+		st = storeStatusJSON{}
+		if err := decodeStrict(out, &st); err != nil {
 			t.Fatalf("latch store status --json: %v\n%s", err, out)
 		}
 		for _, r := range st.Replicas {
@@ -272,7 +254,10 @@ func checkStoreStatus(t *testing.T, url string) {
 		}
 		return false
 	})
-	if st.SchemaVersion != pgkv.SchemaVersion || st.JournalSize < 3 || !strings.HasPrefix(st.Lease.Holder, "b/") || st.Lease.Epoch != 2 || !st.Lease.Held || st.Lease.Age < 0 {
+	if st.Lease == nil {
+		t.Fatalf("store status = %+v; want a lease", st)
+	}
+	if st.SchemaVersion != pgkv.SchemaVersion || st.JournalSize < 3 || !strings.HasPrefix(st.Lease.Holder, "b/") || st.Lease.Epoch != 2 || !st.Lease.Held || st.Lease.AgeSeconds < 0 {
 		t.Errorf("store status = %+v; want schema %d, a journal, b holding epoch 2", st, pgkv.SchemaVersion)
 	}
 	names := map[string]string{}

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/datadir"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
 	"github.com/latchhq/latch/internal/replicas"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/pgtest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

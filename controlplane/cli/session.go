@@ -17,7 +17,7 @@ func runSession(ctx context.Context, env *Env, args []string) error {
 	reason := fs.String("reason", "", "revoke: why (required; shown to the agent)")
 	operator := fs.String("operator", orDefault(env.Getenv("USER"), "operator"), "who decides (journaled)")
 	limit := fs.Int("limit", 100, "list: at most this many")
-	asJSON := fs.Bool("json", false, "list: print one JSON line per session")
+	asJSON := jsonFlag(fs, sub, "print one JSON line per session (its record)", "list")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 // runStore is `latch store migrate|status --store URL`: the PostgreSQL
 // store's schema, outside a running control plane.
 func runStore(ctx context.Context, env *Env, args []string) error {
-	const usage = "migrate --store URL | status --store URL [--json]"
+	const usage = "migrate --store URL [--dry-run [--json]] | status --store URL [--json]"
 	sub, args, err := splitSubcommand(env, "store", usage, args)
 	if err != nil {
 		return err
@@ -21,7 +21,15 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "store "+sub, subcommandSynopsis("store", sub, usage))
 	url := fs.String("store", "", "PostgreSQL connection string (postgres://... or key=value); required")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
-	asJSON := fs.Bool("json", false, "status: print JSON")
+	jsonHelp := "print JSON"
+	if sub == "migrate" {
+		jsonHelp = "with --dry-run: print the steps as JSON"
+	}
+	asJSON := jsonFlag(fs, sub, jsonHelp, "status", "migrate")
+	dryRun := new(bool)
+	if sub == "migrate" {
+		dryRun = fs.Bool("dry-run", false, "list the schema steps the database lacks, in the order they would apply, and change nothing")
+	}
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,6 +44,12 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 	defer cancel()
 	switch sub {
 	case "migrate":
+		if *dryRun {
+			return printPlan(ctx, env.Stdout, *url, *asJSON)
+		}
+		if *asJSON {
+			return usagef("--json with migrate needs --dry-run (the migration itself prints one line); usage: latch store %s", usage)
+		}
 		from, to, err := pgkv.Migrate(ctx, *url, formattedLogger(env.Stderr, *level, "text"))
 		if err != nil {
 			return err
@@ -66,6 +80,46 @@ func runStore(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	return usagef("unknown store command %q; usage: latch store %s", sub, usage)
+}
+
+// storePlanJSON is `latch store migrate --dry-run --json`
+// (docs/reference/cli-json.md): the database's schema version, this
+// latch's, and the steps `latch store migrate` would apply, in order.
+type storePlanJSON struct {
+	SchemaVersion       int             `json:"schema_version"`
+	BinarySchemaVersion int             `json:"binary_schema_version"`
+	Steps               []storeStepJSON `json:"steps"`
+}
+
+type storeStepJSON struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	Summary string `json:"summary"`
+}
+
+// printPlan is `latch store migrate --dry-run`: the database's schema
+// version and the steps `latch store migrate` would apply. It reads only.
+func printPlan(ctx context.Context, w io.Writer, url string, asJSON bool) error {
+	from, steps, err := pgkv.Plan(ctx, url)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := storePlanJSON{SchemaVersion: from, BinarySchemaVersion: pgkv.SchemaVersion, Steps: []storeStepJSON{}}
+		for _, s := range steps {
+			out.Steps = append(out.Steps, storeStepJSON{Version: s.Version, Name: s.Name, Summary: s.Summary})
+		}
+		return printJSON(w, out)
+	}
+	if len(steps) == 0 {
+		fmt.Fprintf(w, "schema is current (version %d): nothing to apply\n", from)
+		return nil
+	}
+	fmt.Fprintf(w, "schema version %d, this latch %d: `latch store migrate` would apply %d steps, in this order:\n", from, pgkv.SchemaVersion, len(steps))
+	for _, s := range steps {
+		fmt.Fprintf(w, "  %-22s %s\n", s.Name, s.Summary)
+	}
+	return nil
 }
 
 // printStoreStatus is `latch store status` for people. Every time is the
@@ -113,41 +167,87 @@ func printStoreStatus(w io.Writer, st *pgkv.Status) {
 	}
 }
 
-// statusJSON is `latch store status --json`: times in RFC 3339 (the
-// database's clock), durations in seconds.
-func statusJSON(st *pgkv.Status) map[string]any {
+// storeStatusJSON is `latch store status --json`
+// (docs/reference/cli-json.md): times in RFC 3339 (the database's clock),
+// durations in seconds.
+type storeStatusJSON struct {
+	SchemaVersion       int    `json:"schema_version"`
+	BinarySchemaVersion int    `json:"binary_schema_version"`
+	SynchronousCommit   string `json:"synchronous_commit"`
+	JournalSize         int64  `json:"journal_size"`
+	KeysEstimate        int64  `json:"keys_estimate"`
+	LastCommit          string `json:"last_commit"`
+	Now                 string `json:"now"`
+	// Lease is absent while no replica ever took it.
+	Lease     *storeLeaseJSON    `json:"lease,omitempty"`
+	Replicas  []storeReplicaJSON `json:"replicas"`
+	StoreKeys []storeKeyJSON     `json:"store_keys"`
+	// Vault is absent while no vault was created in the store.
+	Vault *storeVaultJSON `json:"vault,omitempty"`
+}
+
+type storeLeaseJSON struct {
+	Holder            string  `json:"holder"`
+	Epoch             int64   `json:"epoch"`
+	Held              bool    `json:"held"`
+	Acquired          string  `json:"acquired"`
+	Renewed           string  `json:"renewed"`
+	Expires           string  `json:"expires"`
+	AgeSeconds        float64 `json:"age_seconds"`
+	RenewedSecondsAgo float64 `json:"renewed_seconds_ago"`
+}
+
+type storeReplicaJSON struct {
+	Name               string  `json:"name"`
+	Instance           string  `json:"instance"`
+	Holder             string  `json:"holder"`
+	Addr               string  `json:"addr"`
+	Role               string  `json:"role"`
+	Started            string  `json:"started"`
+	LastSeen           string  `json:"last_seen"`
+	LastSeenSecondsAgo float64 `json:"last_seen_seconds_ago"`
+}
+
+type storeKeyJSON struct {
+	Name      string `json:"name"`
+	CreatedBy string `json:"created_by"`
+	Created   string `json:"created"`
+	// Public is the key's public part ("" for a secret-only key).
+	Public string `json:"public,omitempty"`
+}
+
+type storeVaultJSON struct {
+	Generation int64  `json:"generation"`
+	Bytes      int    `json:"bytes"`
+	Updated    string `json:"updated"`
+}
+
+func statusJSON(st *pgkv.Status) storeStatusJSON {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	out := map[string]any{
-		"schema_version": st.SchemaVersion, "binary_schema_version": st.BinaryVersion,
-		"synchronous_commit": st.SynchronousCommit, "journal_size": st.JournalSize,
-		"keys_estimate": st.Keys, "last_commit": ts(st.LastCommit), "now": ts(st.Now),
+	out := storeStatusJSON{
+		SchemaVersion: st.SchemaVersion, BinarySchemaVersion: st.BinaryVersion,
+		SynchronousCommit: st.SynchronousCommit, JournalSize: st.JournalSize,
+		KeysEstimate: st.Keys, LastCommit: ts(st.LastCommit), Now: ts(st.Now),
+		Replicas: []storeReplicaJSON{}, StoreKeys: []storeKeyJSON{},
 	}
-	if l := st.Lease; l.Epoch != 0 {
-		out["lease"] = map[string]any{
-			"holder": l.Holder, "epoch": l.Epoch, "held": l.Expires.After(st.Now),
-			"acquired": ts(l.Acquired), "renewed": ts(l.Renewed), "expires": ts(l.Expires),
-			"age_seconds": st.Now.Sub(l.Acquired).Seconds(), "renewed_seconds_ago": st.Now.Sub(l.Renewed).Seconds(),
+	if l := st.Lease; l != nil && l.Epoch != 0 {
+		out.Lease = &storeLeaseJSON{
+			Holder: l.Holder, Epoch: l.Epoch, Held: l.Expires.After(st.Now),
+			Acquired: ts(l.Acquired), Renewed: ts(l.Renewed), Expires: ts(l.Expires),
+			AgeSeconds: st.Now.Sub(l.Acquired).Seconds(), RenewedSecondsAgo: st.Now.Sub(l.Renewed).Seconds(),
 		}
 	}
-	replicas := []map[string]any{}
 	for _, r := range st.Replicas {
-		replicas = append(replicas, map[string]any{
-			"name": r.Name, "instance": r.Instance, "holder": r.Holder, "addr": r.Addr, "role": r.Role,
-			"started": ts(r.StartedAt), "last_seen": ts(r.LastSeen), "last_seen_seconds_ago": st.Now.Sub(r.LastSeen).Seconds(),
+		out.Replicas = append(out.Replicas, storeReplicaJSON{
+			Name: r.Name, Instance: r.Instance, Holder: r.Holder, Addr: r.Addr, Role: r.Role,
+			Started: ts(r.StartedAt), LastSeen: ts(r.LastSeen), LastSeenSecondsAgo: st.Now.Sub(r.LastSeen).Seconds(),
 		})
 	}
-	out["replicas"] = replicas
-	keys := []map[string]any{}
 	for _, k := range st.StoreKeys {
-		m := map[string]any{"name": k.Name, "created_by": k.CreatedBy, "created": ts(k.CreatedAt)}
-		if k.Public != "" {
-			m["public"] = k.Public
-		}
-		keys = append(keys, m)
+		out.StoreKeys = append(out.StoreKeys, storeKeyJSON{Name: k.Name, CreatedBy: k.CreatedBy, Created: ts(k.CreatedAt), Public: k.Public})
 	}
-	out["store_keys"] = keys
 	if st.Vault != nil {
-		out["vault"] = map[string]any{"generation": st.Vault.Generation, "bytes": st.Vault.Bytes, "updated": ts(st.Vault.Updated)}
+		out.Vault = &storeVaultJSON{Generation: st.Vault.Generation, Bytes: st.Vault.Bytes, Updated: ts(st.Vault.Updated)}
 	}
 	return out
 }

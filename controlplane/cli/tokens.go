@@ -58,7 +58,7 @@ func runTokens(ctx context.Context, env *Env, k tokenKind, args []string) error 
 	}
 	ttl := fs.Duration("ttl", 0, "create: the token expires after this long (e.g. 720h); default: until revoked")
 	all := fs.Bool("all", false, "list: include revoked and expired tokens")
-	asJSON := fs.Bool("json", false, "list: print one JSON line per token (never the token itself: Latch keeps only its hash)")
+	asJSON := jsonFlag(fs, sub, "print one JSON line per token (never the token itself: Latch keeps only its hash)", "list")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/latchhq/latch/controlplane/datadir"
-	"github.com/latchhq/latch/internal/testbin"
-	"github.com/latchhq/latch/internal/testpki"
+	"github.com/latchhq/latch/internal/testing/testbin"
+	"github.com/latchhq/latch/internal/testing/testpki"
 )
 
 const (

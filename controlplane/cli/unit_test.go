@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 const serveUnit = "../cmd/latch/latch.service"

@@ -35,7 +35,7 @@ func runUpstreamTools(ctx context.Context, env *Env, t *target, pos []string, as
 		return rpcError(err)
 	}
 	if asJSON {
-		return writeJSON(env.Stdout, jsonView(resp))
+		return writeJSON(env.Stdout, recordOf(resp)) // upstreamToolsJSON
 	}
 	printUpstreamTools(env.Stdout, resp)
 	return nil

@@ -43,7 +43,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	unlockKey := fieldFlags["key-file"]
-	asJSON := fs.Bool("json", false, "status, list: print JSON")
+	asJSON := jsonFlag(fs, sub, "print JSON", "status", "list")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 			return rpcError(err)
 		}
 		if *asJSON {
-			return printJSON(env.Stdout, jsonView(st))
+			return printJSON(env.Stdout, vaultStatusView(st))
 		}
 		printVaultStatus(env.Stdout, st)
 		return nil
@@ -110,7 +110,7 @@ func runVault(ctx context.Context, env *Env, args []string) error {
 			return rpcError(err)
 		}
 		if *asJSON {
-			return printJSON(env.Stdout, map[string]any{"names": append([]string{}, resp.GetNames()...)})
+			return printJSON(env.Stdout, vaultListJSON{Names: append([]string{}, resp.GetNames()...)})
 		}
 		for _, n := range resp.GetNames() {
 			fmt.Fprintln(env.Stdout, n)
@@ -142,16 +142,23 @@ func or(s, def string) string {
 	return s
 }
 
-// runCatalog asks the running control plane to reload its catalog.
+// runCatalog validates catalog files offline, or asks the running control
+// plane to reload its catalog, describe it, or list an upstream's tools.
 func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if len(args) > 0 && args[0] == "validate" {
 		return runCatalogValidate(ctx, env, args[1:]) // offline: no control plane
 	}
-	sub, args, fs, t, err := adminCommand(env, "catalog", "reload | upstream-tools NAME | upstream-tools accept TOOL", args)
+	if len(args) > 0 && args[0] == "import" {
+		return runCatalogImport(ctx, env, args[1:]) // offline: catalog_import.go
+	}
+	sub, args, fs, t, err := adminCommand(env, "catalog", "validate FILE... | reload | status | upstream-tools NAME | upstream-tools accept TOOL | import openapi SPEC", args)
 	if err != nil {
 		return err
 	}
-	asJSON := fs.Bool("json", false, "upstream-tools: print the listing as JSON")
+	if sub == "validate" {
+		return usagef("catalog validate runs offline and takes no connection flags: latch catalog validate [--json] [--no-host-checks] FILE...")
+	}
+	asJSON := jsonFlag(fs, sub, "print JSON", "status", "upstream-tools")
 	allowHeld := fs.Bool("allow-held", false, "reload: exit 0 even when tools of the file are held (left out of the catalog in force)")
 	hash := fs.String("hash", "", "upstream-tools accept: accept only if the upstream still offers this hash (the one upstream-tools showed)")
 	pos, err := parse(fs, args)
@@ -164,8 +171,11 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 	if sub == "upstream-tools" {
 		return runUpstreamTools(ctx, env, t, pos, *asJSON)
 	}
+	if sub == "status" && len(pos) == 0 {
+		return runCatalogStatus(ctx, env, t, *asJSON)
+	}
 	if sub != "reload" || len(pos) != 0 {
-		return usagef("unknown catalog subcommand %q (want: catalog reload, catalog upstream-tools NAME, or catalog upstream-tools accept TOOL)", strings.Join(append([]string{sub}, pos...), " "))
+		return usagef("unknown catalog subcommand %q (want: catalog validate FILE..., catalog reload, catalog status, catalog upstream-tools NAME, or catalog upstream-tools accept TOOL)", strings.Join(append([]string{sub}, pos...), " "))
 	}
 	c, closeFn, err := adminClient(ctx, t)
 	if err != nil {
@@ -180,6 +190,9 @@ func runCatalog(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "catalog unchanged: %s (%s, %d tools)\n", resp.GetVersion(), resp.GetSource(), resp.GetTools())
 	} else {
 		fmt.Fprintf(env.Stdout, "catalog %s in force (%s, %d tools), replacing %s\n", resp.GetVersion(), resp.GetSource(), resp.GetTools(), or(resp.GetPrevious(), "none"))
+	}
+	for _, w := range resp.GetWarnings() {
+		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 	}
 	return reportHeld(env, resp.GetHeld(), *allowHeld)
 }

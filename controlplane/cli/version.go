@@ -9,7 +9,7 @@ import (
 
 func runVersion(_ context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "version", "version [--json]")
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := jsonFlag(fs, "version", "print JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -19,7 +19,7 @@ func runVersion(_ context.Context, env *Env, args []string) error {
 	}
 	v := buildinfo.Read()
 	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(v)
+		return json.NewEncoder(env.Stdout).Encode(v) // versionJSON
 	}
 	v.Print(env.Stdout, "latch")
 	return nil

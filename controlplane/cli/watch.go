@@ -38,7 +38,7 @@ func execWatch(ctx context.Context, env *Env, fs *flag.FlagSet, t *target, args 
 	state := fs.String("state", "", "print only changes into this state (e.g. outcome_unknown, needs_review, awaiting_approval)")
 	actor := fs.String("actor", "", "only this actor's executions")
 	tool := fs.String("tool", "", "only this tool")
-	asJSON := fs.Bool("json", false, "print one JSON line per change")
+	asJSON := jsonFlag(fs, "watch", "print one JSON line per change (the execution's record)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func (w *watcher) print(x *recordv1.Execution) {
 		return
 	}
 	if w.json {
-		_ = printJSON(w.out, jsonView(x))
+		_ = printJSON(w.out, recordOf(x))
 		return
 	}
 	detail := outcomeName(x.GetOutcome())

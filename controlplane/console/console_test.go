@@ -26,7 +26,7 @@ import (
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

@@ -130,6 +130,10 @@ func (c *Console) detail(id string) (*detailView, error) {
 	}
 	add(&v.Timeline, "completed_at", explain.TS(x.GetCompletedAt()))
 	add(&v.Timeline, "delivered_at", explain.TS(x.GetDeliveredAt()))
+	add(&v.Timeline, "caller_left_at", explain.TS(x.GetCallerLeftAt()))
+	if lifecycle.Observed(x.GetState()) || x.GetCallerLeftAt() != nil {
+		add(&v.Timeline, "delivery", lifecycle.DescribeDelivery(lifecycle.DeliveryOf(x)))
+	}
 	if x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
 		add(&v.Timeline, "next_recovery_at", explain.TS(x.GetNextRecoveryAt()))
 	}

@@ -26,7 +26,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -51,6 +51,10 @@ targets:
     allow_private: true
     idempotency_header: Idempotency-Key
     timeout: 1s
+upstreams:
+  gone:
+    transport: stdio
+    command: [/bin/false]
 tools:
   write_note:
     description: Write a note.
@@ -71,6 +75,10 @@ tools:
     input_schema: {type: object, required: [zone], properties: {zone: {type: string}}}
     target: keys
     request: {method: POST, path: /v1/purge, body: {zone: "{{zone}}"}}
+    replay: review
+  gone.lookup:
+    upstream: gone
+    tool: lookup
     replay: review
 `
 
@@ -324,6 +332,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	run(t, ctx, "open the one-time link", chromedp.Navigate(d.signIn), chromedp.WaitVisible("#signin"))
 	run(t, ctx, "sign in with the one-time link", chromedp.Click("#signin"))
 	run(t, ctx, "see the list", chromedp.WaitVisible("#executions"))
+	// The upstream exits at once: its tool is held, and the overview says
+	// which and why.
+	if got := eval[string](t, ctx, `(document.querySelector('#held tr[data-tool="gone.lookup"]') || {}).textContent || ''`); !strings.Contains(got, "upstream gone was not reached") {
+		t.Errorf("the list's held tools row for gone.lookup = %q, want it held because upstream gone was not reached", got)
+	}
 	if got := eval[string](t, ctx, `document.getElementById('operator').textContent`); got != "ops-alice" {
 		t.Errorf("signed in as %q, want ops-alice", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // Bounds of one listing.
@@ -120,6 +121,9 @@ type listView struct {
 	Counts    []stateCount
 	Total     int64
 	Generated string
+	// Held are the catalog file's tools left out of the catalog in force,
+	// and why (latch catalog status lists the same).
+	Held []tools.HeldTool
 }
 
 func (c *Console) listPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -142,11 +146,14 @@ func (c *Console) listing(r *http.Request) (*listView, error) {
 	for _, st := range states {
 		v.States = append(v.States, lifecycle.Name(st))
 	}
-	tools, err := c.toolNames()
+	names, err := c.toolNames()
 	if err != nil {
 		return nil, err
 	}
-	v.Tools = tools
+	v.Tools = names
+	if cat := c.cfg.Catalog(); cat != nil {
+		v.Held = cat.Held
+	}
 	counts, err := c.countByState()
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/explain"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -212,13 +213,21 @@ func marksOf(r explain.Report) []mark {
 		ms = append(ms, mark{lane: 4, at: t, kind: "approval", label: d.What, class: "approval",
 			title: fmt.Sprintf("%s at %s: %s", d.What, d.Time, d.Reason)})
 	}
+	delivered, left := false, false
 	for _, s := range r.Steps {
-		if s.State == "delivered" && s.EntryKind == recordv1.EntryKind_ENTRY_KIND_TRANSITION {
+		switch {
+		case !delivered && s.State == "delivered" && s.EntryKind == recordv1.EntryKind_ENTRY_KIND_TRANSITION:
 			if t := at(s.Time); !t.IsZero() {
+				delivered = true
 				ms = append(ms, mark{lane: 5, at: t, kind: "delivery", label: "delivered", class: "ok",
 					title: fmt.Sprintf("result delivered to the caller at %s (journal #%d)", s.Time, s.Index)})
 			}
-			break
+		case !left && s.EntryKind == lifecycle.CallerLeftKind:
+			if t := at(s.Time); !t.IsZero() {
+				left = true
+				ms = append(ms, mark{lane: 5, at: t, kind: "delivery", label: "caller left", class: "unk", hollow: true,
+					title: fmt.Sprintf("not delivered: the caller left before the answer, recorded at %s (journal #%d)", s.Time, s.Index)})
+			}
 		}
 	}
 	return ms

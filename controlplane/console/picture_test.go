@@ -71,3 +71,24 @@ func TestPictureDrawsTheStory(t *testing.T) {
 		t.Error("picture of an empty story is not empty")
 	}
 }
+
+// TestPictureMarksTheCallerLeaving: a caller_left record is its own hollow
+// mark on the delivery lane, next to the delivery to the retry.
+func TestPictureMarksTheCallerLeaving(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ts := func(ms int) *timestamppb.Timestamp {
+		return timestamppb.New(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	x := &recordv1.Execution{Id: "act_2", Target: "api", State: recordv1.State_STATE_DELIVERED, DispatchedAt: ts(10), Attempts: 1}
+	hist := []*recordv1.JournalEntry{
+		{Index: 1, Time: ts(0), To: recordv1.State_STATE_ACCEPTED, Kind: "transition"},
+		{Index: 2, Time: ts(10), From: recordv1.State_STATE_ACCEPTED, To: recordv1.State_STATE_DISPATCHED, Kind: "transition"},
+		{Index: 3, Time: ts(200), From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_DISPATCHED, Kind: "caller_left", Reason: "not delivered"},
+		{Index: 4, Time: ts(300), From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_COMPLETED, Kind: "transition"},
+		{Index: 5, Time: ts(400), From: recordv1.State_STATE_COMPLETED, To: recordv1.State_STATE_DELIVERED, Kind: "transition"},
+	}
+	svg := string(picture(explain.Tell(x, hist, explain.Contract{})))
+	if n := strings.Count(svg, `data-kind="delivery"`); n != 2 || !strings.Contains(svg, "caller left") || !strings.Contains(svg, "the caller left before the answer") {
+		t.Errorf("picture has %d delivery marks, want 2: the caller leaving (hollow, titled) and the delivery:\n%s", n, svg)
+	}
+}

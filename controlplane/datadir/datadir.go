@@ -47,3 +47,8 @@ func AgentSocket(dir string) string { return filepath.Join(dir, "hostagent.sock"
 // AgentData is the data dir of latch dev's embedded host agent (its
 // markers).
 func AgentData(dir string) string { return filepath.Join(dir, "hostagent") }
+
+// FrontState is the state dir of latch dev's MCP front (mcpfront
+// Config.StateDir: the delivery reports it keeps while the control plane
+// is away).
+func FrontState(dir string) string { return filepath.Join(dir, "front") }

@@ -27,6 +27,7 @@ func TestLayout(t *testing.T) {
 		{"DevToken", DevToken(dir), "dev-token"},
 		{"AgentSocket", AgentSocket(dir), "hostagent.sock"},
 		{"AgentData", AgentData(dir), "hostagent"},
+		{"FrontState", FrontState(dir), "front"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if want := filepath.Join(dir, tc.want); tc.got != want {

@@ -22,6 +22,8 @@
 //	  dev-token            the dev actor's bearer token (latch dev)
 //	  hostagent.sock       latch dev's embedded host agent
 //	  hostagent/           its data dir (markers, latch dev)
+//	  front/               latch dev's MCP front's state dir (its delivery
+//	                       reports kept while the control plane is away)
 //
 // On a PostgreSQL store the keys live sealed in the store's latch_keys
 // under the names JournalKey and FingerprintKey.

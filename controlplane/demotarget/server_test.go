@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/latchhq/latch/internal/testbin"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testbin"
+	"github.com/latchhq/latch/internal/testing/testlog"
 )
 
 func start(tb testing.TB) (*Server, string) {

@@ -65,7 +65,8 @@ const ExampleDemoURL = "http://127.0.0.1:7412"
 // different versions.
 func Catalog(path, demoURL, agentSocket string) catalog.Source {
 	if path != "" {
-		return catalog.FileOf(channels.Default().Catalog(), path)
+		// The embedded host agent's socket exists once latch dev runs.
+		return catalog.FileOf(channels.Default().Catalog().WithHostChecks(tools.HostChecks{Own: []string{agentSocket}}), path)
 	}
 	const source = "tools/examples/catalog.yaml (embedded)"
 	data := append(append([]byte(nil), examples.Catalog...), fmt.Sprintf("\n# latch dev: demo target %s, host agent %s\n", demoURL, agentSocket)...)
@@ -79,6 +80,7 @@ func embeddedCatalog(source, demoURL, agentSocket string) (*tools.Catalog, error
 		return nil, fmt.Errorf("embedded catalog: %w", err)
 	}
 	kinds.AdaptDev(cat, channels.DevEnv{ExampleURL: ExampleDemoURL, DemoURL: demoURL, AgentSocket: agentSocket})
+	cat.Warnings = nil // about the example's SSH hosts, which latch dev replaces with its own host agent
 	return cat, nil
 }
 
@@ -232,6 +234,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Metrics: frontMetrics(cfg.Registry), Tracer: cfg.Tracer,
 		PersonWait: cfg.PersonWait,
 		Limits:     cfg.Limits,
+		// Delivery reports the control plane could not take (it stopped
+		// first) are sent at the next start.
+		StateDir: datadir.FrontState(cfg.DataDir),
 	})
 	if err != nil {
 		return err

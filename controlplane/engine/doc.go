@@ -43,7 +43,7 @@
 // A channel kind is one package and one registration line; nothing changes
 // in engine, api, store, journal, mcpfront, the catalog loader or the stack
 // (controlplane/channels TestNewKindEndToEnd adds a "queue" kind, with its
-// own catalog keys, from controlplane/channels/internal/queuekind; here
+// own catalog keys, from internal/testing/example/queuekind; here
 // TestNewChannelThroughTheSeam drives an unknown channel through this
 // package's exported API alone). The non-test files it touches:
 //

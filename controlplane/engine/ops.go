@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/lifecycle"
@@ -110,11 +112,74 @@ func (e *Engine) List(f store.Filter) ([]*recordv1.Execution, error) {
 // accepted write (two syncs in a row on that call's critical path, and
 // every read that call made waited on it).
 func (e *Engine) MarkDelivered(ctx context.Context, id string) (*recordv1.Execution, error) {
-	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, recordv1.ReasonCode_REASON_CODE_OTHER, "result delivered to the caller", requireState(recordv1.State_STATE_COMPLETED))
+	return e.MarkDeliveredAt(ctx, id, time.Time{})
+}
+
+// MarkDeliveredAt is MarkDelivered for a front's report observed at
+// observed (zero: just now). The journal's time is when it is recorded; a
+// report that arrives late (kept by a front while the control plane was
+// away) names the front's time in its reason.
+func (e *Engine) MarkDeliveredAt(ctx context.Context, id string, observed time.Time) (*recordv1.Execution, error) {
+	reason := "result delivered to the caller" + e.lateNote(observed, "written")
+	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, recordv1.ReasonCode_REASON_CODE_OTHER, reason, requireState(recordv1.State_STATE_COMPLETED))
 	if errors.Is(err, ErrNotResolvable) {
 		if cur, gerr := e.st.Execution(id); gerr == nil && cur.GetState() == recordv1.State_STATE_DELIVERED {
 			return cur, nil
 		}
+	}
+	return x, err
+}
+
+// lateNoteAfter is how far behind the control plane's clock a front's
+// observation must be for its reason to name the front's time.
+const lateNoteAfter = 2 * time.Second
+
+// lateNote is ", as a front saw it <what> at T, recorded late" when
+// observed is well before now, else "".
+func (e *Engine) lateNote(observed time.Time, what string) string {
+	if observed.IsZero() || e.cfg.Clock().Sub(observed) < lateNoteAfter {
+		return ""
+	}
+	return fmt.Sprintf(" (the front saw it %s at %s and kept the record until the control plane could take it)", what, observed.UTC().Format(time.RFC3339Nano))
+}
+
+// errNothingToRecord refuses a journal record that would say nothing new.
+var errNothingToRecord = errors.New("engine: nothing new to record")
+
+// MarkCallerLeft records a front's report that the caller's connection or
+// stream closed before the answer could be written (journal kind
+// lifecycle.CallerLeftKind; Execution.delivery becomes caller_left). The
+// state does not change: a retry that attaches still gets the stored result
+// and is recorded delivered. An execution whose caller is owed nothing
+// (delivered, rejected, cancelled, not_executed) or already recorded as
+// left is returned as it is: a front's report sent twice is not an error.
+func (e *Engine) MarkCallerLeft(ctx context.Context, id string, observed time.Time) (*recordv1.Execution, error) {
+	cur, err := e.st.Execution(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	reason := "not delivered: a front saw the caller leave (its connection or stream closed) before the answer was written" + e.lateNote(observed, "leave")
+	// Lazy, as delivered (no sync of its own on a stateless caller's
+	// way out): losing it in a crash leaves "delivery not recorded", which
+	// claims nothing, and it reads and changes the execution as it is when
+	// its group applies it, so a step ordered next to it keeps the record
+	// and the journal in agreement.
+	x, err := e.journalIfVia(ctx, e.st.UpdateLazy, cur, lifecycle.CallerLeftKind, reason, func(x *recordv1.Execution) error {
+		if !lifecycle.Owed(x.GetState()) || x.GetDelivery() == recordv1.Delivery_DELIVERY_CALLER_LEFT {
+			return errNothingToRecord
+		}
+		x.Delivery = recordv1.Delivery_DELIVERY_CALLER_LEFT
+		x.CallerLeftAt = timestamppb.New(e.cfg.Clock())
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNothingToRecord):
+		return e.st.Execution(id)
+	case errors.Is(err, store.ErrClosed):
+		return nil, ErrClosed
 	}
 	return x, err
 }

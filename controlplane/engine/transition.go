@@ -45,6 +45,7 @@ func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State
 		x.CompletedAt = ts
 	case recordv1.State_STATE_DELIVERED:
 		x.DeliveredAt = ts
+		x.Delivery = recordv1.Delivery_DELIVERY_DELIVERED
 	}
 	x.State = to
 	x.UpdatedAt = ts
@@ -119,9 +120,15 @@ func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind record
 
 // journalIf is journal whose mutate may refuse (nothing is written then).
 func (e *Engine) journalIf(ctx context.Context, x *recordv1.Execution, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+	return e.journalIfVia(ctx, e.st.Update, x, kind, reason, mutate)
+}
+
+// journalIfVia is journalIf committed through update (Store.Update, or
+// Store.UpdateLazy for a record nothing waits on).
+func (e *Engine) journalIfVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, x *recordv1.Execution, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
-	err := e.st.Update(ctx, func(tx *store.Tx) error {
+	err := update(ctx, func(tx *store.Tx) error {
 		cur, err := tx.Execution(x.GetId())
 		if err != nil {
 			return err

@@ -1,8 +1,8 @@
 // Package explain is the one derivation of an execution's story from its
 // journal records (Tell): the five investigation questions of docs/design
 // §10 answered (Explain: one agent process or two, did the first call
-// reach dispatch, was a target answer observed, did delivery fail after
-// completion, did the second call attach or create a new execution), the
+// reach dispatch, was a target answer observed, was the result delivered
+// after completion, did the second call attach or create a new execution), the
 // steps they rest on (sends and their answers, recovery queries, the
 // approval trail, the calls with their correlation evidence, every record),
 // the evidence an operator decides on and what can be done now. `latch exec
@@ -38,6 +38,10 @@ type Report struct {
 	ExecutionID string   `json:"execution_id"`
 	Headline    string   `json:"headline"`
 	Answers     []Answer `json:"answers"`
+	// Delivery is what is known of the answer reaching its caller:
+	// "delivered", "not_delivered_caller_left" or "not_recorded"
+	// (lifecycle.DeliveryName; never "failed": only a front knows).
+	Delivery string `json:"delivery"`
 
 	// Steps: the sends and what came of each, the recovery queries and
 	// whether they counted, the approval trail, the calls that reached
@@ -73,13 +77,17 @@ var Questions = []string{
 // (hist, oldest first).
 func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	var attaches []*recordv1.JournalEntry
-	var completed, delivered, unknown, notExecuted *recordv1.JournalEntry
+	var completed, delivered, unknown, notExecuted, left *recordv1.JournalEntry
 	var queries []*recordv1.JournalEntry
 	var first *recordv1.Evidence
 	for _, e := range hist {
 		switch {
 		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_ATTACH:
 			attaches = append(attaches, e)
+		case lifecycle.EntryKindOf(e) == lifecycle.CallerLeftKind:
+			if left == nil {
+				left = e
+			}
 		case e.GetTo() == recordv1.State_STATE_ACCEPTED:
 			first = e.GetExecution().GetEvidence()
 		case e.GetTo() == recordv1.State_STATE_COMPLETED && completed == nil:
@@ -97,7 +105,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	if first == nil {
 		first = x.GetEvidence()
 	}
-	r := Report{ExecutionID: x.GetId(), Headline: fmt.Sprintf("%s: %s by %s, now %s", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))}
+	r := Report{ExecutionID: x.GetId(), Delivery: lifecycle.DeliveryName(lifecycle.DeliveryOf(x)), Headline: fmt.Sprintf("%s: %s by %s, now %s", x.GetId(), x.GetTool(), x.GetActor(), lifecycle.Name(x.GetState()))}
 	say := func(q int, format string, a ...any) {
 		for len(r.Answers) <= q {
 			r.Answers = append(r.Answers, Answer{Question: Questions[len(r.Answers)]})
@@ -170,8 +178,19 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 		say(2, "%d recovery quer%s settled nothing; the last, at %s: %s", n, map[bool]string{true: "y", false: "ies"}[n == 1], TS(queries[n-1].GetTime()), queries[n-1].GetReason())
 	}
 
-	// 4. Was the result delivered after completion?
+	// 4. Was the result delivered after completion? Three facts, told
+	// apart (lifecycle.DeliveryOf): delivered, not delivered because a
+	// front saw the caller leave, and nothing recorded, which is never a
+	// failure: a front records a delivery after the answer was written, and
+	// the record may be in flight or kept by a front until the control
+	// plane takes it.
+	leftAt := ""
+	if left != nil {
+		leftAt = TS(left.GetTime())
+	}
 	switch {
+	case completed == nil && left != nil:
+		say(3, "Not applicable: it has not completed. The caller left at %s, before any answer (a front saw its connection or stream close); an identical call attaches and gets the outcome.", leftAt)
 	case completed == nil:
 		say(3, "Not applicable: it has not completed.")
 	case delivered != nil:
@@ -181,17 +200,18 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 				early++
 			}
 		}
-		if early > 0 {
-			say(3, "The first caller was gone before the answer came: %d retry(ies) attached while it was in flight, and the stored result was delivered at %s to a retry. Nothing was re-sent.", early, TS(delivered.GetTime()))
-		} else {
-			say(3, "No: the result was delivered at %s.", TS(delivered.GetTime()))
+		switch {
+		case left != nil:
+			say(3, "Yes, to a retry: the first caller left at %s before the answer (a front saw its connection or stream close), and the stored result was delivered at %s to a call that attached. Nothing was re-sent.", leftAt, TS(delivered.GetTime()))
+		case early > 0:
+			say(3, "Yes, to a retry: the first caller was gone before the answer came: %d retry(ies) attached while it was in flight, and the stored result was delivered at %s to a retry. Nothing was re-sent.", early, TS(delivered.GetTime()))
+		default:
+			say(3, "Yes: the result was delivered at %s.", TS(delivered.GetTime()))
 		}
+	case left != nil:
+		say(3, "No: not delivered, the caller left before the answer (a front saw its connection or stream close at %s; completed at %s). Nothing is re-sent: an identical call attaches and gets the stored result.", leftAt, TS(completed.GetTime()))
 	default:
-		// Not a failure, and not "no": a front records a delivery after
-		// the answer was written, and a record may be in flight, kept by a
-		// front until the control plane is back, or lost with a front that
-		// stopped while the control plane was away.
-		say(3, "Not recorded: completed at %s, and no front has recorded the answer as delivered: the caller may have it (the record can still be on its way) or may have left before the answer (completed_result_not_delivered). Nothing is re-sent: an identical call attaches and gets the stored result.", TS(completed.GetTime()))
+		say(3, "Delivery not recorded: completed at %s, and no front has recorded the answer as delivered or its caller as gone. The caller may have it (the record can still be on its way, or be kept by a front until the control plane takes it). Nothing is re-sent: an identical call attaches and gets the stored result.", TS(completed.GetTime()))
 	}
 
 	// 5. Did the second call attach or create a new execution?

@@ -56,3 +56,43 @@ func TestExplainAnswersTheFiveQuestionsInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainTellsTheThreeDeliveryFacts: delivered, not delivered because
+// the caller left, and not recorded are three different answers, and none
+// of them says the delivery failed.
+func TestExplainTellsTheThreeDeliveryFacts(t *testing.T) {
+	now := timestamppb.Now()
+	completed := func(d recordv1.Delivery, st recordv1.State) *recordv1.Execution {
+		return &recordv1.Execution{Id: "act_d", State: st, Delivery: d, DispatchedAt: now, CompletedAt: now, Attempts: 1, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 201}
+	}
+	base := []*recordv1.JournalEntry{
+		{Time: now, To: recordv1.State_STATE_ACCEPTED, Kind: "transition"},
+		{Time: now, From: recordv1.State_STATE_DISPATCHED, To: recordv1.State_STATE_COMPLETED, Kind: "transition"},
+	}
+	leftRec := &recordv1.JournalEntry{Time: now, From: recordv1.State_STATE_COMPLETED, To: recordv1.State_STATE_COMPLETED, Kind: "caller_left", Reason: "not delivered"}
+	deliveredRec := &recordv1.JournalEntry{Time: now, From: recordv1.State_STATE_COMPLETED, To: recordv1.State_STATE_DELIVERED, Kind: "transition"}
+	tests := []struct {
+		name     string
+		x        *recordv1.Execution
+		hist     []*recordv1.JournalEntry
+		delivery string
+		want     string
+	}{
+		{"delivered", completed(recordv1.Delivery_DELIVERY_DELIVERED, recordv1.State_STATE_DELIVERED), append(base[:2:2], deliveredRec), "delivered", "Yes: the result was delivered at"},
+		{"caller left", completed(recordv1.Delivery_DELIVERY_CALLER_LEFT, recordv1.State_STATE_COMPLETED), append(base[:2:2], leftRec), "not_delivered_caller_left", "No: not delivered, the caller left before the answer"},
+		{"caller left, then a retry got it", completed(recordv1.Delivery_DELIVERY_DELIVERED, recordv1.State_STATE_DELIVERED), append(base[:2:2], leftRec, deliveredRec), "delivered", "Yes, to a retry: the first caller left at"},
+		{"nothing recorded", completed(recordv1.Delivery_DELIVERY_UNSPECIFIED, recordv1.State_STATE_COMPLETED), base, "not_recorded", "Delivery not recorded: completed at"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Explain(tt.x, tt.hist)
+			got := strings.Join(r.Answers[3].Lines, " ")
+			if r.Delivery != tt.delivery || !strings.HasPrefix(got, tt.want) {
+				t.Errorf("Explain(%s) delivery = %q, answer 4 = %q; want %q, starting %q", tt.name, r.Delivery, got, tt.delivery, tt.want)
+			}
+			if strings.Contains(strings.ToLower(got), "fail") {
+				t.Errorf("Explain(%s) answer 4 = %q, which speaks of a failure no front observed", tt.name, got)
+			}
+		})
+	}
+}

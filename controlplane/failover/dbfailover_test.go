@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 

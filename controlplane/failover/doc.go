@@ -1,7 +1,7 @@
 // Package failover tests Latch's replicas on PostgreSQL under failure,
 // with real processes: `latch serve` replicas on one database, MCP fronts
 // (`latch-mcp`) that know every replica, agents calling through them, and
-// the counting HTTP target (internal/countingtarget) in the test process,
+// the counting HTTP target (internal/testing/countingtarget) in the test process,
 // which knows which process sent each request (it looks the sending socket
 // up in /proc). It holds no code
 // a binary can import; everything is in its _test.go files.

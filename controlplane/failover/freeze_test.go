@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/faultproxy"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestFreezeStopsDispatch: the active replica's database connections are

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latchhq/latch/internal/countingtarget"
+	"github.com/latchhq/latch/internal/testing/countingtarget"
 )
 
 // The harness's own checks: a check that cannot fail proves nothing.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/faultproxy"
+	"github.com/latchhq/latch/internal/testing/pgtest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // How a failure of the active is brought about.

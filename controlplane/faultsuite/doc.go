@@ -4,7 +4,7 @@
 //
 // Each lane runs the real binaries (`latch serve`, `latch-mcp` and
 // `latch-hostagent`) on loopback, in front of a counting HTTP target
-// (internal/countingtarget) that lives in the test process behind a
+// (internal/testing/countingtarget) that lives in the test process behind a
 // faultproxy, and a local host-agent tool whose command appends to a file.
 // A trial picks, from its seed:
 //

@@ -9,7 +9,7 @@ import (
 
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 var (

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/latchhq/latch/controlplane/datadir"
-	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/hostagent/hostagenttest"
-	"github.com/latchhq/latch/internal/countingtarget"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/countingtarget"
+	"github.com/latchhq/latch/internal/testing/faultproxy"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )

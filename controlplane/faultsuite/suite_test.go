@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/countingtarget"
+	"github.com/latchhq/latch/internal/testing/countingtarget"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 

@@ -15,10 +15,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/internal/countingtarget"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/countingtarget"
+	"github.com/latchhq/latch/internal/testing/faultproxy"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	"github.com/latchhq/latch/mcpfront"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"

@@ -7,8 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/testing/sshtest"
 	"github.com/latchhq/latch/tools"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
-	"github.com/latchhq/latch/hostagent/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/sshtest"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 

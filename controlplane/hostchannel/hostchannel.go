@@ -6,6 +6,10 @@
 // Plain SSH targets (no hostagent_socket) run their argv with sshdial's Exec
 // and cannot be asked afterwards: the catalog forces replay review for them.
 //
+// LocalKind and SSHKind (kind.go) are the channels' catalog kinds as the
+// control plane loads them: tools' kinds plus what only this machine can
+// check (a local target's socket exists; a remote one is a warning).
+//
 // Only the control plane imports this package.
 package hostchannel
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/hostagent/hostagenttest"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/sshtest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"

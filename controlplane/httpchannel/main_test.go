@@ -3,7 +3,7 @@ package httpchannel
 import (
 	"testing"
 
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestMain stops the PostgreSQL server the benchmarks start.

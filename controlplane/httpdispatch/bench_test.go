@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 
 	"github.com/hashicorp/go-hclog"
 

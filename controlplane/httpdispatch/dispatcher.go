@@ -71,7 +71,7 @@ type Credential interface {
 // values on the request that Secrets cannot know beforehand and that are
 // not in the Authorization header (whose values are always redacted): a
 // per-request signature in a header of its own. Implemented by
-// controlplane/vault/hmacsig.Signer.
+// internal/testing/example/hmacsig.Signer.
 type AppliedSecreter interface {
 	// AppliedSecrets are those values, read from the headers Apply set.
 	AppliedSecrets(h http.Header) [][]byte

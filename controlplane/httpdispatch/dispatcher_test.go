@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/tools"
 )
 

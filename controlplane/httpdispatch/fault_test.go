@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/controlplane/internal/faultproxy"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/faultproxy"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/tools"
 )
 

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/latchhq/latch/controlplane/demotarget"
-	"github.com/latchhq/latch/internal/testbin"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testbin"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/tools"
 )
 

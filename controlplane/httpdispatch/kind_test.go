@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/controlplane/vault/hmacsig"
+	"github.com/latchhq/latch/internal/testing/example/hmacsig"
 )
 
 // The one line that adds a credential kind kept outside package vault.
 func init() { vault.Register(hmacsig.Kind{}) }
 
 // TestRegisteredKind: a kind registered from outside package vault
-// (controlplane/vault/hmacsig) is validated and sealed by a real vault on
+// (internal/testing/example/hmacsig) is validated and sealed by a real vault on
 // disk, read back after a restart, and presented on a real HTTP call: the
 // target sees a signature it can check, and the target echoing the key (raw
 // and base64) stores none of it.

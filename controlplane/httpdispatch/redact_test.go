@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 )
 
 // echoForms are the forms a careless target echoes a secret in (the same

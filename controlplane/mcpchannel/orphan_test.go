@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // TestStdioUpstreamStopsWithControlPlane: a SIGKILLed control plane takes

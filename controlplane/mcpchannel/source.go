@@ -149,7 +149,7 @@ func (c *Channel) Bind(ctx context.Context, cat *tools.Catalog) (*tools.Catalog,
 		})
 	}
 	wg.Wait()
-	out := &tools.Catalog{Source: cat.Source, Targets: cat.Targets, Upstreams: cat.Upstreams, Tools: make(map[string]*tools.Tool, len(cat.Tools))}
+	out := &tools.Catalog{Source: cat.Source, Targets: cat.Targets, Upstreams: cat.Upstreams, Warnings: cat.Warnings, Tools: make(map[string]*tools.Tool, len(cat.Tools))}
 	var held []Held
 	for _, name := range cat.ToolNames() {
 		t := cat.Tools[name]

@@ -15,7 +15,7 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestForgedKeyFilesRefused: on Badger, the fingerprint key file, or the

@@ -31,7 +31,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/lifecycle"
-	"github.com/latchhq/latch/internal/testpki"
+	"github.com/latchhq/latch/internal/testing/testpki"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )

@@ -22,9 +22,9 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
-	"github.com/latchhq/latch/controlplane/store/storetest"
 	"github.com/latchhq/latch/controlplane/tokens"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/storetest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/sshtest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 func TestExec(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/sshtest"
+	"github.com/latchhq/latch/internal/testing/testlog"
 )
 
 // testLogger writes through t.Log until the test's cleanups have run.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
+	"github.com/latchhq/latch/internal/testing/sshtest"
 )
 
 // openSSHTarget starts a real sshd with extra config lines and returns a

@@ -16,7 +16,7 @@ import (
 	gliderssh "github.com/gliderlabs/ssh"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/latchhq/latch/controlplane/sshdial/sshtest"
+	"github.com/latchhq/latch/internal/testing/sshtest"
 )
 
 func TestPinnedHostKey(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
-	"github.com/latchhq/latch/controlplane/store/storetest"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/testing/storetest"
 )
 
 // secretClock is the witness's clock: stores never read the time.

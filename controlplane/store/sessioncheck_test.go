@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/internal/testing/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
-	"github.com/latchhq/latch/controlplane/store/storetest"
+	"github.com/latchhq/latch/internal/testing/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 

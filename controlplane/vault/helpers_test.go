@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/latchhq/latch/controlplane/httpdispatch"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 )
 
 // testConfig is a Config for a vault file in a fresh temp dir with cheap

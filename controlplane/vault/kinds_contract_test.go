@@ -12,7 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/latchhq/latch/controlplane/vault"
-	"github.com/latchhq/latch/controlplane/vault/kindtest"
+	"github.com/latchhq/latch/internal/testing/kindtest"
 )
 
 // TestBuiltInKindsContract runs the kind contract (kindtest.Run) over every

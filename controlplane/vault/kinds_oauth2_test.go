@@ -16,7 +16,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/internal/egress"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/tools"
 )
 

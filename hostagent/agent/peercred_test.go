@@ -14,7 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/latchhq/latch/hostagent/client"
-	"github.com/latchhq/latch/hostagent/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
 )
 
 func TestPolicyCheck(t *testing.T) {

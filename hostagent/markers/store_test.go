@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/testing/protocmp"
 
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 

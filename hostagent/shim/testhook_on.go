@@ -10,7 +10,7 @@ import (
 )
 
 // testPause is the one test hook of the shim, compiled only into binaries
-// built with -tags latch_testhooks (internal/testbin builds the binaries of
+// built with -tags latch_testhooks (internal/testing/testbin builds the binaries of
 // tests that way; a release build never has it). When the shim's environment
 // sets LATCH_HOSTAGENT_TEST_SHIM_PAUSE to a Go duration, the shim pauses that
 // long (at most a minute) after the command is waiting at the gate and before

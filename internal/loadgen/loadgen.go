@@ -1,6 +1,6 @@
 // Package loadgen drives a fixed number of operations over a fixed number of
 // workers and summarises their latencies. It is the one load driver of the
-// repository: benchmarks use it through internal/testbin.Load, and `latch
+// repository: benchmarks use it through internal/testing/testbin.Load, and `latch
 // bench` uses it directly (binaries may import it; it imports no test code).
 package loadgen
 

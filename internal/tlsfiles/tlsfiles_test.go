@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/latchhq/latch/internal/testpki"
+	"github.com/latchhq/latch/internal/testing/testpki"
 )
 
 func init() { checkEvery = 0 }

@@ -19,9 +19,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/internal/egress"
-	"github.com/latchhq/latch/internal/testlog"
+	"github.com/latchhq/latch/internal/testing/oauthtest"
+	"github.com/latchhq/latch/internal/testing/testlog"
 	"github.com/latchhq/latch/mcpfront/auth"
-	"github.com/latchhq/latch/mcpfront/auth/oauthtest"
 )
 
 const resource = "https://mcp.example.com/mcp"

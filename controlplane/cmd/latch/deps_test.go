@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // TestDeps enforces the import rule: the control plane's binary (which also

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
-	"github.com/latchhq/latch/controlplane/store/kvtest"
+	"github.com/latchhq/latch/internal/testing/kvtest"
 )
 
 // TestKVContract holds the in-memory backend to the KV contract.

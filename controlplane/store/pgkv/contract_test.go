@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
-	"github.com/latchhq/latch/controlplane/store/kvtest"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/kvtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestPostgresReadBatch: one batch with a key twice, an absent key and an

@@ -297,7 +297,81 @@ func Migrate(ctx context.Context, url string, log hclog.Logger) (from, to int, e
 	return from, to, err
 }
 
+// Step is one embedded schema migration, as `latch store migrate
+// --dry-run` lists it.
+type Step struct {
+	Version int
+	Name    string // the file name without .sql, e.g. 0004_secrets
+	Summary string // the first line of the file's leading comment
+}
+
+// Steps are every embedded migration in version order.
+func Steps() []Step {
+	out := make([]Step, 0, len(pgMigrations))
+	for _, m := range pgMigrations {
+		out = append(out, Step{Version: m.version, Name: m.name, Summary: summary(m)})
+	}
+	return out
+}
+
+// summary is the first sentence of a migration's leading comment (its
+// first paragraph of "--" lines), without the "Schema N:" prefix.
+func summary(m migration) string {
+	var words []string
+	for line := range strings.Lines(m.sql) {
+		line = strings.TrimSpace(line)
+		text, ok := strings.CutPrefix(line, "--")
+		text = strings.TrimSpace(text)
+		if !ok || text == "" {
+			break
+		}
+		words = append(words, text)
+	}
+	out := strings.Join(words, " ")
+	if _, rest, ok := strings.Cut(out, ": "); ok && strings.HasPrefix(out, "Schema ") {
+		out = rest
+	}
+	if i := strings.Index(out, ". "); i >= 0 {
+		out = out[:i+1]
+	}
+	return out
+}
+
+// Plan reads the schema version of the database at url and returns it
+// with the steps Migrate would apply, in order; it writes nothing (not
+// even the version table). A schema newer than this latch is ErrSchemaNewer.
+func Plan(ctx context.Context, url string) (from int, steps []Step, err error) {
+	cfg, err := poolConfig(url)
+	if err != nil {
+		return 0, nil, err
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: connect to PostgreSQL: %w", err)
+	}
+	defer pool.Close()
+	if from, err = schemaVersion(ctx, pool); err != nil {
+		return 0, nil, fmt.Errorf("%w (is the server up and the URL's host, port, user and password right?)", err)
+	}
+	if from > SchemaVersion {
+		return from, nil, fmt.Errorf("%w: the database is at schema %d, this latch knows up to %d: migrate with the newer latch", ErrSchemaNewer, from, SchemaVersion)
+	}
+	for _, st := range Steps() {
+		if st.Version > from {
+			steps = append(steps, st)
+		}
+	}
+	return from, steps, nil
+}
+
 func migrate(ctx context.Context, pool *pgxpool.Pool, log hclog.Logger) (int, error) {
+	return migrateTo(ctx, pool, log, SchemaVersion)
+}
+
+// migrateTo applies the migrations up to version to (tests use an older
+// one to make a database as an older latch left it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, log hclog.Logger, to int) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("store: migrate: %w", err)
@@ -318,7 +392,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log hclog.Logger) (int, er
 		return cur, fmt.Errorf("%w: the database is at schema %d, this latch knows up to %d: migrate with the newer latch", ErrSchemaNewer, cur, SchemaVersion)
 	}
 	for _, m := range pgMigrations {
-		if m.version <= cur {
+		if m.version <= cur || m.version > to {
 			continue
 		}
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
@@ -332,7 +406,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log hclog.Logger) (int, er
 	if err := tx.Commit(ctx); err != nil {
 		return cur, fmt.Errorf("store: migrate: commit: %w", err)
 	}
-	return SchemaVersion, nil
+	return max(cur, to), nil
 }
 
 func (k *KV) ctx() (context.Context, context.CancelFunc) {

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 func TestMigrationsAreNumberedFromOne(t *testing.T) {

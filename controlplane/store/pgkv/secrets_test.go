@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
-	"github.com/latchhq/latch/controlplane/store/pgtest"
+	"github.com/latchhq/latch/internal/testing/pgtest"
 )
 
 // TestPostgresVaultStorage: the vault's row in the store. Replicas racing

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // TestDeps enforces the import rule: the host agent links neither the control

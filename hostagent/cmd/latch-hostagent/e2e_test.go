@@ -17,9 +17,9 @@ import (
 
 	"github.com/latchhq/latch/hostagent"
 	"github.com/latchhq/latch/hostagent/execdir"
-	"github.com/latchhq/latch/hostagent/hostagenttest"
 	"github.com/latchhq/latch/hostagent/proc"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 

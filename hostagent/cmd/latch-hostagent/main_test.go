@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latchhq/latch/hostagent/hostagenttest"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/hostagenttest"
+	"github.com/latchhq/latch/internal/testing/testbin"
 
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/hostagent/execdir"
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 

@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,10 @@ type options struct {
 	personWait   time.Duration
 	limits       mcpfront.Limits
 	version      bool
+	// stateDir is --state-dir; stateDefault whether it is the default
+	// (defaultStateDir), which may fall back to memory (stateDirFor).
+	stateDir     string
+	stateDefault bool
 }
 
 type stringList []string
@@ -104,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.DurationVar(&o.personWait, "person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the execution and the operator command; the agent's identical call later attaches")
 	fs.BoolVar(&o.version, "version", false, "print the build (version, revision, Go version, platform) and exit")
+	fs.StringVar(&o.stateDir, "state-dir", "", "directory where the front keeps the delivery reports the control plane cannot take now, sent when it is back, even after a restart of the front; one front per directory (default: $STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/latch-mcp or ~/.local/state/latch-mcp; \"none\": in memory only)")
 	o.limits.Register(fs)
 	o.oauth.Register(fs)
 	o.ops.flags(fs)
@@ -120,6 +126,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
 	o.controlPlane = replicas.Split(cps)
+	if o.stateDir == "" {
+		o.stateDir, o.stateDefault = defaultStateDir(os.Getenv), true
+	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -239,7 +248,7 @@ func serve(ctx context.Context, o *options, logger hclog.Logger) error {
 		meta, _ := mcpfront.ResourceMetadataURL(jc.Resource)
 		logger.Info("accepting OAuth access tokens", "resource", jc.Resource, "issuers", strings.Join(cfg.OAuth.Issuers(), ","), "metadata", meta)
 	}
-	front, err := mcpfront.New(cfg)
+	front, err := newFront(cfg, o, logger)
 	if err != nil {
 		return err
 	}
@@ -319,4 +328,42 @@ func dialControlPlane(o *options, logger hclog.Logger) (*replicas.Conn, error) {
 		return nil, fmt.Errorf("%w: --control-plane: %v", errUsage, err)
 	}
 	return conn, nil
+}
+
+// defaultStateDir is --state-dir's default: systemd's StateDirectory=, else
+// the XDG state dir of the user; "" when there is no home to put it in.
+func defaultStateDir(getenv func(string) string) string {
+	if d := getenv("STATE_DIRECTORY"); d != "" {
+		return strings.Split(d, ":")[0] // systemd lists one per StateDirectory= entry
+	}
+	if d := getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "latch-mcp")
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "latch-mcp")
+	}
+	return ""
+}
+
+// newFront builds the front with its state dir. An explicit --state-dir
+// that cannot be used stops the start; the default one (held by another
+// front on this host, or not writable) leaves the delivery reports in
+// memory, said in a warning.
+func newFront(cfg mcpfront.Config, o *options, logger hclog.Logger) (*mcpfront.Front, error) {
+	if o.stateDir != "none" {
+		cfg.StateDir = o.stateDir
+	}
+	front, err := mcpfront.New(cfg)
+	if err == nil || !o.stateDefault || cfg.StateDir == "" {
+		if err != nil && cfg.StateDir != "" {
+			err = fmt.Errorf("--state-dir %s: %w", cfg.StateDir, err)
+		}
+		if err == nil && cfg.StateDir == "" {
+			logger.Info("delivery reports are kept in memory only: pass --state-dir DIR to keep them across restarts of the front")
+		}
+		return front, err
+	}
+	logger.Warn("the default state dir cannot be used; delivery reports are kept in memory only: pass --state-dir DIR to keep them across restarts of the front", "state_dir", cfg.StateDir, "error", err)
+	cfg.StateDir = ""
+	return mcpfront.New(cfg)
 }

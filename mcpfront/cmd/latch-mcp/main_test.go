@@ -77,3 +77,26 @@ func TestOAuthFlags(t *testing.T) {
 		t.Errorf("OAuth config (-want +got):\n%s", diff)
 	}
 }
+
+// TestDefaultStateDir: systemd's StateDirectory= first, then the user's XDG
+// state dir; no home, no default (the reports stay in memory).
+func TestDefaultStateDir(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"systemd", map[string]string{"STATE_DIRECTORY": "/var/lib/latch-mcp:/var/lib/other", "HOME": "/home/a"}, "/var/lib/latch-mcp"},
+		{"xdg", map[string]string{"XDG_STATE_HOME": "/home/a/state", "HOME": "/home/a"}, "/home/a/state/latch-mcp"},
+		{"relative xdg is ignored", map[string]string{"XDG_STATE_HOME": "state", "HOME": "/home/a"}, "/home/a/.local/state/latch-mcp"},
+		{"home", map[string]string{"HOME": "/home/a"}, "/home/a/.local/state/latch-mcp"},
+		{"nothing", map[string]string{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := defaultStateDir(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Errorf("defaultStateDir(%v) = %q, want %q", tt.env, got, tt.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/latchhq/latch/internal/testbin"
+	"github.com/latchhq/latch/internal/testing/testbin"
 )
 
 // TestUnit: the shipped unit is valid for systemd and its command line

@@ -9,6 +9,7 @@ package controlplanev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -1137,7 +1138,11 @@ type ReloadCatalogResponse struct {
 	// The catalog file's tools left out of the catalog in force, and why
 	// (an upstream tool its upstream does not offer, or whose offer changed
 	// since it was pinned). The reload took effect without them.
-	Held          []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
+	Held []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
+	// What the loader could not check but a person should, each
+	// "file:line: what" (a host agent's socket on an SSH host). The
+	// catalog is in force with them.
+	Warnings      []string `protobuf:"bytes,7,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1214,6 +1219,13 @@ func (x *ReloadCatalogResponse) GetHeld() []*HeldTool {
 	return nil
 }
 
+func (x *ReloadCatalogResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type HeldTool struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -1266,6 +1278,203 @@ func (x *HeldTool) GetReason() string {
 	return ""
 }
 
+type CatalogStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogStatusRequest) Reset() {
+	*x = CatalogStatusRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogStatusRequest) ProtoMessage() {}
+
+func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogStatusRequest.ProtoReflect.Descriptor instead.
+func (*CatalogStatusRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+type CatalogStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sha256:" + hex SHA-256 of what the version is computed over.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Where it was read from (a file path, or "... (embedded)").
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// When this control plane brought it into force, and why: "start",
+	// "reload" or "sighup".
+	LoadedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=loaded_at,json=loadedAt,proto3" json:"loaded_at,omitempty"`
+	Trigger  string                 `protobuf:"bytes,4,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	// The tools in force (what agents are offered), sorted by name.
+	Tools []*CatalogTool `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The file's tools left out of the catalog in force, and why.
+	Held          []*HeldTool `protobuf:"bytes,6,rep,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogStatusResponse) Reset() {
+	*x = CatalogStatusResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogStatusResponse) ProtoMessage() {}
+
+func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogStatusResponse.ProtoReflect.Descriptor instead.
+func (*CatalogStatusResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CatalogStatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetLoadedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LoadedAt
+	}
+	return nil
+}
+
+func (x *CatalogStatusResponse) GetTrigger() string {
+	if x != nil {
+		return x.Trigger
+	}
+	return ""
+}
+
+func (x *CatalogStatusResponse) GetTools() []*CatalogTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *CatalogStatusResponse) GetHeld() []*HeldTool {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+// CatalogTool is one tool of the catalog in force.
+type CatalogTool struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Target string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The target's channel kind ("http", "ssh", "local", "mcp", ...).
+	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The replay class ("idempotency_key", "review", ...).
+	Replay        string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogTool) Reset() {
+	*x = CatalogTool{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogTool) ProtoMessage() {}
+
+func (x *CatalogTool) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
+func (*CatalogTool) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CatalogTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetReplay() string {
+	if x != nil {
+		return x.Replay
+	}
+	return ""
+}
+
 type ListUpstreamToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The upstream's name under upstreams: in the catalog.
@@ -1276,7 +1485,7 @@ type ListUpstreamToolsRequest struct {
 
 func (x *ListUpstreamToolsRequest) Reset() {
 	*x = ListUpstreamToolsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1497,7 @@ func (x *ListUpstreamToolsRequest) String() string {
 func (*ListUpstreamToolsRequest) ProtoMessage() {}
 
 func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1510,7 @@ func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListUpstreamToolsRequest) GetUpstream() string {
@@ -1324,7 +1533,7 @@ type ListUpstreamToolsResponse struct {
 
 func (x *ListUpstreamToolsResponse) Reset() {
 	*x = ListUpstreamToolsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1545,7 @@ func (x *ListUpstreamToolsResponse) String() string {
 func (*ListUpstreamToolsResponse) ProtoMessage() {}
 
 func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1558,7 @@ func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListUpstreamToolsResponse) GetUpstream() string {
@@ -1388,7 +1597,7 @@ type AcceptUpstreamToolRequest struct {
 
 func (x *AcceptUpstreamToolRequest) Reset() {
 	*x = AcceptUpstreamToolRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1609,7 @@ func (x *AcceptUpstreamToolRequest) String() string {
 func (*AcceptUpstreamToolRequest) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1622,7 @@ func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolRequest.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcceptUpstreamToolRequest) GetTool() string {
@@ -1455,7 +1664,7 @@ type AcceptUpstreamToolResponse struct {
 
 func (x *AcceptUpstreamToolResponse) Reset() {
 	*x = AcceptUpstreamToolResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1676,7 @@ func (x *AcceptUpstreamToolResponse) String() string {
 func (*AcceptUpstreamToolResponse) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1689,7 @@ func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolResponse.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcceptUpstreamToolResponse) GetTool() string {
@@ -1550,7 +1759,7 @@ type UpstreamTool struct {
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1771,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1784,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -1652,7 +1861,7 @@ var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\"\x14\n" +
+	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x14\n" +
 	"\x12VaultStatusRequest\"\xa7\x01\n" +
 	"\x13VaultStatusResponse\x12\x16\n" +
 	"\x06locked\x18\x01 \x01(\bR\x06locked\x12 \n" +
@@ -1740,17 +1949,31 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\boperator\x18\x02 \x01(\bR\boperator\"/\n" +
 	"\x13RevokeTokenResponse\x12\x18\n" +
 	"\arevoked\x18\x01 \x01(\x05R\arevoked\"\x16\n" +
-	"\x14ReloadCatalogRequest\"\xca\x01\n" +
+	"\x14ReloadCatalogRequest\"\xe6\x01\n" +
 	"\x15ReloadCatalogResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\bprevious\x18\x02 \x01(\tR\bprevious\x12\x18\n" +
 	"\achanged\x18\x03 \x01(\bR\achanged\x12\x16\n" +
 	"\x06source\x18\x04 \x01(\tR\x06source\x12\x14\n" +
 	"\x05tools\x18\x05 \x01(\x05R\x05tools\x123\n" +
-	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"6\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\x12\x1a\n" +
+	"\bwarnings\x18\a \x03(\tR\bwarnings\"6\n" +
 	"\bHeldTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"6\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x16\n" +
+	"\x14CatalogStatusRequest\"\x8b\x02\n" +
+	"\x15CatalogStatusResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x127\n" +
+	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x18\n" +
+	"\atrigger\x18\x04 \x01(\tR\atrigger\x128\n" +
+	"\x05tools\x18\x05 \x03(\v2\".latch.controlplane.v1.CatalogToolR\x05tools\x123\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"k\n" +
+	"\vCatalogTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x18\n" +
+	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
+	"\x06replay\x18\x04 \x01(\tR\x06replay\"6\n" +
 	"\x18ListUpstreamToolsRequest\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\"\x90\x01\n" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
@@ -1779,7 +2002,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\vpinned_hash\x18\t \x01(\tR\n" +
 	"pinnedHash\x12\x12\n" +
 	"\x04diff\x18\n" +
-	" \x01(\tR\x04diff2\xfe\b\n" +
+	" \x01(\tR\x04diff2\xea\t\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -1790,7 +2013,8 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListTokens\x12(.latch.controlplane.v1.ListTokensRequest\x1a).latch.controlplane.v1.ListTokensResponse\x12d\n" +
 	"\vRevokeToken\x12).latch.controlplane.v1.RevokeTokenRequest\x1a*.latch.controlplane.v1.RevokeTokenResponse\x12j\n" +
-	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponse\x12v\n" +
+	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponse\x12j\n" +
+	"\rCatalogStatus\x12+.latch.controlplane.v1.CatalogStatusRequest\x1a,.latch.controlplane.v1.CatalogStatusResponse\x12v\n" +
 	"\x11ListUpstreamTools\x12/.latch.controlplane.v1.ListUpstreamToolsRequest\x1a0.latch.controlplane.v1.ListUpstreamToolsResponse\x12y\n" +
 	"\x12AcceptUpstreamTool\x120.latch.controlplane.v1.AcceptUpstreamToolRequest\x1a1.latch.controlplane.v1.AcceptUpstreamToolResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
@@ -1806,7 +2030,7 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*VaultStatusRequest)(nil),         // 0: latch.controlplane.v1.VaultStatusRequest
 	(*VaultStatusResponse)(nil),        // 1: latch.controlplane.v1.VaultStatusResponse
@@ -1828,47 +2052,56 @@ var file_latch_controlplane_v1_admin_proto_goTypes = []any{
 	(*ReloadCatalogRequest)(nil),       // 17: latch.controlplane.v1.ReloadCatalogRequest
 	(*ReloadCatalogResponse)(nil),      // 18: latch.controlplane.v1.ReloadCatalogResponse
 	(*HeldTool)(nil),                   // 19: latch.controlplane.v1.HeldTool
-	(*ListUpstreamToolsRequest)(nil),   // 20: latch.controlplane.v1.ListUpstreamToolsRequest
-	(*ListUpstreamToolsResponse)(nil),  // 21: latch.controlplane.v1.ListUpstreamToolsResponse
-	(*AcceptUpstreamToolRequest)(nil),  // 22: latch.controlplane.v1.AcceptUpstreamToolRequest
-	(*AcceptUpstreamToolResponse)(nil), // 23: latch.controlplane.v1.AcceptUpstreamToolResponse
-	(*UpstreamTool)(nil),               // 24: latch.controlplane.v1.UpstreamTool
-	nil,                                // 25: latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	(*CatalogStatusRequest)(nil),       // 20: latch.controlplane.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil),      // 21: latch.controlplane.v1.CatalogStatusResponse
+	(*CatalogTool)(nil),                // 22: latch.controlplane.v1.CatalogTool
+	(*ListUpstreamToolsRequest)(nil),   // 23: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil),  // 24: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*AcceptUpstreamToolRequest)(nil),  // 25: latch.controlplane.v1.AcceptUpstreamToolRequest
+	(*AcceptUpstreamToolResponse)(nil), // 26: latch.controlplane.v1.AcceptUpstreamToolResponse
+	(*UpstreamTool)(nil),               // 27: latch.controlplane.v1.UpstreamTool
+	nil,                                // 28: latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
 	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
 	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	25, // 2: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	28, // 2: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
 	13, // 3: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
 	19, // 4: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	24, // 5: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
-	0,  // 6: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 7: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 8: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 9: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 10: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 11: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	12, // 12: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	15, // 13: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	17, // 14: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	20, // 15: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	22, // 16: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
-	1,  // 17: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 18: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 19: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 20: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 21: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 22: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 23: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 24: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 25: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	21, // 26: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	23, // 27: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
-	17, // [17:28] is the sub-list for method output_type
-	6,  // [6:17] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	29, // 5: latch.controlplane.v1.CatalogStatusResponse.loaded_at:type_name -> google.protobuf.Timestamp
+	22, // 6: latch.controlplane.v1.CatalogStatusResponse.tools:type_name -> latch.controlplane.v1.CatalogTool
+	19, // 7: latch.controlplane.v1.CatalogStatusResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	27, // 8: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	0,  // 9: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	2,  // 10: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	4,  // 11: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	6,  // 12: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	8,  // 13: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	10, // 14: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	12, // 15: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	15, // 16: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	17, // 17: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	20, // 18: latch.controlplane.v1.Admin.CatalogStatus:input_type -> latch.controlplane.v1.CatalogStatusRequest
+	23, // 19: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	25, // 20: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	1,  // 21: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	3,  // 22: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	5,  // 23: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	7,  // 24: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	9,  // 25: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	11, // 26: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	14, // 27: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	16, // 28: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	18, // 29: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	21, // 30: latch.controlplane.v1.Admin.CatalogStatus:output_type -> latch.controlplane.v1.CatalogStatusResponse
+	24, // 31: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	26, // 32: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	21, // [21:33] is the sub-list for method output_type
+	9,  // [9:21] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -1882,7 +2115,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Admin_ListTokens_FullMethodName         = "/latch.controlplane.v1.Admin/ListTokens"
 	Admin_RevokeToken_FullMethodName        = "/latch.controlplane.v1.Admin/RevokeToken"
 	Admin_ReloadCatalog_FullMethodName      = "/latch.controlplane.v1.Admin/ReloadCatalog"
+	Admin_CatalogStatus_FullMethodName      = "/latch.controlplane.v1.Admin/CatalogStatus"
 	Admin_ListUpstreamTools_FullMethodName  = "/latch.controlplane.v1.Admin/ListUpstreamTools"
 	Admin_AcceptUpstreamTool_FullMethodName = "/latch.controlplane.v1.Admin/AcceptUpstreamTool"
 )
@@ -58,6 +59,10 @@ type AdminClient interface {
 	// ReloadCatalog re-reads the catalog file and validates it; a catalog
 	// with any problem changes nothing and the problems come back.
 	ReloadCatalog(ctx context.Context, in *ReloadCatalogRequest, opts ...grpc.CallOption) (*ReloadCatalogResponse, error)
+	// CatalogStatus describes the catalog in force: its version, source,
+	// when and how it came into force, its tools, and the tools of its file
+	// left out of it (held) with why (latch catalog status).
+	CatalogStatus(ctx context.Context, in *CatalogStatusRequest, opts ...grpc.CallOption) (*CatalogStatusResponse, error)
 	// ListUpstreamTools lists what an upstream MCP server of the catalog
 	// offers (name, description, input schema, annotations as hints), with
 	// the catalog tool that gives each a contract and why a contracted tool
@@ -167,6 +172,16 @@ func (c *adminClient) ReloadCatalog(ctx context.Context, in *ReloadCatalogReques
 	return out, nil
 }
 
+func (c *adminClient) CatalogStatus(ctx context.Context, in *CatalogStatusRequest, opts ...grpc.CallOption) (*CatalogStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CatalogStatusResponse)
+	err := c.cc.Invoke(ctx, Admin_CatalogStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) ListUpstreamTools(ctx context.Context, in *ListUpstreamToolsRequest, opts ...grpc.CallOption) (*ListUpstreamToolsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListUpstreamToolsResponse)
@@ -213,6 +228,10 @@ type AdminServer interface {
 	// ReloadCatalog re-reads the catalog file and validates it; a catalog
 	// with any problem changes nothing and the problems come back.
 	ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error)
+	// CatalogStatus describes the catalog in force: its version, source,
+	// when and how it came into force, its tools, and the tools of its file
+	// left out of it (held) with why (latch catalog status).
+	CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error)
 	// ListUpstreamTools lists what an upstream MCP server of the catalog
 	// offers (name, description, input schema, annotations as hints), with
 	// the catalog tool that gives each a contract and why a contracted tool
@@ -258,6 +277,9 @@ func (UnimplementedAdminServer) RevokeToken(context.Context, *RevokeTokenRequest
 }
 func (UnimplementedAdminServer) ReloadCatalog(context.Context, *ReloadCatalogRequest) (*ReloadCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReloadCatalog not implemented")
+}
+func (UnimplementedAdminServer) CatalogStatus(context.Context, *CatalogStatusRequest) (*CatalogStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CatalogStatus not implemented")
 }
 func (UnimplementedAdminServer) ListUpstreamTools(context.Context, *ListUpstreamToolsRequest) (*ListUpstreamToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListUpstreamTools not implemented")
@@ -448,6 +470,24 @@ func _Admin_ReloadCatalog_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CatalogStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CatalogStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CatalogStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CatalogStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CatalogStatus(ctx, req.(*CatalogStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_ListUpstreamTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListUpstreamToolsRequest)
 	if err := dec(in); err != nil {
@@ -526,6 +566,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReloadCatalog",
 			Handler:    _Admin_ReloadCatalog_Handler,
+		},
+		{
+			MethodName: "CatalogStatus",
+			Handler:    _Admin_CatalogStatus_Handler,
 		},
 		{
 			MethodName: "ListUpstreamTools",

@@ -894,8 +894,16 @@ type MarkDeliveredRequest struct {
 	// control plane that predates the field records execution_id only; the
 	// others stay completed, not delivered, the safe side.
 	MoreExecutionIds []string `protobuf:"bytes,2,rep,name=more_execution_ids,json=moreExecutionIds,proto3" json:"more_execution_ids,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What the front observed, one report per execution: delivered (the
+	// answer was written to the caller) or caller_left (the caller's
+	// connection or stream closed before the answer could be written). A
+	// control plane that reads reports ignores execution_id and
+	// more_execution_ids when reports is set (a front fills both with its
+	// delivered ids for control planes that predate reports); execution_id
+	// may then be empty.
+	Reports       []*DeliveryReport `protobuf:"bytes,3,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MarkDeliveredRequest) Reset() {
@@ -942,6 +950,125 @@ func (x *MarkDeliveredRequest) GetMoreExecutionIds() []string {
 	return nil
 }
 
+func (x *MarkDeliveredRequest) GetReports() []*DeliveryReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+// DeliveryReport is one fact a front observed about one execution's answer.
+type DeliveryReport struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// DELIVERY_DELIVERED or DELIVERY_CALLER_LEFT.
+	Delivery v1.Delivery `protobuf:"varint,2,opt,name=delivery,proto3,enum=latch.record.v1.Delivery" json:"delivery,omitempty"`
+	// When the front observed it (its clock). A report kept while the
+	// control plane was away arrives late; the journal's time is when it was
+	// recorded, and its reason names this time.
+	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryReport) Reset() {
+	*x = DeliveryReport{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryReport) ProtoMessage() {}
+
+func (x *DeliveryReport) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryReport.ProtoReflect.Descriptor instead.
+func (*DeliveryReport) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DeliveryReport) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *DeliveryReport) GetDelivery() v1.Delivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return v1.Delivery(0)
+}
+
+func (x *DeliveryReport) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+// DeliveryQueue is the MCP front's on-disk queue of the reports the control
+// plane has not taken yet (mcpfront/deliveryqueue.go): written when the
+// control plane cannot be reached or the front stops, read at start.
+type DeliveryQueue struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reports       []*DeliveryReport      `protobuf:"bytes,1,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryQueue) Reset() {
+	*x = DeliveryQueue{}
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryQueue) ProtoMessage() {}
+
+func (x *DeliveryQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryQueue.ProtoReflect.Descriptor instead.
+func (*DeliveryQueue) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DeliveryQueue) GetReports() []*DeliveryReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
 type MarkDeliveredResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Execution     *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
@@ -951,7 +1078,7 @@ type MarkDeliveredResponse struct {
 
 func (x *MarkDeliveredResponse) Reset() {
 	*x = MarkDeliveredResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1090,7 @@ func (x *MarkDeliveredResponse) String() string {
 func (*MarkDeliveredResponse) ProtoMessage() {}
 
 func (x *MarkDeliveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1103,7 @@ func (x *MarkDeliveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkDeliveredResponse.ProtoReflect.Descriptor instead.
 func (*MarkDeliveredResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{14}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MarkDeliveredResponse) GetExecution() *v1.Execution {
@@ -1006,7 +1133,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1145,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1158,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{15}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1078,7 +1205,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1217,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1230,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{16}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelResponse) GetExecution() *v1.Execution {
@@ -1130,7 +1257,7 @@ type ResolveRequest struct {
 
 func (x *ResolveRequest) Reset() {
 	*x = ResolveRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1269,7 @@ func (x *ResolveRequest) String() string {
 func (*ResolveRequest) ProtoMessage() {}
 
 func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1282,7 @@ func (x *ResolveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{17}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResolveRequest) GetExecutionId() string {
@@ -1209,7 +1336,7 @@ type ResolveResponse struct {
 
 func (x *ResolveResponse) Reset() {
 	*x = ResolveResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1348,7 @@ func (x *ResolveResponse) String() string {
 func (*ResolveResponse) ProtoMessage() {}
 
 func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1361,7 @@ func (x *ResolveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveResponse.ProtoReflect.Descriptor instead.
 func (*ResolveResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{18}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResolveResponse) GetExecution() *v1.Execution {
@@ -1255,7 +1382,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1394,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1407,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{19}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HistoryRequest) GetExecutionId() string {
@@ -1306,7 +1433,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1445,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1458,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HistoryResponse) GetEntries() []*v1.JournalEntry {
@@ -1352,7 +1479,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1491,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1504,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApproveRequest) GetExecutionId() string {
@@ -1410,7 +1537,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1549,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1562,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApproveResponse) GetExecution() *v1.Execution {
@@ -1457,7 +1584,7 @@ type DenyRequest struct {
 
 func (x *DenyRequest) Reset() {
 	*x = DenyRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1596,7 @@ func (x *DenyRequest) String() string {
 func (*DenyRequest) ProtoMessage() {}
 
 func (x *DenyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1609,7 @@ func (x *DenyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyRequest.ProtoReflect.Descriptor instead.
 func (*DenyRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DenyRequest) GetExecutionId() string {
@@ -1515,7 +1642,7 @@ type DenyResponse struct {
 
 func (x *DenyResponse) Reset() {
 	*x = DenyResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1654,7 @@ func (x *DenyResponse) String() string {
 func (*DenyResponse) ProtoMessage() {}
 
 func (x *DenyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1667,7 @@ func (x *DenyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DenyResponse.ProtoReflect.Descriptor instead.
 func (*DenyResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{24}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DenyResponse) GetExecution() *v1.Execution {
@@ -1559,7 +1686,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1698,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1711,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{25}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListSessionsRequest) GetLimit() int32 {
@@ -1603,7 +1730,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1742,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1755,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{26}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*v1.Session {
@@ -1648,7 +1775,7 @@ type AuthorizeSessionRequest struct {
 
 func (x *AuthorizeSessionRequest) Reset() {
 	*x = AuthorizeSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1787,7 @@ func (x *AuthorizeSessionRequest) String() string {
 func (*AuthorizeSessionRequest) ProtoMessage() {}
 
 func (x *AuthorizeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1800,7 @@ func (x *AuthorizeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSessionRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{27}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AuthorizeSessionRequest) GetSessionId() string {
@@ -1699,7 +1826,7 @@ type AuthorizeSessionResponse struct {
 
 func (x *AuthorizeSessionResponse) Reset() {
 	*x = AuthorizeSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1838,7 @@ func (x *AuthorizeSessionResponse) String() string {
 func (*AuthorizeSessionResponse) ProtoMessage() {}
 
 func (x *AuthorizeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[28]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1851,7 @@ func (x *AuthorizeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeSessionResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{28}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AuthorizeSessionResponse) GetSession() *v1.Session {
@@ -1745,7 +1872,7 @@ type RevokeSessionRequest struct {
 
 func (x *RevokeSessionRequest) Reset() {
 	*x = RevokeSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1884,7 @@ func (x *RevokeSessionRequest) String() string {
 func (*RevokeSessionRequest) ProtoMessage() {}
 
 func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[29]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1897,7 @@ func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{29}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RevokeSessionRequest) GetSessionId() string {
@@ -1803,7 +1930,7 @@ type RevokeSessionResponse struct {
 
 func (x *RevokeSessionResponse) Reset() {
 	*x = RevokeSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1942,7 @@ func (x *RevokeSessionResponse) String() string {
 func (*RevokeSessionResponse) ProtoMessage() {}
 
 func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[30]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1955,7 @@ func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{30}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeSessionResponse) GetSession() *v1.Session {
@@ -1848,7 +1975,7 @@ type EndSessionRequest struct {
 
 func (x *EndSessionRequest) Reset() {
 	*x = EndSessionRequest{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1987,7 @@ func (x *EndSessionRequest) String() string {
 func (*EndSessionRequest) ProtoMessage() {}
 
 func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[31]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2000,7 @@ func (x *EndSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionRequest.ProtoReflect.Descriptor instead.
 func (*EndSessionRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{31}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EndSessionRequest) GetActor() string {
@@ -1901,7 +2028,7 @@ type EndSessionResponse struct {
 
 func (x *EndSessionResponse) Reset() {
 	*x = EndSessionResponse{}
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2040,7 @@ func (x *EndSessionResponse) String() string {
 func (*EndSessionResponse) ProtoMessage() {}
 
 func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[32]
+	mi := &file_latch_controlplane_v1_controlplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2053,7 @@ func (x *EndSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndSessionResponse.ProtoReflect.Descriptor instead.
 func (*EndSessionResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{32}
+	return file_latch_controlplane_v1_controlplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *EndSessionResponse) GetSession() *v1.Session {
@@ -2017,10 +2144,18 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"credential\"z\n" +
 	"\rWatchResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"g\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"\xa8\x01\n" +
 	"\x14MarkDeliveredRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12,\n" +
-	"\x12more_execution_ids\x18\x02 \x03(\tR\x10moreExecutionIds\"Q\n" +
+	"\x12more_execution_ids\x18\x02 \x03(\tR\x10moreExecutionIds\x12?\n" +
+	"\areports\x18\x03 \x03(\v2%.latch.controlplane.v1.DeliveryReportR\areports\"\xa7\x01\n" +
+	"\x0eDeliveryReport\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x125\n" +
+	"\bdelivery\x18\x02 \x01(\x0e2\x19.latch.record.v1.DeliveryR\bdelivery\x12;\n" +
+	"\vobserved_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\"P\n" +
+	"\rDeliveryQueue\x12?\n" +
+	"\areports\x18\x01 \x03(\v2%.latch.controlplane.v1.DeliveryReportR\areports\"Q\n" +
 	"\x15MarkDeliveredResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\"\x9c\x01\n" +
 	"\rCancelRequest\x12!\n" +
@@ -2113,7 +2248,7 @@ func file_latch_controlplane_v1_controlplane_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_controlplane_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_latch_controlplane_v1_controlplane_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*AuthenticateAgentRequest)(nil),  // 0: latch.controlplane.v1.AuthenticateAgentRequest
 	(*AuthenticateAgentResponse)(nil), // 1: latch.controlplane.v1.AuthenticateAgentResponse
@@ -2129,96 +2264,103 @@ var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(*WatchRequest)(nil),              // 11: latch.controlplane.v1.WatchRequest
 	(*WatchResponse)(nil),             // 12: latch.controlplane.v1.WatchResponse
 	(*MarkDeliveredRequest)(nil),      // 13: latch.controlplane.v1.MarkDeliveredRequest
-	(*MarkDeliveredResponse)(nil),     // 14: latch.controlplane.v1.MarkDeliveredResponse
-	(*CancelRequest)(nil),             // 15: latch.controlplane.v1.CancelRequest
-	(*CancelResponse)(nil),            // 16: latch.controlplane.v1.CancelResponse
-	(*ResolveRequest)(nil),            // 17: latch.controlplane.v1.ResolveRequest
-	(*ResolveResponse)(nil),           // 18: latch.controlplane.v1.ResolveResponse
-	(*HistoryRequest)(nil),            // 19: latch.controlplane.v1.HistoryRequest
-	(*HistoryResponse)(nil),           // 20: latch.controlplane.v1.HistoryResponse
-	(*ApproveRequest)(nil),            // 21: latch.controlplane.v1.ApproveRequest
-	(*ApproveResponse)(nil),           // 22: latch.controlplane.v1.ApproveResponse
-	(*DenyRequest)(nil),               // 23: latch.controlplane.v1.DenyRequest
-	(*DenyResponse)(nil),              // 24: latch.controlplane.v1.DenyResponse
-	(*ListSessionsRequest)(nil),       // 25: latch.controlplane.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),      // 26: latch.controlplane.v1.ListSessionsResponse
-	(*AuthorizeSessionRequest)(nil),   // 27: latch.controlplane.v1.AuthorizeSessionRequest
-	(*AuthorizeSessionResponse)(nil),  // 28: latch.controlplane.v1.AuthorizeSessionResponse
-	(*RevokeSessionRequest)(nil),      // 29: latch.controlplane.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),     // 30: latch.controlplane.v1.RevokeSessionResponse
-	(*EndSessionRequest)(nil),         // 31: latch.controlplane.v1.EndSessionRequest
-	(*EndSessionResponse)(nil),        // 32: latch.controlplane.v1.EndSessionResponse
-	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
-	(*v1.Evidence)(nil),               // 34: latch.record.v1.Evidence
-	(v1.Disposition)(0),               // 35: latch.record.v1.Disposition
-	(*v1.Execution)(nil),              // 36: latch.record.v1.Execution
-	(*v1.Result)(nil),                 // 37: latch.record.v1.Result
-	(v1.State)(0),                     // 38: latch.record.v1.State
-	(v1.Outcome)(0),                   // 39: latch.record.v1.Outcome
-	(*v1.JournalEntry)(nil),           // 40: latch.record.v1.JournalEntry
-	(*v1.Session)(nil),                // 41: latch.record.v1.Session
+	(*DeliveryReport)(nil),            // 14: latch.controlplane.v1.DeliveryReport
+	(*DeliveryQueue)(nil),             // 15: latch.controlplane.v1.DeliveryQueue
+	(*MarkDeliveredResponse)(nil),     // 16: latch.controlplane.v1.MarkDeliveredResponse
+	(*CancelRequest)(nil),             // 17: latch.controlplane.v1.CancelRequest
+	(*CancelResponse)(nil),            // 18: latch.controlplane.v1.CancelResponse
+	(*ResolveRequest)(nil),            // 19: latch.controlplane.v1.ResolveRequest
+	(*ResolveResponse)(nil),           // 20: latch.controlplane.v1.ResolveResponse
+	(*HistoryRequest)(nil),            // 21: latch.controlplane.v1.HistoryRequest
+	(*HistoryResponse)(nil),           // 22: latch.controlplane.v1.HistoryResponse
+	(*ApproveRequest)(nil),            // 23: latch.controlplane.v1.ApproveRequest
+	(*ApproveResponse)(nil),           // 24: latch.controlplane.v1.ApproveResponse
+	(*DenyRequest)(nil),               // 25: latch.controlplane.v1.DenyRequest
+	(*DenyResponse)(nil),              // 26: latch.controlplane.v1.DenyResponse
+	(*ListSessionsRequest)(nil),       // 27: latch.controlplane.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),      // 28: latch.controlplane.v1.ListSessionsResponse
+	(*AuthorizeSessionRequest)(nil),   // 29: latch.controlplane.v1.AuthorizeSessionRequest
+	(*AuthorizeSessionResponse)(nil),  // 30: latch.controlplane.v1.AuthorizeSessionResponse
+	(*RevokeSessionRequest)(nil),      // 31: latch.controlplane.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),     // 32: latch.controlplane.v1.RevokeSessionResponse
+	(*EndSessionRequest)(nil),         // 33: latch.controlplane.v1.EndSessionRequest
+	(*EndSessionResponse)(nil),        // 34: latch.controlplane.v1.EndSessionResponse
+	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
+	(*v1.Evidence)(nil),               // 36: latch.record.v1.Evidence
+	(v1.Disposition)(0),               // 37: latch.record.v1.Disposition
+	(*v1.Execution)(nil),              // 38: latch.record.v1.Execution
+	(*v1.Result)(nil),                 // 39: latch.record.v1.Result
+	(v1.State)(0),                     // 40: latch.record.v1.State
+	(v1.Delivery)(0),                  // 41: latch.record.v1.Delivery
+	(v1.Outcome)(0),                   // 42: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),           // 43: latch.record.v1.JournalEntry
+	(*v1.Session)(nil),                // 44: latch.record.v1.Session
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
-	33, // 0: latch.controlplane.v1.AuthenticateAgentResponse.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 0: latch.controlplane.v1.AuthenticateAgentResponse.expires_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: latch.controlplane.v1.ListToolsResponse.tools:type_name -> latch.controlplane.v1.Tool
-	34, // 2: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
-	35, // 3: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
-	36, // 4: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
-	37, // 5: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
-	36, // 6: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	37, // 7: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	38, // 8: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	36, // 9: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	36, // 10: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	37, // 11: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
-	36, // 12: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	36, // 13: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	39, // 14: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	36, // 15: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	40, // 16: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	36, // 17: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	36, // 18: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	41, // 19: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	41, // 20: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	41, // 21: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	41, // 22: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
-	5,  // 23: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	7,  // 24: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	9,  // 25: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	11, // 26: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	13, // 27: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	15, // 28: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	17, // 29: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	19, // 30: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	21, // 31: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	23, // 32: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	25, // 33: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	27, // 34: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	29, // 35: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	31, // 36: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
-	0,  // 37: latch.controlplane.v1.ControlPlane.AuthenticateAgent:input_type -> latch.controlplane.v1.AuthenticateAgentRequest
-	2,  // 38: latch.controlplane.v1.ControlPlane.ListTools:input_type -> latch.controlplane.v1.ListToolsRequest
-	6,  // 39: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	8,  // 40: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	10, // 41: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	12, // 42: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	14, // 43: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	16, // 44: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	18, // 45: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	20, // 46: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	22, // 47: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	24, // 48: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	26, // 49: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	28, // 50: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	30, // 51: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	32, // 52: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
-	1,  // 53: latch.controlplane.v1.ControlPlane.AuthenticateAgent:output_type -> latch.controlplane.v1.AuthenticateAgentResponse
-	3,  // 54: latch.controlplane.v1.ControlPlane.ListTools:output_type -> latch.controlplane.v1.ListToolsResponse
-	39, // [39:55] is the sub-list for method output_type
-	23, // [23:39] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	36, // 2: latch.controlplane.v1.SubmitRequest.evidence:type_name -> latch.record.v1.Evidence
+	37, // 3: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
+	38, // 4: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 5: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
+	38, // 6: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 7: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	40, // 8: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	38, // 9: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	38, // 10: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 11: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	14, // 12: latch.controlplane.v1.MarkDeliveredRequest.reports:type_name -> latch.controlplane.v1.DeliveryReport
+	41, // 13: latch.controlplane.v1.DeliveryReport.delivery:type_name -> latch.record.v1.Delivery
+	35, // 14: latch.controlplane.v1.DeliveryReport.observed_at:type_name -> google.protobuf.Timestamp
+	14, // 15: latch.controlplane.v1.DeliveryQueue.reports:type_name -> latch.controlplane.v1.DeliveryReport
+	38, // 16: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	38, // 17: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	42, // 18: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	38, // 19: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	43, // 20: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	38, // 21: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	38, // 22: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	44, // 23: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	44, // 24: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	44, // 25: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	44, // 26: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
+	5,  // 27: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	7,  // 28: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	9,  // 29: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	11, // 30: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	13, // 31: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	17, // 32: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	19, // 33: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	21, // 34: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	23, // 35: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	25, // 36: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	27, // 37: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	29, // 38: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	31, // 39: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	33, // 40: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
+	0,  // 41: latch.controlplane.v1.ControlPlane.AuthenticateAgent:input_type -> latch.controlplane.v1.AuthenticateAgentRequest
+	2,  // 42: latch.controlplane.v1.ControlPlane.ListTools:input_type -> latch.controlplane.v1.ListToolsRequest
+	6,  // 43: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	8,  // 44: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	10, // 45: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	12, // 46: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	16, // 47: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	18, // 48: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	20, // 49: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	22, // 50: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	24, // 51: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	26, // 52: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	28, // 53: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	30, // 54: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	32, // 55: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	34, // 56: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
+	1,  // 57: latch.controlplane.v1.ControlPlane.AuthenticateAgent:output_type -> latch.controlplane.v1.AuthenticateAgentResponse
+	3,  // 58: latch.controlplane.v1.ControlPlane.ListTools:output_type -> latch.controlplane.v1.ListToolsResponse
+	43, // [43:59] is the sub-list for method output_type
+	27, // [27:43] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }
@@ -2232,7 +2374,7 @@ func file_latch_controlplane_v1_controlplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_controlplane_proto_rawDesc), len(file_latch_controlplane_v1_controlplane_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

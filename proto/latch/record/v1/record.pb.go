@@ -273,6 +273,64 @@ func (AnswerKind) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
+// Delivery is what is known about an execution's answer reaching its
+// caller. The three facts are told apart everywhere (explain, the console,
+// `latch exec`): only a front that wrote the answer, or saw its caller go
+// before it could, knows anything.
+type Delivery int32
+
+const (
+	// No delivery recorded: the caller may have the answer (a front's record
+	// can still be on its way) or not. Never told as a failure.
+	Delivery_DELIVERY_UNSPECIFIED Delivery = 0
+	// A front wrote the answer to its caller.
+	Delivery_DELIVERY_DELIVERED Delivery = 1
+	// Not delivered: a front saw the caller leave (its connection or stream
+	// closed) before it could write the answer.
+	Delivery_DELIVERY_CALLER_LEFT Delivery = 2
+)
+
+// Enum value maps for Delivery.
+var (
+	Delivery_name = map[int32]string{
+		0: "DELIVERY_UNSPECIFIED",
+		1: "DELIVERY_DELIVERED",
+		2: "DELIVERY_CALLER_LEFT",
+	}
+	Delivery_value = map[string]int32{
+		"DELIVERY_UNSPECIFIED": 0,
+		"DELIVERY_DELIVERED":   1,
+		"DELIVERY_CALLER_LEFT": 2,
+	}
+)
+
+func (x Delivery) Enum() *Delivery {
+	p := new(Delivery)
+	*p = x
+	return p
+}
+
+func (x Delivery) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Delivery) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[4].Descriptor()
+}
+
+func (Delivery) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[4]
+}
+
+func (x Delivery) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Delivery.Descriptor instead.
+func (Delivery) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+}
+
 // ReasonCode is what an execution's reason is about. The reason's text is
 // written for people; code is what programs branch on, never the text.
 // A reason whose text starts with a code's name ("session_authorization:
@@ -331,11 +389,11 @@ func (x ReasonCode) String() string {
 }
 
 func (ReasonCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[4].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[5].Descriptor()
 }
 
 func (ReasonCode) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[4]
+	return &file_latch_record_v1_record_proto_enumTypes[5]
 }
 
 func (x ReasonCode) Number() protoreflect.EnumNumber {
@@ -344,7 +402,7 @@ func (x ReasonCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReasonCode.Descriptor instead.
 func (ReasonCode) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 // EntryKind is what a journal record is about. Records written before it
@@ -404,6 +462,8 @@ const (
 	// Console sign-in and sign-out (JournalEntry.credential).
 	EntryKind_ENTRY_KIND_OPERATOR_SIGNED_IN  EntryKind = 27
 	EntryKind_ENTRY_KIND_OPERATOR_SIGNED_OUT EntryKind = 28
+	// A front saw the caller leave before the answer (Execution.delivery).
+	EntryKind_ENTRY_KIND_CALLER_LEFT EntryKind = 29
 )
 
 // Enum value maps for EntryKind.
@@ -438,6 +498,7 @@ var (
 		26: "ENTRY_KIND_ACCESS_DENIED",
 		27: "ENTRY_KIND_OPERATOR_SIGNED_IN",
 		28: "ENTRY_KIND_OPERATOR_SIGNED_OUT",
+		29: "ENTRY_KIND_CALLER_LEFT",
 	}
 	EntryKind_value = map[string]int32{
 		"ENTRY_KIND_UNSPECIFIED":            0,
@@ -469,6 +530,7 @@ var (
 		"ENTRY_KIND_ACCESS_DENIED":          26,
 		"ENTRY_KIND_OPERATOR_SIGNED_IN":     27,
 		"ENTRY_KIND_OPERATOR_SIGNED_OUT":    28,
+		"ENTRY_KIND_CALLER_LEFT":            29,
 	}
 )
 
@@ -483,11 +545,11 @@ func (x EntryKind) String() string {
 }
 
 func (EntryKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[5].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[6].Descriptor()
 }
 
 func (EntryKind) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[5]
+	return &file_latch_record_v1_record_proto_enumTypes[6]
 }
 
 func (x EntryKind) Number() protoreflect.EnumNumber {
@@ -496,7 +558,7 @@ func (x EntryKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EntryKind.Descriptor instead.
 func (EntryKind) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 // SessionState is where an agent session stands with the operator.
@@ -537,11 +599,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[6].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[7].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[6]
+	return &file_latch_record_v1_record_proto_enumTypes[7]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -550,7 +612,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 // Evidence is protocol correlation: recorded, never used to decide.
@@ -836,7 +898,18 @@ type Execution struct {
 	// reason by every step. Unset on records written before it existed:
 	// internal/lifecycle.ReasonOf reads the code those versions wrote at the
 	// start of reason.
-	ReasonCode    ReasonCode `protobuf:"varint,44,opt,name=reason_code,json=reasonCode,proto3,enum=latch.record.v1.ReasonCode" json:"reason_code,omitempty"`
+	ReasonCode ReasonCode `protobuf:"varint,44,opt,name=reason_code,json=reasonCode,proto3,enum=latch.record.v1.ReasonCode" json:"reason_code,omitempty"`
+	// What a front recorded about handing the result to its caller
+	// (internal/lifecycle.DeliveryOf): delivered (set with state delivered),
+	// caller_left (a front saw the caller's connection or stream close before
+	// it could write the answer; the execution stays where it was, and a
+	// retry that attaches can still be delivered), or unspecified: no front
+	// has recorded anything (not a failure: the record may be on its way).
+	// Unset on records written before it existed: state delivered stands in.
+	Delivery Delivery `protobuf:"varint,45,opt,name=delivery,proto3,enum=latch.record.v1.Delivery" json:"delivery,omitempty"`
+	// When a front's record that the caller left was journaled (kind
+	// "caller_left"); the first such record only.
+	CallerLeftAt  *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=caller_left_at,json=callerLeftAt,proto3" json:"caller_left_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1123,6 +1196,20 @@ func (x *Execution) GetReasonCode() ReasonCode {
 	return ReasonCode_REASON_CODE_UNSPECIFIED
 }
 
+func (x *Execution) GetDelivery() Delivery {
+	if x != nil {
+		return x.Delivery
+	}
+	return Delivery_DELIVERY_UNSPECIFIED
+}
+
+func (x *Execution) GetCallerLeftAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CallerLeftAt
+	}
+	return nil
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1137,7 +1224,9 @@ type JournalEntry struct {
 	// count), "recovery_replay" (a re-send under the same execution ID is about
 	// to go out), "recovery" (recovery settled it), "resolve", "evidence", "target_task" (the target's task ID for the
 	// execution was recorded: target_task_id).
-	// "integrity" (a stored result failed its hash: completed -> needs_review).
+	// "integrity" (a stored result failed its hash: completed -> needs_review),
+	// "caller_left" (a front saw the caller leave before the answer;
+	// Execution.delivery).
 	// Records before recovery_query existed say "recovery_attempt".
 	// Written by versions before entry_kind; new records set entry_kind and
 	// leave it empty. Read both through lifecycle.EntryKindOf.
@@ -2256,7 +2345,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x06answer\x18\t \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\f\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -2300,7 +2389,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x0etarget_task_id\x18* \x01(\tR\ftargetTaskId\x123\n" +
 	"\x06answer\x18+ \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x12<\n" +
 	"\vreason_code\x18, \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
-	"reasonCode\"\xe3\x06\n" +
+	"reasonCode\x125\n" +
+	"\bdelivery\x18- \x01(\x0e2\x19.latch.record.v1.DeliveryR\bdelivery\x12@\n" +
+	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\"\xe3\x06\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -2447,7 +2538,11 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x12ANSWER_KIND_STATUS\x10\x01\x12\x17\n" +
 	"\x13ANSWER_KIND_PROCESS\x10\x02\x12\x1b\n" +
 	"\x17ANSWER_KIND_TOOL_RESULT\x10\x03\x12\x16\n" +
-	"\x12ANSWER_KIND_MARKER\x10\x04*\xe7\x01\n" +
+	"\x12ANSWER_KIND_MARKER\x10\x04*V\n" +
+	"\bDelivery\x12\x18\n" +
+	"\x14DELIVERY_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12DELIVERY_DELIVERED\x10\x01\x12\x18\n" +
+	"\x14DELIVERY_CALLER_LEFT\x10\x02*\xe7\x01\n" +
 	"\n" +
 	"ReasonCode\x12\x1b\n" +
 	"\x17REASON_CODE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -2456,7 +2551,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x19REASON_CODE_UNKNOWN_ACTOR\x10\x03\x12%\n" +
 	"!REASON_CODE_SESSION_AUTHORIZATION\x10\x04\x12\x1f\n" +
 	"\x1bREASON_CODE_SESSION_REVOKED\x10\x05\x12 \n" +
-	"\x1cREASON_CODE_RESULT_INTEGRITY\x10\x06*\xf9\x06\n" +
+	"\x1cREASON_CODE_RESULT_INTEGRITY\x10\x06*\x95\a\n" +
 	"\tEntryKind\x12\x1a\n" +
 	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ENTRY_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -2487,7 +2582,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x1aENTRY_KIND_SECRET_RECORDED\x10\x19\x12\x1c\n" +
 	"\x18ENTRY_KIND_ACCESS_DENIED\x10\x1a\x12!\n" +
 	"\x1dENTRY_KIND_OPERATOR_SIGNED_IN\x10\x1b\x12\"\n" +
-	"\x1eENTRY_KIND_OPERATOR_SIGNED_OUT\x10\x1c*\x81\x01\n" +
+	"\x1eENTRY_KIND_OPERATOR_SIGNED_OUT\x10\x1c\x12\x1a\n" +
+	"\x16ENTRY_KIND_CALLER_LEFT\x10\x1d*\x81\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -2506,80 +2602,83 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
 	(Disposition)(0),              // 2: latch.record.v1.Disposition
 	(AnswerKind)(0),               // 3: latch.record.v1.AnswerKind
-	(ReasonCode)(0),               // 4: latch.record.v1.ReasonCode
-	(EntryKind)(0),                // 5: latch.record.v1.EntryKind
-	(SessionState)(0),             // 6: latch.record.v1.SessionState
-	(*Evidence)(nil),              // 7: latch.record.v1.Evidence
-	(*Result)(nil),                // 8: latch.record.v1.Result
-	(*Execution)(nil),             // 9: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 10: latch.record.v1.JournalEntry
-	(*SecretDigest)(nil),          // 11: latch.record.v1.SecretDigest
-	(*OperatorCredential)(nil),    // 12: latch.record.v1.OperatorCredential
-	(*ConsoleAddress)(nil),        // 13: latch.record.v1.ConsoleAddress
-	(*ConsoleSession)(nil),        // 14: latch.record.v1.ConsoleSession
-	(*UpstreamToolPin)(nil),       // 15: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 16: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 17: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 18: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 19: latch.record.v1.Session
-	nil,                           // 20: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(Delivery)(0),                 // 4: latch.record.v1.Delivery
+	(ReasonCode)(0),               // 5: latch.record.v1.ReasonCode
+	(EntryKind)(0),                // 6: latch.record.v1.EntryKind
+	(SessionState)(0),             // 7: latch.record.v1.SessionState
+	(*Evidence)(nil),              // 8: latch.record.v1.Evidence
+	(*Result)(nil),                // 9: latch.record.v1.Result
+	(*Execution)(nil),             // 10: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 11: latch.record.v1.JournalEntry
+	(*SecretDigest)(nil),          // 12: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 13: latch.record.v1.OperatorCredential
+	(*ConsoleAddress)(nil),        // 14: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 15: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 16: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 17: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 18: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 19: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 20: latch.record.v1.Session
+	nil,                           // 21: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	20, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	21, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	21, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	21, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	21, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	21, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	21, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	21, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	21, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	21, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	22, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	22, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	22, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	22, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	22, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	22, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	22, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	22, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
-	4,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
-	21, // 15: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 16: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 17: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	9,  // 18: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	7,  // 19: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	19, // 20: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	16, // 21: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	17, // 22: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	12, // 23: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	15, // 24: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
-	4,  // 25: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
-	11, // 26: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	5,  // 27: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
-	12, // 28: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	21, // 29: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	21, // 30: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 31: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	21, // 32: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	21, // 33: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 34: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	21, // 35: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	21, // 36: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	6,  // 37: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	21, // 38: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	21, // 39: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	21, // 40: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	21, // 41: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	5,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
+	4,  // 15: latch.record.v1.Execution.delivery:type_name -> latch.record.v1.Delivery
+	22, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
+	22, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 18: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 19: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	10, // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	8,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	20, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	17, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	18, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	13, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	16, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	5,  // 27: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
+	12, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	6,  // 29: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
+	13, // 30: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	22, // 31: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	22, // 32: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 33: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	22, // 34: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	22, // 35: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 36: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	22, // 37: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	22, // 38: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	7,  // 39: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	22, // 40: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	22, // 41: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	22, // 42: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	22, // 43: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -2592,7 +2691,7 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
