@@ -57,6 +57,7 @@ func (f *Front) addBuiltins(srv *mcp.Server, fixedActor string) {
 		InputSchema: idSchema,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no},
 	}, f.cancelHandler(fixedActor))
+	f.addReceiptTool(srv, fixedActor)
 }
 
 func (f *Front) builtinCaller(req *mcp.CallToolRequest, fixedActor string) (callContext, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/receipt"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -100,7 +101,8 @@ var callResultSchema = json.RawMessage(`{
         "summary": {"type": "string"}
       }
     },
-    "note": {"type": "string", "description": "What happened and what to do next, written for the model."}
+    "note": {"type": "string", "description": "What happened and what to do next, written for the model."},
+    "receipt": {"type": "object", "description": "The execution's receipt: its journal record, an inclusion proof and a checkpoint signed by Latch's journal key, checkable offline (latch receipt verify)."}
   }
 }`)
 
@@ -219,6 +221,7 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 			IntentScope: cc.scope,
 			Evidence:    cc.evidence,
 			WaitMs:      waitMs,
+			Receipt:     !f.cfg.NoReceipts,
 		})
 		if err != nil {
 			return f.submitError(log, tool, err)
@@ -236,7 +239,13 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
-		res := personNote(f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r), exec, f.operatorArgs())
+		res := f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r)
+		if exec.GetJournalIndex() == resp.GetExecution().GetJournalIndex() {
+			f.attachReceipt(ctx, cc, res, exec, resp.GetReceipt())
+		} else {
+			f.attachReceipt(ctx, cc, res, exec, nil) // moved on while watched: the receipt of where it rests
+		}
+		res = personNote(res, exec, f.operatorArgs())
 		if ctx.Err() != nil && !cc.resumable {
 			// The caller left while the answer was being made: it is
 			// never written (the SDK drops answers to ended requests).
@@ -466,6 +475,9 @@ type CallResult struct {
 	Result       *ResultView `json:"result,omitempty"`
 	DispatchedAt string      `json:"dispatched_at,omitempty"`
 	Note         string      `json:"note"`
+	// Receipt is the execution's receipt (receipts.go): its journal
+	// record, proven against a signed checkpoint.
+	Receipt *receipt.Receipt `json:"receipt,omitempty"`
 }
 
 // ResultView is a stored target answer as the model sees it.

@@ -109,6 +109,9 @@ type Config struct {
 	// Limits caps the sessions and streams HTTP callers hold open, per
 	// actor and in total (limits.go; zero fields: the defaults).
 	Limits Limits
+	// NoReceipts leaves receipts out of the answers (receipts.go); they
+	// are on by default.
+	NoReceipts bool
 	// StateDir, when set, is where the front keeps the delivery reports the
 	// control plane has not taken yet, so a front stopped while the control
 	// plane is away sends them when it starts again (deliveryqueue.go). One

@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/receipt"
 )
 
 func TestCall(t *testing.T) {
@@ -48,8 +49,17 @@ func TestCall(t *testing.T) {
 			if cr.Result == nil || cr.Result.Status != 200 || !ok || body["key"] != cr.ExecutionID {
 				t.Errorf("result = %+v, want status 200 and the target's JSON body carrying the execution id as key", cr.Result)
 			}
-			if len(res.Content) != 1 {
-				t.Fatalf("content = %v, want one text content", res.Content)
+			if len(res.Content) != 2 {
+				t.Fatalf("content = %v, want the answer's text and the receipt's line", res.Content)
+			}
+			if cr.Receipt == nil {
+				t.Fatal("structuredContent has no receipt")
+			}
+			if line := res.Content[1].(*mcp.TextContent).Text; line != cr.Receipt.Line() || !strings.Contains(line, cr.ExecutionID+" completed") {
+				t.Errorf("last text block = %q, want the receipt's line %q", line, cr.Receipt.Line())
+			}
+			if _, err := receipt.Verify(cr.Receipt, st.verifier); err != nil || cr.Receipt.ExecutionID != cr.ExecutionID || cr.Receipt.TargetStatus != 200 {
+				t.Errorf("receipt.Verify(structuredContent.receipt) = %v (execution %s, status %d), want it verified for %s with status 200", err, cr.Receipt.ExecutionID, cr.Receipt.TargetStatus, cr.ExecutionID)
 			}
 			if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, cr.Note+"\n\nTarget answer (HTTP status 200):") || !strings.Contains(text, cr.ExecutionID) {
 				t.Errorf("content text = %q, want the note %q then the target's answer (HTTP status 200, its body naming the execution)", text, cr.Note)

@@ -27,6 +27,8 @@ import (
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpchannel"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
+	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/receipts"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/tokens"
@@ -181,6 +183,8 @@ type testStack struct {
 	Tokens *tokens.Service
 	effect *effectServer
 	tokens map[string]string // actor → bearer token
+	// verifier is the journal's verifier key, for the receipts.
+	verifier string
 	// callDone receives one value each time a catalog tool handler returned.
 	callDone chan struct{}
 }
@@ -205,7 +209,21 @@ func newTestStack(t testing.TB, opts stackOptions) *testStack {
 	// Callers are the operator's, as on the control plane's unix socket:
 	// stdio sessions name their actor; HTTP calls carry the agent's token,
 	// which the control plane authenticates on every Submit.
-	svc, err := api.New(api.Config{Engine: st.engine, Tokens: ts, Caller: func(context.Context) api.Caller { return api.Caller{Identity: "unix", Operator: true} }})
+	skey, vkey, err := journal.GenerateKey("latch.test/mcpfront")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := journal.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcpt, err := receipts.New(receipts.Config{Journal: cpStore, Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.verifier = vkey
+	svc, err := api.New(api.Config{Engine: st.engine, Tokens: ts, Caller: func(context.Context) api.Caller { return api.Caller{Identity: "unix", Operator: true} },
+		Receipts: rcpt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/latchhq/latch/internal/mcpwire"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/receipt"
 )
 
 // A long deploy returns a task at once (the go-sdk client, 2026-07-28, with
@@ -60,6 +61,13 @@ func TestTasksModernLongCall(t *testing.T) {
 	}
 	if _, ok := result["_meta"].(map[string]any)[MetaRelatedTask]; ok {
 		t.Errorf("inlined result carries %s; the extension forbids it", MetaRelatedTask)
+	}
+	// The task's result carries the execution's receipt, as a call's does.
+	rb, _ := json.Marshal(sc["receipt"])
+	if r, err := receipt.Parse(rb); err != nil {
+		t.Errorf("completed task result's receipt = %s: %v", rb, err)
+	} else if _, err := receipt.Verify(r, st.verifier); err != nil || r.ExecutionID != id {
+		t.Errorf("receipt.Verify(task result's receipt of %s) = %v, want it verified for %s", r.ExecutionID, err, id)
 	}
 	if n := st.effect.count("/slow"); n != 1 {
 		t.Errorf("effect count = %d, want 1", n)

@@ -230,9 +230,12 @@ func (f *Front) ownExecution(ctx context.Context, cc callContext, id string) (*r
 }
 
 // taskResult is the tool result of a terminal task, as tools/call would
-// have answered it (the note and structuredContent of a status read).
+// have answered it (the note and structuredContent of a status read, and
+// the execution's receipt).
 func (f *Front) taskResult(ctx context.Context, cc callContext, exec *recordv1.Execution, r *recordv1.Result) *mcp.CallToolResult {
-	return f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, exec, r)
+	res := f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, exec, r)
+	f.attachReceipt(ctx, cc, res, exec, nil)
+	return res
 }
 
 func (f *Front) tasksGet(ctx context.Context, cc callContext, id string, modern bool) (any, *rpcError) {

@@ -132,7 +132,7 @@ func (f *Front) addTool(srv *mcp.Server, t *controlplanev1.Tool, fixedActor stri
 }
 
 func isBuiltin(name string) bool {
-	return name == ToolExecutionStatus || name == ToolExecutions || name == ToolCancelExecution
+	return name == ToolExecutionStatus || name == ToolExecutions || name == ToolCancelExecution || name == ToolReceipt
 }
 
 // operatorArgs is what an operator adds to a latch command to reach the

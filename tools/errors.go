@@ -3,7 +3,8 @@ package tools
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/latchhq/latch/internal/yamlpos"
 )
 
 var (
@@ -20,20 +21,7 @@ var (
 )
 
 // Problem is one thing wrong with a catalog, located in its file.
-type Problem struct {
-	File string
-	// Line is 1-based; 0 when the problem has no line (an unreadable file).
-	Line int
-	Msg  string
-}
-
-// String formats the problem as "file:line: msg".
-func (p Problem) String() string {
-	if p.Line <= 0 {
-		return fmt.Sprintf("%s: %s", p.File, p.Msg)
-	}
-	return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Msg)
-}
+type Problem = yamlpos.Problem
 
 // LoadError lists every problem found in a refused catalog, in file order.
 type LoadError struct {
@@ -42,11 +30,7 @@ type LoadError struct {
 
 // Error returns the problems one per line, each "file:line: what is wrong".
 func (e *LoadError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.String()
-	}
-	return strings.Join(lines, "\n")
+	return yamlpos.Join(e.Problems)
 }
 
 // Is makes errors.Is(err, ErrInvalid) true for a *LoadError.

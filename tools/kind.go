@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/internal/yamlpos"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -189,15 +190,14 @@ func (r *Registry) Load(path string) (*Catalog, error) {
 // ErrInvalid)) listing every problem as "file:line: what is wrong" when the
 // catalog is refused.
 func (r *Registry) Parse(filename string, data []byte) (*Catalog, error) {
-	p := &parser{file: filename, kinds: r}
+	p := &parser{Reader: yamlpos.Reader{File: filename}, kinds: r}
 	cat := p.parse(data)
-	if len(p.problems) > 0 {
-		slices.SortStableFunc(p.problems, func(a, b Problem) int { return a.Line - b.Line })
-		return nil, &LoadError{Problems: p.problems}
+	p.Sort()
+	if len(p.Problems) > 0 {
+		return nil, &LoadError{Problems: p.Problems}
 	}
 	cat.Source = filename
-	slices.SortStableFunc(p.warnings, func(a, b Problem) int { return a.Line - b.Line })
-	cat.Warnings = p.warnings
+	cat.Warnings = p.Warnings
 	return cat, nil
 }
 
@@ -241,11 +241,7 @@ func (s *Fields) Warnf(key, format string, args ...any) {
 	if e, ok := s.f[key]; ok {
 		n = e.keyNode
 	}
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	s.p.warnings = append(s.p.warnings, Problem{File: s.p.file, Line: line, Msg: fmt.Sprintf("%s: %s", s.what, fmt.Sprintf(format, args...))})
+	s.p.Warnf(n, "%s: %s", s.what, fmt.Sprintf(format, args...))
 }
 
 // Require records "KEY is required (why)" unless the entry has key, and
@@ -335,9 +331,9 @@ func (s *ToolSpec) Template(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	before := len(s.p.problems)
+	before := len(s.p.Problems)
 	s.p.checkTemplate(s.f[key].keyNode, v, s.what+": "+key, s.info, refAlways)
-	return v, len(s.p.problems) == before
+	return v, len(s.p.Problems) == before
 }
 
 // ReportForeign records the generic problem for each key of s.Foreign().

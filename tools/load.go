@@ -1,18 +1,15 @@
 package tools
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/latchhq/latch/internal/yamlpos"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -31,7 +28,6 @@ var (
 	nameRE       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	headerNameRE = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	yamlErrRE    = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
 )
 
 var (
@@ -61,57 +57,18 @@ func Load(path string) (*Catalog, error) { return builtIn.Load(path) }
 // (Registry.Parse); filename is used in messages.
 func Parse(filename string, data []byte) (*Catalog, error) { return builtIn.Parse(filename, data) }
 
-func (p *parser) yamlErr(err error) {
-	if m := yamlErrRE.FindStringSubmatch(err.Error()); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		if strings.Contains(m[2], "tab character") {
-			line = tabLine(p.data, line)
-		}
-		p.problems = append(p.problems, Problem{File: p.file, Line: line, Msg: "YAML: " + m[2]})
-		return
-	}
-	p.problems = append(p.problems, Problem{File: p.file, Msg: "YAML: " + cleanYAMLErr(err)})
-}
-
-// tabLine is the line of the first tab in indentation at or after line:
-// the YAML parser reports a tab that breaks the indentation on the line
-// before the one that holds it.
-func tabLine(data []byte, line int) int {
-	for i, l := range strings.Split(string(data), "\n") {
-		if i+1 < line {
-			continue
-		}
-		if indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.Contains(indent, "\t") {
-			return i + 1
-		}
-	}
-	return line
-}
-
 func (p *parser) parse(data []byte) *Catalog {
-	p.data = data
+	p.Data = data
 	if len(data) > MaxCatalogSize {
-		p.problems = append(p.problems, Problem{File: p.file, Msg: fmt.Sprintf("catalog is larger than %d bytes", MaxCatalogSize)})
+		p.Problems = append(p.Problems, Problem{File: p.File, Msg: fmt.Sprintf("catalog is larger than %d bytes", MaxCatalogSize)})
 		return nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		p.yamlErr(err)
+	root := p.Document("a catalog")
+	if root == nil {
 		return nil
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		p.addf(&extra, "a catalog is one YAML document; remove the extra \"---\" document")
-	} else if !errors.Is(err, io.EOF) {
-		p.yamlErr(err)
-	}
-	root := &doc
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		root = root.Content[0]
-	}
-	if root.Kind == 0 || (root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null") {
-		p.problems = append(p.problems, Problem{File: p.file, Line: 1, Msg: "catalog is empty: define at least one tool under tools:"})
+	if yamlpos.Empty(root) {
+		p.Problems = append(p.Problems, Problem{File: p.File, Line: 1, Msg: "catalog is empty: define at least one tool under tools:"})
 		return nil
 	}
 	top := p.fields(root, "catalog", topKeys)
@@ -158,10 +115,7 @@ func (p *parser) parse(data []byte) *Catalog {
 	return cat
 }
 
-func isNull(n *yaml.Node) bool {
-	n = deref(n)
-	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
+func isNull(n *yaml.Node) bool { return yamlpos.IsNull(n) }
 
 // checkName reports names that do not match nameRE.
 func (p *parser) checkName(e kv, kind string) bool {

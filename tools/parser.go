@@ -1,31 +1,22 @@
 package tools
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/latchhq/latch/internal/yamlpos"
 )
 
-// parser collects problems while walking a catalog's YAML nodes.
+// parser collects problems while walking a catalog's YAML nodes
+// (internal/yamlpos locates them).
 type parser struct {
-	file     string
-	problems []Problem
-	warnings []Problem
-	data     []byte // the catalog's text, for YAML errors that point at the wrong line
-	kinds    *Registry
+	yamlpos.Reader
+	kinds *Registry
 }
 
 // addf records a problem at n's line (line 0 when n is nil).
-func (p *parser) addf(n *yaml.Node, format string, args ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	p.problems = append(p.problems, Problem{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)})
-}
+func (p *parser) addf(n *yaml.Node, format string, args ...any) { p.Addf(n, format, args...) }
 
 // kv is one mapping entry.
 type kv struct {
@@ -34,58 +25,31 @@ type kv struct {
 	val     *yaml.Node
 }
 
-// isMapping reports whether n is a mapping; otherwise it records a problem.
-func (p *parser) isMapping(n *yaml.Node, what string) bool {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		p.addf(n, "%s: must be a mapping", what)
-		return false
-	}
-	return true
-}
-
-// pairs returns the entries of mapping n in file order, reporting duplicate,
-// merge and non-string keys.
-func (p *parser) pairs(n *yaml.Node, what string) []kv {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	seen := map[string]int{}
-	var out []kv
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), n.Content[i+1]
-		if k == nil || k.Kind != yaml.ScalarNode {
-			p.addf(n.Content[i], "%s: keys must be plain strings", what)
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
-			p.addf(k, "%s: merge keys (<<) are not supported; write the keys out", what)
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			p.addf(k, "%s: duplicate key %q (first at line %d)", what, k.Value, first)
-			continue
-		}
-		seen[k.Value] = k.Line
-		out = append(out, kv{key: k.Value, keyNode: k, val: v})
+func kvs(in []yamlpos.KV) []kv {
+	out := make([]kv, len(in))
+	for i, e := range in {
+		out[i] = kv{key: e.Key, keyNode: e.KeyNode, val: e.Val}
 	}
 	return out
 }
 
+// isMapping reports whether n is a mapping; otherwise it records a problem.
+func (p *parser) isMapping(n *yaml.Node, what string) bool { return p.IsMapping(n, what) }
+
+// pairs returns the entries of mapping n in file order, reporting duplicate,
+// merge and non-string keys.
+func (p *parser) pairs(n *yaml.Node, what string) []kv { return kvs(p.Pairs(n, what)) }
+
 // fields returns the entries of mapping n by key, reporting keys not in
 // allowed. It returns nil (and records a problem) when n is not a mapping.
 func (p *parser) fields(n *yaml.Node, what string, allowed []string) map[string]kv {
-	if !p.isMapping(n, what) {
+	m := p.Fields(n, what, allowed)
+	if m == nil {
 		return nil
 	}
-	out := map[string]kv{}
-	for _, e := range p.pairs(n, what) {
-		if !slices.Contains(allowed, e.key) {
-			p.addf(e.keyNode, "%s: unknown key %q (known: %s)", what, e.key, strings.Join(allowed, ", "))
-			continue
-		}
-		out[e.key] = e
+	out := make(map[string]kv, len(m))
+	for k, e := range m {
+		out[k] = kv{key: e.Key, keyNode: e.KeyNode, val: e.Val}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/latchhq/latch/internal/yamlpos"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -18,12 +19,7 @@ const (
 )
 
 // deref follows an alias to the node it names.
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 8; i++ {
-		n = n.Alias
-	}
-	return n
-}
+func deref(n *yaml.Node) *yaml.Node { return yamlpos.Deref(n) }
 
 // valueBuilder converts YAML nodes to JSON-shaped Go values: map[string]any,
 // []any, string, bool, nil, int64 or float64. It stops at the first limit
@@ -150,6 +146,4 @@ func (p *parser) scalar(n *yaml.Node, what string) (any, bool) {
 }
 
 // cleanYAMLErr drops the "yaml: " prefix of go-yaml errors.
-func cleanYAMLErr(err error) string {
-	return strings.TrimPrefix(err.Error(), "yaml: ")
-}
+func cleanYAMLErr(err error) string { return yamlpos.CleanErr(err) }

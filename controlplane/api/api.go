@@ -23,6 +23,7 @@ import (
 	"github.com/latchhq/latch/internal/errinfo"
 	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	receiptv1 "github.com/latchhq/latch/proto/latch/receipt/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -42,6 +43,15 @@ type Config struct {
 	FrontActors FrontActors
 	// Caller tells who made a call (default PeerCaller).
 	Caller CallerFunc
+	// Receipts issues the receipts Submit and Get are asked for
+	// (receipts.Issuer). Nil: none are sent.
+	Receipts ReceiptIssuer
+}
+
+// ReceiptIssuer issues an execution's receipt; controlplane/receipts'
+// Issuer implements it.
+type ReceiptIssuer interface {
+	Issue(x *recordv1.Execution) (*receiptv1.Receipt, error)
 }
 
 // Service implements controlplanev1.ControlPlaneServer.
@@ -53,6 +63,7 @@ type Service struct {
 	fronts FrontActors
 	caller CallerFunc
 	obs    SubmitObserver
+	rcpt   ReceiptIssuer
 
 	drainOnce sync.Once
 	draining  chan struct{}
@@ -71,7 +82,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Caller == nil {
 		cfg.Caller = PeerCaller
 	}
-	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller, obs: cfg.Observer, draining: make(chan struct{})}, nil
+	return &Service{log: cfg.Logger.Named("api"), e: cfg.Engine, tokens: cfg.Tokens, fronts: cfg.FrontActors, caller: cfg.Caller, obs: cfg.Observer, rcpt: cfg.Receipts, draining: make(chan struct{})}, nil
 }
 
 // Drain ends the long polls in progress (ListTools answers "unchanged") and
@@ -102,7 +113,25 @@ func (s *Service) Submit(ctx context.Context, req *controlplanev1.SubmitRequest)
 	} else if w > maxWaitMs {
 		return nil, status.Errorf(codes.InvalidArgument, "wait_ms must be at most %d", maxWaitMs)
 	}
+	if req.GetReceipt() && !lifecycle.Pending(resp.GetExecution().GetState()) {
+		resp.Receipt = s.receipt(resp.GetExecution())
+	}
 	return resp, nil
+}
+
+// receipt is x's receipt, or nil when there is no issuer or it fails: the
+// answer goes out without one (the caller can ask again with Get), since
+// what the execution did does not depend on it.
+func (s *Service) receipt(x *recordv1.Execution) *receiptv1.Receipt {
+	if s.rcpt == nil || x == nil {
+		return nil
+	}
+	r, err := s.rcpt.Issue(x)
+	if err != nil {
+		s.log.Warn("receipt not issued", "execution_id", x.GetId(), "error", err)
+		return nil
+	}
+	return r
 }
 
 // maxWaitMs bounds a Submit's server-side wait.
@@ -140,7 +169,11 @@ func (s *Service) Get(ctx context.Context, req *controlplanev1.GetRequest) (*con
 	if err != nil {
 		return nil, s.toStatus(err)
 	}
-	return &controlplanev1.GetResponse{Execution: x, Result: r}, nil
+	resp := &controlplanev1.GetResponse{Execution: x, Result: r}
+	if req.GetReceipt() {
+		resp.Receipt = s.receipt(x)
+	}
+	return resp, nil
 }
 
 func (s *Service) List(ctx context.Context, req *controlplanev1.ListRequest) (*controlplanev1.ListResponse, error) {

@@ -173,7 +173,8 @@ func (bn *Bench) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeFn()
-	paths, closePaths, err := benchPaths(ctx, info, cp, cfg.Concurrency)
+	rcpts := newReceiptStats()
+	paths, closePaths, err := benchPaths(ctx, info, cp, cfg.Concurrency, rcpts)
 	if err != nil {
 		return err
 	}
@@ -241,6 +242,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 	}
 	m, b := merged["mcp"], merged["bare"]
 	fmt.Fprintf(out, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s, CPU/call %s.\n", overP50(m, b, false), ratio(m, b), cpuRatio(cpuOf["mcp"], m, cpuOf["bare"], b))
+	rcpts.print(out, merged["receipt"], cpuOf["receipt"], merged["durable"], cpuOf["durable"])
 	if ferr != nil {
 		fmt.Fprintf(out, "Durability floor not measured: %v (it needs to write a temporary directory in the data dir).\n", ferr)
 	} else {
@@ -501,7 +503,7 @@ func readBenchInfo(dir string) (devstack.Info, error) {
 
 // benchPaths builds the four paths; every call i deploys a version unique
 // to this run, so each is a new intent.
-func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.ControlPlaneClient, conc int) ([]benchPath, func(), error) {
+func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.ControlPlaneClient, conc int, rcpts *receiptStats) ([]benchPath, func(), error) {
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	run := hex.EncodeToString(nonce[:])
@@ -532,12 +534,7 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 		return nil
 	}
 
-	durable := func(ctx context.Context, i int64) error {
-		args := fmt.Sprintf(`{"service":"bench","version":%q}`, version("s", i))
-		resp, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: devstack.Actor, Tool: benchTool, Arguments: []byte(args), WaitMs: benchCallTimeout.Milliseconds()})
-		if err != nil {
-			return err
-		}
+	checkDurable := func(i int64, resp *controlplanev1.SubmitResponse) error {
 		if d := resp.GetDisposition(); d != recordv1.Disposition_DISPOSITION_NEW {
 			return fmt.Errorf("call %d was not a new execution (%s of %s): every bench call must be a new intent", i, d, resp.GetExecution().GetId())
 		}
@@ -547,6 +544,22 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 		return nil
 	}
 
+	durableAs := func(path string, receipt bool) func(ctx context.Context, i int64) error {
+		return func(ctx context.Context, i int64) error {
+			args := fmt.Sprintf(`{"service":"bench","version":%q}`, version(path, i))
+			resp, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: devstack.Actor, Tool: benchTool, Arguments: []byte(args), WaitMs: benchCallTimeout.Milliseconds(),
+				Receipt: receipt})
+			if err != nil {
+				return err
+			}
+			if receipt && resp.GetReceipt() == nil {
+				return fmt.Errorf("execution %s was answered without the receipt asked for", resp.GetExecution().GetId())
+			}
+			rcpts.observe(resp)
+			return checkDurable(i, resp)
+		}
+	}
+	durable, withReceipt := durableAs("s", false), durableAs("r", true)
 	// One MCP session per worker, as concurrent agents would have.
 	sessions := make(chan *mcp.ClientSession, conc)
 	var closeAll func()
@@ -608,6 +621,7 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", func(ctx context.Context, i int64) error { return direct(ctx, i, "") }},
 		{"bare", "tools/call to a bare go-sdk MCP server in this process whose tool makes the direct POST (MCP, no durability, no dedupe)", viaBare},
 		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
+		{"receipt", "the durable path asking for the execution's receipt (record, inclusion proof, signed checkpoint)", withReceipt},
 		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
 	}, closeAll, nil
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/latchhq/latch/controlplane/audit"
@@ -17,7 +18,7 @@ import (
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
-	const usage = "verify DATA_DIR|--store URL|--export FILE --key FILE | export DATA_DIR|--store URL [-o FILE] | prove DATA_DIR|--store URL ACT_ID"
+	const usage = "verify DATA_DIR|--store URL|--export FILE --key FILE | export DATA_DIR|--store URL [-o FILE] [--format F] | prove DATA_DIR|--store URL ACT_ID"
 	sub, args, err := splitSubcommand(env, "audit", usage, args)
 	if err != nil {
 		return err
@@ -118,6 +119,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		return vf.verdict(env, rep)
 	case "export":
 		out := fs.String("o", "", "write to this file (default stdout)")
+		format := fs.String("format", audit.FormatJournal, "journal (the export latch audit verify --export reads), or a draft interop layout: mcp-audit-draft (the proposed MCP audit record: event id, time, principal, event type, tool, outcome, previous hash, event hash; one line per record), mcp-decision-draft (decision and outcome records)")
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -140,7 +142,10 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			defer bw.Flush()
 			w = bw
 		}
-		return audit.Export(src, w)
+		if !slices.Contains(audit.Formats, *format) {
+			return usagef("--format %q: want one of %s", *format, strings.Join(audit.Formats, ", "))
+		}
+		return audit.ExportAs(src, w, *format)
 	case "prove":
 		pos, err := parse(fs, args)
 		if err != nil {

@@ -40,8 +40,10 @@ type command struct {
 func commandTable() map[string]command {
 	return map[string]command{
 		"serve":      {"run the control plane: latch serve --data DIR --catalog FILE", runServe},
+		"config":     {"check latch serve's config file: config validate FILE (keys, types, secrets only by reference; exit 2 on any problem)", runConfig},
 		"dev":        {"run the whole stack on an embedded default: latch dev [--data DIR] [--listen ADDR] [--catalog FILE]", runDev},
-		"exec":       {"inspect and resolve executions: list | show ID | explain ID | resolve ID", runExec},
+		"exec":       {"inspect and resolve executions: list | show ID | explain ID | receipt ID | resolve ID", runExec},
+		"receipt":    {"check a receipt offline, without trusting Latch: verify FILE --key PUB", runReceipt},
 		"approvals":  {"decide executions awaiting approval: list | show ID | approve ID | deny ID --reason R", runApprovals},
 		"audit":      {"the journal offline: verify DATA_DIR | verify --export FILE | export DATA_DIR | prove DATA_DIR ACT_ID", runAudit},
 		"demo":       {"drive a running `latch dev` through the dropped-connection story", runDemo},

@@ -16,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/internal/buildinfo"
+	"github.com/latchhq/latch/internal/config"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -51,7 +52,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	opsF := addOpsFlags(fs, devOpsListen)
-	ports := fs.String("ports", "", "auto: a free loopback port for every listener whose address flag is not given (--listen, --demo-listen, --http-listen); the banner prints them")
+	ports := fs.String("ports", "", "auto: a free loopback port for every listener whose address flag is not given (--listen, --demo-listen, --ops-listen); the banner prints them")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -59,8 +60,14 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	case "":
 	case "auto":
 		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		for name, addr := range map[string]*string{"listen": listen, "demo-listen": demoListen, "http-listen": &opsF.listen} {
+		fs.Visit(func(f *flag.Flag) {
+			name := f.Name
+			if c, ok := config.AliasOf(f); ok {
+				name = c
+			}
+			given[name] = true
+		})
+		for name, addr := range map[string]*string{"listen": listen, "demo-listen": demoListen, "ops-listen": &opsF.listen} {
 			if !given[name] {
 				*addr = "127.0.0.1:0"
 			}
@@ -89,7 +96,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	lis, err := listenAll([]devListener{
 		{"demo target", "--demo-listen", *demoListen},
 		{"MCP front", "--listen", *listen},
-		{"ops listener", "--http-listen", opsF.listen},
+		{"ops listener", "--ops-listen", opsF.listen},
 	})
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 )
 
 func runExec(ctx context.Context, env *Env, args []string) error {
-	sub, args, fs, t, err := adminCommand(env, "exec", "list | show ID | explain ID | watch [--state S] [ID] | resolve ID --completed|--not-executed --reason R", args)
+	sub, args, fs, t, err := adminCommand(env, "exec", "list | show ID | explain ID | receipt ID | watch [--state S] [ID] | resolve ID --completed|--not-executed --reason R", args)
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,12 @@ func runExec(ctx context.Context, env *Env, args []string) error {
 		}
 		show(env.Stdout, got.GetExecution(), got.GetResult(), hist.GetEntries())
 		return nil
+	case "receipt":
+		pos, err := parse(fs, args)
+		if err != nil {
+			return err
+		}
+		return execReceipt(ctx, env, t, pos)
 	case "watch":
 		return execWatch(ctx, env, fs, t, args)
 	case "resolve":

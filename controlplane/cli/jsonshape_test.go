@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/controlplane/datadir"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -49,6 +50,7 @@ var jsonShapes = map[string]jsonShape{
 	"exec show":              {new: func() any { return &execShowJSON{} }},
 	"exec watch":             {new: func() any { return &execLine{} }, lines: true},
 	"operator token list":    {new: func() any { return &tokenLine{} }, lines: true},
+	"receipt verify":         {new: func() any { return &receiptVerifyJSON{} }},
 	"session list":           {new: func() any { return &sessionLine{} }, lines: true},
 	"store migrate":          {new: func() any { return &storePlanJSON{} }, elsewhere: "TestStoreMigrateDryRun"},
 	"store status":           {new: func() any { return &storeStatusJSON{} }, elsewhere: "TestAuditOnPostgres"},
@@ -249,6 +251,16 @@ func TestJSONShapes(t *testing.T) {
 				args = []string{"version", "--json"}
 			case "catalog validate":
 				args = []string{"catalog", "validate", "--json", example}
+			case "receipt verify":
+				out, code := runCLI(t, "exec", "receipt", id, "--data", data)
+				if code != ExitOK {
+					t.Fatalf("latch exec receipt = %d:\n%s", code, out)
+				}
+				file := filepath.Join(t.TempDir(), "receipt.json")
+				if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"receipt", "verify", file, "--key", datadir.Verifier(data), "--json"}
 			default:
 				args = append(append(run[name], "--json"), "--data", data)
 			}

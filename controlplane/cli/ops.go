@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/stack"
+	"github.com/latchhq/latch/internal/config"
 	"github.com/latchhq/latch/internal/loopback"
 )
 
@@ -29,11 +30,15 @@ func addOpsFlags(fs *flag.FlagSet, defaultListen string) *opsFlags {
 	if defaultListen != "" {
 		what = "address of /metrics, /healthz, /readyz and the console /ui/ (TLS required unless loopback)"
 	}
-	fs.StringVar(&o.listen, "http-listen", defaultListen, what)
-	fs.StringVar(&o.cert, "http-tls-cert", "", "with --http-listen: serve HTTPS with this certificate (PEM)")
-	fs.StringVar(&o.key, "http-tls-key", "", "with --http-listen: the certificate's key (PEM)")
-	fs.StringVar(&o.advertise, "http-advertise", "", "with --http-listen and a PostgreSQL --store: the URL browsers reach this replica's console at (e.g. https://ops-a.example:7410), where standbys send them while it is active (default: the --http-listen URL)")
+	fs.StringVar(&o.listen, "ops-listen", defaultListen, what)
+	fs.StringVar(&o.cert, "ops-tls-cert-file", "", "with --ops-listen: serve HTTPS with this certificate (PEM)")
+	fs.StringVar(&o.key, "ops-tls-key-file", "", "with --ops-listen: the certificate's key (PEM)")
+	fs.StringVar(&o.advertise, "ops-advertise", "", "with --ops-listen and a PostgreSQL --store: the URL browsers reach this replica's console at (e.g. https://ops-a.example:7410), where standbys send them while it is active (default: the --ops-listen URL)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json (one JSON object per line)")
+	config.Alias(fs, "http-listen", "ops-listen")
+	config.Alias(fs, "http-tls-cert", "ops-tls-cert-file")
+	config.Alias(fs, "http-tls-key", "ops-tls-key-file")
+	config.Alias(fs, "http-advertise", "ops-advertise")
 	return o
 }
 
@@ -45,10 +50,10 @@ func (o *opsFlags) validate(level string) error {
 		return usagef("--log-level %q is not one of trace, debug, info, warn, error", level)
 	}
 	if (o.cert != "" || o.key != "") && o.listen == "" {
-		return usagef("--http-tls-cert and --http-tls-key need --http-listen")
+		return usagef("--ops-tls-cert-file and --ops-tls-key-file need --ops-listen")
 	}
 	if o.listen != "" && o.cert == "" && !loopback.HostPort(o.listen) {
-		return usagef("--http-listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or a loopback address", o.listen)
+		return usagef("--ops-listen %s is not a loopback address: pass --ops-tls-cert-file and --ops-tls-key-file, or a loopback address", o.listen)
 	}
 	return nil
 }

@@ -387,7 +387,7 @@ func TestServeRefusesPublicOpsWithoutTLS(t *testing.T) {
 	_, url := newTarget(t)
 	catalog := writeCatalog(t, url)
 	out, code := runCLI(t, "serve", "--data", t.TempDir(), "--catalog", catalog, "--http-listen", "0.0.0.0:0")
-	if code != 2 || !strings.Contains(out, "--http-tls-cert") {
-		t.Errorf("serve --http-listen 0.0.0.0:0 = exit %d %q, want 2 naming --http-tls-cert", code, out)
+	if code != 2 || !strings.Contains(out, "--ops-tls-cert-file") {
+		t.Errorf("serve --http-listen 0.0.0.0:0 = exit %d %q, want 2 naming --ops-tls-cert-file", code, out)
 	}
 }

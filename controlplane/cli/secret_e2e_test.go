@@ -171,7 +171,7 @@ func TestDevNamesEveryBusyPort(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "d")
 	out, code := runCLI(t, "dev", "--data", data, "--listen", mcpAddr, "--demo-listen", "127.0.0.1:0", "--http-listen", opsAddr)
 	if code != 1 || !strings.Contains(out, "MCP front on "+mcpAddr) || !strings.Contains(out, "--listen to use another") ||
-		!strings.Contains(out, "ops listener on "+opsAddr) || !strings.Contains(out, "--http-listen to use another") || !strings.Contains(out, "nothing was started") {
+		!strings.Contains(out, "ops listener on "+opsAddr) || !strings.Contains(out, "--ops-listen to use another") || !strings.Contains(out, "nothing was started") {
 		t.Fatalf("latch dev with two busy ports: exit %d\n%s\nwant exit 1 naming both addresses and their flags", code, out)
 	}
 }

@@ -202,7 +202,7 @@ func TestServeRefusesUnidentifiableTCP(t *testing.T) {
 		code int
 		want string
 	}{
-		{"TLS without client CA", []string{"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey}, 2, "--tls-cert without --tls-client-ca"},
+		{"TLS without client CA", []string{"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey}, 2, "--tls-cert-file without --tls-client-ca-file"},
 		{"mTLS without identities", []string{"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca}, 1, "--front-identity or --operator-identity"},
 		{"plaintext off loopback", []string{"--grpc-listen", "0.0.0.0:0"}, 1, "without TLS"},
 		{"bad identity", []string{"--grpc-listen", "127.0.0.1:0", "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.ca, "--front-identity", "mcp-1"}, 1, "neither cn:NAME nor an absolute URI"},

@@ -139,7 +139,9 @@ func (w *watcher) follow(ctx context.Context, id string) error {
 	for {
 		m, err := stream.Recv()
 		if err != nil {
-			if errors.Is(err, io.EOF) || ctx.Err() != nil || status.Code(err) == codes.Canceled {
+			// The caller's deadline can end the stream from the server's
+			// side (grpc-timeout) a moment before ctx says so here.
+			if errors.Is(err, io.EOF) || ctx.Err() != nil || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded {
 				return nil
 			}
 			return rpcError(err)

@@ -86,6 +86,7 @@ import (
 	"github.com/latchhq/latch/internal/actorname"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/receipt"
 	"github.com/latchhq/latch/tools"
 )
 
@@ -293,6 +294,7 @@ func (c *Console) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static")
 	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /ui/static/receipt.mjs", serveReceiptJS)
 	m.HandleFunc("GET /ui/signin", c.signinPage)
 	m.HandleFunc("POST /ui/signin", c.signin)
 	m.HandleFunc("POST /ui/signout", c.authed(c.signout))
@@ -681,4 +683,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 		v.Operator, v.CSRF = s.operator, s.csrf
 	}
 	c.render(w, r, status, "error", v)
+}
+
+// serveReceiptJS serves receipt.mjs, the JavaScript verifier of package
+// receipt, which console.js imports: one copy for the console, agents and
+// browsers.
+func serveReceiptJS(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(receipt.JS)
 }

@@ -55,9 +55,10 @@ func proofPage(t *testing.T) string {
 	static, _ := fs.Sub(assets, "static")
 	mux := http.NewServeMux()
 	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /ui/static/receipt.mjs", serveReceiptJS)
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'")
-		fmt.Fprint(w, `<!doctype html><title>proof</title><script src="/ui/static/console.js"></script><p id="ok">ready</p>`)
+		fmt.Fprint(w, `<!doctype html><title>proof</title><script type="module" src="/ui/static/console.js"></script><p id="ok">ready</p>`)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -62,6 +62,7 @@ import (
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/lease"
+	"github.com/latchhq/latch/controlplane/receipts"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/backends"
@@ -397,7 +398,12 @@ func (s *Server) load(ctx context.Context) error {
 	if caller == nil {
 		caller = authzCaller
 	}
-	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: caller, Observer: submitObserver(cfg.Telemetry)})
+	rcpt, err := receipts.New(receipts.Config{Journal: st, Signer: s.signer})
+	if err != nil {
+		return err
+	}
+	svc, err := api.New(api.Config{Logger: log, Engine: eng, Tokens: tks, FrontActors: cfg.FrontActors, Caller: caller, Observer: submitObserver(cfg.Telemetry),
+		Receipts: rcpt})
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ func (ob *Observability) Serve(o OpsConfig, st *Stack) (string, error) {
 		return "", err
 	}
 	if err := ops.Listen(); err != nil {
-		return "", fmt.Errorf("%w (pass --http-listen to use another address)", err)
+		return "", fmt.Errorf("%w (pass --ops-listen to use another address)", err)
 	}
 	ob.ops = ops
 	advertise := o.Advertise

@@ -1,101 +1,11 @@
 // Latch console: live updates (server-sent events) and journal proofs
 // checked in this browser with WebCrypto. Every page reads without it.
-'use strict';
+// The proofs and signatures are checked by receipt.mjs, the JavaScript
+// verifier of Latch receipts (package receipt, which the console serves).
+import { b64, hex, leafHash, nodeHash, verifyInclusion, parseNote, verifyNote, verifyReceipt } from './receipt.mjs';
+
 (function () {
-  // ---- Merkle proofs, exactly as golang.org/x/mod/sumdb/tlog (RFC 6962):
-  // leaf hash SHA-256(0x00 || data), interior SHA-256(0x01 || left || right).
-  function b64(s) {
-    const bin = atob(s);
-    const out = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-    return out;
-  }
-  function hex(u8) {
-    return Array.from(u8, (b) => b.toString(16).padStart(2, '0')).join('');
-  }
-  async function sha256(...parts) {
-    let n = 0;
-    for (const p of parts) n += p.length;
-    const buf = new Uint8Array(n);
-    let o = 0;
-    for (const p of parts) { buf.set(p, o); o += p.length; }
-    return new Uint8Array(await crypto.subtle.digest('SHA-256', buf));
-  }
-  const leafHash = (data) => sha256(new Uint8Array([0]), data);
-  const nodeHash = (l, r) => sha256(new Uint8Array([1]), l, r);
-  // maxpow2 is the largest power of 2 smaller than n (n >= 2), as tlog's.
-  function maxpow2(n) {
-    let k = 1;
-    while (k * 2 < n) k *= 2;
-    return k;
-  }
-  // runProof is tlog's runRecordProof: the root the proof p gives for leaf
-  // n (with hash h) in the tree of leaves [lo, hi); null if p does not fit.
-  async function runProof(p, lo, hi, n, h) {
-    if (!(lo <= n && n < hi)) return null;
-    if (lo + 1 === hi) return p.length === 0 ? h : null;
-    if (p.length === 0) return null;
-    const k = maxpow2(hi - lo);
-    const last = p[p.length - 1];
-    const rest = p.slice(0, -1);
-    if (n < lo + k) {
-      const th = await runProof(rest, lo, lo + k, n, h);
-      return th && nodeHash(th, last);
-    }
-    const th = await runProof(rest, lo + k, hi, n, h);
-    return th && nodeHash(last, th);
-  }
-  // verifyInclusion checks leaf data at index against a tree of size
-  // leaves with root hash root (bytes); proof is a list of hashes (bytes).
-  async function verifyInclusion(data, index, size, proof, root) {
-    if (!(size > 0 && index >= 0 && index < size) || proof.length > 63) return false;
-    const got = await runProof(proof, 0, size, index, await leafHash(data));
-    return got !== null && hex(got) === hex(root);
-  }
-
-  // ---- Checkpoint notes (golang.org/x/mod/sumdb/note), Ed25519.
-  // parseNote splits a signed note into its text and signatures.
-  function parseNote(msg) {
-    const i = msg.lastIndexOf('\n\n');
-    if (i < 0) return null;
-    const text = msg.slice(0, i + 1);
-    const lines = text.slice(0, -1).split('\n');
-    const sigs = msg.slice(i + 2).split('\n').filter((l) => l !== '').map((l) => {
-      const m = /^\u2014 (\S+) (\S+)$/.exec(l);
-      return m && { name: m[1], sig: b64(m[2]) };
-    });
-    return { text, origin: lines[0], size: Number(lines[1]), root: lines[2] ? b64(lines[2]) : null, sigs };
-  }
-  // verifyNote checks the note's Ed25519 signature under a verifier key
-  // "name+hash+base64(0x01 || public key)". It answers "verified", "bad",
-  // or "unsupported" (this browser has no WebCrypto Ed25519).
-  async function verifyNote(msg, vkey) {
-    const note = parseNote(msg);
-    // name+hash+key: the base64 key may hold '+' itself.
-    const a = vkey.indexOf('+');
-    const b = a < 0 ? -1 : vkey.indexOf('+', a + 1);
-    if (!note || b < 0) return 'bad';
-    const name = vkey.slice(0, a), hash = vkey.slice(a + 1, b), keyB64 = vkey.slice(b + 1);
-    const key = b64(keyB64);
-    if (key.length !== 33 || key[0] !== 1) return 'bad';
-    const kh = hex((await sha256(new TextEncoder().encode(name + '\n'), key)).slice(0, 4));
-    if (kh !== hash.toLowerCase()) return 'bad';
-    let pub;
-    try {
-      pub = await crypto.subtle.importKey('raw', key.slice(1), { name: 'Ed25519' }, false, ['verify']);
-    } catch (e) {
-      return 'unsupported';
-    }
-    for (const s of note.sigs) {
-      if (!s || s.name !== name || s.sig.length !== 68 || hex(s.sig.slice(0, 4)) !== kh) continue;
-      if (await crypto.subtle.verify({ name: 'Ed25519' }, pub, s.sig.slice(4), new TextEncoder().encode(note.text))) {
-        return 'verified';
-      }
-    }
-    return 'bad';
-  }
-
-  window.latchProof = { b64, hex, leafHash, nodeHash, verifyInclusion, parseNote, verifyNote };
+  window.latchProof = { b64, hex, leafHash, nodeHash, verifyInclusion, parseNote, verifyNote, verifyReceipt };
 
   function say(el, text, ok) {
     if (!el) return;

@@ -9,7 +9,7 @@
 # checksum does not match (or that SHA256SUMS does not list), then installs
 #
 #   ROOT/usr/local/bin/latch-hostagent                 the binary (0755)
-#   ROOT/etc/systemd/system/latch-hostagent.service    the unit (0644)
+#   ROOT/etc/systemd/system/latch-hostagent.service    the unit (0644), running /usr/local/bin's binary
 #   ROOT/etc/latch/latch-hostagent.yaml                the config, when the release ships one
 #
 # Each file is written only when it differs (a second run of the same
@@ -154,7 +154,11 @@ put() {
 }
 
 put "$tmp/$bin" "$prefix/usr/local/bin/latch-hostagent" 0755
-put "$tmp/latch-hostagent.service" "$prefix/etc/systemd/system/latch-hostagent.service" 0644
+# The release's unit runs the packaged /usr/bin/latch-hostagent; this
+# script installs into /usr/local/bin, so the unit it installs runs that.
+sed 's#^ExecStart=/usr/bin/latch-hostagent #ExecStart=/usr/local/bin/latch-hostagent #' "$tmp/latch-hostagent.service" >"$tmp/unit" || die "cannot rewrite the unit's ExecStart"
+grep -q '^ExecStart=/usr/local/bin/latch-hostagent ' "$tmp/unit" || die "the release's latch-hostagent.service has no ExecStart=/usr/bin/latch-hostagent line to point at /usr/local/bin"
+put "$tmp/unit" "$prefix/etc/systemd/system/latch-hostagent.service" 0644
 unit_changed=$did
 
 if [ -n "$config" ]; then

@@ -131,8 +131,13 @@ func TestInstallScript(t *testing.T) {
 	if fi, err := os.Stat(bin); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("installed binary mode = %v, %v; want 0755", fi.Mode(), err)
 	}
-	if readFile(t, filepath.Join(root, "etc/systemd/system/latch-hostagent.service")) != readFile(t, "latch-hostagent.service") {
-		t.Errorf("the installed unit is not the release's")
+	// The release's unit, running the binary where the script put it.
+	wantUnit := strings.Replace(readFile(t, "latch-hostagent.service"), "\nExecStart=/usr/bin/latch-hostagent ", "\nExecStart=/usr/local/bin/latch-hostagent ", 1)
+	if !strings.Contains(wantUnit, "\nExecStart=/usr/local/bin/latch-hostagent ") {
+		t.Fatalf("latch-hostagent.service has no ExecStart=/usr/bin/latch-hostagent line")
+	}
+	if readFile(t, filepath.Join(root, "etc/systemd/system/latch-hostagent.service")) != wantUnit {
+		t.Errorf("the installed unit is not the release's with ExecStart pointing at /usr/local/bin/latch-hostagent")
 	}
 	if got := readFile(t, cfg); got != "socket: /run/latch-hostagent/agent.sock\n" {
 		t.Errorf("installed config = %q", got)

@@ -96,6 +96,12 @@ func TestImportRules(t *testing.T) {
 			Allow:  []string{mod + "/controlplane/store/backend"},
 		},
 		{
+			Name: "receipt is a standalone verifier an agent imports: nothing of Latch but the receipt message",
+			From: []string{mod + "/receipt"},
+			Forbid: []string{mod + "/controlplane", mod + "/mcpfront", mod + "/hostagent", mod + "/internal", mod + "/tools",
+				mod + "/proto/latch/record", mod + "/proto/latch/controlplane", mod + "/proto/latch/hostagent"},
+		},
+		{
 			Name:   "no production package links test support",
 			From:   []string{mod},
 			Skip:   support,

@@ -11,6 +11,13 @@
 //	latch-mcp --control-plane cp1.internal:7400,cp2.internal:7400,cp3.internal:7400 \
 //	    --tls-ca ca.pem --tls-cert front.pem --tls-key front-key.pem
 //
+// Every flag is also a key of the config file (--config FILE, YAML) and a
+// LATCH_MCP_* environment variable (internal/config; defaults < file <
+// environment < flags); `latch-mcp config validate FILE` checks a file,
+// and SIGHUP re-reads it (docs/reference/config.md).
+//
+//	latch-mcp --config /etc/latch/latch-mcp.yaml
+//
 // With several control-plane replicas (a comma list, or the flag
 // repeated) every call goes to the active one: a standby's answer names
 // it, and a replica that cannot be reached is skipped (internal/replicas
@@ -42,6 +49,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/latchhq/latch/internal/buildinfo"
+	"github.com/latchhq/latch/internal/config"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/replicas"
 	"github.com/latchhq/latch/internal/tlsfiles"
@@ -91,15 +99,29 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 // errUsage marks bad arguments (exit code 2).
 var errUsage = errors.New("latch-mcp: bad arguments")
 
-func parseFlags(args []string, stderr io.Writer) (*options, error) {
+// binary is latch-mcp's config file and environment (internal/config):
+// LATCH_MCP_* variables, keys from newFlags.
+var binary = config.Binary{
+	Name:       "latch-mcp",
+	EnvPrefix:  "LATCH_MCP_",
+	NoKey:      []string{"version"},
+	Reloadable: []string{"log_level"},
+}
+
+// newFlags is latch-mcp's flag set (its keys are the config file's).
+func newFlags(stderr io.Writer) (*flag.FlagSet, *options, *stringList) {
 	o := &options{}
 	fs := flag.NewFlagSet("latch-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	config.Register(fs)
 	var cps stringList
 	fs.Var(&cps, "control-plane", "control plane gRPC address: unix:///DATA/control.sock in the control plane's data dir DATA, or host:port (required); several replicas as a comma list or by repeating the flag: calls go to the active one")
-	fs.StringVar(&o.tlsCA, "tls-ca", "", "CA bundle to verify a TCP control plane (required for a non-loopback host:port)")
-	fs.StringVar(&o.tlsCert, "tls-cert", "", "client certificate for a TCP control plane (with --tls-key)")
-	fs.StringVar(&o.tlsKey, "tls-key", "", "client key for --tls-cert")
+	fs.StringVar(&o.tlsCA, "tls-ca-file", "", "CA bundle to verify a TCP control plane (required for a non-loopback host:port)")
+	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "client certificate for a TCP control plane (with --tls-key-file)")
+	fs.StringVar(&o.tlsKey, "tls-key-file", "", "client key for --tls-cert-file")
+	config.Alias(fs, "tls-ca", "tls-ca-file")
+	config.Alias(fs, "tls-cert", "tls-cert-file")
+	config.Alias(fs, "tls-key", "tls-key-file")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:7411", "HTTP listen address; MCP is served at /mcp")
 	fs.StringVar(&o.catalog, "catalog", "", "removed: the control plane serves the catalog (latch serve --catalog FILE; latch catalog reload)")
 	fs.StringVar(&o.tokens, "tokens", "", "removed: tokens live in the control plane (latch token create NAME)")
@@ -113,7 +135,23 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.limits.Register(fs)
 	o.oauth.Register(fs)
 	o.ops.flags(fs)
-	if err := fs.Parse(args); err != nil {
+	return fs, o, &cps
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	_, o, err := parseAll(args, stderr)
+	return o, err
+}
+
+// parseAll reads the flags, environment and config file and checks them.
+func parseAll(args []string, stderr io.Writer) (*flag.FlagSet, *options, error) {
+	fs, o, cps := newFlags(stderr)
+	o, err := o.parse(fs, cps, args)
+	return fs, o, err
+}
+
+func (o *options) parse(fs *flag.FlagSet, cps *stringList, args []string) (*options, error) {
+	if _, err := binary.Parse(fs, args, os.Getenv); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if o.version {
@@ -125,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	o.controlPlane = replicas.Split(cps)
+	o.controlPlane = replicas.Split(*cps)
 	if o.stateDir == "" {
 		o.stateDir, o.stateDefault = defaultStateDir(os.Getenv), true
 	}
@@ -145,7 +183,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	case o.stdio && o.actor == "":
 		return nil, fmt.Errorf("%w: --stdio needs --actor NAME (the actor every call is made as)", errUsage)
 	case (o.tlsCert == "") != (o.tlsKey == ""):
-		return nil, fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+		return nil, fmt.Errorf("%w: --tls-cert-file and --tls-key-file (tls.cert_file, tls.key_file) go together", errUsage)
 	case hclog.LevelFromString(o.logLevel) == hclog.NoLevel:
 		return nil, fmt.Errorf("%w: --log-level %q is not one of trace, debug, info, warn, error", errUsage, o.logLevel)
 	}
@@ -169,7 +207,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) int {
-	o, err := parseFlags(args, stderr)
+	if len(args) > 0 && args[0] == "config" {
+		return configCmd(args[1:], stderr)
+	}
+	fs, o, err := parseAll(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -183,6 +224,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	// Logs always go to stderr: with --stdio, stdout is the protocol.
 	logger := o.ops.logger(o.logLevel, stderr)
+	stopHUP := reloadOnHUP(ctx, fs, args, logger)
+	defer stopHUP()
 	if err := serve(ctx, o, logger); err != nil {
 		logger.Error("stopped", "error", err)
 		if errors.Is(err, errUsage) {
@@ -304,7 +347,7 @@ func dialControlPlane(o *options, logger hclog.Logger) (*replicas.Conn, error) {
 		// The client certificate is re-read when its files change.
 		var err error
 		if tc, err = tlsfiles.Client(o.tlsCA, o.tlsCert, o.tlsKey, logger.Named("tls")); err != nil {
-			return nil, fmt.Errorf("%w: --tls-ca/--tls-cert/--tls-key: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: --tls-ca-file/--tls-cert-file/--tls-key-file: %w", errUsage, err)
 		}
 	}
 	dial := func(target string) (*grpc.ClientConn, error) {
@@ -317,7 +360,7 @@ func dialControlPlane(o *options, logger hclog.Logger) (*replicas.Conn, error) {
 		case loopback.HostPort(target):
 			creds = insecure.NewCredentials()
 		default:
-			return nil, fmt.Errorf("%s is a non-loopback TCP address; give --tls-ca (or use a unix socket)", target)
+			return nil, fmt.Errorf("%s is a non-loopback TCP address; give --tls-ca-file (tls.ca_file; or use a unix socket)", target)
 		}
 		opts := append(replicas.DialOptions(), grpc.WithTransportCredentials(creds),
 			grpc.WithChainUnaryInterceptor(tracing.UnaryClient()), grpc.WithChainStreamInterceptor(tracing.StreamClient()))

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/internal/buildinfo"
+	"github.com/latchhq/latch/internal/config"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/opshttp"
 	"github.com/latchhq/latch/internal/tracing"
@@ -24,7 +25,8 @@ type opsOptions struct {
 }
 
 func (o *opsOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.metricsListen, "metrics-listen", "", "serve /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:7413); off when empty")
+	fs.StringVar(&o.metricsListen, "ops-listen", "", "serve /metrics, /healthz and /readyz on this loopback address (e.g. 127.0.0.1:7413); off when empty")
+	config.Alias(fs, "metrics-listen", "ops-listen")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json (one JSON object per line)")
 }
 
@@ -33,7 +35,7 @@ func (o *opsOptions) validate() error {
 		return fmt.Errorf("%w: --log-format %q is not text or json", errUsage, o.logFormat)
 	}
 	if o.metricsListen != "" && !loopback.HostPort(o.metricsListen) {
-		return fmt.Errorf("%w: --metrics-listen %s is not a loopback address (metrics are served on loopback only, e.g. 127.0.0.1:7413)", errUsage, o.metricsListen)
+		return fmt.Errorf("%w: --ops-listen %s is not a loopback address (metrics are served on loopback only, e.g. 127.0.0.1:7413)", errUsage, o.metricsListen)
 	}
 	return nil
 }
@@ -50,7 +52,7 @@ type frontOps struct {
 }
 
 // setup fills cfg.Metrics and cfg.Tracer and builds the metrics listener
-// (bound, not yet serving) when --metrics-listen is set.
+// (bound, not yet serving) when --ops-listen is set.
 func (o *opsOptions) setup(ctx context.Context, log hclog.Logger, cfg *mcpfront.Config) (*frontOps, error) {
 	tp, err := tracing.FromEnv(ctx, "latch-mcp", buildinfo.Read().Version, log)
 	if err != nil {
@@ -65,7 +67,7 @@ func (o *opsOptions) setup(ctx context.Context, log hclog.Logger, cfg *mcpfront.
 	cfg.Metrics = mcpfront.NewMetrics(reg)
 	ops, err := opshttp.New(opshttp.Config{Logger: log, Addr: o.metricsListen, Gatherer: reg})
 	if errors.Is(err, opshttp.ErrNotLoopback) {
-		return nil, fmt.Errorf("%w: --metrics-listen %s is not a loopback address", errUsage, o.metricsListen)
+		return nil, fmt.Errorf("%w: --ops-listen %s is not a loopback address", errUsage, o.metricsListen)
 	}
 	if err != nil {
 		return nil, err

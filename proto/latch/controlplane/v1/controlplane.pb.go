@@ -10,6 +10,7 @@
 package controlplanev1
 
 import (
+	v11 "github.com/latchhq/latch/proto/latch/receipt/v1"
 	v1 "github.com/latchhq/latch/proto/latch/record/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -376,7 +377,11 @@ type SubmitRequest struct {
 	WaitMs int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// The agent's credential (the bearer token it presented to the front),
 	// authenticated by the control plane on every Submit.
-	Credential    string `protobuf:"bytes,7,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,7,opt,name=credential,proto3" json:"credential,omitempty"`
+	// When set, a response whose execution is at rest carries its receipt
+	// (SubmitResponse.receipt). A control plane that predates the field
+	// sends none.
+	Receipt       bool `protobuf:"varint,8,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +465,13 @@ func (x *SubmitRequest) GetCredential() string {
 	return ""
 }
 
+func (x *SubmitRequest) GetReceipt() bool {
+	if x != nil {
+		return x.Receipt
+	}
+	return false
+}
+
 type SubmitResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Disposition v1.Disposition         `protobuf:"varint,1,opt,name=disposition,proto3,enum=latch.record.v1.Disposition" json:"disposition,omitempty"`
@@ -467,7 +479,9 @@ type SubmitResponse struct {
 	// Why the call was not re-sent (attached/recovered) or why it was rejected.
 	Note string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
 	// With wait_ms: the stored result when the execution completed.
-	Result        *v1.Result `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	Result *v1.Result `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	// With receipt: the receipt of the execution's latest record.
+	Receipt       *v11.Receipt `protobuf:"bytes,5,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -530,6 +544,13 @@ func (x *SubmitResponse) GetResult() *v1.Result {
 	return nil
 }
 
+func (x *SubmitResponse) GetReceipt() *v11.Receipt {
+	if x != nil {
+		return x.Receipt
+	}
+	return nil
+}
+
 type GetRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
@@ -537,7 +558,10 @@ type GetRequest struct {
 	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
 	// The agent's credential: when set, the execution must be that agent's
 	// (see SubmitRequest.credential; the same caller rules apply without one).
-	Credential    string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,3,opt,name=credential,proto3" json:"credential,omitempty"`
+	// When set, the response carries the receipt of the execution's latest
+	// record (GetResponse.receipt).
+	Receipt       bool `protobuf:"varint,4,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -593,11 +617,22 @@ func (x *GetRequest) GetCredential() string {
 	return ""
 }
 
+func (x *GetRequest) GetReceipt() bool {
+	if x != nil {
+		return x.Receipt
+	}
+	return false
+}
+
 type GetResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Execution *v1.Execution          `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
 	// The stored result, when the execution has one.
-	Result        *v1.Result `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Result *v1.Result `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	// With receipt: the receipt of the execution's latest record, proven
+	// against a checkpoint signed for it (receipts never wait for the
+	// periodic checkpoint).
+	Receipt       *v11.Receipt `protobuf:"bytes,3,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +677,13 @@ func (x *GetResponse) GetExecution() *v1.Execution {
 func (x *GetResponse) GetResult() *v1.Result {
 	if x != nil {
 		return x.Result
+	}
+	return nil
+}
+
+func (x *GetResponse) GetReceipt() *v11.Receipt {
+	if x != nil {
+		return x.Receipt
 	}
 	return nil
 }
@@ -2074,7 +2116,7 @@ var File_latch_controlplane_v1_controlplane_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\n" +
-	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1clatch/record/v1/record.proto\":\n" +
+	"(latch/controlplane/v1/controlplane.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1elatch/receipt/v1/receipt.proto\x1a\x1clatch/record/v1/record.proto\":\n" +
 	"\x18AuthenticateAgentRequest\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\tR\n" +
@@ -2098,7 +2140,7 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12\x16\n" +
 	"\x06replay\x18\x04 \x01(\tR\x06replay\x12%\n" +
 	"\x0eside_effecting\x18\x05 \x01(\bR\rsideEffecting\x12!\n" +
-	"\ftask_support\x18\x06 \x01(\tR\vtaskSupport\"\xea\x01\n" +
+	"\ftask_support\x18\x06 \x01(\tR\vtaskSupport\"\x84\x02\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +
@@ -2108,22 +2150,26 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\x12\x1e\n" +
 	"\n" +
 	"credential\x18\a \x01(\tR\n" +
-	"credential\"\xcf\x01\n" +
+	"credential\x12\x18\n" +
+	"\areceipt\x18\b \x01(\bR\areceipt\"\x84\x02\n" +
 	"\x0eSubmitResponse\x12>\n" +
 	"\vdisposition\x18\x01 \x01(\x0e2\x1c.latch.record.v1.DispositionR\vdisposition\x128\n" +
 	"\texecution\x18\x02 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\x12/\n" +
-	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"e\n" +
+	"\x06result\x18\x04 \x01(\v2\x17.latch.record.v1.ResultR\x06result\x123\n" +
+	"\areceipt\x18\x05 \x01(\v2\x19.latch.receipt.v1.ReceiptR\areceipt\"\x7f\n" +
 	"\n" +
 	"GetRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x03 \x01(\tR\n" +
-	"credential\"x\n" +
+	"credential\x12\x18\n" +
+	"\areceipt\x18\x04 \x01(\bR\areceipt\"\xad\x01\n" +
 	"\vGetResponse\x128\n" +
 	"\texecution\x18\x01 \x01(\v2\x1a.latch.record.v1.ExecutionR\texecution\x12/\n" +
-	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\"\x9b\x01\n" +
+	"\x06result\x18\x02 \x01(\v2\x17.latch.record.v1.ResultR\x06result\x123\n" +
+	"\areceipt\x18\x03 \x01(\v2\x19.latch.receipt.v1.ReceiptR\areceipt\"\x9b\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n" +
@@ -2290,11 +2336,12 @@ var file_latch_controlplane_v1_controlplane_proto_goTypes = []any{
 	(v1.Disposition)(0),               // 37: latch.record.v1.Disposition
 	(*v1.Execution)(nil),              // 38: latch.record.v1.Execution
 	(*v1.Result)(nil),                 // 39: latch.record.v1.Result
-	(v1.State)(0),                     // 40: latch.record.v1.State
-	(v1.Delivery)(0),                  // 41: latch.record.v1.Delivery
-	(v1.Outcome)(0),                   // 42: latch.record.v1.Outcome
-	(*v1.JournalEntry)(nil),           // 43: latch.record.v1.JournalEntry
-	(*v1.Session)(nil),                // 44: latch.record.v1.Session
+	(*v11.Receipt)(nil),               // 40: latch.receipt.v1.Receipt
+	(v1.State)(0),                     // 41: latch.record.v1.State
+	(v1.Delivery)(0),                  // 42: latch.record.v1.Delivery
+	(v1.Outcome)(0),                   // 43: latch.record.v1.Outcome
+	(*v1.JournalEntry)(nil),           // 44: latch.record.v1.JournalEntry
+	(*v1.Session)(nil),                // 45: latch.record.v1.Session
 }
 var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	35, // 0: latch.controlplane.v1.AuthenticateAgentResponse.expires_at:type_name -> google.protobuf.Timestamp
@@ -2303,64 +2350,66 @@ var file_latch_controlplane_v1_controlplane_proto_depIdxs = []int32{
 	37, // 3: latch.controlplane.v1.SubmitResponse.disposition:type_name -> latch.record.v1.Disposition
 	38, // 4: latch.controlplane.v1.SubmitResponse.execution:type_name -> latch.record.v1.Execution
 	39, // 5: latch.controlplane.v1.SubmitResponse.result:type_name -> latch.record.v1.Result
-	38, // 6: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
-	39, // 7: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
-	40, // 8: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
-	38, // 9: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
-	38, // 10: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
-	39, // 11: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
-	14, // 12: latch.controlplane.v1.MarkDeliveredRequest.reports:type_name -> latch.controlplane.v1.DeliveryReport
-	41, // 13: latch.controlplane.v1.DeliveryReport.delivery:type_name -> latch.record.v1.Delivery
-	35, // 14: latch.controlplane.v1.DeliveryReport.observed_at:type_name -> google.protobuf.Timestamp
-	14, // 15: latch.controlplane.v1.DeliveryQueue.reports:type_name -> latch.controlplane.v1.DeliveryReport
-	38, // 16: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
-	38, // 17: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
-	42, // 18: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
-	38, // 19: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
-	43, // 20: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
-	38, // 21: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
-	38, // 22: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
-	44, // 23: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
-	44, // 24: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
-	44, // 25: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
-	44, // 26: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
-	5,  // 27: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
-	7,  // 28: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
-	9,  // 29: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
-	11, // 30: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
-	13, // 31: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
-	17, // 32: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
-	19, // 33: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
-	21, // 34: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
-	23, // 35: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
-	25, // 36: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
-	27, // 37: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
-	29, // 38: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
-	31, // 39: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
-	33, // 40: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
-	0,  // 41: latch.controlplane.v1.ControlPlane.AuthenticateAgent:input_type -> latch.controlplane.v1.AuthenticateAgentRequest
-	2,  // 42: latch.controlplane.v1.ControlPlane.ListTools:input_type -> latch.controlplane.v1.ListToolsRequest
-	6,  // 43: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
-	8,  // 44: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
-	10, // 45: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
-	12, // 46: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
-	16, // 47: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
-	18, // 48: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
-	20, // 49: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
-	22, // 50: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
-	24, // 51: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
-	26, // 52: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
-	28, // 53: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
-	30, // 54: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
-	32, // 55: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
-	34, // 56: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
-	1,  // 57: latch.controlplane.v1.ControlPlane.AuthenticateAgent:output_type -> latch.controlplane.v1.AuthenticateAgentResponse
-	3,  // 58: latch.controlplane.v1.ControlPlane.ListTools:output_type -> latch.controlplane.v1.ListToolsResponse
-	43, // [43:59] is the sub-list for method output_type
-	27, // [27:43] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	40, // 6: latch.controlplane.v1.SubmitResponse.receipt:type_name -> latch.receipt.v1.Receipt
+	38, // 7: latch.controlplane.v1.GetResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 8: latch.controlplane.v1.GetResponse.result:type_name -> latch.record.v1.Result
+	40, // 9: latch.controlplane.v1.GetResponse.receipt:type_name -> latch.receipt.v1.Receipt
+	41, // 10: latch.controlplane.v1.ListRequest.state:type_name -> latch.record.v1.State
+	38, // 11: latch.controlplane.v1.ListResponse.executions:type_name -> latch.record.v1.Execution
+	38, // 12: latch.controlplane.v1.WatchResponse.execution:type_name -> latch.record.v1.Execution
+	39, // 13: latch.controlplane.v1.WatchResponse.result:type_name -> latch.record.v1.Result
+	14, // 14: latch.controlplane.v1.MarkDeliveredRequest.reports:type_name -> latch.controlplane.v1.DeliveryReport
+	42, // 15: latch.controlplane.v1.DeliveryReport.delivery:type_name -> latch.record.v1.Delivery
+	35, // 16: latch.controlplane.v1.DeliveryReport.observed_at:type_name -> google.protobuf.Timestamp
+	14, // 17: latch.controlplane.v1.DeliveryQueue.reports:type_name -> latch.controlplane.v1.DeliveryReport
+	38, // 18: latch.controlplane.v1.MarkDeliveredResponse.execution:type_name -> latch.record.v1.Execution
+	38, // 19: latch.controlplane.v1.CancelResponse.execution:type_name -> latch.record.v1.Execution
+	43, // 20: latch.controlplane.v1.ResolveRequest.outcome:type_name -> latch.record.v1.Outcome
+	38, // 21: latch.controlplane.v1.ResolveResponse.execution:type_name -> latch.record.v1.Execution
+	44, // 22: latch.controlplane.v1.HistoryResponse.entries:type_name -> latch.record.v1.JournalEntry
+	38, // 23: latch.controlplane.v1.ApproveResponse.execution:type_name -> latch.record.v1.Execution
+	38, // 24: latch.controlplane.v1.DenyResponse.execution:type_name -> latch.record.v1.Execution
+	45, // 25: latch.controlplane.v1.ListSessionsResponse.sessions:type_name -> latch.record.v1.Session
+	45, // 26: latch.controlplane.v1.AuthorizeSessionResponse.session:type_name -> latch.record.v1.Session
+	45, // 27: latch.controlplane.v1.RevokeSessionResponse.session:type_name -> latch.record.v1.Session
+	45, // 28: latch.controlplane.v1.EndSessionResponse.session:type_name -> latch.record.v1.Session
+	5,  // 29: latch.controlplane.v1.ControlPlane.Submit:input_type -> latch.controlplane.v1.SubmitRequest
+	7,  // 30: latch.controlplane.v1.ControlPlane.Get:input_type -> latch.controlplane.v1.GetRequest
+	9,  // 31: latch.controlplane.v1.ControlPlane.List:input_type -> latch.controlplane.v1.ListRequest
+	11, // 32: latch.controlplane.v1.ControlPlane.Watch:input_type -> latch.controlplane.v1.WatchRequest
+	13, // 33: latch.controlplane.v1.ControlPlane.MarkDelivered:input_type -> latch.controlplane.v1.MarkDeliveredRequest
+	17, // 34: latch.controlplane.v1.ControlPlane.Cancel:input_type -> latch.controlplane.v1.CancelRequest
+	19, // 35: latch.controlplane.v1.ControlPlane.Resolve:input_type -> latch.controlplane.v1.ResolveRequest
+	21, // 36: latch.controlplane.v1.ControlPlane.History:input_type -> latch.controlplane.v1.HistoryRequest
+	23, // 37: latch.controlplane.v1.ControlPlane.Approve:input_type -> latch.controlplane.v1.ApproveRequest
+	25, // 38: latch.controlplane.v1.ControlPlane.Deny:input_type -> latch.controlplane.v1.DenyRequest
+	27, // 39: latch.controlplane.v1.ControlPlane.ListSessions:input_type -> latch.controlplane.v1.ListSessionsRequest
+	29, // 40: latch.controlplane.v1.ControlPlane.AuthorizeSession:input_type -> latch.controlplane.v1.AuthorizeSessionRequest
+	31, // 41: latch.controlplane.v1.ControlPlane.RevokeSession:input_type -> latch.controlplane.v1.RevokeSessionRequest
+	33, // 42: latch.controlplane.v1.ControlPlane.EndSession:input_type -> latch.controlplane.v1.EndSessionRequest
+	0,  // 43: latch.controlplane.v1.ControlPlane.AuthenticateAgent:input_type -> latch.controlplane.v1.AuthenticateAgentRequest
+	2,  // 44: latch.controlplane.v1.ControlPlane.ListTools:input_type -> latch.controlplane.v1.ListToolsRequest
+	6,  // 45: latch.controlplane.v1.ControlPlane.Submit:output_type -> latch.controlplane.v1.SubmitResponse
+	8,  // 46: latch.controlplane.v1.ControlPlane.Get:output_type -> latch.controlplane.v1.GetResponse
+	10, // 47: latch.controlplane.v1.ControlPlane.List:output_type -> latch.controlplane.v1.ListResponse
+	12, // 48: latch.controlplane.v1.ControlPlane.Watch:output_type -> latch.controlplane.v1.WatchResponse
+	16, // 49: latch.controlplane.v1.ControlPlane.MarkDelivered:output_type -> latch.controlplane.v1.MarkDeliveredResponse
+	18, // 50: latch.controlplane.v1.ControlPlane.Cancel:output_type -> latch.controlplane.v1.CancelResponse
+	20, // 51: latch.controlplane.v1.ControlPlane.Resolve:output_type -> latch.controlplane.v1.ResolveResponse
+	22, // 52: latch.controlplane.v1.ControlPlane.History:output_type -> latch.controlplane.v1.HistoryResponse
+	24, // 53: latch.controlplane.v1.ControlPlane.Approve:output_type -> latch.controlplane.v1.ApproveResponse
+	26, // 54: latch.controlplane.v1.ControlPlane.Deny:output_type -> latch.controlplane.v1.DenyResponse
+	28, // 55: latch.controlplane.v1.ControlPlane.ListSessions:output_type -> latch.controlplane.v1.ListSessionsResponse
+	30, // 56: latch.controlplane.v1.ControlPlane.AuthorizeSession:output_type -> latch.controlplane.v1.AuthorizeSessionResponse
+	32, // 57: latch.controlplane.v1.ControlPlane.RevokeSession:output_type -> latch.controlplane.v1.RevokeSessionResponse
+	34, // 58: latch.controlplane.v1.ControlPlane.EndSession:output_type -> latch.controlplane.v1.EndSessionResponse
+	1,  // 59: latch.controlplane.v1.ControlPlane.AuthenticateAgent:output_type -> latch.controlplane.v1.AuthenticateAgentResponse
+	3,  // 60: latch.controlplane.v1.ControlPlane.ListTools:output_type -> latch.controlplane.v1.ListToolsResponse
+	45, // [45:61] is the sub-list for method output_type
+	29, // [29:45] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_controlplane_proto_init() }

@@ -239,8 +239,8 @@ func TestRender(t *testing.T) {
 		args := strings.Join(ctr.Args, " ")
 		for _, want := range []string{
 			"--store=$(LATCH_STORE)", "--vault-passphrase-file=/etc/latch/vault/passphrase",
-			"--tls-cert=/etc/latch/tls/tls.crt", "--tls-key=/etc/latch/tls/tls.key", "--tls-client-ca=/etc/latch/tls/ca.crt",
-			"--http-listen=0.0.0.0:7410", "--lease-ttl=4s",
+			"--tls-cert-file=/etc/latch/tls/tls.crt", "--tls-key-file=/etc/latch/tls/tls.key", "--tls-client-ca-file=/etc/latch/tls/ca.crt",
+			"--ops-listen=0.0.0.0:7410", "--lease-ttl=4s",
 			"--advertise-addr=$(POD_NAME).prod-latch-serve.agents.svc:7400",
 			"--operator-identity=alice=spiffe://latch.internal/operator/alice",
 		} {

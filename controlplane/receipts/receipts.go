@@ -1,0 +1,183 @@
+// Package receipts issues execution receipts (package
+// github.com/latchhq/latch/receipt describes and verifies them): the
+// journal record of an execution's latest step, its inclusion proof and a
+// checkpoint signed by the journal key that covers it. The control plane's
+// API (controlplane/api) calls Issue for the answers that ask for one.
+//
+// # Freshness
+//
+// A receipt is answered with the result, not after the next periodic
+// checkpoint: when no checkpoint this Issuer signed covers the record yet,
+// it signs one of the whole committed journal (journal.Signer, the
+// periodic checkpoints' key) and keeps it for the receipts after it. The
+// journal's size only changes at a group commit, so this is at most one
+// signature per group commit however many calls shared it, and none for a
+// group no receipt asked about. These checkpoints are not stored: they are
+// statements about committed records, each verifiable alone; the stored
+// periodic checkpoints stay the journal's anchors (`latch audit verify`).
+package receipts
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/latchhq/latch/controlplane/journal"
+	receiptv1 "github.com/latchhq/latch/proto/latch/receipt/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+	"github.com/latchhq/latch/receipt"
+)
+
+// Journal is what Issue reads of the committed journal; *store.Store
+// implements it.
+type Journal interface {
+	JournalSize() int64
+	JournalEntry(i int64) ([]byte, error)
+	StoredHash(index int64) (tlog.Hash, bool, error)
+}
+
+// Config names the issuer's dependencies.
+type Config struct {
+	Journal Journal
+	Signer  *journal.Signer
+	// Clock stamps the checkpoints' time line (default time.Now).
+	Clock func() time.Time
+}
+
+// Issuer issues receipts. It is safe for concurrent use.
+type Issuer struct {
+	j     Journal
+	sign  *journal.Signer
+	clock func() time.Time
+
+	// last is the newest checkpoint signed (nil before the first), read
+	// without mu: a receipt it covers waits for no signature.
+	last atomic.Pointer[signed]
+	mu   sync.Mutex // held while signing, so concurrent callers share one
+	// signatures counts the checkpoints signed (for tests and the bench).
+	signatures int64
+}
+
+type signed struct {
+	size int64
+	note []byte
+}
+
+// Errors of this package.
+var (
+	// ErrNoRecord: the execution's record is not in the committed journal.
+	ErrNoRecord = errors.New("receipts: the execution's journal record is not committed")
+)
+
+// New builds an issuer.
+func New(cfg Config) (*Issuer, error) {
+	if cfg.Journal == nil || cfg.Signer == nil {
+		return nil, errors.New("receipts: Config.Journal and Config.Signer are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Issuer{j: cfg.Journal, sign: cfg.Signer, clock: cfg.Clock}, nil
+}
+
+// Issue returns the receipt of x's latest journal record (x.journal_index).
+// Its fields are read from the record itself, never from x.
+func (is *Issuer) Issue(x *recordv1.Execution) (*receiptv1.Receipt, error) {
+	idx := int64(x.GetJournalIndex())
+	if idx < 0 || idx >= is.j.JournalSize() {
+		return nil, fmt.Errorf("%w: record %d of %s", ErrNoRecord, idx, x.GetId())
+	}
+	data, err := is.j.JournalEntry(idx)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: read journal record %d: %w", idx, err)
+	}
+	e, err := journal.DecodeEntry(data)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: journal record %d: %w", idx, err)
+	}
+	rx := e.GetExecution()
+	if e.GetIndex() != uint64(idx) || rx.GetId() != x.GetId() {
+		return nil, fmt.Errorf("receipts: journal record %d is not a record of %s: the data dir is damaged (run latch audit verify)", idx, x.GetId())
+	}
+	ck, err := is.checkpoint(idx)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := tlog.ProveRecord(ck.size, idx, is.reader())
+	if err != nil {
+		return nil, fmt.Errorf("receipts: inclusion proof of record %d in a tree of %d: %w", idx, ck.size, err)
+	}
+	lh := journal.LeafHash(data)
+	r := &receiptv1.Receipt{
+		Format: receipt.Format, ExecutionId: rx.GetId(), Tool: rx.GetTool(), Actor: rx.GetActor(),
+		Fingerprint: rx.GetFingerprint(), State: name(rx.GetState().String(), "STATE_"), TargetStatus: rx.GetTargetStatus(),
+		ResultSha256: hex.EncodeToString(rx.GetResultSha256()), JournalIndex: uint64(idx), LeafHash: lh[:],
+		Record: data, Checkpoint: string(ck.note),
+	}
+	if o := rx.GetOutcome(); o != recordv1.Outcome_OUTCOME_UNSPECIFIED {
+		r.Outcome = name(o.String(), "OUTCOME_")
+	}
+	for _, h := range proof {
+		r.Proof = append(r.Proof, h[:])
+	}
+	return r, nil
+}
+
+func name(enum, prefix string) string { return strings.ToLower(strings.TrimPrefix(enum, prefix)) }
+
+// checkpoint returns a signed checkpoint covering record idx: the newest
+// one signed when it does, else a new one of the committed journal.
+// Callers that arrive while one is signed wait for it and share it.
+func (is *Issuer) checkpoint(idx int64) (*signed, error) {
+	if l := is.last.Load(); l != nil && l.size > idx {
+		return l, nil
+	}
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if l := is.last.Load(); l != nil && l.size > idx {
+		return l, nil // signed by the caller before us
+	}
+	n := is.j.JournalSize()
+	root, err := journal.TreeHash(n, is.reader())
+	if err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	note, err := is.sign.Sign(n, root, is.clock())
+	if err != nil {
+		return nil, fmt.Errorf("receipts: %w", err)
+	}
+	l := &signed{size: n, note: note}
+	is.last.Store(l)
+	is.signatures++
+	return l, nil
+}
+
+// Signatures is how many checkpoints the issuer signed.
+func (is *Issuer) Signatures() int64 {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return is.signatures
+}
+
+func (is *Issuer) reader() tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			h, ok, err := is.j.StoredHash(x)
+			if err != nil {
+				return nil, fmt.Errorf("receipts: journal hash %d: %w", x, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("receipts: journal hash %d is missing: the data dir is damaged (run latch audit verify)", x)
+			}
+			out[i] = h
+		}
+		return out, nil
+	})
+}
