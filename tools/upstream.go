@@ -66,9 +66,11 @@ var (
 	}
 	// upstreamToolKeys are the keys of an upstream tool's contract.
 	upstreamToolKeys = []string{"description", "upstream", "tool", "idempotency_argument", "timeout", "replay", "attach_window", "approval", "fingerprint"}
-	// notForUpstreamTools are contract keys of HTTP and SSH tools that an
-	// upstream tool cannot have.
-	notForUpstreamTools = []string{"target", "input_schema", "defaults", "request", "command", "cwd", "env", positionalKey}
+	// notForUpstreamTools are the keys every other tool takes for its
+	// target and arguments that an upstream tool cannot have (the upstream
+	// defines them); the action keys of every kind are refused beside them
+	// (parser.upstreamTool asks the registry).
+	notForUpstreamTools = []string{"target", "input_schema", "defaults"}
 	// mcpToolNameRE is the MCP tool name rule (2025-11-25: 1 to 128 of
 	// A-Z a-z 0-9 _ - .).
 	mcpToolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -263,11 +265,12 @@ func isUpstreamTool(e kv) bool {
 // upstreamTool parses the contract of one upstream tool.
 func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 	what := "tool " + e.key
-	f := p.fields(e.val, what, append(slices.Clone(upstreamToolKeys), notForUpstreamTools...))
+	refused := slices.Concat(notForUpstreamTools, p.kinds.actionKeys())
+	f := p.fields(e.val, what, slices.Concat(upstreamToolKeys, refused))
 	if f == nil {
 		return nil
 	}
-	for _, k := range notForUpstreamTools {
+	for _, k := range refused {
 		if ke, ok := f[k]; ok {
 			p.addf(ke.keyNode, "%s: %s does not apply to upstream tools: the upstream defines the tool and its input schema (latch catalog upstream-tools shows them)", what, k)
 		}

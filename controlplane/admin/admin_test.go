@@ -22,6 +22,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -154,7 +155,7 @@ func tokenRecords(t *testing.T, st *store.Store) []*recordv1.JournalEntry {
 		if err := proto.Unmarshal(b, e); err != nil {
 			t.Fatal(err)
 		}
-		if e.GetKind() == tokens.KindCreated {
+		if lifecycle.EntryKindOf(e) == tokens.KindCreated {
 			out = append(out, e)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -197,7 +198,7 @@ func auditRecord(origin string, i int64, leaf string, e *recordv1.JournalEntry) 
 // eventType is the record's kind, prefixed by what it is about:
 // "tool_call.transition", "session.session_started", "token.token_created".
 func eventType(e *recordv1.JournalEntry) string {
-	kind := e.GetKind()
+	kind := lifecycle.EntryKindNameOf(e)
 	if kind == "" {
 		kind = "transition"
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,7 +28,7 @@ import (
 // A refusal carries an ErrorInfo of reason ERROR_REASON_ACCESS_DENIED
 // (internal/errinfo).
 const (
-	JournalKind   = "access_denied"
+	JournalKind   = recordv1.EntryKind_ENTRY_KIND_ACCESS_DENIED
 	defaultWindow = time.Minute
 	// maxTracked bounds the refusals remembered for deduplication.
 	maxTracked = 4096

@@ -32,7 +32,7 @@ import (
 )
 
 // KindLoaded is the journal kind of a catalog coming into force.
-const KindLoaded = "catalog_loaded"
+const KindLoaded = recordv1.EntryKind_ENTRY_KIND_CATALOG_LOADED
 
 // Triggers of a load.
 const (
@@ -249,7 +249,7 @@ func (m *Manager) loadLocked(ctx context.Context, trigger string) (Result, error
 		if err := tx.PutCatalog(rec, data); err != nil {
 			return err
 		}
-		_, err = tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindLoaded, Reason: fmt.Sprintf("catalog %s from %s (%s): %d tools", version, source, trigger, len(cat.Tools)), Catalog: rec})
+		_, err = tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: KindLoaded, Reason: fmt.Sprintf("catalog %s from %s (%s): %d tools", version, source, trigger, len(cat.Tools)), Catalog: rec})
 		return err
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -52,8 +53,8 @@ func catalogs(t *testing.T, st *store.Store) []*recordv1.CatalogVersion {
 		if err := proto.Unmarshal(b, e); err != nil {
 			t.Fatal(err)
 		}
-		if e.GetKind() != KindLoaded {
-			t.Errorf("journal entry %d is %q, want only %s", i, e.GetKind(), KindLoaded)
+		if lifecycle.EntryKindOf(e) != KindLoaded {
+			t.Errorf("journal entry %d is %q, want only %s", i, lifecycle.EntryKindNameOf(e), KindLoaded)
 		}
 		out = append(out, e.GetCatalog())
 	}

@@ -1,22 +1,18 @@
 package channels_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/fingerprint"
-	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/internal/testing/enginetest"
 	"github.com/latchhq/latch/internal/testing/example/queuekind"
 	"github.com/latchhq/latch/internal/testing/testlog"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -75,26 +71,7 @@ func TestNewKindEndToEnd(t *testing.T) {
 		}))
 	}
 
-	st, err := store.New(store.Config{KV: memkv.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	fp, err := fingerprint.New(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{
-		Store: st, Catalog: cat, Fingerprinter: fp, Channels: set.Channels,
-		Recovery: engine.RecoveryConfig{Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	st, e := enginetest.Start(t, memkv.New(), cat, set.Channels)
 
 	submit := func() *engine.SubmitResult {
 		t.Helper()
@@ -105,21 +82,7 @@ func TestNewKindEndToEnd(t *testing.T) {
 		return r
 	}
 	id := submit().Execution.GetId()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	w, err := e.Watch(ctx, id, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x *recordv1.Execution
-	for x = range w {
-		if x.GetState() == recordv1.State_STATE_COMPLETED {
-			break
-		}
-	}
-	if x.GetState() != recordv1.State_STATE_COMPLETED {
-		t.Fatalf("execution %s is %v, want completed (recovered through Query)", id, x.GetState())
-	}
+	enginetest.AwaitCompleted(t, e, id, "alice") // recovered through Query
 	x, res, err := e.Get(id, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +133,8 @@ func TestNewKindCatalogRules(t *testing.T) {
 			"q.yaml:7: tool t: publish does not apply to HTTP tools (target api is http); use request:"},
 		{"request on queue", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t:\n    target: jobs\n    publish: x\n    request: {method: GET, path: /}\n    replay: review\n",
 			"q.yaml:7: tool t: request does not apply to queue tools (target jobs is queue); its keys are publish"},
+		{"publish on an upstream tool", "upstreams:\n  tr: {transport: stdio, command: [/bin/tr]}\ntools:\n  tr.t:\n    upstream: tr\n    tool: t\n    publish: x\n    replay: review\n",
+			"q.yaml:7: tool tr.t: publish does not apply to upstream tools: the upstream defines the tool and its input schema (latch catalog upstream-tools shows them)"},
 		{"publish required", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t: {target: jobs, replay: review}\n",
 			"q.yaml:4: tool t: publish is required (the message, a template)"},
 		{"template checked", "targets:\n  jobs: {channel: queue, queue: b}\ntools:\n  t: {target: jobs, publish: \"{{nope}}\", replay: review}\n",

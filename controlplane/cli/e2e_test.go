@@ -25,6 +25,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -198,7 +199,7 @@ func TestKilledMidRequestRecoversWithoutSecondEffect(t *testing.T) {
 			}
 			var states []string
 			for _, e := range hist.GetEntries() {
-				states = append(states, e.GetKind()+":"+strings.ToLower(strings.TrimPrefix(e.GetTo().String(), "STATE_")))
+				states = append(states, lifecycle.EntryKindNameOf(e)+":"+strings.ToLower(strings.TrimPrefix(e.GetTo().String(), "STATE_")))
 			}
 			joined := strings.Join(states, " ")
 			for _, want := range []string{"transition:dispatched", "transition:outcome_unknown", "recovery:completed", "attach:completed"} {
@@ -259,7 +260,7 @@ func TestAdminCommandsAndOfflineAudit(t *testing.T) {
 		Result    map[string]any   `json:"result"`
 		Journal   []map[string]any `json:"journal"`
 	}
-	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Execution["id"] != ids[0] || len(shown.Journal) == 0 || shown.Journal[0]["to"] != "accepted" {
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil || shown.Execution["id"] != ids[0] || len(shown.Journal) == 0 || shown.Journal[0]["to"] != "accepted" || shown.Journal[0]["kind"] != "transition" {
 		t.Errorf("exec show --json: exit %d, %v, %+v", code, err, shown)
 	}
 	out, code = runCLI(t, "exec", "show", ids[0], "--data", data)

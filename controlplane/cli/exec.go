@@ -295,8 +295,8 @@ func show(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*record
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, e := range hist {
 		step := lifecycle.Name(e.GetTo())
-		if e.GetKind() != "transition" {
-			step = e.GetKind() + " (" + lifecycle.Name(e.GetTo()) + ")"
+		if lifecycle.EntryKindOf(e) != recordv1.EntryKind_ENTRY_KIND_TRANSITION {
+			step = lifecycle.EntryKindNameOf(e) + " (" + lifecycle.Name(e.GetTo()) + ")"
 		}
 		ev := ""
 		if e.GetEvidence() != nil {
@@ -327,6 +327,13 @@ func printJSONLines[T proto.Message](w io.Writer, items []T) error {
 func showJSON(w io.Writer, x *recordv1.Execution, r *recordv1.Result, hist []*recordv1.JournalEntry) error {
 	out := execShowJSON{Execution: recordOf(x), Journal: make([]jsonRecord[*recordv1.JournalEntry], len(hist))}
 	for i, e := range hist {
+		// "kind" names the kind on every record, as before entry_kind.
+		if e.GetKind() == "" {
+			if name := lifecycle.EntryKindNameOf(e); name != "" {
+				e = proto.CloneOf(e)
+				e.Kind = name
+			}
+		}
 		out.Journal[i] = recordOf(e)
 	}
 	if r != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -221,7 +222,7 @@ func journalKinds(t *testing.T, data string, raw func([]byte)) map[string][]*rec
 			t.Errorf("journal record: %v", err)
 			return false
 		}
-		out[e.GetKind()] = append(out[e.GetKind()], e)
+		out[lifecycle.EntryKindNameOf(e)] = append(out[lifecycle.EntryKindNameOf(e)], e)
 		return true
 	})
 	if err != nil {

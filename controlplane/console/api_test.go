@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/authz"
+	"github.com/latchhq/latch/internal/lifecycle"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
@@ -47,7 +48,7 @@ func (st *stack) refusals(t testing.TB) [][2]string {
 		if err := proto.Unmarshal(b, e); err != nil {
 			t.Fatal(err)
 		}
-		if e.GetKind() == authz.JournalKind {
+		if lifecycle.EntryKindOf(e) == authz.JournalKind {
 			out = append(out, [2]string{e.GetActor(), e.GetReason()})
 		}
 	}

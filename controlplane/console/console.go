@@ -99,7 +99,7 @@ const Prefix = "/ui/"
 // Journal kinds of the console's own records.
 const (
 	KindSignedIn  = store.KindConsoleSignedIn
-	KindSignedOut = "operator_signed_out"
+	KindSignedOut = recordv1.EntryKind_ENTRY_KIND_OPERATOR_SIGNED_OUT
 )
 
 // Sentinel errors.
@@ -509,7 +509,7 @@ func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential,
 	expires := now.Add(c.cfg.SessionTTL)
 	err := c.cfg.Store.Update(r.Context(), func(tx *store.Tx) error {
 		at := timestamppb.New(now)
-		n, err := tx.Append(&recordv1.JournalEntry{Time: at, Kind: KindSignedIn, Actor: operator, Reason: "signed in to the console " + how, Credential: cred})
+		n, err := tx.Append(&recordv1.JournalEntry{Time: at, EntryKind: KindSignedIn, Actor: operator, Reason: "signed in to the console " + how, Credential: cred})
 		if err != nil {
 			return err
 		}
@@ -529,7 +529,7 @@ func (c *Console) open(w http.ResponseWriter, cred *recordv1.OperatorCredential,
 func (c *Console) signedOut(ctx context.Context, s *session) error {
 	return c.cfg.Store.Update(ctx, func(tx *store.Tx) error {
 		tx.DeleteConsoleSession(s.id)
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), Kind: KindSignedOut, Actor: s.operator, Reason: "signed out of the console", Credential: s.cred})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(c.cfg.Clock()), EntryKind: KindSignedOut, Actor: s.operator, Reason: "signed out of the console", Credential: s.cred})
 		return err
 	})
 }

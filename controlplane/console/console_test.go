@@ -22,8 +22,10 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testlog"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -321,7 +323,7 @@ func TestSignIn(t *testing.T) {
 			if strings.Contains(string(b), opTok) {
 				t.Fatalf("journal record %d holds the operator token", i)
 			}
-			if strings.Contains(string(b), KindSignedIn) && strings.Contains(string(b), "ops-carol") && strings.Contains(string(b), op.GetId()) {
+			if e, err := journal.DecodeEntry(b); err == nil && lifecycle.EntryKindOf(e) == KindSignedIn && strings.Contains(string(b), "ops-carol") && strings.Contains(string(b), op.GetId()) {
 				found = true
 			}
 		}
@@ -604,9 +606,9 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 		}
 		var which *bool
 		switch {
-		case e.GetKind() == KindSignedIn:
+		case lifecycle.EntryKindOf(e) == KindSignedIn:
 			which = &signedIn
-		case e.GetKind() == "session_authorized" && i >= from:
+		case lifecycle.EntryKindNameOf(e) == "session_authorized" && i >= from:
 			which = &authorized
 		case e.GetExecutionId() == z.GetId() && e.GetTo() == recordv1.State_STATE_AUTHORIZED:
 			which = &approved
@@ -614,13 +616,13 @@ func TestDecisionsCarryTheirCredential(t *testing.T) {
 			which = &cancelled
 		default:
 			if e.GetCredential() != nil {
-				t.Errorf("journal record %d (%s %q) carries the console credential; only the console's own records should", i, e.GetKind(), e.GetReason())
+				t.Errorf("journal record %d (%s %q) carries the console credential; only the console's own records should", i, lifecycle.EntryKindNameOf(e), e.GetReason())
 			}
 			continue
 		}
 		*which = true
 		if diff := cmp.Diff(want, e.GetCredential(), protocmp.Transform()); diff != "" {
-			t.Errorf("journal record %d (%s %q) credential (-want +got):\n%s", i, e.GetKind(), e.GetReason(), diff)
+			t.Errorf("journal record %d (%s %q) credential (-want +got):\n%s", i, lifecycle.EntryKindNameOf(e), e.GetReason(), diff)
 		}
 	}
 	for name, ok := range map[string]bool{"sign-in": signedIn, "session authorized": authorized, "execution approved by the session's authorization": approved, "cancel": cancelled} {

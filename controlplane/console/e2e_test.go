@@ -641,13 +641,13 @@ func (d *dev) journalHas(t *testing.T, id, kind, reason string) bool {
 		t.Fatalf("History %s: %v", id, err)
 	}
 	for _, e := range h.GetEntries() {
-		if e.GetKind() == kind && e.GetReason() == reason {
+		if lifecycle.EntryKindNameOf(e) == kind && e.GetReason() == reason {
 			return true
 		}
 	}
 	var got []string
 	for _, e := range h.GetEntries() {
-		got = append(got, e.GetKind()+": "+e.GetReason())
+		got = append(got, lifecycle.EntryKindNameOf(e)+": "+e.GetReason())
 	}
 	t.Logf("journal of %s:\n%s", id, strings.Join(got, "\n"))
 	return false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/explain"
 	"github.com/latchhq/latch/internal/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // The picture of an execution: its story (explain.Tell) drawn on one time
@@ -215,13 +216,13 @@ func marksOf(r explain.Report) []mark {
 	delivered, left := false, false
 	for _, s := range r.Steps {
 		switch {
-		case !delivered && s.State == "delivered" && s.Kind == "transition":
+		case !delivered && s.State == "delivered" && s.EntryKind == recordv1.EntryKind_ENTRY_KIND_TRANSITION:
 			if t := at(s.Time); !t.IsZero() {
 				delivered = true
 				ms = append(ms, mark{lane: 5, at: t, kind: "delivery", label: "delivered", class: "ok",
 					title: fmt.Sprintf("result delivered to the caller at %s (journal #%d)", s.Time, s.Index)})
 			}
-		case !left && s.Kind == lifecycle.CallerLeftKind:
+		case !left && s.EntryKind == lifecycle.CallerLeftKind:
 			if t := at(s.Time); !t.IsZero() {
 				left = true
 				ms = append(ms, mark{lane: 5, at: t, kind: "delivery", label: "caller left", class: "unk", hollow: true,

@@ -90,7 +90,7 @@ func (e *Engine) rulesAfter(name string) []Rule {
 
 // Approve moves an execution awaiting approval to authorized and dispatches it.
 func (e *Engine) Approve(ctx context.Context, id, operator, reason string) (*recordv1.Execution, error) {
-	x, err := e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, "approval", "approved by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
+	x, err := e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, recordv1.EntryKind_ENTRY_KIND_APPROVAL, "approved by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (e *Engine) Approve(ctx context.Context, id, operator, reason string) (*rec
 // Deny rejects an execution awaiting approval.
 func (e *Engine) Deny(ctx context.Context, id, operator, reason string) (*recordv1.Execution, error) {
 	defer e.dropSecrets(id)
-	return e.transition(ctx, id, recordv1.State_STATE_REJECTED, "approval", "denied by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
+	return e.transition(ctx, id, recordv1.State_STATE_REJECTED, recordv1.EntryKind_ENTRY_KIND_APPROVAL, "denied by "+operator+": "+reason, requireState(recordv1.State_STATE_AWAITING_APPROVAL))
 }
 
 // expireApprovals rejects executions that awaited approval longer than
@@ -141,7 +141,7 @@ func (e *Engine) rejectPending(ctx context.Context, match func(*recordv1.Executi
 			if err := requireState(recordv1.State_STATE_AWAITING_APPROVAL)(cur); err != nil {
 				return err
 			}
-			if err := e.step(tx, cur, recordv1.State_STATE_REJECTED, now, "approval", reason, false); err != nil {
+			if err := e.step(tx, cur, recordv1.State_STATE_REJECTED, now, recordv1.EntryKind_ENTRY_KIND_APPROVAL, reason, false); err != nil {
 				return err
 			}
 			tx.Unindex(cur.GetFingerprint(), cur.GetId())

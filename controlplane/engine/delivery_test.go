@@ -48,7 +48,7 @@ func TestMarkCallerLeftThenDeliveredToARetry(t *testing.T) {
 	}
 	var left []*recordv1.JournalEntry
 	for _, e := range hist {
-		if e.GetKind() == lifecycle.CallerLeftKind {
+		if lifecycle.EntryKindOf(e) == lifecycle.CallerLeftKind {
 			left = append(left, e)
 		}
 	}

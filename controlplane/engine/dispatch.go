@@ -103,14 +103,14 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			log.Warn("dispatch: cannot build the call", "error", err)
 			switch x.GetState() {
 			case recordv1.State_STATE_AUTHORIZED:
-				e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", "not dispatched: "+err.Error(), nil) //nolint:errcheck // the state says it
+				e.transition(ctx, id, recordv1.State_STATE_CANCELLED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "not dispatched: "+err.Error(), nil) //nolint:errcheck // the state says it
 			case recordv1.State_STATE_DISPATCHED:
-				e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+err.Error(), nil) //nolint:errcheck // the state says it
+				e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "nothing was sent: "+err.Error(), nil) //nolint:errcheck // the state says it
 			}
 			return
 		}
 		if x.GetState() != recordv1.State_STATE_DISPATCHED {
-			x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, "transition", fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
+			x, err = e.transition(ctx, id, recordv1.State_STATE_DISPATCHED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, fmt.Sprintf("dispatch attempt %d", x.GetAttempts()+1),
 				requireState(recordv1.State_STATE_AUTHORIZED))
 			if err != nil {
 				log.Debug("dispatch: not dispatching", "error", err)
@@ -137,12 +137,12 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			// outlives the engine. Dropping it would leave the execution
 			// dispatched for start-up recovery to ask the target again,
 			// and a target that cannot be asked would need a person.
-			e.complete(context.WithoutCancel(ctx), id, a, "transition")
+			e.complete(context.WithoutCancel(ctx), id, a, recordv1.EntryKind_ENTRY_KIND_TRANSITION)
 			e.dropSecrets(id) // after complete: it redacts them from the result
 			return
 		case NotSent:
 			if a.Final || e.dispatchRetry.Exhausted(int(x.GetAttempts())) {
-				if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "transition", "nothing was sent: "+a.Reason, nil); err != nil {
+				if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "nothing was sent: "+a.Reason, nil); err != nil {
 					log.Error("dispatch: cannot record not_executed", "error", err)
 					return
 				}
@@ -157,7 +157,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			// a second execution, and both would be sent. An authorized
 			// execution is one a retry attaches to, and start-up dispatches
 			// it if the control plane stops meanwhile.
-			x, err = e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, "transition",
+			x, err = e.transition(ctx, id, recordv1.State_STATE_AUTHORIZED, recordv1.EntryKind_ENTRY_KIND_TRANSITION,
 				fmt.Sprintf("nothing was sent: %s; dispatching again (attempt %d of %d)", a.Reason, x.GetAttempts()+1, e.dispatchRetry.Limit),
 				requireState(recordv1.State_STATE_DISPATCHED))
 			if err != nil {
@@ -180,7 +180,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 
 func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	now := e.cfg.Clock()
-	_, err := e.transition(ctx, id, recordv1.State_STATE_OUTCOME_UNKNOWN, "transition", "outcome unknown: "+reason, func(x *recordv1.Execution) error {
+	_, err := e.transition(ctx, id, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "outcome unknown: "+reason, func(x *recordv1.Execution) error {
 		x.NextRecoveryAt = timestamppb.New(now.Add(e.cfg.Recovery.MinBackoff))
 		return nil
 	})
@@ -195,7 +195,7 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 }
 
 // complete stores the observed result and moves the execution to completed.
-func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind string) {
+func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind recordv1.EntryKind) {
 	now := e.cfg.Clock()
 	err := e.st.Update(ctx, func(tx *store.Tx) error {
 		x, err := tx.Execution(id)

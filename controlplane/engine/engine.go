@@ -472,7 +472,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 						return cerr
 					}
 					if reason, review := e.integrityReview(prior, cerr); review {
-						if err := e.stepCode(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, "integrity", recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, false); err != nil {
+						if err := e.stepCode(tx, prior, recordv1.State_STATE_NEEDS_REVIEW, now, recordv1.EntryKind_ENTRY_KIND_INTEGRITY, recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, false); err != nil {
 							return err
 						}
 					}
@@ -481,7 +481,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			if err == nil && matches(prior, in.Actor, scope, now) {
 				res = attachResult(prior)
 				_, err := tx.Append(&recordv1.JournalEntry{
-					Time: timestamppb.New(now), ExecutionId: prior.GetId(), Kind: "attach",
+					Time: timestamppb.New(now), ExecutionId: prior.GetId(), EntryKind: recordv1.EntryKind_ENTRY_KIND_ATTACH,
 					From: prior.GetState(), To: prior.GetState(), Actor: in.Actor,
 					Reason: res.Note, Evidence: in.Evidence, Execution: prior,
 				})
@@ -497,7 +497,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			CatalogVersion: cat.version,
 		}
 		tx.Fresh(x.GetId())
-		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, "transition", "request accepted", tool.SideEffecting() && !transient); err != nil {
+		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "request accepted", tool.SideEffecting() && !transient); err != nil {
 			return err
 		}
 		if len(tool.Fingerprint.Secret) > 0 && decided != recordv1.State_STATE_REJECTED {
@@ -505,14 +505,14 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				tx.PutSealedArguments(x.GetId(), box)
 			}
 		}
-		if err := e.stepCode(tx, x, decided, now, "transition", code, reason, false); err != nil {
+		if err := e.stepCode(tx, x, decided, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, code, reason, false); err != nil {
 			return err
 		}
 		// Dispatched is recorded in the same commit (docs/design §11: the
 		// critical path is two durable writes, before dispatch and after
 		// observation); the first byte is sent only after it returns.
 		if decided == recordv1.State_STATE_AUTHORIZED {
-			if err := e.step(tx, x, recordv1.State_STATE_DISPATCHED, now, "transition", "dispatch attempt 1", false); err != nil {
+			if err := e.step(tx, x, recordv1.State_STATE_DISPATCHED, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "dispatch attempt 1", false); err != nil {
 				return err
 			}
 		}

@@ -68,7 +68,7 @@ func stampTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // attempt uses up one of MaxAttempts.
 func (e *Engine) noEvidence(ctx context.Context, x *recordv1.Execution, reason string, next time.Time, counts bool) {
 	now := e.cfg.Clock()
-	_, err := e.journalIf(ctx, x, "recovery_query", reason, func(cur *recordv1.Execution) error {
+	_, err := e.journalIf(ctx, x, recordv1.EntryKind_ENTRY_KIND_RECOVERY_QUERY, reason, func(cur *recordv1.Execution) error {
 		if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)(cur); err != nil {
 			return err // settled meanwhile: this answer is history
 		}

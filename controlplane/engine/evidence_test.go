@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -85,7 +86,7 @@ func testEarlyAbsenceKeepsTheOutcomeUnknown(t *testing.T) {
 	}
 	var query *recordv1.JournalEntry
 	for _, e := range hist {
-		if e.GetKind() == "recovery_query" {
+		if lifecycle.EntryKindNameOf(e) == "recovery_query" {
 			query = e
 		}
 		if e.GetTo() == recordv1.State_STATE_NOT_EXECUTED {
@@ -140,11 +141,11 @@ func TestRecoveryResendIsJournaledBeforeItGoesOut(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range hist {
-		kinds = append(kinds, e.GetKind()+">"+e.GetTo().String())
+		kinds = append(kinds, lifecycle.EntryKindNameOf(e)+">"+e.GetTo().String())
 	}
 	replay := -1
 	for i, e := range hist {
-		if e.GetKind() == "recovery_replay" {
+		if lifecycle.EntryKindNameOf(e) == "recovery_replay" {
 			replay = i
 			if !e.GetExecution().GetLastSentAt().AsTime().Equal(x.GetLastSentAt().AsTime()) {
 				t.Errorf("recovery_replay record carries last_sent_at %s, want %s", e.GetExecution().GetLastSentAt().AsTime(), x.GetLastSentAt().AsTime())

@@ -19,6 +19,7 @@ import (
 	"github.com/latchhq/latch/controlplane/httpdispatch"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/storetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -205,7 +206,7 @@ func TestForgedStateNeverDispatchesAgain(t *testing.T) {
 				}
 				var reviews int
 				for _, h := range hist {
-					if h.GetKind() == "integrity" && h.GetTo() == recordv1.State_STATE_NEEDS_REVIEW && h.GetReasonCode() == recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY && strings.HasPrefix(h.GetReason(), "result_integrity") {
+					if lifecycle.EntryKindNameOf(h) == "integrity" && h.GetTo() == recordv1.State_STATE_NEEDS_REVIEW && h.GetReasonCode() == recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY && strings.HasPrefix(h.GetReason(), "result_integrity") {
 						reviews++
 					}
 				}

@@ -67,7 +67,7 @@ func (e *Engine) quarantine(x *recordv1.Execution, cause error) (*recordv1.Execu
 	if !review {
 		return x, nil, nil // already out of completed (needs_review says why)
 	}
-	y, err := e.transitionCode(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, "integrity", recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
+	y, err := e.transitionCode(e.ctx, x.GetId(), recordv1.State_STATE_NEEDS_REVIEW, recordv1.EntryKind_ENTRY_KIND_INTEGRITY, recordv1.ReasonCode_REASON_CODE_RESULT_INTEGRITY, reason, requireState(recordv1.State_STATE_COMPLETED, recordv1.State_STATE_DELIVERED))
 	if err != nil {
 		e.log.Error("cannot record result_integrity review", "execution_id", x.GetId(), "error", err)
 		if errors.Is(err, ErrNotResolvable) {
@@ -121,7 +121,7 @@ func (e *Engine) MarkDelivered(ctx context.Context, id string) (*recordv1.Execut
 // away) names the front's time in its reason.
 func (e *Engine) MarkDeliveredAt(ctx context.Context, id string, observed time.Time) (*recordv1.Execution, error) {
 	reason := "result delivered to the caller" + e.lateNote(observed, "written")
-	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, "transition", recordv1.ReasonCode_REASON_CODE_OTHER, reason, requireState(recordv1.State_STATE_COMPLETED))
+	x, err := e.transitionVia(ctx, e.st.UpdateLazy, id, recordv1.State_STATE_DELIVERED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, recordv1.ReasonCode_REASON_CODE_OTHER, reason, requireState(recordv1.State_STATE_COMPLETED))
 	if errors.Is(err, ErrNotResolvable) {
 		if cur, gerr := e.st.Execution(id); gerr == nil && cur.GetState() == recordv1.State_STATE_DELIVERED {
 			return cur, nil
@@ -189,7 +189,7 @@ func (e *Engine) Cancel(ctx context.Context, id, actor, reason string) (*recordv
 	if reason == "" {
 		reason = "cancelled by the caller"
 	}
-	x, err := e.transition(ctx, id, recordv1.State_STATE_CANCELLED, "transition", reason, func(x *recordv1.Execution) error {
+	x, err := e.transition(ctx, id, recordv1.State_STATE_CANCELLED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, reason, func(x *recordv1.Execution) error {
 		if actor != "" && x.GetActor() != actor {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
@@ -242,7 +242,7 @@ func (e *Engine) Resolve(ctx context.Context, in ResolveInput) (*recordv1.Execut
 	if in.Completed {
 		to = recordv1.State_STATE_COMPLETED
 	}
-	x, err := e.transition(ctx, in.ID, to, "resolve", "resolved by "+operator+": "+in.Reason, func(x *recordv1.Execution) error {
+	x, err := e.transition(ctx, in.ID, to, recordv1.EntryKind_ENTRY_KIND_RESOLVE, "resolved by "+operator+": "+in.Reason, func(x *recordv1.Execution) error {
 		if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.State_STATE_NEEDS_REVIEW)(x); err != nil {
 			return err
 		}

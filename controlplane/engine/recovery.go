@@ -334,7 +334,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 	log := e.log.With("execution_id", id)
 	review := func(reason string) {
 		e.dropSecrets(id)
-		if _, err := e.transition(ctx, id, recordv1.State_STATE_NEEDS_REVIEW, "recovery", reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
+		if _, err := e.transition(ctx, id, recordv1.State_STATE_NEEDS_REVIEW, recordv1.EntryKind_ENTRY_KIND_RECOVERY, reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
 			log.Debug("recovery: not moved to needs_review", "error", err)
 		}
 	}
@@ -366,7 +366,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 	default: // idempotency_key, read_only: re-send under the same execution ID
 		// The send time is durable before the first byte, like a dispatch:
 		// the evidence rule counts from the latest send.
-		sent, err := e.journalIf(ctx, x, "recovery_replay", "re-sending under the same execution ID, which the target's idempotency makes the same request", func(cur *recordv1.Execution) error {
+		sent, err := e.journalIf(ctx, x, recordv1.EntryKind_ENTRY_KIND_RECOVERY_REPLAY, "re-sending under the same execution ID, which the target's idempotency makes the same request", func(cur *recordv1.Execution) error {
 			if err := requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)(cur); err != nil {
 				return err // settled meanwhile (an operator, another query): nothing to re-send
 			}
@@ -389,7 +389,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 	switch a.Class {
 	case Observed:
 		// Kept when the engine is closing, like a dispatch's answer.
-		e.complete(context.WithoutCancel(ctx), id, a, "recovery")
+		e.complete(context.WithoutCancel(ctx), id, a, recordv1.EntryKind_ENTRY_KIND_RECOVERY)
 		e.dropSecrets(id) // after complete: it redacts them from the result
 		log.Info("recovered outcome from the target", "replay", c.Tool.Replay)
 	case Absent:
@@ -399,7 +399,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 			return
 		}
 		e.forgetSecrets(ctx, id)
-		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, "recovery", ev.reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
+		if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, recordv1.EntryKind_ENTRY_KIND_RECOVERY, ev.reason, requireState(recordv1.State_STATE_OUTCOME_UNKNOWN)); err != nil {
 			log.Debug("recovery: not moved to not_executed", "error", err)
 		}
 	case Unsupported:

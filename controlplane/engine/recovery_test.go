@@ -333,7 +333,7 @@ func TestStartQueuesEveryUnsettledExecution(t *testing.T) {
 					path = append(path, recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN)
 				}
 				for _, to := range path {
-					if err := e.step(tx, x, to, now, "transition", "seeded", false); err != nil {
+					if err := e.step(tx, x, to, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "seeded", false); err != nil {
 						return err
 					}
 				}
@@ -646,7 +646,7 @@ func seedUnknown(tb testing.TB, e *Engine, toolName string, from, to int, accept
 					if to == recordv1.State_STATE_OUTCOME_UNKNOWN {
 						x.NextRecoveryAt = timestamppb.New(due)
 					}
-					if err := e.step(tx, x, to, now, "transition", "seeded", j == 0); err != nil {
+					if err := e.step(tx, x, to, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "seeded", j == 0); err != nil {
 						return err
 					}
 				}

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/internal/testing/enginetest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
 )
@@ -84,33 +84,13 @@ tools:
 // intent, its result is stored as it gave it, target_status is 0 (its
 // answers have no status code), and a retry of the same call attaches.
 func TestNewChannelThroughTheSeam(t *testing.T) {
-	st, err := store.New(store.Config{KV: memkv.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	cat, err := tools.Parse("queue.yaml", []byte(queueCatalog))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cat.Targets["jobs"].Channel = queueChannelName
-	fp, err := fingerprint.New(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	q := &queueChannel{published: map[string]int{}, acked: map[string]string{}}
-	e, err := engine.New(engine.Config{
-		Store: st, Catalog: cat, Fingerprinter: fp,
-		Channels: map[tools.Channel]engine.Channel{queueChannelName: q},
-		Recovery: engine.RecoveryConfig{Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	_, e := enginetest.Start(t, memkv.New(), cat, map[tools.Channel]engine.Channel{queueChannelName: q})
 
 	submit := func() *engine.SubmitResult {
 		t.Helper()
@@ -122,21 +102,7 @@ func TestNewChannelThroughTheSeam(t *testing.T) {
 	}
 	first := submit()
 	id := first.Execution.GetId()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	w, err := e.Watch(ctx, id, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x *recordv1.Execution
-	for x = range w {
-		if x.GetState() == recordv1.State_STATE_COMPLETED {
-			break
-		}
-	}
-	if x.GetState() != recordv1.State_STATE_COMPLETED {
-		t.Fatalf("execution %s is %v, want completed (recovered through Query)", id, x.GetState())
-	}
+	enginetest.AwaitCompleted(t, e, id, "alice") // recovered through Query
 	x, res, err := e.Get(id, "alice")
 	if err != nil {
 		t.Fatal(err)

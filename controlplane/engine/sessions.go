@@ -205,7 +205,7 @@ func (e *Engine) touchSession(tx *store.Tx, id, key, actor string, ev *recordv1.
 	if err := tx.PutSession(s); err != nil {
 		return err
 	}
-	_, err = tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_started", Actor: actor, Evidence: ev, Session: s})
+	_, err = tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: recordv1.EntryKind_ENTRY_KIND_SESSION_STARTED, Actor: actor, Evidence: ev, Session: s})
 	return err
 }
 
@@ -217,7 +217,7 @@ func (e *Engine) Sessions(limit int) ([]*recordv1.Session, error) { return e.st.
 // that waited only for the session proceed, those that also need a per-call
 // approval keep waiting for it.
 func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*recordv1.Session, error) {
-	s, err := e.setSession(ctx, id, "session_authorized", func(s *recordv1.Session, now time.Time) {
+	s, err := e.setSession(ctx, id, recordv1.EntryKind_ENTRY_KIND_SESSION_AUTHORIZED, func(s *recordv1.Session, now time.Time) {
 		s.State = recordv1.SessionState_SESSION_STATE_AUTHORIZED
 		s.AuthorizedAt, s.AuthorizedBy, s.Reason = timestamppb.New(now), operator, ""
 	})
@@ -234,7 +234,7 @@ func (e *Engine) AuthorizeSession(ctx context.Context, id, operator string) (*re
 				}
 				continue
 			case d.NeedApproval:
-				e.journal(ctx, x, "approval", "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
+				e.journal(ctx, x, recordv1.EntryKind_ENTRY_KIND_APPROVAL, "session "+id+" authorized by "+operator+"; the tool still requires approval for this call", func(cur *recordv1.Execution) { //nolint:errcheck // best effort note
 					cur.Reason, cur.ReasonCode = d.Reason, d.code()
 				})
 				continue
@@ -253,7 +253,7 @@ func (e *Engine) RevokeSession(ctx context.Context, id, operator, reason string)
 	if reason == "" {
 		return nil, fmt.Errorf("%w: a reason is required", ErrInvalidRequest)
 	}
-	s, err := e.setSession(ctx, id, "session_revoked", func(s *recordv1.Session, _ time.Time) {
+	s, err := e.setSession(ctx, id, recordv1.EntryKind_ENTRY_KIND_SESSION_REVOKED, func(s *recordv1.Session, _ time.Time) {
 		s.State, s.Reason = recordv1.SessionState_SESSION_STATE_REVOKED, "revoked by "+operator+": "+reason
 	})
 	if err != nil {
@@ -267,7 +267,7 @@ func (e *Engine) RevokeSession(ctx context.Context, id, operator, reason string)
 	return s, nil
 }
 
-func (e *Engine) setSession(ctx context.Context, id, kind string, mutate func(*recordv1.Session, time.Time)) (*recordv1.Session, error) {
+func (e *Engine) setSession(ctx context.Context, id string, kind recordv1.EntryKind, mutate func(*recordv1.Session, time.Time)) (*recordv1.Session, error) {
 	var out *recordv1.Session
 	now := e.cfg.Clock()
 	err := e.st.Update(ctx, func(tx *store.Tx) error {
@@ -282,7 +282,7 @@ func (e *Engine) setSession(ctx context.Context, id, kind string, mutate func(*r
 		if err := tx.PutSession(s); err != nil {
 			return err
 		}
-		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: kind, Actor: s.GetActor(), Reason: s.GetReason(), Session: s}); err != nil {
+		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: kind, Actor: s.GetActor(), Reason: s.GetReason(), Session: s}); err != nil {
 			return err
 		}
 		out = proto.Clone(s).(*recordv1.Session)
@@ -345,12 +345,12 @@ func (e *Engine) EndSession(ctx context.Context, actor, mcpSessionID string) (*r
 			return err
 		}
 		s.EndedAt = timestamppb.New(now)
-		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_ended", Actor: actor, Session: s}); err != nil {
+		if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: recordv1.EntryKind_ENTRY_KIND_SESSION_ENDED, Actor: actor, Session: s}); err != nil {
 			return err
 		}
 		if len(orphans) > 0 {
 			s.Reason = fmt.Sprintf("ended with %d execution(s) it never received: %v; a retry of the same intent attaches to them", len(orphans), orphans)
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: "session_orphaned", Actor: actor, Reason: s.Reason, Session: s}); err != nil {
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: recordv1.EntryKind_ENTRY_KIND_SESSION_ORPHANED, Actor: actor, Reason: s.Reason, Session: s}); err != nil {
 				return err
 			}
 		}

@@ -26,7 +26,7 @@ func (e *Engine) taskRecorder(ctx context.Context, id string) func(string) error
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskRecordWait)
 		defer cancel()
 		x := &recordv1.Execution{Id: id}
-		_, err := e.journalIf(wctx, x, "target_task", "the target accepted the call as task "+taskID, func(cur *recordv1.Execution) error {
+		_, err := e.journalIf(wctx, x, recordv1.EntryKind_ENTRY_KIND_TARGET_TASK, "the target accepted the call as task "+taskID, func(cur *recordv1.Execution) error {
 			if err := requireState(recordv1.State_STATE_DISPATCHED, recordv1.State_STATE_OUTCOME_UNKNOWN)(cur); err != nil {
 				return err
 			}

@@ -17,14 +17,14 @@ import (
 // timestamp that belongs to the state, stores the execution and appends the
 // journal record. x is modified in place. A reason no program branches on
 // is recorded as REASON_CODE_OTHER (stepCode records another).
-func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind, reason string, index bool) error {
+func (e *Engine) step(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind recordv1.EntryKind, reason string, index bool) error {
 	return e.stepCode(tx, x, to, now, kind, recordv1.ReasonCode_REASON_CODE_OTHER, reason, index)
 }
 
 // stepCode is step with the code of its reason: the execution and its
 // journal record carry it with the reason, so readers branch on the code,
 // never on the reason's text.
-func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind string, code recordv1.ReasonCode, reason string, index bool) error {
+func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State, now time.Time, kind recordv1.EntryKind, code recordv1.ReasonCode, reason string, index bool) error {
 	if err := transition.Check(x.GetState(), to); err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State
 		x.Reason, x.ReasonCode, entryCode = reason, code, code
 	}
 	idx, err := appendJournaled(tx, &recordv1.JournalEntry{
-		Time: ts, ExecutionId: x.GetId(), From: from, To: to, Kind: kind,
+		Time: ts, ExecutionId: x.GetId(), From: from, To: to, EntryKind: kind,
 		Reason: reason, ReasonCode: entryCode, Actor: x.GetActor(), Execution: x,
 	})
 	if err != nil {
@@ -69,18 +69,18 @@ func (e *Engine) stepCode(tx *store.Tx, x *recordv1.Execution, to recordv1.State
 
 // transition loads an execution, lets mutate check and change it, and moves
 // it to `to` durably. mutate may return an error to refuse.
-func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) transition(ctx context.Context, id string, to recordv1.State, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	return e.transitionVia(ctx, e.st.Update, id, to, kind, recordv1.ReasonCode_REASON_CODE_OTHER, reason, mutate)
 }
 
 // transitionCode is transition with the code of its reason (stepCode).
-func (e *Engine) transitionCode(ctx context.Context, id string, to recordv1.State, kind string, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) transitionCode(ctx context.Context, id string, to recordv1.State, kind recordv1.EntryKind, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	return e.transitionVia(ctx, e.st.Update, id, to, kind, code, reason, mutate)
 }
 
 // transitionVia is transition committed through update (Store.Update, or
 // Store.UpdateLazy for a record nothing waits on).
-func (e *Engine) transitionVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, id string, to recordv1.State, kind string, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) transitionVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, id string, to recordv1.State, kind recordv1.EntryKind, code recordv1.ReasonCode, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
 	err := update(ctx, func(tx *store.Tx) error {
@@ -109,7 +109,7 @@ func (e *Engine) transitionVia(ctx context.Context, update func(context.Context,
 }
 
 // journal appends a non-transition record (recovery attempt, evidence).
-func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution)) (*recordv1.Execution, error) {
+func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution)) (*recordv1.Execution, error) {
 	return e.journalIf(ctx, x, kind, reason, func(cur *recordv1.Execution) error {
 		if mutate != nil {
 			mutate(cur)
@@ -119,13 +119,13 @@ func (e *Engine) journal(ctx context.Context, x *recordv1.Execution, kind, reaso
 }
 
 // journalIf is journal whose mutate may refuse (nothing is written then).
-func (e *Engine) journalIf(ctx context.Context, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) journalIf(ctx context.Context, x *recordv1.Execution, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	return e.journalIfVia(ctx, e.st.Update, x, kind, reason, mutate)
 }
 
 // journalIfVia is journalIf committed through update (Store.Update, or
 // Store.UpdateLazy for a record nothing waits on).
-func (e *Engine) journalIfVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, x *recordv1.Execution, kind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
+func (e *Engine) journalIfVia(ctx context.Context, update func(context.Context, func(*store.Tx) error) error, x *recordv1.Execution, kind recordv1.EntryKind, reason string, mutate func(x *recordv1.Execution) error) (*recordv1.Execution, error) {
 	var out *recordv1.Execution
 	now := e.cfg.Clock()
 	err := update(ctx, func(tx *store.Tx) error {
@@ -139,7 +139,7 @@ func (e *Engine) journalIfVia(ctx context.Context, update func(context.Context, 
 		cur.UpdatedAt = timestamppb.New(now)
 		idx, err := appendJournaled(tx, &recordv1.JournalEntry{
 			Time: timestamppb.New(now), ExecutionId: cur.GetId(), From: cur.GetState(), To: cur.GetState(),
-			Kind: kind, Reason: reason, Actor: cur.GetActor(), Execution: cur,
+			EntryKind: kind, Reason: reason, Actor: cur.GetActor(), Execution: cur,
 		})
 		if err != nil {
 			return err

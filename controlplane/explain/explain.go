@@ -82,9 +82,9 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	var first *recordv1.Evidence
 	for _, e := range hist {
 		switch {
-		case e.GetKind() == "attach":
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_ATTACH:
 			attaches = append(attaches, e)
-		case e.GetKind() == lifecycle.CallerLeftKind:
+		case lifecycle.EntryKindOf(e) == lifecycle.CallerLeftKind:
 			if left == nil {
 				left = e
 			}
@@ -94,7 +94,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 			completed = e
 		case e.GetTo() == recordv1.State_STATE_DELIVERED:
 			delivered = e
-		case e.GetKind() == "recovery_query" || e.GetKind() == "recovery_attempt":
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_QUERY || lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_ATTEMPT:
 			queries = append(queries, e)
 		case e.GetTo() == recordv1.State_STATE_OUTCOME_UNKNOWN && unknown == nil:
 			unknown = e
@@ -148,7 +148,7 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 
 	// 3. Was a target answer observed?
 	switch {
-	case completed != nil && completed.GetKind() == "resolve":
+	case completed != nil && lifecycle.EntryKindOf(completed) == recordv1.EntryKind_ENTRY_KIND_RESOLVE:
 		say(2, "No answer was observed; an operator resolved it at %s: %s", TS(completed.GetTime()), completed.GetReason())
 	case completed != nil:
 		how := "on the first exchange"
@@ -161,10 +161,10 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	case x.GetState() == recordv1.State_STATE_NOT_EXECUTED && notExecuted != nil:
 		// Say what the conclusion rests on: never "nothing happened"
 		// without the proof.
-		switch notExecuted.GetKind() {
-		case "recovery":
+		switch lifecycle.EntryKindOf(notExecuted) {
+		case recordv1.EntryKind_ENTRY_KIND_RECOVERY:
 			say(2, "No answer to the request itself; recovery established from the target that it never acted on it: %s", notExecuted.GetReason())
-		case "resolve":
+		case recordv1.EntryKind_ENTRY_KIND_RESOLVE:
 			say(2, "No answer was observed; an operator decided at %s that it was not executed: %s", TS(notExecuted.GetTime()), notExecuted.GetReason())
 		default:
 			say(2, "No: the request was never written to the target (seen before its first byte left Latch): %s", notExecuted.GetReason())

@@ -71,9 +71,11 @@ type Step struct {
 	Actor    string `json:"actor,omitempty"`
 	Evidence string `json:"evidence,omitempty"`
 	// Kind is the record's kind (transition, attach, recovery_query, …)
-	// and State the state it left the execution in.
-	Kind  string `json:"kind,omitempty"`
-	State string `json:"state,omitempty"`
+	// by name (lifecycle.EntryKindName of EntryKind) and State the state
+	// it left the execution in.
+	Kind      string             `json:"kind,omitempty"`
+	State     string             `json:"state,omitempty"`
+	EntryKind recordv1.EntryKind `json:"-"`
 }
 
 // What an operator can do about an execution (Action.Do).
@@ -136,9 +138,9 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 	for i, e := range hist {
 		kind := ""
 		switch {
-		case e.GetKind() == "transition" && e.GetTo() == recordv1.State_STATE_DISPATCHED:
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_TRANSITION && e.GetTo() == recordv1.State_STATE_DISPATCHED:
 			kind = "dispatch"
-		case e.GetKind() == "recovery_replay":
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_REPLAY:
 			kind = "re-send by recovery"
 		}
 		if kind != "" {
@@ -155,12 +157,12 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 			}
 			r.Sends = append(r.Sends, s)
 		}
-		switch e.GetKind() {
-		case "recovery_query", "recovery_attempt":
-			r.Queries = append(r.Queries, Query{Time: TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(),
+		switch lifecycle.EntryKindOf(e) {
+		case recordv1.EntryKind_ENTRY_KIND_RECOVERY_QUERY, recordv1.EntryKind_ENTRY_KIND_RECOVERY_ATTEMPT:
+			r.Queries = append(r.Queries, Query{Time: TS(e.GetTime()), Kind: lifecycle.EntryKindNameOf(e), Saw: e.GetReason(),
 				Verdict: "not evidence: the execution stays " + lifecycle.Name(e.GetTo()) + " and is asked again", Index: e.GetIndex()})
-		case "recovery":
-			q := Query{Time: TS(e.GetTime()), Kind: e.GetKind(), Saw: e.GetReason(), Index: e.GetIndex()}
+		case recordv1.EntryKind_ENTRY_KIND_RECOVERY:
+			q := Query{Time: TS(e.GetTime()), Kind: lifecycle.EntryKindNameOf(e), Saw: e.GetReason(), Index: e.GetIndex()}
 			switch e.GetTo() {
 			case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_NOT_EXECUTED:
 				q.Evidence, q.Verdict = true, "evidence: it settled the execution as "+lifecycle.Name(e.GetTo())
@@ -168,24 +170,24 @@ func Tell(x *recordv1.Execution, hist []*recordv1.JournalEntry, c Contract) Repo
 				q.Verdict = "no evidence to be had: handed to an operator as " + lifecycle.Name(e.GetTo())
 			}
 			r.Queries = append(r.Queries, q)
-		case "approval", "resolve":
-			r.Trail = append(r.Trail, Decision{Time: TS(e.GetTime()), What: e.GetKind() + ": " + lifecycle.Name(e.GetFrom()) + " → " + lifecycle.Name(e.GetTo()), Reason: e.GetReason()})
+		case recordv1.EntryKind_ENTRY_KIND_APPROVAL, recordv1.EntryKind_ENTRY_KIND_RESOLVE:
+			r.Trail = append(r.Trail, Decision{Time: TS(e.GetTime()), What: lifecycle.EntryKindNameOf(e) + ": " + lifecycle.Name(e.GetFrom()) + " → " + lifecycle.Name(e.GetTo()), Reason: e.GetReason()})
 		}
 		if e.GetTo() == recordv1.State_STATE_AWAITING_APPROVAL && e.GetFrom() != recordv1.State_STATE_AWAITING_APPROVAL {
 			r.Trail = append(r.Trail, Decision{Time: TS(e.GetTime()), What: "approval card opened", Reason: e.GetReason()})
 		}
-		if e.GetTo() == recordv1.State_STATE_ACCEPTED && e.GetKind() == "transition" {
+		if e.GetTo() == recordv1.State_STATE_ACCEPTED && lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_TRANSITION {
 			r.Calls = append(r.Calls, callOf("first call", e, e.GetExecution().GetEvidence()))
 		}
-		if e.GetKind() == "attach" {
+		if lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_ATTACH {
 			r.Calls = append(r.Calls, callOf(fmt.Sprintf("call %d (attached)", len(r.Calls)+1), e, e.GetEvidence()))
 		}
 		step := lifecycle.Name(e.GetTo())
-		if e.GetKind() != "transition" {
-			step = e.GetKind() + " (" + lifecycle.Name(e.GetTo()) + ")"
+		if lifecycle.EntryKindOf(e) != recordv1.EntryKind_ENTRY_KIND_TRANSITION {
+			step = lifecycle.EntryKindNameOf(e) + " (" + lifecycle.Name(e.GetTo()) + ")"
 		}
 		r.Steps = append(r.Steps, Step{Index: e.GetIndex(), Time: TS(e.GetTime()), Step: step, Reason: e.GetReason(),
-			Actor: e.GetActor(), Evidence: EvidenceText(e.GetEvidence()), Kind: e.GetKind(), State: lifecycle.Name(e.GetTo())})
+			Actor: e.GetActor(), Evidence: EvidenceText(e.GetEvidence()), Kind: lifecycle.EntryKindNameOf(e), State: lifecycle.Name(e.GetTo()), EntryKind: lifecycle.EntryKindOf(e)})
 	}
 	if len(r.Calls) == 0 && x.GetEvidence() != nil {
 		r.Calls = append(r.Calls, callOf("first call", nil, x.GetEvidence()))
@@ -249,9 +251,9 @@ func (r Report) Can(do string) bool {
 func answerAfter(rest []*recordv1.JournalEntry) *recordv1.JournalEntry {
 	for _, e := range rest {
 		switch {
-		case e.GetKind() == "recovery_query" || e.GetKind() == "recovery_attempt":
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_QUERY || lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_ATTEMPT:
 			return e
-		case e.GetKind() == "recovery_replay" || (e.GetKind() == "transition" && e.GetTo() == recordv1.State_STATE_DISPATCHED):
+		case lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_RECOVERY_REPLAY || (lifecycle.EntryKindOf(e) == recordv1.EntryKind_ENTRY_KIND_TRANSITION && e.GetTo() == recordv1.State_STATE_DISPATCHED):
 			return nil // the next send came before an answer
 		}
 		switch e.GetTo() {

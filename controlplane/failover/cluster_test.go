@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/latchhq/latch/controlplane/datadir"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/countingtarget"
 	"github.com/latchhq/latch/internal/testing/faultproxy"
 	"github.com/latchhq/latch/internal/testing/testbin"
@@ -536,7 +537,7 @@ func journalOf(op controlplanev1.ControlPlaneClient, id string) string {
 	var b strings.Builder
 	b.WriteString(id + ":")
 	for _, e := range h.GetEntries() {
-		fmt.Fprintf(&b, " %s→%s (%s);", e.GetKind(), e.GetTo(), e.GetReason())
+		fmt.Fprintf(&b, " %s→%s (%s);", lifecycle.EntryKindNameOf(e), e.GetTo(), e.GetReason())
 	}
 	return b.String()
 }

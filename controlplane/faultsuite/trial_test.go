@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/countingtarget"
 	"github.com/latchhq/latch/internal/testing/faultproxy"
 	"github.com/latchhq/latch/internal/testing/testbin"
@@ -628,7 +629,7 @@ func (l *lane) journalOf(id string) string {
 	var b strings.Builder
 	b.WriteString(id + ":")
 	for _, e := range h.GetEntries() {
-		fmt.Fprintf(&b, " %s:%s (%s);", e.GetKind(), stateName(e.GetTo()), e.GetReason())
+		fmt.Fprintf(&b, " %s:%s (%s);", lifecycle.EntryKindNameOf(e), stateName(e.GetTo()), e.GetReason())
 	}
 	return b.String()
 }

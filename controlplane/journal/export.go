@@ -15,8 +15,11 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/internal/jsonscan"
+	"github.com/latchhq/latch/internal/lifecycle"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
 // ExportFormat names the export file format in its header line.
@@ -97,7 +100,7 @@ func Export(w io.Writer, src Source) error {
 			rec.Data = []byte{}
 		}
 		if e, err := DecodeEntry(data); err == nil {
-			if js, err := protojson.Marshal(e); err == nil {
+			if js, err := readableEntry(e); err == nil {
 				rec.Entry = js
 			}
 		}
@@ -428,11 +431,28 @@ func readableDiffs(l *exportLine, fields []jsonField) []string {
 	if !hasEntry {
 		return append(diffs, "entry: absent, data holds one")
 	}
-	rebuilt, err := protojson.Marshal(e)
+	rebuilt, err := readableEntry(e)
 	if err != nil {
 		return append(diffs, fmt.Sprintf("entry: data's entry has no readable form (%v)", err))
 	}
 	return append(diffs, entryDiffs(entryRaw, rebuilt)...)
+}
+
+// readableEntry is a record's readable form in an export: its protojson,
+// with "kind" the kind's name also on a record that names it only in
+// entry_kind, so that the export reads as it did before entry_kind (a
+// reader selecting on .entry.kind keeps working). The data is never
+// re-encoded: this is only its readable part, rebuilt the same way by the
+// readable check.
+func readableEntry(e *recordv1.JournalEntry) ([]byte, error) {
+	if e.GetKind() == "" {
+		if name := lifecycle.EntryKindNameOf(e); name != "" {
+			c := proto.CloneOf(e)
+			c.Kind = name
+			e = c
+		}
+	}
+	return protojson.Marshal(e)
 }
 
 // entryDiffs compares a readable entry with the one rebuilt from data,

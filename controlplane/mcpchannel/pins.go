@@ -33,8 +33,8 @@ import (
 
 // Journal kinds of pins.
 const (
-	KindToolPinned   = "upstream_tool_pinned"
-	KindToolAccepted = "upstream_tool_accepted"
+	KindToolPinned   = recordv1.EntryKind_ENTRY_KIND_UPSTREAM_TOOL_PINNED
+	KindToolAccepted = recordv1.EntryKind_ENTRY_KIND_UPSTREAM_TOOL_ACCEPTED
 )
 
 // Triggers of the catalog loads the channel asks for (SetReload).
@@ -61,7 +61,7 @@ type Pins interface {
 	// Pin returns the pin of a catalog tool, or nil when it has none.
 	Pin(tool string) (*recordv1.UpstreamToolPin, error)
 	// Put records p with its journal record (kind, reason).
-	Put(ctx context.Context, p *recordv1.UpstreamToolPin, kind, reason string) error
+	Put(ctx context.Context, p *recordv1.UpstreamToolPin, kind recordv1.EntryKind, reason string) error
 }
 
 // StorePins keeps pins in st (u/<tool>, written with their journal record).
@@ -85,14 +85,14 @@ func (s *storePins) Pin(tool string) (*recordv1.UpstreamToolPin, error) {
 	return p, err
 }
 
-func (s *storePins) Put(ctx context.Context, p *recordv1.UpstreamToolPin, kind, reason string) error {
+func (s *storePins) Put(ctx context.Context, p *recordv1.UpstreamToolPin, kind recordv1.EntryKind, reason string) error {
 	now := s.clock()
 	p.AcceptedAt = timestamppb.New(now)
 	return s.st.Update(ctx, func(tx *store.Tx) error {
 		if err := tx.PutUpstreamToolPin(p); err != nil {
 			return err
 		}
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: kind, Reason: reason, Actor: p.GetAcceptedBy(), UpstreamToolPin: p})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: kind, Reason: reason, Actor: p.GetAcceptedBy(), UpstreamToolPin: p})
 		return err
 	})
 }

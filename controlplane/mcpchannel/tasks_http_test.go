@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testbin"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -130,7 +131,7 @@ func TestHTTPUpstreamCutAfterCreateTask(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range h.GetEntries() {
-		kinds = append(kinds, e.GetKind())
+		kinds = append(kinds, lifecycle.EntryKindNameOf(e))
 	}
 	if k := strings.Join(kinds, " "); !strings.Contains(k, "target_task") || !strings.Contains(k, "recovery") {
 		t.Errorf("journal kinds = %s, want the task recorded and the outcome recovered", k)

@@ -22,6 +22,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/pgkv"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/pgtest"
 	"github.com/latchhq/latch/internal/testing/testbin"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -152,7 +153,7 @@ func TestReplicasShareTheStoreKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.ScanJournal(func(_ int64, data []byte) bool {
-		if bytes.Contains(data, []byte("key_created")) {
+		if e, err := journal.DecodeEntry(data); err == nil && lifecycle.EntryKindOf(e) == store.KindKeyCreated {
 			journaled++
 		}
 		return true

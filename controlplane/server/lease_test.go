@@ -96,21 +96,26 @@ func (c *countingChannel) Query(context.Context, engine.Call) engine.Attempt {
 }
 
 // TestNothingIsSentPastTheLeaseDeadline: the check before every dispatch
-// uses the local deadline; past it the channel is not called.
+// asks the lease (lease.Keeper.Holds: the local deadline; its own test is
+// in controlplane/lease); when it no longer holds, the channel is not
+// called.
 func TestNothingIsSentPastTheLeaseDeadline(t *testing.T) {
 	inner := &countingChannel{}
-	k := &leaseKeeper{}
+	k := &switchHolder{holds: true}
 	ch := fencedChannel{Channel: inner, lease: k}
-	future, past := time.Now().Add(time.Hour), time.Now().Add(-time.Millisecond)
-	k.deadline.Store(&future)
 	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.Observed || inner.sent != 1 {
 		t.Fatalf("within the deadline: %v, sent %d", a.Class, inner.sent)
 	}
-	k.deadline.Store(&past)
+	k.holds = false
 	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.NotSent || a.Final || inner.sent != 1 {
 		t.Errorf("past the deadline: %+v, sent %d; want NotSent without a send", a, inner.sent)
 	}
 }
+
+// switchHolder is a lease that holds while holds is set.
+type switchHolder struct{ holds bool }
+
+func (h *switchHolder) Holds() bool { return h.holds }
 
 // waitActive waits until srv (running, its Run's result on done) serves
 // as the active replica.
@@ -310,25 +315,5 @@ func TestStandbyRole(t *testing.T) {
 				t.Errorf("notActive names %q (%v), want %q", active, ok, tt.wantActive)
 			}
 		})
-	}
-}
-
-func TestStandbyWait(t *testing.T) {
-	db := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	ttl := 2 * time.Second
-	tests := []struct {
-		name string
-		l    *backend.Lease
-		want time.Duration
-	}{
-		{"no lease read", nil, 5 * time.Millisecond},
-		{"expired", &backend.Lease{Now: db, Expires: db.Add(-time.Second)}, 5 * time.Millisecond},
-		{"expires soon: just after it", &backend.Lease{Now: db, Expires: db.Add(120 * time.Millisecond)}, 125 * time.Millisecond},
-		{"expires late: a quarter ttl", &backend.Lease{Now: db, Expires: db.Add(time.Hour)}, ttl / 4},
-	}
-	for _, tt := range tests {
-		if got := standbyWait(tt.l, ttl); got != tt.want {
-			t.Errorf("%s: standbyWait = %v, want %v", tt.name, got, tt.want)
-		}
 	}
 }

@@ -61,6 +61,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/lease"
 	"github.com/latchhq/latch/controlplane/receipts"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
@@ -207,7 +208,7 @@ type Server struct {
 	// takes on it.
 	pg     backend.Leaser
 	holder string
-	lease  *leaseKeeper
+	lease  *lease.Keeper
 	// active is set once the state is loaded and the engine started: the
 	// gate interceptors answer NotActive before. role says more (lease.go).
 	active   atomic.Bool
@@ -277,9 +278,9 @@ func New(cfg Config) (*Server, error) {
 	// epoch. Until then it serves as a standby.
 	s.pg, _ = kv.(backend.Leaser)
 	if s.pg != nil {
-		s.holder = holderName(cfg.Replica)
+		s.holder = lease.HolderName(cfg.Replica)
 		s.beat.setHolder(s.holder)
-		s.lease = newLeaseKeeper()
+		s.lease = lease.NewKeeper()
 		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
 		for kind, ch := range cfg.Channels {
 			fenced[kind] = fencedChannel{Channel: ch, lease: s.lease}
@@ -710,7 +711,7 @@ func (s *Server) shutdown(runErr error) error {
 			}
 		}
 	}
-	held := s.lease.started()
+	held := s.lease.Started()
 	s.stopLease()
 	s.beat.stop()
 	if held && !lost {
@@ -738,7 +739,7 @@ func (s *Server) shutdown(runErr error) error {
 func (s *Server) takeOver(ctx context.Context, g *errgroup.Group) error {
 	log := s.cfg.Logger.Named("lease")
 	addr := s.Role().Address
-	acquired, err := acquireLease(ctx, log, s.pg, s.holder, addr, s.cfg.LeaseTTL, s.role.observe)
+	acquired, err := lease.Acquire(ctx, log, s.pg, s.holder, addr, s.cfg.LeaseTTL, s.role.observe)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -746,11 +747,11 @@ func (s *Server) takeOver(ctx context.Context, g *errgroup.Group) error {
 		return err
 	}
 	start := time.Now()
-	s.lease.start(log, s.pg, s.holder, s.cfg.LeaseTTL, acquired)
+	s.lease.Start(log, s.pg, s.holder, s.cfg.LeaseTTL, acquired)
 	s.role.set(RoleTakingOver, s.pg.Epoch())
 	g.Go(func() error {
 		select {
-		case err := <-s.lease.lost:
+		case err := <-s.lease.Lost():
 			return err
 		case <-ctx.Done():
 			return nil
@@ -944,7 +945,7 @@ func (s *Server) RecordRefusal(ctx context.Context, r authz.Refusal) error {
 	}
 	return s.Store.Update(ctx, func(tx *store.Tx) error {
 		_, err := tx.Append(&recordv1.JournalEntry{
-			Time: timestamppb.New(r.Time), Kind: authz.JournalKind,
+			Time: timestamppb.New(r.Time), EntryKind: authz.JournalKind,
 			Actor: r.Caller.Identity, Reason: r.JournalReason(),
 		})
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/vault"
+	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testpki"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -305,7 +306,7 @@ func accessDenied(t *testing.T, srv *Server) []denied {
 			t.Errorf("journal record: %v", err)
 			return false
 		}
-		if e.GetKind() == authz.JournalKind {
+		if lifecycle.EntryKindOf(&e) == authz.JournalKind {
 			rpc, _, _ := strings.Cut(e.GetReason(), " ")
 			out = append(out, denied{e.GetActor(), rpc})
 		}

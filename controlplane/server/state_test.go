@@ -182,7 +182,7 @@ func plantToken(t *testing.T, kv store.KV, secret string, forgeAt int64) string 
 		}
 		j := proto.Clone(tk).(*recordv1.AgentToken)
 		j.Sha256 = ""
-		data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(forgeAt), Kind: tokens.KindCreated, Actor: "mallory", Token: j})
+		data, err := journal.EncodeEntry(&recordv1.JournalEntry{Index: uint64(forgeAt), EntryKind: tokens.KindCreated, Actor: "mallory", Token: j})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,7 +163,7 @@ func entryAt(get getter, i int64) (*recordv1.JournalEntry, error) {
 // record must equal: every record that carries the execution except
 // "attach", which reports the execution as it was without changing it.
 func changesRecord(e *recordv1.JournalEntry) bool {
-	return e.GetExecution() != nil && e.GetKind() != "attach"
+	return e.GetExecution() != nil && lifecycle.EntryKindOf(e) != recordv1.EntryKind_ENTRY_KIND_ATTACH
 }
 
 // expectedRecord is the execution record the journal records of one

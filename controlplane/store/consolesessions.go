@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -69,6 +70,13 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.openedConsoleSession(id, keySHA256, v)
+}
+
+// openedConsoleSession is the console session row v stored under id,
+// checked against the journal record that opened it (ConsoleSession; the
+// state check's checkRows holds every row so).
+func (s *Store) openedConsoleSession(id, keySHA256 string, v []byte) (*recordv1.ConsoleSession, error) {
 	x := &recordv1.ConsoleSession{}
 	if err := proto.Unmarshal(v, x); err != nil {
 		return nil, fmt.Errorf("%w: %s does not decode: %w", ErrConsoleSessionForged, id, err)
@@ -81,7 +89,7 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 		return nil, fmt.Errorf("%w: %s names journal record %d, which cannot be read: %w", ErrConsoleSessionForged, id, x.GetJournalIndex(), err)
 	}
 	e, err := journal.DecodeEntry(data)
-	if err != nil || e.GetKind() != KindConsoleSignedIn || e.GetCredential().GetConsoleSession() != id ||
+	if err != nil || lifecycle.EntryKindOf(e) != KindConsoleSignedIn || e.GetCredential().GetConsoleSession() != id ||
 		!proto.Equal(e.GetCredential(), x.GetCredential()) || !e.GetTime().AsTime().Equal(x.GetOpenedAt().AsTime()) {
 		return nil, fmt.Errorf("%w: %s (journal record %d)", ErrConsoleSessionForged, id, x.GetJournalIndex())
 	}
@@ -90,7 +98,7 @@ func (s *Store) ConsoleSession(keySHA256 string) (*recordv1.ConsoleSession, erro
 
 // KindConsoleSignedIn is the journal kind of the record that opens a
 // console session (the console's KindSignedIn).
-const KindConsoleSignedIn = "operator_signed_in"
+const KindConsoleSignedIn = recordv1.EntryKind_ENTRY_KIND_OPERATOR_SIGNED_IN
 
 // PruneConsoleSessions forgets the console sessions that ended before
 // now and returns how many are left; the caller passes the time.

@@ -24,7 +24,7 @@ func openConsoleSession(t *testing.T, s *store.Store, key, operator string, at t
 	cred := &recordv1.OperatorCredential{Operator: operator, Kind: "sign_in_link", ConsoleSession: id}
 	var x *recordv1.ConsoleSession
 	err := s.Update(t.Context(), func(tx *store.Tx) error {
-		n, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(at), Kind: store.KindConsoleSignedIn, Actor: operator, Credential: cred})
+		n, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(at), EntryKind: store.KindConsoleSignedIn, Actor: operator, Credential: cred})
 		if err != nil {
 			return err
 		}

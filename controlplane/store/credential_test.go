@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/latchhq/latch/controlplane/store/memkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -41,7 +42,7 @@ func TestWithCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(w, e.GetCredential(), protocmp.Transform()); diff != "" {
-			t.Errorf("record %d (%s) credential (-want +got):\n%s", i, e.GetKind(), diff)
+			t.Errorf("record %d (%s) credential (-want +got):\n%s", i, lifecycle.EntryKindNameOf(e), diff)
 		}
 	}
 }

@@ -131,6 +131,11 @@
 // source k/sha256:<hex> hashes to its version, one a catalog_loaded record
 // carries (catalogcheck.go).
 //
+// Every console session row cs/<id> is the one its operator_signed_in
+// record opened (named by the hash of its key), and every upstream tool pin
+// u/<tool> is the pin of the last upstream_tool_pinned or
+// upstream_tool_accepted record of its tool (rowcheck.go).
+//
 // Not compared (they decide nothing a retry depends on, or are derived):
 // the list indexes a/, n/, s/ (the start-up scope cross-checks s/ against
 // the records it lists).

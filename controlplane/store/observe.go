@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -15,7 +16,7 @@ type Transition struct {
 	Tool        string
 	Actor       string
 	// Kind is the journal record's kind (transition, recovery, approval, …).
-	Kind     string
+	Kind     recordv1.EntryKind
 	From, To recordv1.State
 	Outcome  recordv1.Outcome
 	// AcceptedAt and At are the execution's acceptance and this record's
@@ -44,7 +45,7 @@ func transitionOf(e *recordv1.JournalEntry) (Transition, bool) {
 	}
 	x := e.GetExecution()
 	return Transition{
-		ExecutionID: e.GetExecutionId(), Tool: x.GetTool(), Actor: x.GetActor(), Kind: e.GetKind(),
+		ExecutionID: e.GetExecutionId(), Tool: x.GetTool(), Actor: x.GetActor(), Kind: lifecycle.EntryKindOf(e),
 		From: e.GetFrom(), To: e.GetTo(), Outcome: x.GetOutcome(),
 		AcceptedAt: x.GetAcceptedAt().AsTime(), At: e.GetTime().AsTime(),
 	}, true

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -59,12 +60,12 @@ import (
 // Journal entry kinds of the secret rows.
 const (
 	// KindVaultWritten: the vault document about to be written.
-	KindVaultWritten = "vault_written"
+	KindVaultWritten = recordv1.EntryKind_ENTRY_KIND_VAULT_WRITTEN
 	// KindKeyCreated: a key row created in the store (server/keys.go).
-	KindKeyCreated = "key_created"
+	KindKeyCreated = recordv1.EntryKind_ENTRY_KIND_KEY_CREATED
 	// KindSecretRecorded: a row recorded as found (first use, or a vault
 	// write that failed journaled back).
-	KindSecretRecorded = "secret_recorded"
+	KindSecretRecorded = recordv1.EntryKind_ENTRY_KIND_SECRET_RECORDED
 )
 
 // SecretRowVault names the vault document's row.
@@ -146,7 +147,7 @@ func (s *Store) CheckSecret(row string, stored []byte) error {
 
 // SecretRecord is the journal record of a row's stored bytes (kind: one of
 // the Kind constants above), following the row's latest record.
-func (t *Tx) SecretRecord(row string, stored []byte, kind, actor, reason string, now time.Time) (int64, error) {
+func (t *Tx) SecretRecord(row string, stored []byte, kind recordv1.EntryKind, actor, reason string, now time.Time) (int64, error) {
 	d := &recordv1.SecretDigest{Row: row, Generation: 1}
 	if stored != nil { // nil: no document in place
 		d.Sha256 = SecretSum(stored)
@@ -158,7 +159,7 @@ func (t *Tx) SecretRecord(row string, stored []byte, kind, actor, reason string,
 	case !errors.Is(err, ErrNotFound):
 		return 0, err
 	}
-	return t.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: kind, Actor: actor, Reason: reason, Secret: d})
+	return t.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: kind, Actor: actor, Reason: reason, Secret: d})
 }
 
 // RecordSecret journals row as stored now, on first use (kind
@@ -368,7 +369,7 @@ func (s *Store) CheckSecrets(ctx context.Context, rows map[string][]byte) ([]Mis
 		}
 		d := e.GetSecret()
 		if prev, ok := latest[d.GetRow()]; ok && (d.GetGeneration() != prev.rec.GetGeneration()+1 || !bytes.Equal(d.GetPreviousSha256(), prev.rec.GetSha256())) {
-			add(d.GetRow(), i, "journal record %d (generation %d, kind %s) does not follow the row's record %d (generation %d): the row's index was deleted or edited and the row recorded again; restore the store from a backup taken before journal record %d", i, d.GetGeneration(), e.GetKind(), prev.idx, prev.rec.GetGeneration(), i)
+			add(d.GetRow(), i, "journal record %d (generation %d, kind %s) does not follow the row's record %d (generation %d): the row's index was deleted or edited and the row recorded again; restore the store from a backup taken before journal record %d", i, d.GetGeneration(), lifecycle.EntryKindNameOf(e), prev.idx, prev.rec.GetGeneration(), i)
 		}
 		latest[d.GetRow()] = last{d, i}
 		return ctx.Err() == nil

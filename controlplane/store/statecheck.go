@@ -468,6 +468,9 @@ func (s *Store) checkAllFrom(ctx context.Context, read JournalLeaves, prescan bo
 	if err = s.checkCatalog(ctx, catalogs, int64(rep.Journal), add); err != nil {
 		return nil, err
 	}
+	if err = s.checkRows(ctx, pass.pins, int64(rep.Journal), add); err != nil {
+		return nil, err
+	}
 	sort.SliceStable(rep.Mismatches, func(a, b int) bool {
 		x, y := rep.Mismatches[a], rep.Mismatches[b]
 		if x.ExecutionID != y.ExecutionID {

@@ -46,6 +46,7 @@ type entryFacts struct {
 	token               *recordv1.AgentToken
 	session             *recordv1.Session
 	catalog             *recordv1.CatalogVersion
+	pin                 *recordv1.UpstreamToolPin
 }
 
 // read reads f's record: from its wire form when the fast path reads it
@@ -57,7 +58,7 @@ func (f *entryFacts) read() {
 	we, fast := readWireEntry(f.data)
 	var w wireDigests
 	if fast {
-		f.id, f.changes = we.executionID, we.hasExec && string(we.kind) != "attach"
+		f.id, f.changes = we.executionID, we.hasExec && !we.attach()
 		if we.hasExec {
 			w, fast = execFacts(we.execution) // also what makes the entry sound
 		}
@@ -82,6 +83,9 @@ func (f *entryFacts) read() {
 	if c := e.GetCatalog(); c != nil && c.GetVersion() != "" {
 		f.catalog = c
 	}
+	if pin := e.GetUpstreamToolPin(); pin != nil && pin.GetTool() != "" {
+		f.pin = pin
+	}
 }
 
 // journalPass folds the journal into per-execution digests (journaled).
@@ -94,16 +98,18 @@ type journalPass struct {
 	sessions map[string]journaledSession
 	// catalogs: the catalog records, in journal order
 	catalogs journaledCatalogs
-	chunk    []entryFacts
-	touched  []*journaled // the executions the chunk changed
-	dgs      []*digester  // one per worker
+	// pins: the last journal record of each upstream tool's pin
+	pins    map[string]journaledPin
+	chunk   []entryFacts
+	touched []*journaled // the executions the chunk changed
+	dgs     []*digester  // one per worker
 }
 
 // newJournalPass starts a pass over a journal of about size records.
 func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
 	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, executionsHint(size)), tokens: map[string]*recordv1.AgentToken{},
-		sessions: map[string]journaledSession{},
-		chunk:    make([]entryFacts, 0, stateChunk)}
+		sessions: map[string]journaledSession{}, pins: map[string]journaledPin{},
+		chunk: make([]entryFacts, 0, stateChunk)}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
 	}
@@ -143,6 +149,9 @@ func (p *journalPass) flush() {
 		}
 		if f.catalog != nil {
 			p.catalogs.add(f.i, f.catalog)
+		}
+		if f.pin != nil {
+			p.pins[f.pin.GetTool()] = journaledPin{index: f.i, pin: f.pin}
 		}
 		if len(f.id) == 0 {
 			continue

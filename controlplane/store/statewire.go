@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -45,10 +46,12 @@ var (
 
 	entryExecutionID = entryFields.num("execution_id")
 	entryKind        = entryFields.num("kind")
+	entryEntryKind   = entryFields.num("entry_kind")
 	entryExecution   = entryFields.num("execution")
 	entryToken       = entryFields.num("token")
 	entrySession     = entryFields.num("session")
 	entryCatalog     = entryFields.num("catalog")
+	entryPin         = entryFields.num("upstream_tool_pin")
 
 	execFingerprint     = execFields.num("fingerprint")
 	execState           = execFields.num("state")
@@ -367,14 +370,21 @@ func (d *digester) digests(b []byte, wantRest, wantFixed bool) (rest, fixed [16]
 // wireEntry is what the full check reads of a journal entry.
 type wireEntry struct {
 	executionID []byte // aliases the input
-	kind        []byte
+	kind        []byte // JournalEntry.kind, written before entry_kind
+	entryKind   recordv1.EntryKind
 	execution   []byte // the encoded snapshot; nil when the entry has none
 	hasExec     bool
 }
 
+// attach reports whether the entry is an attach note (lifecycle.EntryKindOf
+// reads the kind, from entry_kind or the text of older records).
+func (e *wireEntry) attach() bool {
+	return lifecycle.EntryKindOf(&recordv1.JournalEntry{Kind: string(e.kind), EntryKind: e.entryKind}) == recordv1.EntryKind_ENTRY_KIND_ATTACH
+}
+
 // readWireEntry reads an encoded recordv1.JournalEntry; ok is false when
 // the fast path does not read it (see walk), or when it carries a token, a
-// session or a catalog, which the check decodes. It does not look into the execution snapshot:
+// session, a catalog or an upstream tool pin, which the check decodes. It does not look into the execution snapshot:
 // whoever reads the entry must read e.execution with digester.execution
 // (which refuses what walk refuses) before taking the entry as sound.
 func readWireEntry(b []byte) (e wireEntry, ok bool) {
@@ -385,9 +395,12 @@ func readWireEntry(b []byte) (e wireEntry, ok bool) {
 			e.executionID = fl.value
 		case entryKind:
 			e.kind = fl.value
+		case entryEntryKind:
+			v, _ := protowire.ConsumeVarint(fl.value)
+			e.entryKind = recordv1.EntryKind(int32(v))
 		case entryExecution:
 			e.execution, e.hasExec = fl.value, true
-		case entryToken, entrySession, entryCatalog:
+		case entryToken, entrySession, entryCatalog, entryPin:
 			token = true
 		}
 	})

@@ -138,7 +138,7 @@ func TestWireWalkAcceptsOnlyWhatDecodes(t *testing.T) {
 		if err := proto.Unmarshal(b, got); err != nil {
 			t.Fatalf("the fast path read entry bytes %x that do not decode: %v", b, err)
 		}
-		if string(we.executionID) != got.GetExecutionId() || string(we.kind) != got.GetKind() || we.hasExec != (got.GetExecution() != nil) {
+		if string(we.executionID) != got.GetExecutionId() || string(we.kind) != got.GetKind() || we.entryKind != got.GetEntryKind() || we.hasExec != (got.GetExecution() != nil) {
 			t.Fatalf("the fast path read %+v from %x, which decodes to %v", we, b, got)
 		}
 	}

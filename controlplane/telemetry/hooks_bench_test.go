@@ -37,7 +37,7 @@ func BenchmarkHooksPerCall(b *testing.B) {
 		Evidence: &recordv1.Evidence{Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	now := time.Now()
 	tr := func(from, to recordv1.State) store.Transition {
-		return store.Transition{ExecutionID: x.Id, Tool: x.Tool, Actor: "alice", Kind: "transition", From: from, To: to, AcceptedAt: now, At: now}
+		return store.Transition{ExecutionID: x.Id, Tool: x.Tool, Actor: "alice", Kind: recordv1.EntryKind_ENTRY_KIND_TRANSITION, From: from, To: to, AcceptedAt: now, At: now}
 	}
 	submitGroup := store.Group{Updates: 8, Transitions: []store.Transition{
 		tr(recordv1.State_STATE_UNSPECIFIED, recordv1.State_STATE_ACCEPTED),

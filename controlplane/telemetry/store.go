@@ -136,7 +136,7 @@ func settles(tr store.Transition) bool {
 	case recordv1.State_STATE_COMPLETED, recordv1.State_STATE_REJECTED, recordv1.State_STATE_CANCELLED, recordv1.State_STATE_NEEDS_REVIEW:
 		return true
 	case recordv1.State_STATE_NOT_EXECUTED:
-		return tr.Kind != "transition"
+		return tr.Kind != recordv1.EntryKind_ENTRY_KIND_TRANSITION
 	}
 	return false
 }
@@ -168,7 +168,7 @@ func (t *Telemetry) logLine(l settledLine) {
 	switch {
 	case l.To == recordv1.State_STATE_REJECTED:
 		disposition = "rejected"
-	case l.Kind == "recovery":
+	case l.Kind == recordv1.EntryKind_ENTRY_KIND_RECOVERY:
 		disposition = "recovered"
 	}
 	outcome := "none"
@@ -180,7 +180,7 @@ func (t *Telemetry) logLine(l settledLine) {
 	}
 	t.log.Info("execution settled", "execution_id", l.ExecutionID, "tool", l.Tool, "actor", l.Actor,
 		"disposition", disposition, "state", lifecycle.Name(l.To), "outcome", outcome,
-		"via", l.Kind, "duration", l.At.Sub(l.AcceptedAt).Round(time.Millisecond).String())
+		"via", lifecycle.EntryKindName(l.Kind), "duration", l.At.Sub(l.AcceptedAt).Round(time.Millisecond).String())
 }
 
 // ObserveVault serves latch_vault_locked from locked, read at scrape time.

@@ -79,7 +79,7 @@ func (s *Service) Migrate(ctx context.Context, path string) (int, error) {
 			if err := tx.PutToken(t); err != nil {
 				return err
 			}
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindMigrated, Actor: t.GetActor(), Reason: "token " + t.GetId() + " imported from " + path, Token: store.JournaledToken(t)}); err != nil {
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: KindMigrated, Actor: t.GetActor(), Reason: "token " + t.GetId() + " imported from " + path, Token: store.JournaledToken(t)}); err != nil {
 				return err
 			}
 			n++

@@ -61,9 +61,9 @@ const OperatorPrefix = Prefix + "op_"
 
 // Journal kinds of token records.
 const (
-	KindCreated  = "token_created"
-	KindRevoked  = "token_revoked"
-	KindMigrated = "token_migrated"
+	KindCreated  = recordv1.EntryKind_ENTRY_KIND_TOKEN_CREATED
+	KindRevoked  = recordv1.EntryKind_ENTRY_KIND_TOKEN_REVOKED
+	KindMigrated = recordv1.EntryKind_ENTRY_KIND_TOKEN_MIGRATED
 )
 
 // Origins of a token.
@@ -339,7 +339,7 @@ func (s *Service) Issue(ctx context.Context, in Issue) (string, *recordv1.AgentT
 		if err := tx.PutToken(t); err != nil {
 			return err
 		}
-		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindCreated, Actor: actor, Reason: reason, Token: store.JournaledToken(t)})
+		_, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: KindCreated, Actor: actor, Reason: reason, Token: store.JournaledToken(t)})
 		return err
 	})
 	if err != nil {
@@ -435,7 +435,7 @@ func (s *Service) revoke(ctx context.Context, idOrActor, by string, operator boo
 			if err := tx.PutToken(t); err != nil {
 				return err
 			}
-			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), Kind: KindRevoked, Actor: t.GetActor(), Reason: kindName(operator) + " " + id + " revoked by " + by, Token: store.JournaledToken(t)}); err != nil {
+			if _, err := tx.Append(&recordv1.JournalEntry{Time: timestamppb.New(now), EntryKind: KindRevoked, Actor: t.GetActor(), Reason: kindName(operator) + " " + id + " revoked by " + by, Token: store.JournaledToken(t)}); err != nil {
 				return err
 			}
 			out = append(out, t)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -135,12 +136,15 @@ func TestCreateListRevokeAreJournaled(t *testing.T) {
 		t.Errorf("List(all) = %d tokens, want the 3 revoked ones kept", len(all))
 	}
 
-	type rec struct{ Kind, Actor, ID, Hash string }
+	type rec struct {
+		Kind            recordv1.EntryKind
+		Actor, ID, Hash string
+	}
 	var got []rec
 	// The records carry the hashes of these generated tokens (they bind
 	// each record to its token's whole hash), never the secrets.
 	for _, e := range journalOf(t, st, alice, bob1, bob2) {
-		got = append(got, rec{e.GetKind(), e.GetToken().GetActor(), e.GetToken().GetId(), e.GetToken().GetSha256()})
+		got = append(got, rec{lifecycle.EntryKindOf(e), e.GetToken().GetActor(), e.GetToken().GetId(), e.GetToken().GetSha256()})
 	}
 	hashOf := map[string]string{}
 	for _, secret := range []string{alice, bob1, bob2} {
@@ -254,9 +258,9 @@ func TestMigrate(t *testing.T) {
 	}
 	var kinds []string
 	for _, e := range journalOf(t, st, held, sum) {
-		kinds = append(kinds, e.GetKind()+":"+e.GetToken().GetActor())
+		kinds = append(kinds, lifecycle.EntryKindNameOf(e)+":"+e.GetToken().GetActor())
 	}
-	if diff := cmp.Diff([]string{KindMigrated + ":alice"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{lifecycle.EntryKindName(KindMigrated) + ":alice"}, kinds); diff != "" {
 		t.Errorf("journal (-want +got):\n%s", diff)
 	}
 
@@ -329,7 +333,7 @@ func TestOperatorTokensAreTheirOwnKind(t *testing.T) {
 	var kinds []string
 	for _, e := range journalOf(t, st, agentTok, opTok) {
 		if e.GetToken().GetOperator() {
-			kinds = append(kinds, e.GetKind()+" "+e.GetToken().GetActor())
+			kinds = append(kinds, lifecycle.EntryKindNameOf(e)+" "+e.GetToken().GetActor())
 		}
 	}
 	if diff := cmp.Diff([]string{"token_created alice", "token_revoked alice", "token_created bob"}, kinds); diff != "" {

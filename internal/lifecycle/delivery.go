@@ -20,7 +20,7 @@ const (
 // CallerLeftKind is the journal kind of a front's record that the caller
 // left before the answer (Execution.delivery becomes caller_left; the state
 // does not change).
-const CallerLeftKind = "caller_left"
+const CallerLeftKind = recordv1.EntryKind_ENTRY_KIND_CALLER_LEFT
 
 // DeliveryOf is what is known about x's answer reaching its caller. State
 // delivered is delivered whatever the field says (records written before

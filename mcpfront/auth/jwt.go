@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -40,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/latchhq/latch/internal/egress"
+	"github.com/latchhq/latch/internal/loopback"
 )
 
 // Defaults of JWTConfig.
@@ -704,13 +704,6 @@ func checkFetchURL(raw string) error {
 	return fmt.Errorf("scheme %q is not https", u.Scheme)
 }
 
-// isLoopback: "localhost" or a loopback IP. (internal/loopback holds the
-// same rule for the rest of Latch; this package imports nothing of Latch but
-// internal/egress, which imports only the standard library.)
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// isLoopback: "localhost" (in any case, as host names are) or a loopback
+// IP, internal/loopback's rule.
+func isLoopback(host string) bool { return loopback.Host(strings.ToLower(host)) }

@@ -16,7 +16,8 @@
 // created or revoked by `latch token ...` take effect without a restart.
 //
 // Imported by mcpfront, latch-mcp and the latch command (the --oauth-*
-// flags); imports nothing of Latch.
+// flags); of Latch it imports only internal/egress and internal/loopback,
+// which import only the standard library.
 package auth
 
 import (

@@ -5,16 +5,20 @@ package memkv
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"sync"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
-// KV is an in-memory backend for unit tests. It is not durable.
+// KV is an in-memory backend for unit tests. It is not durable. It keeps
+// the key space as a sorted slice, so a scan costs the keys it returns.
+// The file-backed test backend (kvtest/filekv) keeps its key space in one.
 type KV struct {
 	mu     sync.RWMutex
-	m      map[string][]byte
+	keys   []string // sorted
+	vals   map[string][]byte
 	closed bool
 	// FailCommit, when set, is returned by the next Commit (then cleared).
 	FailCommit error
@@ -23,7 +27,7 @@ type KV struct {
 var _ backend.KV = (*KV)(nil)
 
 // New returns an empty in-memory backend.
-func New() *KV { return &KV{m: map[string][]byte{}} }
+func New() *KV { return &KV{vals: map[string][]byte{}} }
 
 func (k *KV) Get(key []byte) ([]byte, error) {
 	k.mu.RLock()
@@ -31,7 +35,7 @@ func (k *KV) Get(key []byte) ([]byte, error) {
 	if k.closed {
 		return nil, backend.ErrClosed
 	}
-	v, ok := k.m[string(key)]
+	v, ok := k.vals[string(key)]
 	if !ok {
 		return nil, backend.ErrNotFound
 	}
@@ -48,34 +52,41 @@ func (k *KV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []b
 		k.mu.RUnlock()
 		return backend.ErrClosed
 	}
+	// The range of keys with the prefix, cut at start.
+	lo := sort.SearchStrings(k.keys, string(prefix))
+	hi := lo + sort.Search(len(k.keys)-lo, func(i int) bool { return !bytes.HasPrefix([]byte(k.keys[lo+i]), prefix) })
+	if start != nil {
+		if !reverse {
+			lo = max(lo, sort.SearchStrings(k.keys, string(start)))
+		} else {
+			hi = min(hi, sort.Search(len(k.keys), func(i int) bool { return k.keys[i] > string(start) }))
+		}
+	}
 	var keys []string
-	for key := range k.m {
-		if !bytes.HasPrefix([]byte(key), prefix) {
-			continue
-		}
-		if c := bytes.Compare([]byte(key), start); start == nil || (!reverse && c >= 0) || (reverse && c <= 0) {
-			keys = append(keys, key)
-		}
-	}
-	sort.Strings(keys)
-	if reverse {
-		for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
-			keys[i], keys[j] = keys[j], keys[i]
+	var vals [][]byte
+	if lo < hi {
+		keys = slices.Clone(k.keys[lo:hi])
+		vals = make([][]byte, len(keys))
+		for i, key := range keys {
+			vals[i] = bytes.Clone(k.vals[key])
 		}
 	}
-	vals := make([][]byte, len(keys))
-	for i, key := range keys {
-		vals[i] = bytes.Clone(k.m[key])
-	}
+	// Callbacks run unlocked: a read nested in one must not wait on a
+	// Commit waiting on this scan.
 	k.mu.RUnlock()
-	for i, key := range keys {
-		if !fn([]byte(key), vals[i]) {
+	for n := range keys {
+		i := n
+		if reverse {
+			i = len(keys) - 1 - n
+		}
+		if !fn([]byte(keys[i]), vals[i]) {
 			break
 		}
 	}
 	return nil
 }
 
+// Commit sets or deletes each write in order.
 func (k *KV) Commit(writes []backend.Write) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -87,10 +98,17 @@ func (k *KV) Commit(writes []backend.Write) error {
 		return err
 	}
 	for _, w := range writes {
-		if w.Delete {
-			delete(k.m, string(w.Key))
-		} else {
-			k.m[string(w.Key)] = bytes.Clone(w.Value)
+		key := string(w.Key)
+		i, found := slices.BinarySearch(k.keys, key)
+		switch {
+		case w.Delete && found:
+			k.keys = slices.Delete(k.keys, i, i+1)
+			delete(k.vals, key)
+		case !w.Delete:
+			if !found {
+				k.keys = slices.Insert(k.keys, i, key)
+			}
+			k.vals[key] = bytes.Clone(w.Value)
 		}
 	}
 	return nil

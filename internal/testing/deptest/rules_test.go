@@ -90,6 +90,12 @@ func TestImportRules(t *testing.T) {
 			Forbid: []string{mod + "/controlplane", mod + "/hostagent", "github.com/dgraph-io/badger"},
 		},
 		{
+			Name:   "controlplane/lease knows the store only as backend.Leaser: it links nothing else of the control plane (no server, no store)",
+			From:   []string{mod + "/controlplane/lease"},
+			Forbid: []string{mod + "/controlplane"},
+			Allow:  []string{mod + "/controlplane/store/backend"},
+		},
+		{
 			Name: "receipt is a standalone verifier an agent imports: nothing of Latch but the receipt message",
 			From: []string{mod + "/receipt"},
 			Forbid: []string{mod + "/controlplane", mod + "/mcpfront", mod + "/hostagent", mod + "/internal", mod + "/tools",

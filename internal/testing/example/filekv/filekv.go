@@ -3,7 +3,8 @@
 // backends.Register line (in its test). It keeps the key space in memory
 // as a sorted slice and appends each committed batch to one file, synced
 // before Commit returns; Open replays the file and drops a torn last
-// batch. It is for tests only: no compaction, the file only grows.
+// batch. It is for tests only: no compaction, the file only grows. The key
+// space itself is memkv's (what a file adds is the log under it).
 package filekv
 
 import (
@@ -14,19 +15,17 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"slices"
-	"sort"
 	"sync"
 
 	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/store/memkv"
 )
 
 // KV is the file-backed backend.
 type KV struct {
-	mu     sync.RWMutex
+	mem    *memkv.KV // the key space, as the file's batches left it
+	mu     sync.Mutex
 	f      *os.File
-	keys   []string // sorted
-	vals   map[string][]byte
 	size   int64 // the file's length: every batch up to it is whole
 	closed bool
 }
@@ -43,7 +42,7 @@ func Open(path string) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filekv: %w", err)
 	}
-	k := &KV{f: f, vals: map[string][]byte{}}
+	k := &KV{f: f, mem: memkv.New()}
 	good, err := k.replay()
 	k.size = good
 	if err != nil {
@@ -82,7 +81,9 @@ func (k *KV) replay() (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		k.apply(ws)
+		if err := k.mem.Commit(ws); err != nil {
+			return 0, fmt.Errorf("filekv: %w", err)
+		}
 		data = data[8+n:]
 		off += 8 + int64(n)
 	}
@@ -135,79 +136,14 @@ func decode(b []byte) ([]backend.Write, error) {
 	return ws, nil
 }
 
-// apply sets or deletes each write in order (k.mu held, or at open).
-func (k *KV) apply(ws []backend.Write) {
-	for _, w := range ws {
-		key := string(w.Key)
-		i, found := slices.BinarySearch(k.keys, key)
-		switch {
-		case w.Delete && found:
-			k.keys = slices.Delete(k.keys, i, i+1)
-			delete(k.vals, key)
-		case !w.Delete:
-			if !found {
-				k.keys = slices.Insert(k.keys, i, key)
-			}
-			k.vals[key] = bytes.Clone(w.Value)
-		}
-	}
-}
-
-func (k *KV) Get(key []byte) ([]byte, error) {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if k.closed {
-		return nil, backend.ErrClosed
-	}
-	v, ok := k.vals[string(key)]
-	if !ok {
-		return nil, backend.ErrNotFound
-	}
-	return bytes.Clone(v), nil
-}
+func (k *KV) Get(key []byte) ([]byte, error) { return k.mem.Get(key) }
 
 func (k *KV) Scan(prefix []byte, reverse bool, fn func(key, value []byte) bool) error {
-	return k.ScanFrom(prefix, nil, reverse, fn)
+	return k.mem.Scan(prefix, reverse, fn)
 }
 
 func (k *KV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []byte) bool) error {
-	k.mu.RLock()
-	if k.closed {
-		k.mu.RUnlock()
-		return backend.ErrClosed
-	}
-	// The range of keys with the prefix, cut at start.
-	lo := sort.SearchStrings(k.keys, string(prefix))
-	hi := lo + sort.Search(len(k.keys)-lo, func(i int) bool { return !bytes.HasPrefix([]byte(k.keys[lo+i]), prefix) })
-	if start != nil {
-		if !reverse {
-			lo = max(lo, sort.SearchStrings(k.keys, string(start)))
-		} else {
-			hi = min(hi, sort.Search(len(k.keys), func(i int) bool { return k.keys[i] > string(start) }))
-		}
-	}
-	var keys []string
-	var vals [][]byte
-	if lo < hi {
-		keys = slices.Clone(k.keys[lo:hi])
-		vals = make([][]byte, len(keys))
-		for i, key := range keys {
-			vals[i] = bytes.Clone(k.vals[key])
-		}
-	}
-	// Callbacks run unlocked: a read nested in one must not wait on a
-	// Commit waiting on this scan.
-	k.mu.RUnlock()
-	for n := range keys {
-		i := n
-		if reverse {
-			i = len(keys) - 1 - n
-		}
-		if !fn([]byte(keys[i]), vals[i]) {
-			break
-		}
-	}
-	return nil
+	return k.mem.ScanFrom(prefix, start, reverse, fn)
 }
 
 // Commit appends the batch, syncs the file, then applies it.
@@ -230,8 +166,7 @@ func (k *KV) Commit(writes []backend.Write) error {
 		return fmt.Errorf("filekv: commit: %w", err)
 	}
 	k.size += int64(len(b))
-	k.apply(writes)
-	return nil
+	return k.mem.Commit(writes)
 }
 
 func (k *KV) Close() error {
@@ -241,5 +176,6 @@ func (k *KV) Close() error {
 		return nil
 	}
 	k.closed = true
+	_ = k.mem.Close()
 	return k.f.Close()
 }

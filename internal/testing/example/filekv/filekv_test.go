@@ -1,7 +1,6 @@
 package filekv_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,15 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/latchhq/latch/controlplane/engine"
-	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/backends"
+	"github.com/latchhq/latch/internal/testing/enginetest"
 	"github.com/latchhq/latch/internal/testing/example/filekv"
 	"github.com/latchhq/latch/internal/testing/kvtest"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -121,32 +119,13 @@ func TestCarriesAnExecution(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat.Targets["jobs"].Channel = "echo"
-	fp, err := fingerprint.New(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := func() (*store.Store, *engine.Engine) {
 		t.Helper()
 		kv, err := backends.Open(t.Context(), spec, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := store.New(store.Config{KV: kv})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.New(engine.Config{
-			Store: st, Catalog: cat, Fingerprinter: fp,
-			Channels: map[tools.Channel]engine.Channel{"echo": echoChannel{}},
-			Recovery: engine.RecoveryConfig{Interval: 5 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		return st, e
+		return enginetest.Start(t, kv, cat, map[tools.Channel]engine.Channel{"echo": echoChannel{}})
 	}
 	st, e := start()
 	r, err := e.Submit(t.Context(), engine.SubmitInput{Actor: "alice", Tool: "enqueue", Arguments: json.RawMessage(`{"job":"42"}`)})
@@ -154,28 +133,12 @@ func TestCarriesAnExecution(t *testing.T) {
 		t.Fatalf("Submit(enqueue) = %v", err)
 	}
 	id := r.Execution.GetId()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	w, err := e.Watch(ctx, id, "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x *recordv1.Execution
-	for x = range w {
-		if x.GetState() == recordv1.State_STATE_COMPLETED {
-			break
-		}
-	}
-	if x.GetState() != recordv1.State_STATE_COMPLETED {
-		t.Fatalf("execution %s is %v, want completed", id, x.GetState())
-	}
+	enginetest.AwaitCompleted(t, e, id, "alice")
 	size := st.JournalSize()
 	e.Close()
 	st.Close()
 
 	st, e = start()
-	defer st.Close()
-	defer e.Close()
 	x, res, err := e.Get(id, "alice")
 	if err != nil || x.GetState() != recordv1.State_STATE_COMPLETED || res.GetSummary() != "echoed 42" {
 		t.Fatalf("after a restart Get(%s) = %v, %v, %v; want completed with the echoed result", id, x.GetState(), res, err)

@@ -405,6 +405,162 @@ func (ReasonCode) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
+// EntryKind is what a journal record is about. Records written before it
+// existed name their kind in JournalEntry.kind (the lowercase name after
+// ENTRY_KIND_: "transition", "recovery_query"); internal/lifecycle's
+// EntryKindOf reads both, the one place that maps the old text.
+type EntryKind int32
+
+const (
+	EntryKind_ENTRY_KIND_UNSPECIFIED EntryKind = 0
+	// A plain transition of an execution.
+	EntryKind_ENTRY_KIND_TRANSITION EntryKind = 1
+	// An identical retry attached to an execution (no state change).
+	EntryKind_ENTRY_KIND_ATTACH EntryKind = 2
+	// A status query or re-send that proved nothing yet: the reason says
+	// what it saw and why it does not count.
+	EntryKind_ENTRY_KIND_RECOVERY_QUERY EntryKind = 3
+	// What records before recovery_query existed say for one.
+	EntryKind_ENTRY_KIND_RECOVERY_ATTEMPT EntryKind = 4
+	// A re-send under the same execution ID is about to go out.
+	EntryKind_ENTRY_KIND_RECOVERY_REPLAY EntryKind = 5
+	// Recovery settled the execution.
+	EntryKind_ENTRY_KIND_RECOVERY EntryKind = 6
+	// An operator resolved the execution.
+	EntryKind_ENTRY_KIND_RESOLVE EntryKind = 7
+	// Completion proved by the target's evidence.
+	EntryKind_ENTRY_KIND_EVIDENCE EntryKind = 8
+	// The target's task ID for the execution was recorded (target_task_id).
+	EntryKind_ENTRY_KIND_TARGET_TASK EntryKind = 9
+	// A stored result failed its hash: completed -> needs_review.
+	EntryKind_ENTRY_KIND_INTEGRITY EntryKind = 10
+	// An approval step: approved, denied, or a note on one.
+	EntryKind_ENTRY_KIND_APPROVAL EntryKind = 11
+	// Session records (JournalEntry.session).
+	EntryKind_ENTRY_KIND_SESSION_STARTED    EntryKind = 12
+	EntryKind_ENTRY_KIND_SESSION_AUTHORIZED EntryKind = 13
+	EntryKind_ENTRY_KIND_SESSION_REVOKED    EntryKind = 14
+	EntryKind_ENTRY_KIND_SESSION_ENDED      EntryKind = 15
+	EntryKind_ENTRY_KIND_SESSION_ORPHANED   EntryKind = 16
+	// Token records (JournalEntry.token); migrated: imported from a
+	// tokens.json.
+	EntryKind_ENTRY_KIND_TOKEN_CREATED  EntryKind = 17
+	EntryKind_ENTRY_KIND_TOKEN_REVOKED  EntryKind = 18
+	EntryKind_ENTRY_KIND_TOKEN_MIGRATED EntryKind = 19
+	// The catalog now in force (JournalEntry.catalog).
+	EntryKind_ENTRY_KIND_CATALOG_LOADED EntryKind = 20
+	// Upstream tool pins (JournalEntry.upstream_tool_pin): first seen, or
+	// an operator accepted a change.
+	EntryKind_ENTRY_KIND_UPSTREAM_TOOL_PINNED   EntryKind = 21
+	EntryKind_ENTRY_KIND_UPSTREAM_TOOL_ACCEPTED EntryKind = 22
+	// Secret rows (JournalEntry.secret).
+	EntryKind_ENTRY_KIND_VAULT_WRITTEN   EntryKind = 23
+	EntryKind_ENTRY_KIND_KEY_CREATED     EntryKind = 24
+	EntryKind_ENTRY_KIND_SECRET_RECORDED EntryKind = 25
+	// A refused call, journaled by the control plane's interceptor.
+	EntryKind_ENTRY_KIND_ACCESS_DENIED EntryKind = 26
+	// Console sign-in and sign-out (JournalEntry.credential).
+	EntryKind_ENTRY_KIND_OPERATOR_SIGNED_IN  EntryKind = 27
+	EntryKind_ENTRY_KIND_OPERATOR_SIGNED_OUT EntryKind = 28
+	// A front saw the caller leave before the answer (Execution.delivery).
+	EntryKind_ENTRY_KIND_CALLER_LEFT EntryKind = 29
+)
+
+// Enum value maps for EntryKind.
+var (
+	EntryKind_name = map[int32]string{
+		0:  "ENTRY_KIND_UNSPECIFIED",
+		1:  "ENTRY_KIND_TRANSITION",
+		2:  "ENTRY_KIND_ATTACH",
+		3:  "ENTRY_KIND_RECOVERY_QUERY",
+		4:  "ENTRY_KIND_RECOVERY_ATTEMPT",
+		5:  "ENTRY_KIND_RECOVERY_REPLAY",
+		6:  "ENTRY_KIND_RECOVERY",
+		7:  "ENTRY_KIND_RESOLVE",
+		8:  "ENTRY_KIND_EVIDENCE",
+		9:  "ENTRY_KIND_TARGET_TASK",
+		10: "ENTRY_KIND_INTEGRITY",
+		11: "ENTRY_KIND_APPROVAL",
+		12: "ENTRY_KIND_SESSION_STARTED",
+		13: "ENTRY_KIND_SESSION_AUTHORIZED",
+		14: "ENTRY_KIND_SESSION_REVOKED",
+		15: "ENTRY_KIND_SESSION_ENDED",
+		16: "ENTRY_KIND_SESSION_ORPHANED",
+		17: "ENTRY_KIND_TOKEN_CREATED",
+		18: "ENTRY_KIND_TOKEN_REVOKED",
+		19: "ENTRY_KIND_TOKEN_MIGRATED",
+		20: "ENTRY_KIND_CATALOG_LOADED",
+		21: "ENTRY_KIND_UPSTREAM_TOOL_PINNED",
+		22: "ENTRY_KIND_UPSTREAM_TOOL_ACCEPTED",
+		23: "ENTRY_KIND_VAULT_WRITTEN",
+		24: "ENTRY_KIND_KEY_CREATED",
+		25: "ENTRY_KIND_SECRET_RECORDED",
+		26: "ENTRY_KIND_ACCESS_DENIED",
+		27: "ENTRY_KIND_OPERATOR_SIGNED_IN",
+		28: "ENTRY_KIND_OPERATOR_SIGNED_OUT",
+		29: "ENTRY_KIND_CALLER_LEFT",
+	}
+	EntryKind_value = map[string]int32{
+		"ENTRY_KIND_UNSPECIFIED":            0,
+		"ENTRY_KIND_TRANSITION":             1,
+		"ENTRY_KIND_ATTACH":                 2,
+		"ENTRY_KIND_RECOVERY_QUERY":         3,
+		"ENTRY_KIND_RECOVERY_ATTEMPT":       4,
+		"ENTRY_KIND_RECOVERY_REPLAY":        5,
+		"ENTRY_KIND_RECOVERY":               6,
+		"ENTRY_KIND_RESOLVE":                7,
+		"ENTRY_KIND_EVIDENCE":               8,
+		"ENTRY_KIND_TARGET_TASK":            9,
+		"ENTRY_KIND_INTEGRITY":              10,
+		"ENTRY_KIND_APPROVAL":               11,
+		"ENTRY_KIND_SESSION_STARTED":        12,
+		"ENTRY_KIND_SESSION_AUTHORIZED":     13,
+		"ENTRY_KIND_SESSION_REVOKED":        14,
+		"ENTRY_KIND_SESSION_ENDED":          15,
+		"ENTRY_KIND_SESSION_ORPHANED":       16,
+		"ENTRY_KIND_TOKEN_CREATED":          17,
+		"ENTRY_KIND_TOKEN_REVOKED":          18,
+		"ENTRY_KIND_TOKEN_MIGRATED":         19,
+		"ENTRY_KIND_CATALOG_LOADED":         20,
+		"ENTRY_KIND_UPSTREAM_TOOL_PINNED":   21,
+		"ENTRY_KIND_UPSTREAM_TOOL_ACCEPTED": 22,
+		"ENTRY_KIND_VAULT_WRITTEN":          23,
+		"ENTRY_KIND_KEY_CREATED":            24,
+		"ENTRY_KIND_SECRET_RECORDED":        25,
+		"ENTRY_KIND_ACCESS_DENIED":          26,
+		"ENTRY_KIND_OPERATOR_SIGNED_IN":     27,
+		"ENTRY_KIND_OPERATOR_SIGNED_OUT":    28,
+		"ENTRY_KIND_CALLER_LEFT":            29,
+	}
+)
+
+func (x EntryKind) Enum() *EntryKind {
+	p := new(EntryKind)
+	*p = x
+	return p
+}
+
+func (x EntryKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EntryKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[6].Descriptor()
+}
+
+func (EntryKind) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[6]
+}
+
+func (x EntryKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EntryKind.Descriptor instead.
+func (EntryKind) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+}
+
 // SessionState is where an agent session stands with the operator.
 type SessionState int32
 
@@ -443,11 +599,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_latch_record_v1_record_proto_enumTypes[6].Descriptor()
+	return file_latch_record_v1_record_proto_enumTypes[7].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_latch_record_v1_record_proto_enumTypes[6]
+	return &file_latch_record_v1_record_proto_enumTypes[7]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -456,7 +612,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 // Evidence is protocol correlation: recorded, never used to decide.
@@ -1072,6 +1228,8 @@ type JournalEntry struct {
 	// "caller_left" (a front saw the caller leave before the answer;
 	// Execution.delivery).
 	// Records before recovery_query existed say "recovery_attempt".
+	// Written by versions before entry_kind; new records set entry_kind and
+	// leave it empty. Read both through lifecycle.EntryKindOf.
 	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
 	Actor  string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
@@ -1106,7 +1264,10 @@ type JournalEntry struct {
 	// "secret_recorded": a row recorded on first use, for a store written
 	// before these records) carry the digest of the stored row, never its
 	// contents.
-	Secret        *SecretDigest `protobuf:"bytes,17,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret *SecretDigest `protobuf:"bytes,17,opt,name=secret,proto3" json:"secret,omitempty"`
+	// What the record is about; unset on records written before it existed,
+	// which name it in kind.
+	EntryKind     EntryKind `protobuf:"varint,18,opt,name=entry_kind,json=entryKind,proto3,enum=latch.record.v1.EntryKind" json:"entry_kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,6 +1419,13 @@ func (x *JournalEntry) GetSecret() *SecretDigest {
 		return x.Secret
 	}
 	return nil
+}
+
+func (x *JournalEntry) GetEntryKind() EntryKind {
+	if x != nil {
+		return x.EntryKind
+	}
+	return EntryKind_ENTRY_KIND_UNSPECIFIED
 }
 
 // SecretDigest is the sha256 of one stored secret row: the sealed vault
@@ -2223,7 +2391,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\vreason_code\x18, \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
 	"reasonCode\x125\n" +
 	"\bdelivery\x18- \x01(\x0e2\x19.latch.record.v1.DeliveryR\bdelivery\x12@\n" +
-	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\"\xa8\x06\n" +
+	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\"\xe3\x06\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -2245,7 +2413,9 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x11upstream_tool_pin\x18\x0f \x01(\v2 .latch.record.v1.UpstreamToolPinR\x0fupstreamToolPin\x12<\n" +
 	"\vreason_code\x18\x10 \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
 	"reasonCode\x125\n" +
-	"\x06secret\x18\x11 \x01(\v2\x1d.latch.record.v1.SecretDigestR\x06secret\"\x81\x01\n" +
+	"\x06secret\x18\x11 \x01(\v2\x1d.latch.record.v1.SecretDigestR\x06secret\x129\n" +
+	"\n" +
+	"entry_kind\x18\x12 \x01(\x0e2\x1a.latch.record.v1.EntryKindR\tentryKind\"\x81\x01\n" +
 	"\fSecretDigest\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\tR\x03row\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\fR\x06sha256\x12\x1e\n" +
@@ -2381,7 +2551,39 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x19REASON_CODE_UNKNOWN_ACTOR\x10\x03\x12%\n" +
 	"!REASON_CODE_SESSION_AUTHORIZATION\x10\x04\x12\x1f\n" +
 	"\x1bREASON_CODE_SESSION_REVOKED\x10\x05\x12 \n" +
-	"\x1cREASON_CODE_RESULT_INTEGRITY\x10\x06*\x81\x01\n" +
+	"\x1cREASON_CODE_RESULT_INTEGRITY\x10\x06*\x95\a\n" +
+	"\tEntryKind\x12\x1a\n" +
+	"\x16ENTRY_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15ENTRY_KIND_TRANSITION\x10\x01\x12\x15\n" +
+	"\x11ENTRY_KIND_ATTACH\x10\x02\x12\x1d\n" +
+	"\x19ENTRY_KIND_RECOVERY_QUERY\x10\x03\x12\x1f\n" +
+	"\x1bENTRY_KIND_RECOVERY_ATTEMPT\x10\x04\x12\x1e\n" +
+	"\x1aENTRY_KIND_RECOVERY_REPLAY\x10\x05\x12\x17\n" +
+	"\x13ENTRY_KIND_RECOVERY\x10\x06\x12\x16\n" +
+	"\x12ENTRY_KIND_RESOLVE\x10\a\x12\x17\n" +
+	"\x13ENTRY_KIND_EVIDENCE\x10\b\x12\x1a\n" +
+	"\x16ENTRY_KIND_TARGET_TASK\x10\t\x12\x18\n" +
+	"\x14ENTRY_KIND_INTEGRITY\x10\n" +
+	"\x12\x17\n" +
+	"\x13ENTRY_KIND_APPROVAL\x10\v\x12\x1e\n" +
+	"\x1aENTRY_KIND_SESSION_STARTED\x10\f\x12!\n" +
+	"\x1dENTRY_KIND_SESSION_AUTHORIZED\x10\r\x12\x1e\n" +
+	"\x1aENTRY_KIND_SESSION_REVOKED\x10\x0e\x12\x1c\n" +
+	"\x18ENTRY_KIND_SESSION_ENDED\x10\x0f\x12\x1f\n" +
+	"\x1bENTRY_KIND_SESSION_ORPHANED\x10\x10\x12\x1c\n" +
+	"\x18ENTRY_KIND_TOKEN_CREATED\x10\x11\x12\x1c\n" +
+	"\x18ENTRY_KIND_TOKEN_REVOKED\x10\x12\x12\x1d\n" +
+	"\x19ENTRY_KIND_TOKEN_MIGRATED\x10\x13\x12\x1d\n" +
+	"\x19ENTRY_KIND_CATALOG_LOADED\x10\x14\x12#\n" +
+	"\x1fENTRY_KIND_UPSTREAM_TOOL_PINNED\x10\x15\x12%\n" +
+	"!ENTRY_KIND_UPSTREAM_TOOL_ACCEPTED\x10\x16\x12\x1c\n" +
+	"\x18ENTRY_KIND_VAULT_WRITTEN\x10\x17\x12\x1a\n" +
+	"\x16ENTRY_KIND_KEY_CREATED\x10\x18\x12\x1e\n" +
+	"\x1aENTRY_KIND_SECRET_RECORDED\x10\x19\x12\x1c\n" +
+	"\x18ENTRY_KIND_ACCESS_DENIED\x10\x1a\x12!\n" +
+	"\x1dENTRY_KIND_OPERATOR_SIGNED_IN\x10\x1b\x12\"\n" +
+	"\x1eENTRY_KIND_OPERATOR_SIGNED_OUT\x10\x1c\x12\x1a\n" +
+	"\x16ENTRY_KIND_CALLER_LEFT\x10\x1d*\x81\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -2400,7 +2602,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
@@ -2409,72 +2611,74 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(AnswerKind)(0),               // 3: latch.record.v1.AnswerKind
 	(Delivery)(0),                 // 4: latch.record.v1.Delivery
 	(ReasonCode)(0),               // 5: latch.record.v1.ReasonCode
-	(SessionState)(0),             // 6: latch.record.v1.SessionState
-	(*Evidence)(nil),              // 7: latch.record.v1.Evidence
-	(*Result)(nil),                // 8: latch.record.v1.Result
-	(*Execution)(nil),             // 9: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 10: latch.record.v1.JournalEntry
-	(*SecretDigest)(nil),          // 11: latch.record.v1.SecretDigest
-	(*OperatorCredential)(nil),    // 12: latch.record.v1.OperatorCredential
-	(*ConsoleAddress)(nil),        // 13: latch.record.v1.ConsoleAddress
-	(*ConsoleSession)(nil),        // 14: latch.record.v1.ConsoleSession
-	(*UpstreamToolPin)(nil),       // 15: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 16: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 17: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 18: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 19: latch.record.v1.Session
-	nil,                           // 20: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(EntryKind)(0),                // 6: latch.record.v1.EntryKind
+	(SessionState)(0),             // 7: latch.record.v1.SessionState
+	(*Evidence)(nil),              // 8: latch.record.v1.Evidence
+	(*Result)(nil),                // 9: latch.record.v1.Result
+	(*Execution)(nil),             // 10: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 11: latch.record.v1.JournalEntry
+	(*SecretDigest)(nil),          // 12: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 13: latch.record.v1.OperatorCredential
+	(*ConsoleAddress)(nil),        // 14: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 15: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 16: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 17: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 18: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 19: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 20: latch.record.v1.Session
+	nil,                           // 21: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	20, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	21, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	21, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	21, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	21, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	21, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	21, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	21, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	21, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	21, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	22, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	22, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	22, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	22, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	22, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	22, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	22, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	22, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
 	5,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
 	4,  // 15: latch.record.v1.Execution.delivery:type_name -> latch.record.v1.Delivery
-	21, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
-	21, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	22, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
+	22, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 18: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 19: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	9,  // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	7,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	19, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	16, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	17, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	12, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	15, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	10, // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	8,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	20, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	17, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	18, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	13, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	16, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
 	5,  // 27: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
-	11, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	12, // 29: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	21, // 30: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	21, // 31: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 32: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	21, // 33: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	21, // 34: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 35: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	21, // 36: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	21, // 37: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	6,  // 38: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	21, // 39: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	21, // 40: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	21, // 41: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	21, // 42: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	12, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	6,  // 29: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
+	13, // 30: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	22, // 31: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	22, // 32: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 33: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	22, // 34: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	22, // 35: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 36: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	22, // 37: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	22, // 38: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	7,  // 39: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	22, // 40: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	22, // 41: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	22, // 42: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	22, // 43: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -2487,7 +2691,7 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
