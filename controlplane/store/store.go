@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -669,6 +670,12 @@ func (t *Tx) PutResult(id string, r *recordv1.Result) ([]byte, error) {
 func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 	n := t.size
 	e.Index = uint64(n)
+	// The kind's name too, as records before entry_kind had it: a binary
+	// one release older (a rollback, an older latch audit) still reads
+	// what each record is about. Readers use lifecycle.EntryKindOf.
+	if e.Kind == "" {
+		e.Kind = lifecycle.EntryKindName(e.GetEntryKind())
+	}
 	if t.credential != nil && e.GetCredential() == nil {
 		e.Credential = proto.Clone(t.credential).(*recordv1.OperatorCredential)
 	}
