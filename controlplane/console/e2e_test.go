@@ -459,6 +459,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	lastDetail = d.base + "/ui/executions/" + pending
 	run(t, ctx, "the list pins the approval under Needs a decision", chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(fmt.Sprintf(`#pinned tr[data-id=%q]`, pending)))
 	run(t, ctx, "open the pending approval", chromedp.Navigate(lastDetail), chromedp.WaitVisible("#approve"))
+	pageShot(t, ctx, "console-awaiting-approval")
 	forged := eval[int](t, ctx, fmt.Sprintf(`fetch('/ui/executions/%s/approve', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'csrf=forged&confirm=yes&reason=x'}).then(r => r.status)`, pending))
 	if forged != http.StatusForbidden {
 		t.Errorf("approve with a forged CSRF token = %d, want 403", forged)
@@ -612,26 +613,34 @@ func pictureShots(t *testing.T, ctx context.Context, u string) {
 				t.Errorf("the detail page with its picture is %dpx wide at 390px; wider than the screen: %q", sw, wide)
 			}
 		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
-		cancel()
-		if err != nil {
-			t.Errorf("no screenshot of the picture at %dpx: %v", w, err)
-			continue
-		}
-		for _, dir := range []string{t.ArtifactDir(), os.Getenv("LATCH_TEST_ARTIFACTS")} {
-			if dir == "" {
-				continue
-			}
-			p := filepath.Join(dir, fmt.Sprintf("console-picture-%d.png", w))
-			if err := os.WriteFile(p, png, 0o644); err != nil {
-				t.Errorf("screenshot %s: %v", p, err)
-				continue
-			}
-			t.Logf("screenshot of the picture at %dpx: %s", w, p)
-		}
+		pageShot(t, ctx, fmt.Sprintf("console-picture-%d", w))
 	}
 	run(t, ctx, "back to 1280px", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(u), chromedp.WaitVisible("svg#picture"))
+}
+
+// pageShot writes a full-page screenshot of the tab as NAME.png into the
+// test's artifact directories (t.ArtifactDir, kept with go test
+// -artifacts, and LATCH_TEST_ARTIFACTS).
+func pageShot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	cancel()
+	if err != nil {
+		t.Errorf("no screenshot %s: %v", name, err)
+		return
+	}
+	for _, dir := range []string{t.ArtifactDir(), os.Getenv("LATCH_TEST_ARTIFACTS")} {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name+".png")
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Errorf("screenshot %s: %v", p, err)
+			continue
+		}
+		t.Logf("screenshot %s: %s", name, p)
+	}
 }
 
 func (d *dev) journalHas(t *testing.T, id, kind, reason string) bool {
