@@ -43,7 +43,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		Profile: *profile, Trace: *traced, MaxDuration: *maxDur,
 		StartDev: func(ctx context.Context, dir string, logs io.Writer) error {
 			devEnv := &Env{Stdout: io.Discard, Stderr: logs, Getenv: func(string) string { return "" }}
-			return runDev(ctx, devEnv, []string{"--data", dir, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "warn"})
+			return runDev(ctx, devEnv, []string{"--data", dir, "--listen", "127.0.0.1:0", "--demo-listen", "127.0.0.1:0", "--ops-listen", "127.0.0.1:0", "--log-level", "warn"})
 		},
 		Dial: func(ctx context.Context, dir string) (controlplanev1.ControlPlaneClient, func(), error) {
 			return (&target{data: dir}).dial(ctx)

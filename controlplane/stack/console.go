@@ -141,7 +141,7 @@ func NewObservability(ctx context.Context, log hclog.Logger, cat *tools.Catalog)
 	return &Observability{log: log, Registry: reg, Tracer: tp, Telemetry: t}, nil
 }
 
-// OpsConfig is the ops listener's (latch serve/dev --http-listen).
+// OpsConfig is the ops listener's (latch serve/dev --ops-listen).
 type OpsConfig struct {
 	// Listen is its address ("": no ops listener).
 	Listen string
@@ -170,7 +170,7 @@ func (ob *Observability) Serve(o OpsConfig, st *Stack) (string, error) {
 	checks := append(st.Server.ReadyChecks(), opshttp.Check{Name: "vault", Ready: func(context.Context) error { return vaultReady(v.Status()) }})
 	ops, err := opshttp.New(opshttp.Config{Logger: ob.log, Addr: o.Listen, Gatherer: ob.Registry, Checks: checks, Status: st.Server.Status, TLSCert: o.TLSCert, TLSKey: o.TLSKey})
 	if errors.Is(err, opshttp.ErrNotLoopback) {
-		return "", fmt.Errorf("--http-listen %s is not a loopback address: pass --http-tls-cert and --http-tls-key, or a loopback address: %w", o.Listen, err)
+		return "", fmt.Errorf("--ops-listen %s is not a loopback address: pass --ops-tls-cert-file and --ops-tls-key-file, or a loopback address: %w", o.Listen, err)
 	}
 	if err != nil {
 		return "", err

@@ -22,13 +22,13 @@ func metricsListener(log hclog.Logger, addr string) (*agent.Metrics, *opshttp.Se
 	m := agent.NewMetrics(reg)
 	ops, err := opshttp.New(opshttp.Config{Logger: log, Addr: addr, Gatherer: reg})
 	if errors.Is(err, opshttp.ErrNotLoopback) {
-		return nil, nil, fmt.Errorf("--metrics-listen %s is not a loopback address", addr)
+		return nil, nil, fmt.Errorf("--ops-listen %s is not a loopback address", addr)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := ops.Listen(); err != nil {
-		return nil, nil, fmt.Errorf("--metrics-listen: %w", err)
+		return nil, nil, fmt.Errorf("--ops-listen: %w", err)
 	}
 	log.Info("metrics listener ready", "url", ops.URL()+"/metrics")
 	return m, ops, nil
