@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/internal/atomicfile"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 )
 
@@ -89,46 +90,17 @@ func (q *diskQueue) write(rs []*controlplanev1.DeliveryReport) error {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return syncDir(q.dir)
+		return atomicfile.SyncDir(q.dir)
 	}
 	data, err := proto.Marshal(&controlplanev1.DeliveryQueue{Reports: rs})
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(q.dir, "."+queueFile+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(q.dir)
+	return atomicfile.Write(path, data, 0o600, true)
 }
 
 func (q *diskQueue) close() {
 	_ = q.lock.Close() // releases the flock
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // reportSize is what r adds to the encoded queue (field 1, length-delimited).

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/latchhq/latch/hostagent/proc"
+	"github.com/latchhq/latch/internal/atomicfile"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -66,50 +67,14 @@ func WriteFileAtomic(dir, name string, data []byte, perm os.FileMode) error {
 // writeFile writes dir/name atomically (temp file and rename); durable adds
 // the fsyncs of the file and the directory.
 func writeFile(dir, name string, data []byte, perm os.FileMode, durable bool) error {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("execdir: create temp for %s: %w", name, err)
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("execdir: write %s: %w", name, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("execdir: chmod %s: %w", name, err)
-	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("execdir: fsync %s: %w", name, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("execdir: close %s: %w", name, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("execdir: rename %s: %w", name, err)
-	}
-	if !durable {
-		return nil
-	}
-	return SyncDir(dir)
-}
-
-// SyncDir fsyncs a directory so that a rename or create in it is durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("execdir: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("execdir: fsync dir %s: %w", dir, err)
+	if err := atomicfile.Write(filepath.Join(dir, name), data, perm, durable); err != nil {
+		return fmt.Errorf("execdir: %w", err)
 	}
 	return nil
 }
+
+// SyncDir fsyncs a directory so that a rename or create in it is durable.
+func SyncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 func writeMarker(dir, name string, m *hostagentv1.Marker) error {
 	b, err := protojson.MarshalOptions{Multiline: true}.Marshal(m)
