@@ -23,6 +23,17 @@ type Checked struct {
 	Size int64
 	// Root is the checkpoint's root hash.
 	Root tlog.Hash
+	// Witnesses are the cosignatures Options.WitnessKeys asked for, in
+	// their order.
+	Witnesses []Cosigned
+}
+
+// Options are what VerifyWith checks beyond Verify.
+type Options struct {
+	// WitnessKeys are cosignature verifier keys of witnesses
+	// (c2sp.org/tlog-witness): the checkpoint must carry a valid
+	// cosignature of each, or the check fails with ErrWitness.
+	WitnessKeys []string
 }
 
 // Verify checks r under verifierKey, the journal's note verifier key
@@ -31,6 +42,13 @@ type Checked struct {
 // ErrMalformed, ErrBadKey, ErrMismatch (naming the field), ErrSignature or
 // ErrProof.
 func Verify(r *Receipt, verifierKey string) (*Checked, error) {
+	return VerifyWith(r, verifierKey, Options{})
+}
+
+// VerifyWith is Verify that also checks the checkpoint's witness
+// cosignatures (Options.WitnessKeys), last; that check's error wraps
+// ErrWitness, or ErrBadKey for a witness key that does not parse.
+func VerifyWith(r *Receipt, verifierKey string, opts Options) (*Checked, error) {
 	if r.Format != Format {
 		return nil, fmt.Errorf("%w: format %q, want %q", ErrMalformed, r.Format, Format)
 	}
@@ -68,6 +86,9 @@ func Verify(r *Receipt, verifierKey string) (*Checked, error) {
 	}
 	if err := tlog.CheckRecord(proof, c.Size, c.Root, int64(r.JournalIndex), tlog.Hash(lh)); err != nil {
 		return nil, fmt.Errorf("%w: the proof does not take record %d to the root of the checkpoint of size %d", ErrProof, r.JournalIndex, c.Size)
+	}
+	if c.Witnesses, err = checkWitnesses([]byte(r.Checkpoint), opts.WitnessKeys); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

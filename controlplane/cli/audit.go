@@ -181,6 +181,7 @@ type verifyFlags struct {
 	fs              *flag.FlagSet
 	copyPath        *string
 	requireAnchored *bool
+	witnessKey      *string
 }
 
 func addVerifyFlags(fs *flag.FlagSet) *verifyFlags {
@@ -189,19 +190,29 @@ func addVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 		copyPath: fs.String("checkpoints", "", "checkpoint copy (the JSON lines --checkpoint-copy writes): its checkpoints are checked too, and only they count as anchors"),
 		requireAnchored: fs.Bool("require-anchored", false,
 			"exit 1 when records come after the newest checkpoint (not yet anchored); on by default with --checkpoints, off with --require-anchored=false"),
+		witnessKey: fs.String("witness-key", "", "a witness's cosignature verifier key (text or file): report the records and checkpoints it never co-signed, and a co-signed checkpoint these records do not reproduce as a fork"),
 	}
 }
 
 // options reads the checkpoint copy, when given.
 func (v *verifyFlags) options() (journal.Options, error) {
+	var opts journal.Options
+	if *v.witnessKey != "" {
+		k, err := readKey(*v.witnessKey)
+		if err != nil {
+			return opts, err
+		}
+		opts.WitnessKeys = []string{k}
+	}
 	if *v.copyPath == "" {
-		return journal.Options{}, nil
+		return opts, nil
 	}
 	notes, err := readCheckpointCopy(*v.copyPath)
 	if err != nil {
-		return journal.Options{}, err
+		return opts, err
 	}
-	return journal.Options{CheckpointCopy: &journal.CheckpointCopy{Name: *v.copyPath, Notes: notes}}, nil
+	opts.CheckpointCopy = &journal.CheckpointCopy{Name: *v.copyPath, Notes: notes}
+	return opts, nil
 }
 
 // required reports whether records not yet anchored fail the check, and

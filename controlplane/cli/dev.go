@@ -40,6 +40,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
+	wf := addWitnessFlags(fs)
 	personWait := fs.Duration("person-wait", mcpfront.DefaultPersonWait, "how long a call made without an MCP task waits for a person (an approval, a session authorization) before it answers with the operator command")
 	ckptEvery := fs.Duration("checkpoint-interval", 30*time.Second, "how often the journal is checkpointed (signed) while it grows")
 	strict := fs.Bool("strict", false, "apply the full decision order to the dev actor too (its new sessions need latch session authorize)")
@@ -149,6 +150,10 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return usagef("%v", err)
 	}
 	// The metrics' tool labels are bounded by the catalog at start.
+	witnessKey, err := wf.resolve()
+	if err != nil {
+		return err
+	}
 	labels, _, _, err := cat.Load()
 	if err != nil {
 		return err
@@ -158,7 +163,7 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer ob.Close()
-	sc := stack.Config{Logger: log, Telemetry: ob.Telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
+	sc := stack.Config{Logger: log, Telemetry: ob.Telemetry, DataDir: *data, Catalog: cat, CheckpointCopy: *ckptCopy, WitnessURL: *wf.url, WitnessKey: witnessKey, CheckpointInterval: *ckptEvery, DevVault: true, Recovery: stack.DevRecovery(), Actors: append([]string{devActor}, oauth.MappedActors()...),
 		StaticTokens: []tokens.Static{devstack.StaticToken(token)}, BindRuns: *bindRuns, Version: buildinfo.Read().Version}
 	if !*strict {
 		sc.Trusted = append([]string{devActor}, oauth.MappedActors()...)

@@ -8,12 +8,13 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	"github.com/latchhq/latch/receipt"
 )
 
-const receiptUsage = "verify FILE --key PUB [--json]"
+const receiptUsage = "verify FILE --key PUB [--witness-key KEY] [--json]"
 
 // runReceipt is `latch receipt verify`: an offline check of a receipt
 // (package receipt), reaching no control plane.
@@ -26,7 +27,8 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 		"\n\nChecks a receipt offline: its record's fields are the receipt's, the proof reaches the checkpoint, and the checkpoint is signed by PUB.\n"+
 		"FILE (- for stdin) holds the receipt, or a tool call's structuredContent or result that carries one.")
 	key := fs.String("key", "", "the journal's verifier key: the text (<origin>+<hash>+<key>) or a file holding it (a data dir's keys/journal.pub)")
-	asJSON := fs.Bool("json", false, "print {ok, execution_id, state, journal_index, checkpoint_size, origin, error} as JSON")
+	witnessKey := fs.String("witness-key", "", "also require a valid cosignature of this witness on the checkpoint: its cosignature verifier key (text or file)")
+	asJSON := fs.Bool("json", false, "print {ok, execution_id, state, journal_index, checkpoint_size, origin, witnesses, error} as JSON")
 	pos, err := parse(fs, rest)
 	if err != nil {
 		return err
@@ -41,6 +43,14 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	var opts receipt.Options
+	if *witnessKey != "" {
+		k, err := readKey(*witnessKey)
+		if err != nil {
+			return err
+		}
+		opts.WitnessKeys = []string{k}
+	}
 	var data []byte
 	if pos[0] == "-" {
 		data, err = io.ReadAll(io.LimitReader(env.Stdin, 8<<20))
@@ -53,7 +63,7 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 	r, err := receipt.Parse(receiptObject(data))
 	var c *receipt.Checked
 	if err == nil {
-		c, err = receipt.Verify(r, vkey)
+		c, err = receipt.VerifyWith(r, vkey, opts)
 	}
 	if *asJSON {
 		out := receiptVerifyJSON{OK: err == nil}
@@ -62,6 +72,9 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 		}
 		if c != nil {
 			out.CheckpointSize, out.Origin = c.Size, c.Origin
+			for _, w := range c.Witnesses {
+				out.Witnesses = append(out.Witnesses, w.Witness)
+			}
 		}
 		if err != nil {
 			out.Error = err.Error()
@@ -78,8 +91,12 @@ func runReceipt(_ context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("receipt does NOT verify: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "receipt verified: %s %s (tool %s, actor %s) is journal record %d, in the checkpoint of size %d signed by %s\n",
+	fmt.Fprintf(env.Stdout, "receipt verified: %s %s (tool %s, actor %s) is journal record %d, in the checkpoint of size %d signed by %s",
 		r.ExecutionID, r.State, r.Tool, r.Actor, r.JournalIndex, c.Size, c.Origin)
+	for _, w := range c.Witnesses {
+		fmt.Fprintf(env.Stdout, ", co-signed by witness %s at %s", w.Witness, w.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintln(env.Stdout)
 	return nil
 }
 
@@ -93,7 +110,10 @@ type receiptVerifyJSON struct {
 	JournalIndex   uint64 `json:"journal_index"`
 	CheckpointSize int64  `json:"checkpoint_size"`
 	Origin         string `json:"origin"`
-	Error          string `json:"error"`
+	// Witnesses are the witnesses whose cosignature verified (those
+	// --witness-key asked for).
+	Witnesses []string `json:"witnesses"`
+	Error     string   `json:"error"`
 }
 
 // readKey is a verifier key given as text or as a file holding it.

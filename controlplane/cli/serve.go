@@ -63,6 +63,7 @@ func storeSecret(key, value string) string {
 // serveOptions are latch serve's settings (serveFlags).
 type serveOptions struct {
 	data, storeURL, replica, advertise, catalogPath, ckptCopy *string
+	witness                                                   *witnessFlags
 	leaseTTL                                                  *time.Duration
 	vaultPath, vaultKey, vaultPass, level                     *string
 	actors, trusted, frontActors                              listFlag
@@ -87,6 +88,7 @@ func serveFlags(env *Env) (*flag.FlagSet, *serveOptions) {
 	o.advertise = fs.String("advertise-addr", "", "with a PostgreSQL --store: the address fronts and operators reach this replica's API at, which standbys name while it is active (default: the --grpc-listen address, with the host name for a wildcard host; without --grpc-listen, unix:// and the socket's path)")
 	o.catalogPath = fs.String("catalog", "", "tool catalog (YAML); required")
 	o.ckptCopy = fs.String("checkpoint-copy", "", "append every signed checkpoint to this file (keep it off the data dir's disk)")
+	o.witness = addWitnessFlags(fs)
 	o.vaultPath = fs.String("vault", "", "vault file (default DATA/vault.json); on a PostgreSQL --store the vault is in the store, and this file is imported into it once when the store has none")
 	o.vaultKey = fs.String("vault-key-file", "", "unlock the vault at start with this 32-byte key file, creating both when absent (else the vault starts locked and denies every action until latch vault unlock; on a PostgreSQL --store a replica needs the vault unlocked at start: give this or --vault-passphrase-file)")
 	o.vaultPass = fs.String("vault-passphrase-file", "", "unlock a passphrase vault at start with the first line of this file (e.g. a systemd credential), creating the vault when absent")
@@ -177,6 +179,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	witnessKey, err := o.witness.resolve()
+	if err != nil {
+		return err
+	}
 	logger := formattedLogger(env.Stderr, *o.level, o.ops.logFormat)
 	tlsCfg, err := serverTLS(*o.tlsCert, *o.tlsKey, *o.tlsClientCA, logger.Named("tls"))
 	if err != nil {
@@ -195,7 +201,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer ob.Close()
 	st, err := stack.New(stack.Config{
-		Logger: logger, Telemetry: ob.Telemetry, DataDir: *o.data, Store: *o.storeURL, Replica: *o.replica, LeaseTTL: *o.leaseTTL, Advertise: *o.advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *o.catalogPath), CheckpointCopy: *o.ckptCopy, CommandArgs: operatorArgs(*o.data),
+		Logger: logger, Telemetry: ob.Telemetry, DataDir: *o.data, Store: *o.storeURL, Replica: *o.replica, LeaseTTL: *o.leaseTTL, Advertise: *o.advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *o.catalogPath), CheckpointCopy: *o.ckptCopy, WitnessURL: *o.witness.url, WitnessKey: witnessKey, CommandArgs: operatorArgs(*o.data),
 		VaultPath: *o.vaultPath, VaultKeyFile: *o.vaultKey, VaultPassphraseFile: *o.vaultPass, Actors: o.actors, Trusted: o.trusted, OpenSessions: *o.openSessions, BindRuns: *o.bindRuns,
 		FrontActors: o.fa, TCPAddr: *o.grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *o.maxDesc, Version: buildinfo.Read().Version,
 		Access: authz.Config{

@@ -166,3 +166,33 @@ func entryIndex(data []byte) (index uint64, ok bool) {
 	}
 	return index, true
 }
+
+// StoredHashReader is a tlog.HashReader over a function reading one
+// stored hash (the store's StoredHash): a hash it reports absent is a
+// damaged data dir.
+func StoredHashReader(read func(index int64) (tlog.Hash, bool, error)) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		for i, x := range idx {
+			h, ok, err := read(x)
+			if err != nil {
+				return nil, fmt.Errorf("journal: stored hash %d: %w", x, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("journal: stored hash %d is missing: the data dir is damaged (run latch audit verify)", x)
+			}
+			out[i] = h
+		}
+		return out, nil
+	})
+}
+
+// ProveTree is the RFC 6962 consistency proof from the tree of the first
+// old leaves to the tree of the first n.
+func ProveTree(n, old int64, r tlog.HashReader) (tlog.TreeProof, error) {
+	p, err := tlog.ProveTree(n, old, r)
+	if err != nil {
+		return nil, fmt.Errorf("journal: consistency proof from size %d to %d: %w", old, n, err)
+	}
+	return p, nil
+}

@@ -12,9 +12,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/latchhq/latch/receipt"
 )
 
 // Source is a journal as Verify and Export read it. The Badger-backed store
@@ -68,6 +71,11 @@ const (
 	// leaf hash, or the hash index is damaged. Index is the first leaf the
 	// interior hash covers.
 	KindStoredHash = "stored_hash"
+	// KindFork: a checkpoint an independent witness co-signed (or one of
+	// two checkpoints of the same size) has a root the records do not
+	// reproduce: the witness, or a reader, was shown a journal other than
+	// this one. Index is the checkpoint's size.
+	KindFork = "fork"
 )
 
 // Problem is one finding of Verify.
@@ -94,6 +102,12 @@ type Options struct {
 	// and once when all are. Readers of a data dir report their own
 	// reading through it too (StageRead).
 	Progress func(Progress)
+	// WitnessKeys are cosignature verifier keys of witnesses
+	// (c2sp.org/tlog-witness, package receipt). A checkpoint one of them
+	// co-signed is an anchor held outside Latch; the report says which
+	// records no witness co-signed yet (Report.UnwitnessedFrom), and a
+	// co-signed checkpoint the records do not reproduce is a KindFork.
+	WitnessKeys []string
 }
 
 // Progress is how far a long verification is.
@@ -149,6 +163,15 @@ type Report struct {
 	// newest anchor, so no signature vouches for them yet ("not yet
 	// anchored"). It equals Size when every record is covered.
 	UnanchoredFrom int64
+	// Witnesses names the witnesses of Options.WitnessKeys. Witnessed is
+	// the largest size of a checkpoint one of them co-signed whose root
+	// the records reproduce, with no problem before it (-1: none);
+	// records [UnwitnessedFrom, Size) no witness has co-signed.
+	// Unwitnessed counts the verified checkpoints larger than Witnessed
+	// that no witness co-signed, NewestUnwitnessed the largest of them.
+	Witnesses                      []string
+	Witnessed, UnwitnessedFrom     int64
+	Unwitnessed, NewestUnwitnessed int64
 	// Problems lists the findings: record problems (readable ones of an
 	// export included) by position, then stored-hash, truncation and
 	// checkpoint problems. Records that are not yet anchored are not a
@@ -176,11 +199,34 @@ func (r *Report) String() string {
 			b.WriteString(p.String())
 		}
 	}
-	if s := r.UnanchoredSummary(); s != "" {
-		b.WriteString("\n  ")
-		b.WriteString(s)
+	for _, s := range []string{r.UnanchoredSummary(), r.UnwitnessedSummary()} {
+		if s != "" {
+			b.WriteString("\n  ")
+			b.WriteString(s)
+		}
 	}
 	return b.String()
+}
+
+// UnwitnessedSummary says which records and checkpoints no witness
+// co-signed, or "" when no witness key was given or every record is
+// co-signed.
+func (r *Report) UnwitnessedSummary() string {
+	if len(r.Witnesses) == 0 || r.UnwitnessedFrom >= r.Size {
+		return ""
+	}
+	who := "witness " + strings.Join(r.Witnesses, ", ")
+	span := recordSpan(r.UnwitnessedFrom, r.Size)
+	var s string
+	if r.Witnessed < 0 {
+		s = fmt.Sprintf("not witnessed: %s: no checkpoint carries a valid cosignature of %s", span, who)
+	} else {
+		s = fmt.Sprintf("not witnessed: %s come after the newest checkpoint %s co-signed (size %d)", span, who, r.Witnessed)
+	}
+	if r.Unwitnessed > 0 {
+		s += fmt.Sprintf("; %s the witness never co-signed, the newest of size %d (the witness was unreachable, refused it, or never saw it)", count(r.Unwitnessed, "checkpoint"), r.NewestUnwitnessed)
+	}
+	return s
 }
 
 // UnanchoredSummary says which records are not yet anchored and why, or
@@ -263,6 +309,7 @@ type verification struct {
 	// a displacement (so a stored-hash problem covering them adds nothing).
 	explained []bool
 	cps       []openedCheckpoint
+	witnesses []*receipt.WitnessVerifier
 }
 
 // openedCheckpoint is a checkpoint whose signature verified.
@@ -270,6 +317,8 @@ type openedCheckpoint struct {
 	c        *Checkpoint
 	fromCopy bool
 	match    bool // c.Size <= journal size and the records reproduce c.Root
+	// witnessed are the cosignatures of Options.WitnessKeys it carries.
+	witnessed []receipt.Cosigned
 }
 
 // Verify checks every invariant of the journal in src (see the package
@@ -371,6 +420,15 @@ func newVerification(src Source, verifierKey string, opts Options) (*verificatio
 		}
 		return out, nil
 	})
+	for _, k := range opts.WitnessKeys {
+		w, err := receipt.NewWitnessVerifier(k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+		}
+		vr.witnesses = append(vr.witnesses, w)
+		vr.rep.Witnesses = append(vr.rep.Witnesses, w.Name())
+	}
+	vr.rep.Witnessed, vr.rep.NewestUnwitnessed = -1, -1
 	if cc := opts.CheckpointCopy; cc != nil {
 		vr.rep.Copy = cc.Name
 		if vr.rep.Copy == "" {
@@ -752,7 +810,13 @@ func (vr *verification) openCheckpoints() ([]Problem, error) {
 			continue
 		}
 		seen[string(msg)] = len(vr.cps)
-		vr.cps = append(vr.cps, openedCheckpoint{c: c, fromCopy: fromCopy})
+		o := openedCheckpoint{c: c, fromCopy: fromCopy}
+		for _, w := range vr.witnesses {
+			if cs, err := receipt.Cosignature(msg, w); err == nil {
+				o.witnessed = append(o.witnessed, cs)
+			}
+		}
+		vr.cps = append(vr.cps, o)
 	}
 	slices.SortStableFunc(vr.cps, func(a, b openedCheckpoint) int { return cmp.Compare(a.c.Size, b.c.Size) })
 	return problems, nil
@@ -808,6 +872,11 @@ func (vr *verification) checkRoots() ([]Problem, error) {
 			continue
 		}
 		switch {
+		case len(o.witnessed) > 0:
+			problems = append(problems, Problem{c.Size, KindFork,
+				fmt.Sprintf("checkpoint of size %d%s, co-signed by witness %s at %s, signs a root the first %d records do not reproduce: the witness was shown another journal than this one (forked, or rolled back and rewritten); the records up to the last checkpoint they match (size %d) are the ones it saw",
+					c.Size, signedAt(c), o.witnessed[0].Witness, o.witnessed[0].Time.Format(time.RFC3339), c.Size, lastGood)})
+			vr.firstBad = min(vr.firstBad, lastGood)
 		case matched[c.Size]:
 			problems = append(problems, Problem{c.Size, KindCheckpoint,
 				fmt.Sprintf("checkpoint of size %d%s signs a root other than another checkpoint of the same size, and the records match the other: a forked or forged checkpoint", c.Size, signedAt(c))})
@@ -845,6 +914,22 @@ func (vr *verification) measureAnchoring() ([]Problem, error) {
 		}
 	}
 	rep.UnanchoredFrom = min(max(rep.NewestAnchor, 0), vr.n)
+	if len(vr.witnesses) > 0 {
+		for _, o := range vr.cps {
+			if o.match && len(o.witnessed) > 0 && o.c.Size <= vr.firstBad {
+				rep.Witnessed = max(rep.Witnessed, o.c.Size)
+			}
+		}
+		seen := map[int64]bool{}
+		for _, o := range vr.cps {
+			if o.match && len(o.witnessed) == 0 && o.c.Size > rep.Witnessed && !seen[o.c.Size] {
+				seen[o.c.Size] = true
+				rep.Unwitnessed++
+				rep.NewestUnwitnessed = max(rep.NewestUnwitnessed, o.c.Size)
+			}
+		}
+		rep.UnwitnessedFrom = min(max(rep.Witnessed, 0), vr.n)
+	}
 	return nil, nil
 }
 

@@ -15,9 +15,19 @@
 // group no receipt asked about. These checkpoints are not stored: they are
 // statements about committed records, each verifiable alone; the stored
 // periodic checkpoints stay the journal's anchors (`latch audit verify`).
+//
+// # Witness
+//
+// With a witness configured (Config.Witness), each checkpoint signed for
+// receipts is sent to it first, and the receipt carries its cosignature:
+// the receipt then verifies against a key held outside Latch too
+// (receipt.VerifyWith). A witness that fails is not asked again for
+// witnessRetry; receipts issued meanwhile carry the journal's signature
+// alone, and Config.OnWitnessError hears why.
 package receipts
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,6 +39,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/latchhq/latch/controlplane/journal"
+	"github.com/latchhq/latch/controlplane/witness"
 	receiptv1 "github.com/latchhq/latch/proto/latch/receipt/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/receipt"
@@ -48,13 +59,37 @@ type Config struct {
 	Signer  *journal.Signer
 	// Clock stamps the checkpoints' time line (default time.Now).
 	Clock func() time.Time
+	// Witness, when set, co-signs every checkpoint signed for receipts
+	// (*witness.Client); OnWitnessError, when set, hears each failure.
+	Witness        Cosigner
+	OnWitnessError func(error)
 }
+
+// Cosigner co-signs a checkpoint note of a journal of size leaves
+// (*witness.Client). Its error wraps witness.ErrStale when it already
+// co-signed a larger checkpoint.
+type Cosigner interface {
+	Cosign(ctx context.Context, size int64, note []byte) ([]byte, error)
+}
+
+// witnessTimeout bounds the witness's answer on a receipt's way (the
+// call waits for it); witnessRetry is how long a failed witness is left
+// alone.
+const (
+	witnessTimeout = 2 * time.Second
+	witnessRetry   = 10 * time.Second
+)
 
 // Issuer issues receipts. It is safe for concurrent use.
 type Issuer struct {
 	j     Journal
 	sign  *journal.Signer
 	clock func() time.Time
+	wit   Cosigner
+	onErr func(error)
+	// witnessAfter: the witness is not asked before this time (after a
+	// failure). Guarded by mu.
+	witnessAfter time.Time
 
 	// last is the newest checkpoint signed (nil before the first), read
 	// without mu: a receipt it covers waits for no signature.
@@ -83,7 +118,10 @@ func New(cfg Config) (*Issuer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Issuer{j: cfg.Journal, sign: cfg.Signer, clock: cfg.Clock}, nil
+	if cfg.OnWitnessError == nil {
+		cfg.OnWitnessError = func(error) {}
+	}
+	return &Issuer{j: cfg.Journal, sign: cfg.Signer, clock: cfg.Clock, wit: cfg.Witness, onErr: cfg.OnWitnessError}, nil
 }
 
 // Issue returns the receipt of x's latest journal record (x.journal_index).
@@ -143,6 +181,33 @@ func (is *Issuer) checkpoint(idx int64) (*signed, error) {
 	if l := is.last.Load(); l != nil && l.size > idx {
 		return l, nil // signed by the caller before us
 	}
+	l, err := is.signCommitted()
+	if err != nil {
+		return nil, err
+	}
+	if is.wit != nil && !is.clock().Before(is.witnessAfter) {
+		cosigned, err := is.cosign(l)
+		if errors.Is(err, witness.ErrStale) {
+			// The witness holds a newer checkpoint (a periodic one):
+			// sign the journal as it is now, which is at least that.
+			if l, err = is.signCommitted(); err != nil {
+				return nil, err
+			}
+			cosigned, err = is.cosign(l)
+		}
+		if err != nil {
+			is.witnessAfter = is.clock().Add(witnessRetry)
+			is.onErr(err)
+		} else {
+			l.note = cosigned
+		}
+	}
+	is.last.Store(l)
+	return l, nil
+}
+
+// signCommitted signs a checkpoint of the whole committed journal.
+func (is *Issuer) signCommitted() (*signed, error) {
 	n := is.j.JournalSize()
 	root, err := journal.TreeHash(n, is.reader())
 	if err != nil {
@@ -152,10 +217,14 @@ func (is *Issuer) checkpoint(idx int64) (*signed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receipts: %w", err)
 	}
-	l := &signed{size: n, note: note}
-	is.last.Store(l)
 	is.signatures++
-	return l, nil
+	return &signed{size: n, note: note}, nil
+}
+
+func (is *Issuer) cosign(l *signed) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), witnessTimeout)
+	defer cancel()
+	return is.wit.Cosign(ctx, l.size, l.note)
 }
 
 // Signatures is how many checkpoints the issuer signed.
@@ -165,19 +234,4 @@ func (is *Issuer) Signatures() int64 {
 	return is.signatures
 }
 
-func (is *Issuer) reader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(idx))
-		for i, x := range idx {
-			h, ok, err := is.j.StoredHash(x)
-			if err != nil {
-				return nil, fmt.Errorf("receipts: journal hash %d: %w", x, err)
-			}
-			if !ok {
-				return nil, fmt.Errorf("receipts: journal hash %d is missing: the data dir is damaged (run latch audit verify)", x)
-			}
-			out[i] = h
-		}
-		return out, nil
-	})
-}
+func (is *Issuer) reader() tlog.HashReader { return journal.StoredHashReader(is.j.StoredHash) }

@@ -80,6 +80,10 @@ func (s *Server) observe() error {
 		}
 		return 0
 	})
+	s.witnessed = promauto.With(t.Registerer()).NewCounterVec(prometheus.CounterOpts{
+		Namespace: telemetry.Namespace, Name: "witness_cosignatures_total",
+		Help: "Answers of the witness (--witness-url) to the checkpoints sent to it, by result: cosigned, stale (it already co-signed a newer one), refused, unavailable, fork (it co-signed a checkpoint this journal does not extend).",
+	}, []string{"result"})
 	if s.pg != nil {
 		promauto.With(t.Registerer()).NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: telemetry.Namespace, Name: "lease_epoch",
@@ -186,4 +190,11 @@ func submitObserver(t *telemetry.Telemetry) api.SubmitObserver {
 		return nil
 	}
 	return t
+}
+
+// countWitness counts one answer of the witness.
+func (s *Server) countWitness(result string) {
+	if s.witnessed != nil {
+		s.witnessed.WithLabelValues(result).Inc()
+	}
 }

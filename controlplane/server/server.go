@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -68,6 +69,7 @@ import (
 	"github.com/latchhq/latch/controlplane/store/backends"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/controlplane/witness"
 	"github.com/latchhq/latch/internal/loopback"
 	"github.com/latchhq/latch/internal/tracing"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -138,6 +140,11 @@ type Config struct {
 	// CheckpointCopy, when set, is a file each checkpoint is appended to
 	// (JSON lines), kept outside the data dir so truncation is provable.
 	CheckpointCopy string
+	// WitnessURL and WitnessKey, when set, name a witness
+	// (c2sp.org/tlog-witness, package witness) that co-signs every
+	// checkpoint: the periodic ones before they are stored and copied,
+	// and those signed for receipts.
+	WitnessURL, WitnessKey string
 	// Recovery tunes the recovery worker.
 	Recovery engine.RecoveryConfig
 	// Sessions sets the session rule of the decision order.
@@ -193,6 +200,10 @@ type Server struct {
 
 	ckptMu   sync.Mutex
 	ckptSize int64
+	// witness co-signs checkpoints (nil: none configured); witnessed
+	// counts its answers by result (ops.go).
+	witness   *witness.Client
+	witnessed *prometheus.CounterVec
 
 	// kv is the backend Store runs on (Store is nil until the state is
 	// loaded: a standby has only kv).
@@ -398,7 +409,12 @@ func (s *Server) load(ctx context.Context) error {
 	if caller == nil {
 		caller = authzCaller
 	}
-	rcpt, err := receipts.New(receipts.Config{Journal: st, Signer: s.signer})
+	if cfg.WitnessURL != "" || cfg.WitnessKey != "" {
+		if s.witness, err = witness.New(witness.Config{URL: cfg.WitnessURL, Key: cfg.WitnessKey, Journal: st}); err != nil {
+			return fmt.Errorf("server: %w (--witness-url and --witness-key go together)", err)
+		}
+	}
+	rcpt, err := receipts.New(receipts.Config{Journal: st, Signer: s.signer, Witness: s.cosigner(), OnWitnessError: s.witnessFailed})
 	if err != nil {
 		return err
 	}
@@ -862,10 +878,81 @@ func (s *Server) Checkpoint(ctx context.Context) error {
 	if err == nil && note != nil {
 		s.ops.checkpointed(time.Now())
 	}
-	if err != nil || note == nil || s.cfg.CheckpointCopy == "" {
+	if err != nil || note == nil {
 		return err
 	}
+	if s.witness != nil {
+		note = s.cosignStored(ctx, note)
+	}
+	if s.cfg.CheckpointCopy == "" {
+		return nil
+	}
 	return appendCopy(s.cfg.CheckpointCopy, note)
+}
+
+// cosignStored has the witness co-sign the stored checkpoint note of size
+// s.ckptSize and stores it co-signed; it returns the note to copy (the
+// co-signed one, or the note as signed when the witness did not co-sign:
+// the failure is logged and counted, the next checkpoint tries again).
+func (s *Server) cosignStored(ctx context.Context, note []byte) []byte {
+	n := s.ckptSize
+	cosigned, err := s.witness.Cosign(ctx, n, note)
+	if errors.Is(err, witness.ErrStale) {
+		// A receipt's checkpoint, newer than this one, was co-signed.
+		s.countWitness("stale")
+		return note
+	}
+	if err != nil {
+		s.witnessFailed(err)
+		return note
+	}
+	s.countWitness("cosigned")
+	if err := s.Store.Update(ctx, func(tx *store.Tx) error {
+		tx.PutCheckpoint(n, cosigned)
+		return nil
+	}); err != nil {
+		s.log.Error("store the witness's cosignature", "size", n, "error", err)
+		return note
+	}
+	return cosigned
+}
+
+// cosigner is the witness as receipts.Issuer takes it (nil: none).
+func (s *Server) cosigner() receipts.Cosigner {
+	if s.witness == nil {
+		return nil
+	}
+	return countingCosigner{s}
+}
+
+// countingCosigner counts the receipts' cosignatures with the periodic
+// ones.
+type countingCosigner struct{ s *Server }
+
+func (c countingCosigner) Cosign(ctx context.Context, size int64, note []byte) ([]byte, error) {
+	out, err := c.s.witness.Cosign(ctx, size, note)
+	if err == nil {
+		c.s.countWitness("cosigned")
+	}
+	return out, err
+}
+
+// witnessFailed logs and counts a witness's failure to co-sign. A fork
+// is an error an operator must look at; the others are warnings.
+func (s *Server) witnessFailed(err error) {
+	switch {
+	case errors.Is(err, witness.ErrFork):
+		s.countWitness("fork")
+		s.log.Error("the witness refuses this journal: it co-signed a checkpoint these records do not extend", "witness", s.witness.Name(), "error", err)
+	case errors.Is(err, witness.ErrStale):
+		s.countWitness("stale")
+	case errors.Is(err, witness.ErrRefused):
+		s.countWitness("refused")
+		s.log.Warn("the witness refused a checkpoint", "witness", s.witness.Name(), "error", err)
+	default:
+		s.countWitness("unavailable")
+		s.log.Warn("the witness did not co-sign a checkpoint", "witness", s.witness.Name(), "error", err)
+	}
 }
 
 func appendCopy(path string, note []byte) error {

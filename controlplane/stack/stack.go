@@ -49,6 +49,9 @@ type Config struct {
 	Context        context.Context
 	Catalog        catalog.Source
 	CheckpointCopy string
+	// WitnessURL and WitnessKey name the witness that co-signs the
+	// checkpoints (server.Config).
+	WitnessURL, WitnessKey string
 	// CheckpointInterval between signed checkpoints (0: the server's 30s).
 	CheckpointInterval time.Duration
 	// VaultPath defaults to DATA/vault.json.
@@ -256,8 +259,8 @@ func New(cfg Config) (*Stack, error) {
 		},
 		VaultWitness: func(w *store.VaultWitness) error { return v.SetWitness(w) },
 		Replica:      cfg.Replica, LeaseTTL: cfg.LeaseTTL, Advertise: cfg.Advertise, Context: cfg.Context, CatalogSource: cfg.Catalog, CheckpointCopy: cfg.CheckpointCopy,
-		CheckpointInterval: cfg.CheckpointInterval,
-		Channels:           chans.Channels, Recovery: cfg.Recovery,
+		CheckpointInterval: cfg.CheckpointInterval, WitnessURL: cfg.WitnessURL, WitnessKey: cfg.WitnessKey,
+		Channels: chans.Channels, Recovery: cfg.Recovery,
 		Authorizer:   &policy.Policy{Vault: v, Actors: actors},
 		Sessions:     engine.SessionConfig{Required: !cfg.OpenSessions, Trusted: func(a string) bool { return trusted[a] }, CommandArgs: cfg.CommandArgs, BindRuns: cfg.BindRuns},
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
