@@ -128,6 +128,37 @@ export async function verifyNote(msg, vkey) {
   return 'bad';
 }
 
+// verifyCosignature checks a witness's cosignature (c2sp.org/
+// tlog-cosignature, cosignature/v1) on the note under its verifier key
+// "name+hash+base64(0x04 || public key)": the Ed25519 signature of
+// "cosignature/v1\ntime <t>\n" + the checkpoint text, encoded as the
+// 8-byte time then the signature. Same answers as verifyNote.
+export async function verifyCosignature(msg, wkey) {
+  const note = parseNote(msg);
+  const a = wkey.indexOf('+');
+  const b = a < 0 ? -1 : wkey.indexOf('+', a + 1);
+  if (!note || b < 0) return 'bad';
+  const name = wkey.slice(0, a), hash = wkey.slice(a + 1, b);
+  let key;
+  try { key = b64(wkey.slice(b + 1)); } catch (e) { return 'bad'; }
+  if (key.length !== 33 || key[0] !== 4) return 'bad';
+  const kh = hex((await sha256(new TextEncoder().encode(name + '\n'), key)).slice(0, 4));
+  if (kh !== hash.toLowerCase()) return 'bad';
+  let pub;
+  try {
+    pub = await subtle.importKey('raw', key.slice(1), { name: 'Ed25519' }, false, ['verify']);
+  } catch (e) {
+    return 'unsupported';
+  }
+  for (const s of note.sigs) {
+    if (!s || s.name !== name || s.sig.length !== 4 + 8 + 64 || hex(s.sig.slice(0, 4)) !== kh) continue;
+    const t = new DataView(s.sig.buffer, s.sig.byteOffset + 4, 8).getBigUint64(0);
+    const m = new TextEncoder().encode('cosignature/v1\ntime ' + t.toString() + '\n' + note.text);
+    if (await subtle.verify({ name: 'Ed25519' }, pub, s.sig.slice(12), m)) return 'verified';
+  }
+  return 'bad';
+}
+
 // ---- Journal records (protobuf latch.record.v1.JournalEntry), the fields
 // a receipt repeats, read as protobuf does: the last scalar wins, a message
 // field given twice is merged.
@@ -219,11 +250,19 @@ export function digest(receipt) { return hex(b64(receipt.leaf_hash)); }
 // verifyReceipt checks a receipt (the parsed JSON object of
 // structuredContent.receipt) under the journal's verifier key. It answers
 // { ok: true, origin, size } or { ok: false, kind, error }: kind is
-// "malformed", "mismatch", "signature", "proof" or "unsupported" (no
-// WebCrypto Ed25519 here), the Go package's error classes.
-export async function verifyReceipt(receipt, vkey) {
+// "malformed", "mismatch", "signature", "proof", "witness" or
+// "unsupported" (no WebCrypto Ed25519 here), the Go package's error
+// classes. opts.witnessKeys, when given, are witnesses' cosignature keys
+// whose valid cosignature the checkpoint must carry (Go: VerifyWith).
+export async function verifyReceipt(receipt, vkey, opts = {}) {
   try {
-    return await check(receipt, vkey);
+    const res = await check(receipt, vkey);
+    for (const wk of opts.witnessKeys || []) {
+      const v = await verifyCosignature(receipt.checkpoint, wk);
+      if (v === 'unsupported') fail('unsupported', 'this runtime has no WebCrypto Ed25519');
+      if (v !== 'verified') fail('witness', 'the checkpoint is not co-signed by the witness ' + wk.slice(0, wk.indexOf('+')));
+    }
+    return res;
   } catch (e) {
     if (e instanceof ReceiptError) return { ok: false, kind: e.kind, error: e.message };
     return { ok: false, kind: 'malformed', error: String(e && e.message || e) };
