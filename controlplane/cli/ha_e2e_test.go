@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/latchhq/latch/controlplane/audit"
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/internal/replicas"
@@ -183,7 +185,8 @@ func TestThousandIdenticalSubmitsAcrossTwoReplicas(t *testing.T) {
 // the active; a second call is in flight at the target when the active is
 // SIGKILLed: the front's Submit is sent again to the new active, which
 // recovers the execution and answers it, with one effect; a third call
-// after the takeover completes.
+// after the takeover completes. The receipts of all three answers verify
+// offline with the journal key both replicas share.
 func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	url := pgtest.URL(t)
 	demo, tgt := newTarget(t)
@@ -251,8 +254,9 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 		}
 		return sc
 	}
-	if sc := call("12.0.0"); sc["state"] != "completed" && sc["state"] != "delivered" {
-		t.Fatalf("first call through the standby-first front: state %v (%v), want completed", sc["state"], sc)
+	first := call("12.0.0")
+	if first["state"] != "completed" && first["state"] != "delivered" {
+		t.Fatalf("first call through the standby-first front: state %v (%v), want completed", first["state"], first)
 	}
 
 	demo.Hold() // until the active dies: no slow machine closes the window early
@@ -282,8 +286,35 @@ func TestFrontKeepsWorkingWhenTheActiveIsKilled(t *testing.T) {
 	if x.GetOutcome() != recordv1.Outcome_OUTCOME_SUCCEEDED {
 		t.Errorf("outcome of the call across the failover = %v, want succeeded", x.GetOutcome())
 	}
-	if sc := call("12.2.0"); sc["state"] != "completed" && sc["state"] != "delivered" {
-		t.Errorf("call after the takeover: state %v (%v), want completed", sc["state"], sc)
+	after := call("12.2.0")
+	if after["state"] != "completed" && after["state"] != "delivered" {
+		t.Errorf("call after the takeover: state %v (%v), want completed", after["state"], after)
+	}
+	// Receipts survive the failover: the one the killed replica signed and
+	// those the new active signs verify with the one journal key the
+	// replicas share (offline, `latch receipt verify`).
+	vkey, err := audit.StoreVerifier(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "journal.pub")
+	if err := os.WriteFile(key, []byte(vkey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, sc := range map[string]map[string]any{"before": first, "across": sc, "after": after} {
+		r, ok := sc["receipt"]
+		if !ok {
+			t.Errorf("the answer %s the failover carries no receipt: %v", name, sc)
+			continue
+		}
+		raw, _ := json.Marshal(r)
+		p := filepath.Join(t.TempDir(), name+".json")
+		if err := os.WriteFile(p, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, code := runCLI(t, "receipt", "verify", p, "--key", key); code != 0 {
+			t.Errorf("latch receipt verify of the receipt %s the failover = exit %d\n%s", name, code, out)
+		}
 	}
 	if code, body := getStatus(t, opsB+"/readyz"); code != http.StatusOK || !strings.Contains(body, `"role":"active"`) {
 		t.Errorf("new active GET /readyz = %d %s, want 200 with role active", code, body)
