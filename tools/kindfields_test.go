@@ -19,7 +19,7 @@ func TestKindSettingsEmbedded(t *testing.T) {
 		{reflect.TypeFor[Target](), []string{"Name", "Channel", "Credential", "Timeout", "Settle", "Spec", "kind"},
 			[]string{"HTTPTarget", "HostTarget"}},
 		{reflect.TypeFor[Tool](), []string{"Name", "Description", "InputSchema", "Defaults", "Target", "Timeout", "Action",
-			"Replay", "AttachWindow", "UntilResolved", "Approval", "Task", "Fingerprint"},
+			"Replay", "AttachWindow", "UntilResolved", "Approval", "Task", "Fingerprint", "NotifyCompleted"},
 			[]string{"HTTPAction", "CommandAction", "UpstreamAction"}},
 	} {
 		var common, embedded []string

@@ -36,7 +36,7 @@ var (
 	// toolKeysBefore and toolKeysAfter are the keys every tool takes; a
 	// kind's action keys go between them (the order of "known:" lists).
 	toolKeysBefore  = []string{"description", "input_schema", "defaults", "target"}
-	toolKeysAfter   = []string{"timeout", "replay", "attach_window", "approval", "task", "fingerprint"}
+	toolKeysAfter   = []string{"timeout", "replay", "attach_window", "approval", "task", "events", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
 	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
@@ -270,6 +270,7 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 		}
 	}
 	p.approvalAndWindow(t, f, what, replayOK)
+	p.events(t, f, what)
 	if te, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(te, what+": timeout")
 	}
@@ -457,5 +458,26 @@ func (p *parser) approvalAndWindow(t *Tool, f map[string]kv, what string, replay
 		}
 	} else if replayOK && t.SideEffecting() {
 		t.AttachWindow = DefaultAttachWindow
+	}
+}
+
+// events parses a tool's event opt-ins: `events: [completed]` sends an
+// event to the operator's sinks when an execution of the tool completes
+// (the other kinds are sent for every tool; controlplane/events).
+func (p *parser) events(t *Tool, f map[string]kv, what string) {
+	e, ok := f["events"]
+	if !ok {
+		return
+	}
+	names, nodes, ok := p.strList(e, what+": events")
+	if !ok {
+		return
+	}
+	for i, n := range names {
+		if n != "completed" {
+			p.addf(nodes[i], "%s: events: %q cannot be opted in per tool (only completed; the other kinds go to every sink that takes them)", what, n)
+			continue
+		}
+		t.NotifyCompleted = true
 	}
 }

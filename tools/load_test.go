@@ -57,3 +57,26 @@ func TestParseRefusesBadCatalogs(t *testing.T) {
 		})
 	}
 }
+
+func TestToolEventsOptIn(t *testing.T) {
+	const base = `
+targets:
+  api: {channel: http, base_url: "https://api.example.com", idempotency_header: Idempotency-Key}
+tools:
+  notify:
+    target: api
+    request: {method: POST, path: /n}
+    replay: idempotency_key
+`
+	cat, err := Parse("c.yaml", []byte(base+"    events: [completed]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cat.Tools["notify"].NotifyCompleted {
+		t.Errorf("events: [completed] did not set NotifyCompleted")
+	}
+	_, err = Parse("c.yaml", []byte(base+"    events: [needs_review]\n"))
+	if err == nil || !strings.Contains(err.Error(), `"needs_review" cannot be opted in per tool`) {
+		t.Errorf("events: [needs_review] = %v, want a refusal naming it", err)
+	}
+}

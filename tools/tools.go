@@ -142,6 +142,9 @@ type Tool struct {
 	// default (DefaultTaskSupport) when the contract has no `task` key.
 	Task        TaskSupport
 	Fingerprint Fingerprint
+	// NotifyCompleted: `events: [completed]`, an event goes to the
+	// operator's sinks when an execution of the tool completes.
+	NotifyCompleted bool
 }
 
 // SideEffecting reports whether calls of the tool change the world.

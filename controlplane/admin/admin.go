@@ -58,6 +58,8 @@ type Config struct {
 	Catalog Catalog
 	// Upstreams lists upstream MCP servers' tools (nil: none configured).
 	Upstreams Upstreams
+	// Events is the event outbox (events.go).
+	Events Events
 }
 
 // Service implements controlplanev1.AdminServer.
@@ -68,6 +70,7 @@ type Service struct {
 	tokens  Tokens
 	catalog Catalog
 	ups     Upstreams
+	events  Events
 }
 
 var _ controlplanev1.AdminServer = (*Service)(nil)
@@ -80,7 +83,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog, ups: cfg.Upstreams}, nil
+	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog, ups: cfg.Upstreams, events: cfg.Events}, nil
 }
 
 // Register adds the service to a gRPC server.

@@ -55,6 +55,7 @@ func commandTable() map[string]command {
 		"version":    {"print the version, VCS revision and Go version: latch version [--json]", runVersion},
 		"completion": {"print a shell completion script: latch completion bash|zsh|fish", runCompletion},
 		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
+		"events":     {"the event outbox of the running control plane: list [--pending|--dead] (each sink's delivery state) | replay [ID...] (dead letters, or the events named, again under the same IDs) | test SINK (send a signed test event now)", runEvents},
 		"store":      {"the PostgreSQL store: migrate --store URL | status --store URL", runStore},
 	}
 }

@@ -137,6 +137,8 @@ type (
 	tokenLine = jsonRecord[*recordv1.AgentToken]
 	// upstreamToolsJSON is `latch catalog upstream-tools NAME --json`.
 	upstreamToolsJSON = jsonRecord[*controlplanev1.ListUpstreamToolsResponse]
+	// eventsListJSON is `latch events list --json`.
+	eventsListJSON = jsonRecord[*controlplanev1.ListEventsResponse]
 	// versionJSON is `latch version --json`.
 	versionJSON = buildinfo.Info
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/channels"
+	"github.com/latchhq/latch/controlplane/events"
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/internal/actorname"
 	"github.com/latchhq/latch/internal/buildinfo"
@@ -72,6 +73,11 @@ type serveOptions struct {
 	frontIDs, operatorIDs                                     listFlag
 	frontUIDs, operatorUIDs                                   uidFlag
 	maxDesc                                                   *int
+	eventSinks                                                listFlag
+	eventConsole                                              *string
+	eventUnknownAfter                                         *time.Duration
+	eventMaxAttempts                                          *int
+	sinks                                                     []events.Sink
 	ops                                                       *opsFlags
 	fa                                                        api.FrontActors
 }
@@ -110,6 +116,10 @@ func serveFlags(env *Env) (*flag.FlagSet, *serveOptions) {
 	fs.Var(&o.frontUIDs, "front-uid", "a uid that may call agent-facing RPCs on the unix socket (an MCP front under its own account on this host; repeatable)")
 	fs.Var(&o.operatorUIDs, "operator-uid", "a uid that may call every RPC on the unix socket, besides the server's own uid and root (repeatable)")
 	o.maxDesc = fs.Int("upstream-max-description", stack.DefaultMaxDescription, "the longest upstream tool description agents see, in bytes; a longer one is cut with a note saying so")
+	fs.Var(&o.eventSinks, "event-sink", "an event sink: NAME url=https://… secret=CREDENTIAL [format=json|slack] [events=approval_requested,…] [allow_private=true] [ca_file=PATH]; secret names a bearer credential in the vault holding the whsec_ signing secret (docs/how-to/notifications.md) (repeatable)")
+	o.eventConsole = fs.String("event-console-url", "", "the console's base URL for the deep links in events (https://latch.example.com/ui/)")
+	o.eventUnknownAfter = fs.Duration("event-outcome-unknown-after", events.DefaultUnknownAfter, "send an outcome_unknown event for an execution unknown this long")
+	o.eventMaxAttempts = fs.Int("event-max-attempts", events.DefaultMaxAttempts, "attempts per sink before an event is dead-lettered (latch events replay sends it again)")
 	o.ops = addOpsFlags(fs, "")
 	return fs, o
 }
@@ -129,6 +139,16 @@ func parseServe(env *Env, args []string) (*flag.FlagSet, *serveOptions, error) {
 	}
 	if *o.maxDesc <= 0 {
 		return nil, nil, usagef("--upstream-max-description %d: want a positive number of bytes", *o.maxDesc)
+	}
+	for _, spec := range o.eventSinks {
+		sink, err := events.ParseSink(spec)
+		if err != nil {
+			return nil, nil, usagef("--event-sink: %v", err)
+		}
+		o.sinks = append(o.sinks, sink)
+	}
+	if *o.eventMaxAttempts <= 0 {
+		return nil, nil, usagef("--event-max-attempts %d: want a positive number", *o.eventMaxAttempts)
 	}
 	if *o.data == "" || *o.catalogPath == "" {
 		return nil, nil, usagef("--data and --catalog (data, catalog in a config file) are required (tools/examples/catalog.yaml is an example catalog)")
@@ -204,6 +224,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Logger: logger, Telemetry: ob.Telemetry, DataDir: *o.data, Store: *o.storeURL, Replica: *o.replica, LeaseTTL: *o.leaseTTL, Advertise: *o.advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *o.catalogPath), CheckpointCopy: *o.ckptCopy, WitnessURL: *o.witness.url, WitnessKey: witnessKey, CommandArgs: operatorArgs(*o.data),
 		VaultPath: *o.vaultPath, VaultKeyFile: *o.vaultKey, VaultPassphraseFile: *o.vaultPass, Actors: o.actors, Trusted: o.trusted, OpenSessions: *o.openSessions, BindRuns: *o.bindRuns,
 		FrontActors: o.fa, TCPAddr: *o.grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *o.maxDesc, Version: buildinfo.Read().Version,
+		Events: &events.Config{Sinks: o.sinks, ConsoleURL: *o.eventConsole, UnknownAfter: *o.eventUnknownAfter, MaxAttempts: *o.eventMaxAttempts},
 		Access: authz.Config{
 			FrontIdentities: o.frontIDs, OperatorIdentities: o.operatorIDs,
 			FrontUIDs: o.frontUIDs, OperatorUIDs: o.operatorUIDs,

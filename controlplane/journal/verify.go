@@ -423,7 +423,7 @@ func newVerification(src Source, verifierKey string, opts Options) (*verificatio
 	for _, k := range opts.WitnessKeys {
 		w, err := receipt.NewWitnessVerifier(k)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadKey, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadKey, err)
 		}
 		vr.witnesses = append(vr.witnesses, w)
 		vr.rep.Witnesses = append(vr.rep.Witnesses, w.Name())

@@ -61,6 +61,7 @@ import (
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/events"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/lease"
 	"github.com/latchhq/latch/controlplane/receipts"
@@ -176,6 +177,10 @@ type Config struct {
 	Access authz.Config
 	// Telemetry, when set, receives the metrics and spans (ops.go).
 	Telemetry *telemetry.Telemetry
+	// Events, when it has sinks, writes the event outbox with the journal
+	// and delivers it from the active replica (events.go); its Store,
+	// Logger and Holds are the server's.
+	Events *events.Config
 }
 
 // Server is a running control plane.
@@ -239,6 +244,9 @@ type Server struct {
 	tokenIndexReady chan struct{}
 
 	ops opsState // ops.go
+
+	// outbox delivers the event outbox (events.go; nil: no sinks).
+	outbox *events.Outbox
 }
 
 // keyPath is a key file of the data dir (datadir.Key).
@@ -338,6 +346,7 @@ func (s *Server) load(ctx context.Context) error {
 		return err
 	}
 	s.Store = st
+	optIn := s.eventSource(st)
 	// The token index first: the state check holds tokens against it.
 	if err := s.prepareTokenIndex(ctx, log, st); err != nil {
 		return err
@@ -403,6 +412,10 @@ func (s *Server) load(ctx context.Context) error {
 		Observer: engineObserver(cfg.Telemetry),
 	})
 	if err != nil {
+		return err
+	}
+	optIn.Store(eng)
+	if err := s.buildOutbox(st); err != nil {
 		return err
 	}
 	caller := cfg.Caller
@@ -805,6 +818,9 @@ func (s *Server) serveActive(ctx context.Context, g *errgroup.Group) {
 		return nil
 	})
 	g.Go(func() error { return s.checkpointLoop(ctx) })
+	if s.outbox != nil {
+		g.Go(func() error { return s.outbox.Run(ctx) })
+	}
 	g.Go(func() error { return s.watchTokens(ctx) })
 	g.Go(func() error { return s.watchSessions(ctx) })
 	if s.tokenIndexReady != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/latchhq/latch/controlplane/channels"
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/events"
 	"github.com/latchhq/latch/controlplane/mcpchannel"
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
@@ -93,6 +94,10 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// Version is the build's version, told to upstream MCP servers.
 	Version string
+	// Events configures the event sinks (server.Config.Events; nil or no
+	// sinks: none). Their signing secrets are read from the vault: the
+	// token of the bearer credential a sink's secret= names.
+	Events *events.Config
 }
 
 // Defaults of the flags that set Config fields.
@@ -266,7 +271,8 @@ func New(cfg Config) (*Stack, error) {
 		StaticTokens: cfg.StaticTokens, FrontActors: cfg.FrontActors,
 		// Called once the state is loaded (at takeover on PostgreSQL).
 		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
-			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams})
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams,
+				Events: admin.Events{Store: s.Store, Outbox: s.Outbox()}})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}
@@ -277,6 +283,7 @@ func New(cfg Config) (*Stack, error) {
 		TCPAddr: cfg.TCPAddr, TLS: cfg.TLS, Access: cfg.Access,
 		Sealer:    v.ArgumentSealer(),
 		Telemetry: cfg.Telemetry,
+		Events:    eventsConfig(cfg.Events, v),
 	})
 	if err != nil {
 		chans.Close()
@@ -380,4 +387,23 @@ func ensureDir(dir string) error {
 		return fmt.Errorf("create data dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// eventsConfig is c with the sinks' secrets read from v.
+func eventsConfig(c *events.Config, v *vault.Vault) *events.Config {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Secret = func(name string) (string, error) {
+		cred, err := v.Get(name)
+		if err != nil {
+			return "", err
+		}
+		if t := cred.Get("token"); t != "" {
+			return t, nil
+		}
+		return "", fmt.Errorf("credential %s holds no token: store the whsec_ secret with latch vault put %s --kind bearer", name, name)
+	}
+	return &out
 }

@@ -70,6 +70,11 @@ type Store struct {
 
 	// lazyDelay is lazyDelay; tests lengthen it before the first update.
 	lazyDelay time.Duration
+
+	// events derives outbox events from journal records (outbox.go);
+	// eventsC is signalled after a commit that wrote one.
+	events  EventSource
+	eventsC chan struct{}
 }
 
 type request struct {
@@ -101,6 +106,7 @@ func New(cfg Config) (*Store, error) {
 		done: make(chan struct{}),
 
 		lazyDelay: lazyDelay,
+		eventsC:   make(chan struct{}, 1),
 	}
 	v, err := cfg.KV.Get(journalSizeKey)
 	switch {
@@ -310,7 +316,7 @@ func (s *Store) writer() {
 // is sealed.
 func (s *Store) build(group []*request, prev *batch, size int64) *batch {
 	b := &batch{kv: s.kv, prev: prev, observed: s.onGroup != nil, writes: map[string]*Write{}, size: size, base: size,
-		committed: make(chan error, 1)}
+		committed: make(chan error, 1), events: s.events}
 	for _, r := range group {
 		s.add(b, r)
 	}
@@ -376,6 +382,12 @@ func (s *Store) commit(b *batch) {
 		s.sizeMu.Unlock()
 	}
 	b.committed <- nil
+	if b.wroteEvent {
+		select {
+		case s.eventsC <- struct{}{}:
+		default:
+		}
+	}
 	if s.onGroup != nil && len(b.order) > 0 {
 		s.onGroup(Group{Updates: len(b.group), Transitions: b.transitions})
 	}
@@ -425,6 +437,11 @@ type batch struct {
 	// collected when observed (OnGroup is set).
 	transitions []Transition
 	observed    bool
+
+	// events derives outbox events (outbox.go); wroteEvent is set when an
+	// update wrote one.
+	events     EventSource
+	wroteEvent bool
 }
 
 func (b *batch) get(key []byte) ([]byte, error) {
@@ -688,9 +705,12 @@ func (t *Tx) Append(e *recordv1.JournalEntry) (int64, error) {
 		return 0, fmt.Errorf("store: journal hashes: %w", err)
 	}
 	t.set(journalKey(n), encodeLeaf(hashes, data))
-	t.indexToken(e, n)   // tj/ (tokens.go)
-	t.indexSession(e, n) // sj/ (sessionindex.go)
-	t.indexSecret(e, n)  // xd/ (secretcheck.go)
+	t.indexToken(e, n)                  // tj/ (tokens.go)
+	t.indexSession(e, n)                // sj/ (sessionindex.go)
+	t.indexSecret(e, n)                 // xd/ (secretcheck.go)
+	if err := t.outbox(e); err != nil { // ob/, oq/ (outbox.go)
+		return 0, err
+	}
 	if tr, ok := transitionOf(e); ok && t.b.observed {
 		t.transitions = append(t.transitions, tr)
 	}

@@ -69,6 +69,9 @@ type Telemetry struct {
 	groupSize     prometheus.Histogram
 
 	approvals approvalSpans
+	// events are the latch_events_* collectors (events.go).
+	eventsOnce sync.Once
+	events     *EventMetrics
 	// settled queues the settled-execution log lines for logSettled; it is
 	// never closed (the store hook may still send), stop ends the logger.
 	settled   chan settledLine

@@ -166,7 +166,7 @@ func (c *Client) Cosign(ctx context.Context, size int64, note []byte) ([]byte, e
 		case http.StatusOK:
 			cosigned := append(bytes.Clone(note), body...)
 			if _, err := receipt.Cosignature(cosigned, c.verifier); err != nil {
-				return nil, fmt.Errorf("%w: its answer is not its valid cosignature of this checkpoint: %v", ErrRefused, err)
+				return nil, fmt.Errorf("%w: its answer is not its valid cosignature of this checkpoint: %w", ErrRefused, err)
 			}
 			c.known = size
 			return cosigned, nil
@@ -217,12 +217,12 @@ func (c *Client) post(ctx context.Context, body []byte) (int, []byte, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, c.endpoint, err)
+		return 0, nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, c.endpoint, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: read its answer: %v", ErrUnavailable, err)
+		return 0, nil, fmt.Errorf("%w: read its answer: %w", ErrUnavailable, err)
 	}
 	return resp.StatusCode, data, nil
 }

@@ -7,6 +7,7 @@
 package controlplanev1
 
 import (
+	v1 "github.com/latchhq/latch/proto/latch/record/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -22,6 +23,314 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ListEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only events still to be delivered (pending) or dead-lettered (dead).
+	Pending       bool  `protobuf:"varint,1,opt,name=pending,proto3" json:"pending,omitempty"`
+	Dead          bool  `protobuf:"varint,2,opt,name=dead,proto3" json:"dead,omitempty"`
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListEventsRequest) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+func (x *ListEventsRequest) GetDead() bool {
+	if x != nil {
+		return x.Dead
+	}
+	return false
+}
+
+func (x *ListEventsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*v1.OutboxEvent      `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The configured sinks' names.
+	Sinks         []string `protobuf:"bytes,2,rep,name=sinks,proto3" json:"sinks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListEventsResponse) GetEvents() []*v1.OutboxEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListEventsResponse) GetSinks() []string {
+	if x != nil {
+		return x.Sinks
+	}
+	return nil
+}
+
+type ReplayEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event IDs; empty: every dead-lettered event.
+	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayEventsRequest) Reset() {
+	*x = ReplayEventsRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayEventsRequest) ProtoMessage() {}
+
+func (x *ReplayEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayEventsRequest.ProtoReflect.Descriptor instead.
+func (*ReplayEventsRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReplayEventsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type ReplayEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requeued      int32                  `protobuf:"varint,1,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayEventsResponse) Reset() {
+	*x = ReplayEventsResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayEventsResponse) ProtoMessage() {}
+
+func (x *ReplayEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayEventsResponse.ProtoReflect.Descriptor instead.
+func (*ReplayEventsResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReplayEventsResponse) GetRequeued() int32 {
+	if x != nil {
+		return x.Requeued
+	}
+	return 0
+}
+
+type TestEventSinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sink          string                 `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestEventSinkRequest) Reset() {
+	*x = TestEventSinkRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestEventSinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestEventSinkRequest) ProtoMessage() {}
+
+func (x *TestEventSinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestEventSinkRequest.ProtoReflect.Descriptor instead.
+func (*TestEventSinkRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TestEventSinkRequest) GetSink() string {
+	if x != nil {
+		return x.Sink
+	}
+	return ""
+}
+
+type TestEventSinkResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Status  int32                  `protobuf:"varint,2,opt,name=status,proto3" json:"status,omitempty"`
+	// Why the delivery failed ("" when the sink answered 2xx).
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestEventSinkResponse) Reset() {
+	*x = TestEventSinkResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestEventSinkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestEventSinkResponse) ProtoMessage() {}
+
+func (x *TestEventSinkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestEventSinkResponse.ProtoReflect.Descriptor instead.
+func (*TestEventSinkResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TestEventSinkResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *TestEventSinkResponse) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *TestEventSinkResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type VaultStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -30,7 +339,7 @@ type VaultStatusRequest struct {
 
 func (x *VaultStatusRequest) Reset() {
 	*x = VaultStatusRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -42,7 +351,7 @@ func (x *VaultStatusRequest) String() string {
 func (*VaultStatusRequest) ProtoMessage() {}
 
 func (x *VaultStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -55,7 +364,7 @@ func (x *VaultStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultStatusRequest.ProtoReflect.Descriptor instead.
 func (*VaultStatusRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 type VaultStatusResponse struct {
@@ -72,7 +381,7 @@ type VaultStatusResponse struct {
 
 func (x *VaultStatusResponse) Reset() {
 	*x = VaultStatusResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -84,7 +393,7 @@ func (x *VaultStatusResponse) String() string {
 func (*VaultStatusResponse) ProtoMessage() {}
 
 func (x *VaultStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -97,7 +406,7 @@ func (x *VaultStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultStatusResponse.ProtoReflect.Descriptor instead.
 func (*VaultStatusResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *VaultStatusResponse) GetLocked() bool {
@@ -156,7 +465,7 @@ type VaultUnlockRequest struct {
 
 func (x *VaultUnlockRequest) Reset() {
 	*x = VaultUnlockRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +477,7 @@ func (x *VaultUnlockRequest) String() string {
 func (*VaultUnlockRequest) ProtoMessage() {}
 
 func (x *VaultUnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +490,7 @@ func (x *VaultUnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultUnlockRequest.ProtoReflect.Descriptor instead.
 func (*VaultUnlockRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VaultUnlockRequest) GetPassphrase() []byte {
@@ -214,7 +523,7 @@ type VaultUnlockResponse struct {
 
 func (x *VaultUnlockResponse) Reset() {
 	*x = VaultUnlockResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +535,7 @@ func (x *VaultUnlockResponse) String() string {
 func (*VaultUnlockResponse) ProtoMessage() {}
 
 func (x *VaultUnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +548,7 @@ func (x *VaultUnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultUnlockResponse.ProtoReflect.Descriptor instead.
 func (*VaultUnlockResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VaultUnlockResponse) GetStatus() *VaultStatusResponse {
@@ -257,7 +566,7 @@ type VaultLockRequest struct {
 
 func (x *VaultLockRequest) Reset() {
 	*x = VaultLockRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +578,7 @@ func (x *VaultLockRequest) String() string {
 func (*VaultLockRequest) ProtoMessage() {}
 
 func (x *VaultLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +591,7 @@ func (x *VaultLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultLockRequest.ProtoReflect.Descriptor instead.
 func (*VaultLockRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type VaultLockResponse struct {
@@ -294,7 +603,7 @@ type VaultLockResponse struct {
 
 func (x *VaultLockResponse) Reset() {
 	*x = VaultLockResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -306,7 +615,7 @@ func (x *VaultLockResponse) String() string {
 func (*VaultLockResponse) ProtoMessage() {}
 
 func (x *VaultLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -319,7 +628,7 @@ func (x *VaultLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultLockResponse.ProtoReflect.Descriptor instead.
 func (*VaultLockResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VaultLockResponse) GetStatus() *VaultStatusResponse {
@@ -365,7 +674,7 @@ type VaultPutRequest struct {
 
 func (x *VaultPutRequest) Reset() {
 	*x = VaultPutRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +686,7 @@ func (x *VaultPutRequest) String() string {
 func (*VaultPutRequest) ProtoMessage() {}
 
 func (x *VaultPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +699,7 @@ func (x *VaultPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultPutRequest.ProtoReflect.Descriptor instead.
 func (*VaultPutRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VaultPutRequest) GetName() string {
@@ -534,7 +843,7 @@ type VaultPutResponse struct {
 
 func (x *VaultPutResponse) Reset() {
 	*x = VaultPutResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +855,7 @@ func (x *VaultPutResponse) String() string {
 func (*VaultPutResponse) ProtoMessage() {}
 
 func (x *VaultPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +868,7 @@ func (x *VaultPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultPutResponse.ProtoReflect.Descriptor instead.
 func (*VaultPutResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 type VaultListRequest struct {
@@ -570,7 +879,7 @@ type VaultListRequest struct {
 
 func (x *VaultListRequest) Reset() {
 	*x = VaultListRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +891,7 @@ func (x *VaultListRequest) String() string {
 func (*VaultListRequest) ProtoMessage() {}
 
 func (x *VaultListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +904,7 @@ func (x *VaultListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultListRequest.ProtoReflect.Descriptor instead.
 func (*VaultListRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type VaultListResponse struct {
@@ -607,7 +916,7 @@ type VaultListResponse struct {
 
 func (x *VaultListResponse) Reset() {
 	*x = VaultListResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +928,7 @@ func (x *VaultListResponse) String() string {
 func (*VaultListResponse) ProtoMessage() {}
 
 func (x *VaultListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +941,7 @@ func (x *VaultListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultListResponse.ProtoReflect.Descriptor instead.
 func (*VaultListResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VaultListResponse) GetNames() []string {
@@ -657,7 +966,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +978,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +991,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTokenRequest) GetActor() string {
@@ -719,7 +1028,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +1040,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +1053,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -787,7 +1096,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +1108,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +1121,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListTokensRequest) GetAll() bool {
@@ -850,7 +1159,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +1171,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +1184,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TokenInfo) GetId() string {
@@ -957,7 +1266,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1278,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1291,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1004,7 +1313,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1325,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1338,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeTokenRequest) GetIdOrActor() string {
@@ -1055,7 +1364,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1376,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1389,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RevokeTokenResponse) GetRevoked() int32 {
@@ -1098,7 +1407,7 @@ type ReloadCatalogRequest struct {
 
 func (x *ReloadCatalogRequest) Reset() {
 	*x = ReloadCatalogRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1419,7 @@ func (x *ReloadCatalogRequest) String() string {
 func (*ReloadCatalogRequest) ProtoMessage() {}
 
 func (x *ReloadCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1432,7 @@ func (x *ReloadCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ReloadCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 type ReloadCatalogResponse struct {
@@ -1149,7 +1458,7 @@ type ReloadCatalogResponse struct {
 
 func (x *ReloadCatalogResponse) Reset() {
 	*x = ReloadCatalogResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1470,7 @@ func (x *ReloadCatalogResponse) String() string {
 func (*ReloadCatalogResponse) ProtoMessage() {}
 
 func (x *ReloadCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1483,7 @@ func (x *ReloadCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ReloadCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReloadCatalogResponse) GetVersion() string {
@@ -1236,7 +1545,7 @@ type HeldTool struct {
 
 func (x *HeldTool) Reset() {
 	*x = HeldTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1557,7 @@ func (x *HeldTool) String() string {
 func (*HeldTool) ProtoMessage() {}
 
 func (x *HeldTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1570,7 @@ func (x *HeldTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldTool.ProtoReflect.Descriptor instead.
 func (*HeldTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeldTool) GetTool() string {
@@ -1286,7 +1595,7 @@ type CatalogStatusRequest struct {
 
 func (x *CatalogStatusRequest) Reset() {
 	*x = CatalogStatusRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1607,7 @@ func (x *CatalogStatusRequest) String() string {
 func (*CatalogStatusRequest) ProtoMessage() {}
 
 func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1620,7 @@ func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusRequest.ProtoReflect.Descriptor instead.
 func (*CatalogStatusRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 type CatalogStatusResponse struct {
@@ -1334,7 +1643,7 @@ type CatalogStatusResponse struct {
 
 func (x *CatalogStatusResponse) Reset() {
 	*x = CatalogStatusResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1655,7 @@ func (x *CatalogStatusResponse) String() string {
 func (*CatalogStatusResponse) ProtoMessage() {}
 
 func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1668,7 @@ func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusResponse.ProtoReflect.Descriptor instead.
 func (*CatalogStatusResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CatalogStatusResponse) GetVersion() string {
@@ -1419,7 +1728,7 @@ type CatalogTool struct {
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1740,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1753,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CatalogTool) GetName() string {
@@ -1485,7 +1794,7 @@ type ListUpstreamToolsRequest struct {
 
 func (x *ListUpstreamToolsRequest) Reset() {
 	*x = ListUpstreamToolsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1806,7 @@ func (x *ListUpstreamToolsRequest) String() string {
 func (*ListUpstreamToolsRequest) ProtoMessage() {}
 
 func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1819,7 @@ func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListUpstreamToolsRequest) GetUpstream() string {
@@ -1533,7 +1842,7 @@ type ListUpstreamToolsResponse struct {
 
 func (x *ListUpstreamToolsResponse) Reset() {
 	*x = ListUpstreamToolsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1854,7 @@ func (x *ListUpstreamToolsResponse) String() string {
 func (*ListUpstreamToolsResponse) ProtoMessage() {}
 
 func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1867,7 @@ func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListUpstreamToolsResponse) GetUpstream() string {
@@ -1597,7 +1906,7 @@ type AcceptUpstreamToolRequest struct {
 
 func (x *AcceptUpstreamToolRequest) Reset() {
 	*x = AcceptUpstreamToolRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1918,7 @@ func (x *AcceptUpstreamToolRequest) String() string {
 func (*AcceptUpstreamToolRequest) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1931,7 @@ func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolRequest.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AcceptUpstreamToolRequest) GetTool() string {
@@ -1664,7 +1973,7 @@ type AcceptUpstreamToolResponse struct {
 
 func (x *AcceptUpstreamToolResponse) Reset() {
 	*x = AcceptUpstreamToolResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1985,7 @@ func (x *AcceptUpstreamToolResponse) String() string {
 func (*AcceptUpstreamToolResponse) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1998,7 @@ func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolResponse.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AcceptUpstreamToolResponse) GetTool() string {
@@ -1759,7 +2068,7 @@ type UpstreamTool struct {
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +2080,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +2093,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -1861,7 +2170,24 @@ var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x14\n" +
+	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1clatch/record/v1/record.proto\"W\n" +
+	"\x11ListEventsRequest\x12\x18\n" +
+	"\apending\x18\x01 \x01(\bR\apending\x12\x12\n" +
+	"\x04dead\x18\x02 \x01(\bR\x04dead\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"`\n" +
+	"\x12ListEventsResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.latch.record.v1.OutboxEventR\x06events\x12\x14\n" +
+	"\x05sinks\x18\x02 \x03(\tR\x05sinks\"'\n" +
+	"\x13ReplayEventsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"2\n" +
+	"\x14ReplayEventsResponse\x12\x1a\n" +
+	"\brequeued\x18\x01 \x01(\x05R\brequeued\"*\n" +
+	"\x14TestEventSinkRequest\x12\x12\n" +
+	"\x04sink\x18\x01 \x01(\tR\x04sink\"`\n" +
+	"\x15TestEventSinkResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x14\n" +
 	"\x12VaultStatusRequest\"\xa7\x01\n" +
 	"\x13VaultStatusResponse\x12\x16\n" +
 	"\x06locked\x18\x01 \x01(\bR\x06locked\x12 \n" +
@@ -2002,7 +2328,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\vpinned_hash\x18\t \x01(\tR\n" +
 	"pinnedHash\x12\x12\n" +
 	"\x04diff\x18\n" +
-	" \x01(\tR\x04diff2\xea\t\n" +
+	" \x01(\tR\x04diff2\xa2\f\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -2016,7 +2342,11 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\rReloadCatalog\x12+.latch.controlplane.v1.ReloadCatalogRequest\x1a,.latch.controlplane.v1.ReloadCatalogResponse\x12j\n" +
 	"\rCatalogStatus\x12+.latch.controlplane.v1.CatalogStatusRequest\x1a,.latch.controlplane.v1.CatalogStatusResponse\x12v\n" +
 	"\x11ListUpstreamTools\x12/.latch.controlplane.v1.ListUpstreamToolsRequest\x1a0.latch.controlplane.v1.ListUpstreamToolsResponse\x12y\n" +
-	"\x12AcceptUpstreamTool\x120.latch.controlplane.v1.AcceptUpstreamToolRequest\x1a1.latch.controlplane.v1.AcceptUpstreamToolResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\x12AcceptUpstreamTool\x120.latch.controlplane.v1.AcceptUpstreamToolRequest\x1a1.latch.controlplane.v1.AcceptUpstreamToolResponse\x12a\n" +
+	"\n" +
+	"ListEvents\x12(.latch.controlplane.v1.ListEventsRequest\x1a).latch.controlplane.v1.ListEventsResponse\x12g\n" +
+	"\fReplayEvents\x12*.latch.controlplane.v1.ReplayEventsRequest\x1a+.latch.controlplane.v1.ReplayEventsResponse\x12j\n" +
+	"\rTestEventSink\x12+.latch.controlplane.v1.TestEventSinkRequest\x1a,.latch.controlplane.v1.TestEventSinkResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -2030,78 +2360,92 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
-	(*VaultStatusRequest)(nil),         // 0: latch.controlplane.v1.VaultStatusRequest
-	(*VaultStatusResponse)(nil),        // 1: latch.controlplane.v1.VaultStatusResponse
-	(*VaultUnlockRequest)(nil),         // 2: latch.controlplane.v1.VaultUnlockRequest
-	(*VaultUnlockResponse)(nil),        // 3: latch.controlplane.v1.VaultUnlockResponse
-	(*VaultLockRequest)(nil),           // 4: latch.controlplane.v1.VaultLockRequest
-	(*VaultLockResponse)(nil),          // 5: latch.controlplane.v1.VaultLockResponse
-	(*VaultPutRequest)(nil),            // 6: latch.controlplane.v1.VaultPutRequest
-	(*VaultPutResponse)(nil),           // 7: latch.controlplane.v1.VaultPutResponse
-	(*VaultListRequest)(nil),           // 8: latch.controlplane.v1.VaultListRequest
-	(*VaultListResponse)(nil),          // 9: latch.controlplane.v1.VaultListResponse
-	(*CreateTokenRequest)(nil),         // 10: latch.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 11: latch.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 12: latch.controlplane.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 13: latch.controlplane.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 14: latch.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 15: latch.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 16: latch.controlplane.v1.RevokeTokenResponse
-	(*ReloadCatalogRequest)(nil),       // 17: latch.controlplane.v1.ReloadCatalogRequest
-	(*ReloadCatalogResponse)(nil),      // 18: latch.controlplane.v1.ReloadCatalogResponse
-	(*HeldTool)(nil),                   // 19: latch.controlplane.v1.HeldTool
-	(*CatalogStatusRequest)(nil),       // 20: latch.controlplane.v1.CatalogStatusRequest
-	(*CatalogStatusResponse)(nil),      // 21: latch.controlplane.v1.CatalogStatusResponse
-	(*CatalogTool)(nil),                // 22: latch.controlplane.v1.CatalogTool
-	(*ListUpstreamToolsRequest)(nil),   // 23: latch.controlplane.v1.ListUpstreamToolsRequest
-	(*ListUpstreamToolsResponse)(nil),  // 24: latch.controlplane.v1.ListUpstreamToolsResponse
-	(*AcceptUpstreamToolRequest)(nil),  // 25: latch.controlplane.v1.AcceptUpstreamToolRequest
-	(*AcceptUpstreamToolResponse)(nil), // 26: latch.controlplane.v1.AcceptUpstreamToolResponse
-	(*UpstreamTool)(nil),               // 27: latch.controlplane.v1.UpstreamTool
-	nil,                                // 28: latch.controlplane.v1.VaultPutRequest.FieldsEntry
-	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
+	(*ListEventsRequest)(nil),          // 0: latch.controlplane.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),         // 1: latch.controlplane.v1.ListEventsResponse
+	(*ReplayEventsRequest)(nil),        // 2: latch.controlplane.v1.ReplayEventsRequest
+	(*ReplayEventsResponse)(nil),       // 3: latch.controlplane.v1.ReplayEventsResponse
+	(*TestEventSinkRequest)(nil),       // 4: latch.controlplane.v1.TestEventSinkRequest
+	(*TestEventSinkResponse)(nil),      // 5: latch.controlplane.v1.TestEventSinkResponse
+	(*VaultStatusRequest)(nil),         // 6: latch.controlplane.v1.VaultStatusRequest
+	(*VaultStatusResponse)(nil),        // 7: latch.controlplane.v1.VaultStatusResponse
+	(*VaultUnlockRequest)(nil),         // 8: latch.controlplane.v1.VaultUnlockRequest
+	(*VaultUnlockResponse)(nil),        // 9: latch.controlplane.v1.VaultUnlockResponse
+	(*VaultLockRequest)(nil),           // 10: latch.controlplane.v1.VaultLockRequest
+	(*VaultLockResponse)(nil),          // 11: latch.controlplane.v1.VaultLockResponse
+	(*VaultPutRequest)(nil),            // 12: latch.controlplane.v1.VaultPutRequest
+	(*VaultPutResponse)(nil),           // 13: latch.controlplane.v1.VaultPutResponse
+	(*VaultListRequest)(nil),           // 14: latch.controlplane.v1.VaultListRequest
+	(*VaultListResponse)(nil),          // 15: latch.controlplane.v1.VaultListResponse
+	(*CreateTokenRequest)(nil),         // 16: latch.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 17: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 18: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 19: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 20: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 21: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 22: latch.controlplane.v1.RevokeTokenResponse
+	(*ReloadCatalogRequest)(nil),       // 23: latch.controlplane.v1.ReloadCatalogRequest
+	(*ReloadCatalogResponse)(nil),      // 24: latch.controlplane.v1.ReloadCatalogResponse
+	(*HeldTool)(nil),                   // 25: latch.controlplane.v1.HeldTool
+	(*CatalogStatusRequest)(nil),       // 26: latch.controlplane.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil),      // 27: latch.controlplane.v1.CatalogStatusResponse
+	(*CatalogTool)(nil),                // 28: latch.controlplane.v1.CatalogTool
+	(*ListUpstreamToolsRequest)(nil),   // 29: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil),  // 30: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*AcceptUpstreamToolRequest)(nil),  // 31: latch.controlplane.v1.AcceptUpstreamToolRequest
+	(*AcceptUpstreamToolResponse)(nil), // 32: latch.controlplane.v1.AcceptUpstreamToolResponse
+	(*UpstreamTool)(nil),               // 33: latch.controlplane.v1.UpstreamTool
+	nil,                                // 34: latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	(*v1.OutboxEvent)(nil),             // 35: latch.record.v1.OutboxEvent
+	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
-	1,  // 0: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	1,  // 1: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	28, // 2: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
-	13, // 3: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	19, // 4: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	29, // 5: latch.controlplane.v1.CatalogStatusResponse.loaded_at:type_name -> google.protobuf.Timestamp
-	22, // 6: latch.controlplane.v1.CatalogStatusResponse.tools:type_name -> latch.controlplane.v1.CatalogTool
-	19, // 7: latch.controlplane.v1.CatalogStatusResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	27, // 8: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
-	0,  // 9: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	2,  // 10: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	4,  // 11: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	6,  // 12: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	8,  // 13: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	10, // 14: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	12, // 15: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	15, // 16: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	17, // 17: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	20, // 18: latch.controlplane.v1.Admin.CatalogStatus:input_type -> latch.controlplane.v1.CatalogStatusRequest
-	23, // 19: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	25, // 20: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
-	1,  // 21: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	3,  // 22: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	5,  // 23: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	7,  // 24: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	9,  // 25: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	11, // 26: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	14, // 27: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	16, // 28: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	18, // 29: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	21, // 30: latch.controlplane.v1.Admin.CatalogStatus:output_type -> latch.controlplane.v1.CatalogStatusResponse
-	24, // 31: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	26, // 32: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
-	21, // [21:33] is the sub-list for method output_type
-	9,  // [9:21] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	35, // 0: latch.controlplane.v1.ListEventsResponse.events:type_name -> latch.record.v1.OutboxEvent
+	7,  // 1: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
+	7,  // 2: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
+	34, // 3: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	19, // 4: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
+	25, // 5: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	36, // 6: latch.controlplane.v1.CatalogStatusResponse.loaded_at:type_name -> google.protobuf.Timestamp
+	28, // 7: latch.controlplane.v1.CatalogStatusResponse.tools:type_name -> latch.controlplane.v1.CatalogTool
+	25, // 8: latch.controlplane.v1.CatalogStatusResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	33, // 9: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	6,  // 10: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	8,  // 11: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	10, // 12: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	12, // 13: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	14, // 14: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	16, // 15: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	18, // 16: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	21, // 17: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	23, // 18: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	26, // 19: latch.controlplane.v1.Admin.CatalogStatus:input_type -> latch.controlplane.v1.CatalogStatusRequest
+	29, // 20: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	31, // 21: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	0,  // 22: latch.controlplane.v1.Admin.ListEvents:input_type -> latch.controlplane.v1.ListEventsRequest
+	2,  // 23: latch.controlplane.v1.Admin.ReplayEvents:input_type -> latch.controlplane.v1.ReplayEventsRequest
+	4,  // 24: latch.controlplane.v1.Admin.TestEventSink:input_type -> latch.controlplane.v1.TestEventSinkRequest
+	7,  // 25: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	9,  // 26: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	11, // 27: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	13, // 28: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	15, // 29: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	17, // 30: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	20, // 31: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	22, // 32: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	24, // 33: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	27, // 34: latch.controlplane.v1.Admin.CatalogStatus:output_type -> latch.controlplane.v1.CatalogStatusResponse
+	30, // 35: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	32, // 36: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	1,  // 37: latch.controlplane.v1.Admin.ListEvents:output_type -> latch.controlplane.v1.ListEventsResponse
+	3,  // 38: latch.controlplane.v1.Admin.ReplayEvents:output_type -> latch.controlplane.v1.ReplayEventsResponse
+	5,  // 39: latch.controlplane.v1.Admin.TestEventSink:output_type -> latch.controlplane.v1.TestEventSinkResponse
+	25, // [25:40] is the sub-list for method output_type
+	10, // [10:25] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -2115,7 +2459,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

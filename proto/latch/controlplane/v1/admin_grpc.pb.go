@@ -31,6 +31,9 @@ const (
 	Admin_CatalogStatus_FullMethodName      = "/latch.controlplane.v1.Admin/CatalogStatus"
 	Admin_ListUpstreamTools_FullMethodName  = "/latch.controlplane.v1.Admin/ListUpstreamTools"
 	Admin_AcceptUpstreamTool_FullMethodName = "/latch.controlplane.v1.Admin/AcceptUpstreamTool"
+	Admin_ListEvents_FullMethodName         = "/latch.controlplane.v1.Admin/ListEvents"
+	Admin_ReplayEvents_FullMethodName       = "/latch.controlplane.v1.Admin/ReplayEvents"
+	Admin_TestEventSink_FullMethodName      = "/latch.controlplane.v1.Admin/TestEventSink"
 )
 
 // AdminClient is the client API for Admin service.
@@ -72,6 +75,15 @@ type AdminClient interface {
 	// annotations as the upstream offers them now, releasing a held change
 	// (journaled: upstream_tool_accepted). It answers the diff it accepted.
 	AcceptUpstreamTool(ctx context.Context, in *AcceptUpstreamToolRequest, opts ...grpc.CallOption) (*AcceptUpstreamToolResponse, error)
+	// ListEvents lists the event outbox with each sink's delivery state
+	// (latch events list).
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// ReplayEvents queues events again under their IDs: the named ones, or
+	// every dead-lettered delivery (latch events replay).
+	ReplayEvents(ctx context.Context, in *ReplayEventsRequest, opts ...grpc.CallOption) (*ReplayEventsResponse, error)
+	// TestEventSink sends a signed test event to one sink now and answers
+	// what it said (latch events test SINK); nothing is stored.
+	TestEventSink(ctx context.Context, in *TestEventSinkRequest, opts ...grpc.CallOption) (*TestEventSinkResponse, error)
 }
 
 type adminClient struct {
@@ -202,6 +214,36 @@ func (c *adminClient) AcceptUpstreamTool(ctx context.Context, in *AcceptUpstream
 	return out, nil
 }
 
+func (c *adminClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ReplayEvents(ctx context.Context, in *ReplayEventsRequest, opts ...grpc.CallOption) (*ReplayEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReplayEventsResponse)
+	err := c.cc.Invoke(ctx, Admin_ReplayEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) TestEventSink(ctx context.Context, in *TestEventSinkRequest, opts ...grpc.CallOption) (*TestEventSinkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestEventSinkResponse)
+	err := c.cc.Invoke(ctx, Admin_TestEventSink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -241,6 +283,15 @@ type AdminServer interface {
 	// annotations as the upstream offers them now, releasing a held change
 	// (journaled: upstream_tool_accepted). It answers the diff it accepted.
 	AcceptUpstreamTool(context.Context, *AcceptUpstreamToolRequest) (*AcceptUpstreamToolResponse, error)
+	// ListEvents lists the event outbox with each sink's delivery state
+	// (latch events list).
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// ReplayEvents queues events again under their IDs: the named ones, or
+	// every dead-lettered delivery (latch events replay).
+	ReplayEvents(context.Context, *ReplayEventsRequest) (*ReplayEventsResponse, error)
+	// TestEventSink sends a signed test event to one sink now and answers
+	// what it said (latch events test SINK); nothing is stored.
+	TestEventSink(context.Context, *TestEventSinkRequest) (*TestEventSinkResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -286,6 +337,15 @@ func (UnimplementedAdminServer) ListUpstreamTools(context.Context, *ListUpstream
 }
 func (UnimplementedAdminServer) AcceptUpstreamTool(context.Context, *AcceptUpstreamToolRequest) (*AcceptUpstreamToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcceptUpstreamTool not implemented")
+}
+func (UnimplementedAdminServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedAdminServer) ReplayEvents(context.Context, *ReplayEventsRequest) (*ReplayEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReplayEvents not implemented")
+}
+func (UnimplementedAdminServer) TestEventSink(context.Context, *TestEventSinkRequest) (*TestEventSinkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestEventSink not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -524,6 +584,60 @@ func _Admin_AcceptUpstreamTool_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ReplayEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReplayEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ReplayEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ReplayEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ReplayEvents(ctx, req.(*ReplayEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_TestEventSink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestEventSinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TestEventSink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TestEventSink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TestEventSink(ctx, req.(*TestEventSinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -578,6 +692,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptUpstreamTool",
 			Handler:    _Admin_AcceptUpstreamTool_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _Admin_ListEvents_Handler,
+		},
+		{
+			MethodName: "ReplayEvents",
+			Handler:    _Admin_ReplayEvents_Handler,
+		},
+		{
+			MethodName: "TestEventSink",
+			Handler:    _Admin_TestEventSink_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -615,6 +615,74 @@ func (SessionState) EnumDescriptor() ([]byte, []int) {
 	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
+// EventKind is what an outbox event tells people (controlplane/events).
+type EventKind int32
+
+const (
+	EventKind_EVENT_KIND_UNSPECIFIED EventKind = 0
+	// An execution waits for an operator's approval (awaiting_approval).
+	EventKind_EVENT_KIND_APPROVAL_REQUESTED EventKind = 1
+	// A new agent session waits for an operator's authorization.
+	EventKind_EVENT_KIND_SESSION_AWAITING_AUTHORIZATION EventKind = 2
+	// An execution has been outcome_unknown longer than the configured bound.
+	EventKind_EVENT_KIND_OUTCOME_UNKNOWN EventKind = 3
+	// An execution needs an operator's review (needs_review).
+	EventKind_EVENT_KIND_NEEDS_REVIEW EventKind = 4
+	// An execution left outcome_unknown or needs_review: evidence settled it.
+	EventKind_EVENT_KIND_OUTCOME_RESOLVED EventKind = 5
+	// An execution of a tool that opted in completed.
+	EventKind_EVENT_KIND_COMPLETED EventKind = 6
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0: "EVENT_KIND_UNSPECIFIED",
+		1: "EVENT_KIND_APPROVAL_REQUESTED",
+		2: "EVENT_KIND_SESSION_AWAITING_AUTHORIZATION",
+		3: "EVENT_KIND_OUTCOME_UNKNOWN",
+		4: "EVENT_KIND_NEEDS_REVIEW",
+		5: "EVENT_KIND_OUTCOME_RESOLVED",
+		6: "EVENT_KIND_COMPLETED",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED":                    0,
+		"EVENT_KIND_APPROVAL_REQUESTED":             1,
+		"EVENT_KIND_SESSION_AWAITING_AUTHORIZATION": 2,
+		"EVENT_KIND_OUTCOME_UNKNOWN":                3,
+		"EVENT_KIND_NEEDS_REVIEW":                   4,
+		"EVENT_KIND_OUTCOME_RESOLVED":               5,
+		"EVENT_KIND_COMPLETED":                      6,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_latch_record_v1_record_proto_enumTypes[8].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_latch_record_v1_record_proto_enumTypes[8]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+}
+
 // Evidence is protocol correlation: recorded, never used to decide.
 type Evidence struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -2318,6 +2386,264 @@ func (x *Session) GetEndedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// OutboxEvent is one event of the durable outbox (store key ob/<id>),
+// written in the same commit as the journal record that caused it, and
+// the delivery state of each sink that takes it.
+type OutboxEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "evt_" + the causing journal index (16 hex digits), or + "u_" and the
+	// execution ID for the timed outcome_unknown event: the receivers'
+	// idempotency key (webhook-id).
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Kind         EventKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=latch.record.v1.EventKind" json:"kind,omitempty"`
+	Time         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	JournalIndex uint64                 `protobuf:"varint,4,opt,name=journal_index,json=journalIndex,proto3" json:"journal_index,omitempty"`
+	ExecutionId  string                 `protobuf:"bytes,5,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	SessionId    string                 `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Actor        string                 `protobuf:"bytes,7,opt,name=actor,proto3" json:"actor,omitempty"`
+	Tool         string                 `protobuf:"bytes,8,opt,name=tool,proto3" json:"tool,omitempty"`
+	State        State                  `protobuf:"varint,9,opt,name=state,proto3,enum=latch.record.v1.State" json:"state,omitempty"`
+	Outcome      Outcome                `protobuf:"varint,10,opt,name=outcome,proto3,enum=latch.record.v1.Outcome" json:"outcome,omitempty"`
+	TargetStatus int32                  `protobuf:"varint,11,opt,name=target_status,json=targetStatus,proto3" json:"target_status,omitempty"`
+	Reason       string                 `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The evidence that resolved an execution: the entry kind of the record
+	// that settled it ("recovery", "resolve") and its result reference.
+	ResolvedBy    string           `protobuf:"bytes,13,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`
+	ResultRef     string           `protobuf:"bytes,14,opt,name=result_ref,json=resultRef,proto3" json:"result_ref,omitempty"`
+	Deliveries    []*EventDelivery `protobuf:"bytes,15,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxEvent) Reset() {
+	*x = OutboxEvent{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxEvent) ProtoMessage() {}
+
+func (x *OutboxEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxEvent.ProtoReflect.Descriptor instead.
+func (*OutboxEvent) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *OutboxEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetKind() EventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EventKind_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *OutboxEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *OutboxEvent) GetJournalIndex() uint64 {
+	if x != nil {
+		return x.JournalIndex
+	}
+	return 0
+}
+
+func (x *OutboxEvent) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetState() State {
+	if x != nil {
+		return x.State
+	}
+	return State_STATE_UNSPECIFIED
+}
+
+func (x *OutboxEvent) GetOutcome() Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *OutboxEvent) GetTargetStatus() int32 {
+	if x != nil {
+		return x.TargetStatus
+	}
+	return 0
+}
+
+func (x *OutboxEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetResultRef() string {
+	if x != nil {
+		return x.ResultRef
+	}
+	return ""
+}
+
+func (x *OutboxEvent) GetDeliveries() []*EventDelivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+// EventDelivery is one sink's delivery state of an outbox event.
+type EventDelivery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sink          string                 `protobuf:"bytes,1,opt,name=sink,proto3" json:"sink,omitempty"`
+	Attempts      int32                  `protobuf:"varint,2,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextAttemptAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=next_attempt_at,json=nextAttemptAt,proto3" json:"next_attempt_at,omitempty"`
+	DeliveredAt   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=delivered_at,json=deliveredAt,proto3" json:"delivered_at,omitempty"`
+	// Dead-lettered after the attempt bound; replay clears it.
+	Dead          bool   `protobuf:"varint,5,opt,name=dead,proto3" json:"dead,omitempty"`
+	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastStatus    int32  `protobuf:"varint,7,opt,name=last_status,json=lastStatus,proto3" json:"last_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventDelivery) Reset() {
+	*x = EventDelivery{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventDelivery) ProtoMessage() {}
+
+func (x *EventDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventDelivery.ProtoReflect.Descriptor instead.
+func (*EventDelivery) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EventDelivery) GetSink() string {
+	if x != nil {
+		return x.Sink
+	}
+	return ""
+}
+
+func (x *EventDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *EventDelivery) GetNextAttemptAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextAttemptAt
+	}
+	return nil
+}
+
+func (x *EventDelivery) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
+func (x *EventDelivery) GetDead() bool {
+	if x != nil {
+		return x.Dead
+	}
+	return false
+}
+
+func (x *EventDelivery) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *EventDelivery) GetLastStatus() int32 {
+	if x != nil {
+		return x.LastStatus
+	}
+	return 0
+}
+
 var File_latch_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_latch_record_v1_record_proto_rawDesc = "" +
@@ -2507,7 +2833,39 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"lastSeenAt\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x12\x18\n" +
 	"\atrusted\x18\r \x01(\bR\atrusted\x125\n" +
-	"\bended_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt*\x99\x02\n" +
+	"\bended_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xad\x04\n" +
+	"\vOutboxEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.latch.record.v1.EventKindR\x04kind\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
+	"\rjournal_index\x18\x04 \x01(\x04R\fjournalIndex\x12!\n" +
+	"\fexecution_id\x18\x05 \x01(\tR\vexecutionId\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\x12\x14\n" +
+	"\x05actor\x18\a \x01(\tR\x05actor\x12\x12\n" +
+	"\x04tool\x18\b \x01(\tR\x04tool\x12,\n" +
+	"\x05state\x18\t \x01(\x0e2\x16.latch.record.v1.StateR\x05state\x122\n" +
+	"\aoutcome\x18\n" +
+	" \x01(\x0e2\x18.latch.record.v1.OutcomeR\aoutcome\x12#\n" +
+	"\rtarget_status\x18\v \x01(\x05R\ftargetStatus\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12\x1f\n" +
+	"\vresolved_by\x18\r \x01(\tR\n" +
+	"resolvedBy\x12\x1d\n" +
+	"\n" +
+	"result_ref\x18\x0e \x01(\tR\tresultRef\x12>\n" +
+	"\n" +
+	"deliveries\x18\x0f \x03(\v2\x1e.latch.record.v1.EventDeliveryR\n" +
+	"deliveries\"\x96\x02\n" +
+	"\rEventDelivery\x12\x12\n" +
+	"\x04sink\x18\x01 \x01(\tR\x04sink\x12\x1a\n" +
+	"\battempts\x18\x02 \x01(\x05R\battempts\x12B\n" +
+	"\x0fnext_attempt_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\rnextAttemptAt\x12=\n" +
+	"\fdelivered_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliveredAt\x12\x12\n" +
+	"\x04dead\x18\x05 \x01(\bR\x04dead\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12\x1f\n" +
+	"\vlast_status\x18\a \x01(\x05R\n" +
+	"lastStatus*\x99\x02\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATE_ACCEPTED\x10\x01\x12\x1b\n" +
@@ -2588,7 +2946,15 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SESSION_STATE_PENDING\x10\x01\x12\x1c\n" +
 	"\x18SESSION_STATE_AUTHORIZED\x10\x02\x12\x19\n" +
-	"\x15SESSION_STATE_REVOKED\x10\x03B9Z7github.com/latchhq/latch/proto/latch/record/v1;recordv1b\x06proto3"
+	"\x15SESSION_STATE_REVOKED\x10\x03*\xf1\x01\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dEVENT_KIND_APPROVAL_REQUESTED\x10\x01\x12-\n" +
+	")EVENT_KIND_SESSION_AWAITING_AUTHORIZATION\x10\x02\x12\x1e\n" +
+	"\x1aEVENT_KIND_OUTCOME_UNKNOWN\x10\x03\x12\x1b\n" +
+	"\x17EVENT_KIND_NEEDS_REVIEW\x10\x04\x12\x1f\n" +
+	"\x1bEVENT_KIND_OUTCOME_RESOLVED\x10\x05\x12\x18\n" +
+	"\x14EVENT_KIND_COMPLETED\x10\x06B9Z7github.com/latchhq/latch/proto/latch/record/v1;recordv1b\x06proto3"
 
 var (
 	file_latch_record_v1_record_proto_rawDescOnce sync.Once
@@ -2602,8 +2968,8 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 	return file_latch_record_v1_record_proto_rawDescData
 }
 
-var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -2613,72 +2979,82 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(ReasonCode)(0),               // 5: latch.record.v1.ReasonCode
 	(EntryKind)(0),                // 6: latch.record.v1.EntryKind
 	(SessionState)(0),             // 7: latch.record.v1.SessionState
-	(*Evidence)(nil),              // 8: latch.record.v1.Evidence
-	(*Result)(nil),                // 9: latch.record.v1.Result
-	(*Execution)(nil),             // 10: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 11: latch.record.v1.JournalEntry
-	(*SecretDigest)(nil),          // 12: latch.record.v1.SecretDigest
-	(*OperatorCredential)(nil),    // 13: latch.record.v1.OperatorCredential
-	(*ConsoleAddress)(nil),        // 14: latch.record.v1.ConsoleAddress
-	(*ConsoleSession)(nil),        // 15: latch.record.v1.ConsoleSession
-	(*UpstreamToolPin)(nil),       // 16: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 17: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 18: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 19: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 20: latch.record.v1.Session
-	nil,                           // 21: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(EventKind)(0),                // 8: latch.record.v1.EventKind
+	(*Evidence)(nil),              // 9: latch.record.v1.Evidence
+	(*Result)(nil),                // 10: latch.record.v1.Result
+	(*Execution)(nil),             // 11: latch.record.v1.Execution
+	(*JournalEntry)(nil),          // 12: latch.record.v1.JournalEntry
+	(*SecretDigest)(nil),          // 13: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 14: latch.record.v1.OperatorCredential
+	(*ConsoleAddress)(nil),        // 15: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 16: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 17: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 18: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 19: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 20: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 21: latch.record.v1.Session
+	(*OutboxEvent)(nil),           // 22: latch.record.v1.OutboxEvent
+	(*EventDelivery)(nil),         // 23: latch.record.v1.EventDelivery
+	nil,                           // 24: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	21, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	24, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	22, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	22, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	22, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	22, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	22, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	22, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	22, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	22, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	25, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	25, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	25, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	25, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	25, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	25, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
+	25, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	25, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
 	5,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
 	4,  // 15: latch.record.v1.Execution.delivery:type_name -> latch.record.v1.Delivery
-	22, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
-	22, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	25, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
+	25, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
 	0,  // 18: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
 	0,  // 19: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	10, // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	8,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	20, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	17, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	18, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	13, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	16, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	11, // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	9,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	21, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	18, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	19, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	14, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	17, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
 	5,  // 27: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
-	12, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	13, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
 	6,  // 29: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
-	13, // 30: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	22, // 31: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	22, // 32: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 33: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	22, // 34: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	22, // 35: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 36: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	22, // 37: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	22, // 38: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	14, // 30: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	25, // 31: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	25, // 32: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 33: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	25, // 34: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	25, // 35: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 36: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	25, // 37: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	25, // 38: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
 	7,  // 39: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	22, // 40: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	22, // 41: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	22, // 42: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	22, // 43: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	25, // 40: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	25, // 41: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	25, // 42: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	25, // 43: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 44: latch.record.v1.OutboxEvent.kind:type_name -> latch.record.v1.EventKind
+	25, // 45: latch.record.v1.OutboxEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 46: latch.record.v1.OutboxEvent.state:type_name -> latch.record.v1.State
+	1,  // 47: latch.record.v1.OutboxEvent.outcome:type_name -> latch.record.v1.Outcome
+	23, // 48: latch.record.v1.OutboxEvent.deliveries:type_name -> latch.record.v1.EventDelivery
+	25, // 49: latch.record.v1.EventDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	25, // 50: latch.record.v1.EventDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -2691,8 +3067,8 @@ func file_latch_record_v1_record_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   14,
+			NumEnums:      9,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
