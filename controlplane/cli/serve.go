@@ -77,6 +77,7 @@ type serveOptions struct {
 	eventConsole                                              *string
 	eventUnknownAfter                                         *time.Duration
 	eventMaxAttempts                                          *int
+	eventRetention                                            *time.Duration
 	sinks                                                     []events.Sink
 	ops                                                       *opsFlags
 	fa                                                        api.FrontActors
@@ -120,6 +121,7 @@ func serveFlags(env *Env) (*flag.FlagSet, *serveOptions) {
 	o.eventConsole = fs.String("event-console-url", "", "the console's base URL for the deep links in events (https://latch.example.com/ui/)")
 	o.eventUnknownAfter = fs.Duration("event-outcome-unknown-after", events.DefaultUnknownAfter, "send an outcome_unknown event for an execution unknown this long")
 	o.eventMaxAttempts = fs.Int("event-max-attempts", events.DefaultMaxAttempts, "attempts per sink before an event is dead-lettered (latch events replay sends it again)")
+	o.eventRetention = fs.Duration("event-retention", events.DefaultRetention, "keep an event every sink received this long, then prune it (dead-lettered and queued events are kept); negative: keep forever")
 	o.ops = addOpsFlags(fs, "")
 	return fs, o
 }
@@ -146,6 +148,9 @@ func parseServe(env *Env, args []string) (*flag.FlagSet, *serveOptions, error) {
 			return nil, nil, usagef("--event-sink: %v", err)
 		}
 		o.sinks = append(o.sinks, sink)
+	}
+	if *o.eventRetention == 0 {
+		return nil, nil, usagef("--event-retention 0: want a duration such as 168h, or a negative one to keep events forever")
 	}
 	if *o.eventMaxAttempts <= 0 {
 		return nil, nil, usagef("--event-max-attempts %d: want a positive number", *o.eventMaxAttempts)
@@ -224,7 +229,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Logger: logger, Telemetry: ob.Telemetry, DataDir: *o.data, Store: *o.storeURL, Replica: *o.replica, LeaseTTL: *o.leaseTTL, Advertise: *o.advertise, Context: ctx, Catalog: catalog.FileOf(channels.Default().Catalog(), *o.catalogPath), CheckpointCopy: *o.ckptCopy, WitnessURL: *o.witness.url, WitnessKey: witnessKey, CommandArgs: operatorArgs(*o.data),
 		VaultPath: *o.vaultPath, VaultKeyFile: *o.vaultKey, VaultPassphraseFile: *o.vaultPass, Actors: o.actors, Trusted: o.trusted, OpenSessions: *o.openSessions, BindRuns: *o.bindRuns,
 		FrontActors: o.fa, TCPAddr: *o.grpcListen, TLS: tlsCfg, UpstreamMaxDescription: *o.maxDesc, Version: buildinfo.Read().Version,
-		Events: &events.Config{Sinks: o.sinks, ConsoleURL: *o.eventConsole, UnknownAfter: *o.eventUnknownAfter, MaxAttempts: *o.eventMaxAttempts},
+		Events: &events.Config{Sinks: o.sinks, ConsoleURL: *o.eventConsole, UnknownAfter: *o.eventUnknownAfter, MaxAttempts: *o.eventMaxAttempts,
+			Retention: *o.eventRetention},
 		Access: authz.Config{
 			FrontIdentities: o.frontIDs, OperatorIdentities: o.operatorIDs,
 			FrontUIDs: o.frontUIDs, OperatorUIDs: o.operatorUIDs,

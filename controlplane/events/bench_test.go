@@ -30,11 +30,8 @@ func BenchmarkDeliveryLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	st.SetEventSource(events.Source(nil))
-	sink, err := events.ParseSink("ops url=" + rcv.URL + " secret=s allow_private=true ca_file=" + rcv.CAFile)
-	if err != nil {
-		b.Fatal(err)
-	}
+	sink := opsSink(b, rcv.URL, rcv.CAFile)
+	st.SetEventSource(events.Source(nil, []events.Sink{sink}))
 	o, err := events.New(events.Config{Store: st, Sinks: []events.Sink{sink}, Secret: func(string) (string, error) { return webhooktest.Secret, nil },
 		UnknownAfter: -1, Poll: time.Hour})
 	if err != nil {

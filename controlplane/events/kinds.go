@@ -57,13 +57,31 @@ func EventID(index uint64) string { return fmt.Sprintf("evt_%016x", index) }
 func UnknownEventID(executionID string) string { return "evt_u_" + executionID }
 
 // Source returns the store's EventSource: completed tells whether a
-// tool's contract opts in to `completed` events (nil: none does). It runs
-// inside the store's commit, so completed must not block (the engine's
-// Catalog is an atomic load).
-func Source(completed func(tool string) bool) store.EventSource {
+// tool's contract opts in to `completed` events (nil: none does). An event
+// is written with one delivery per sink that takes its kind, and not at
+// all when none does. It runs inside the store's commit, so completed
+// must not block (the engine's Catalog is an atomic load).
+func Source(completed func(tool string) bool, sinks []Sink) store.EventSource {
 	return func(e *recordv1.JournalEntry) *recordv1.OutboxEvent {
-		return Classify(e, completed)
+		return addressed(Classify(e, completed), sinks)
 	}
+}
+
+// addressed gives ev a delivery for each sink that takes its kind; it is
+// nil when none does (or ev is nil).
+func addressed(ev *recordv1.OutboxEvent, sinks []Sink) *recordv1.OutboxEvent {
+	if ev == nil {
+		return nil
+	}
+	for _, s := range sinks {
+		if s.Takes(ev.GetKind()) {
+			ev.Deliveries = append(ev.Deliveries, &recordv1.EventDelivery{Sink: s.Name})
+		}
+	}
+	if len(ev.Deliveries) == 0 {
+		return nil
+	}
+	return ev
 }
 
 // Classify is the event the journal record e causes, or nil.

@@ -29,6 +29,15 @@ const (
 	DefaultMaxAttempts  = 12
 	DefaultUnknownAfter = 10 * time.Minute
 	DefaultTimeout      = 10 * time.Second
+	// DefaultRetention is how long a delivered event is kept (listed by
+	// latch events list, replayable by ID) before it is pruned.
+	DefaultRetention = 7 * 24 * time.Hour
+	// pruneEvery is how often the active replica prunes.
+	pruneEvery = time.Hour
+	// drainPage is how many queued events one read takes; a pass reads
+	// the whole queue page by page, so a sink in backoff never starves
+	// the events behind it.
+	drainPage = 500
 )
 
 // Metrics receives delivery outcomes (controlplane/telemetry implements it; nil: none).
@@ -62,8 +71,12 @@ type Config struct {
 	Timeout time.Duration
 	Clock   func() time.Time
 	// Poll is how often the queue is read without a wake-up (default 1s).
-	Poll    time.Duration
-	Metrics Metrics
+	Poll time.Duration
+	// Retention: a delivered event older than this is pruned (default
+	// DefaultRetention; negative: kept forever). Dead-lettered and
+	// queued events are never pruned.
+	Retention time.Duration
+	Metrics   Metrics
 }
 
 // Outbox drains the store's event outbox to the sinks.
@@ -102,6 +115,9 @@ func New(cfg Config) (*Outbox, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
 	}
 	o := &Outbox{cfg: cfg, log: cfg.Logger.Named("events"), clients: make(map[string]*http.Client), wake: make(chan struct{}, 1)}
 	seen := map[string]bool{}
@@ -143,6 +159,7 @@ func (o *Outbox) Wake() {
 func (o *Outbox) Run(ctx context.Context) error {
 	t := time.NewTicker(o.cfg.Poll)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		if o.cfg.Holds() {
 			if err := o.markUnknown(ctx); err != nil && ctx.Err() == nil {
@@ -150,6 +167,14 @@ func (o *Outbox) Run(ctx context.Context) error {
 			}
 			if err := o.Drain(ctx); err != nil && ctx.Err() == nil {
 				o.log.Warn("event delivery pass failed", "error", err)
+			}
+			if now := o.cfg.Clock(); now.Sub(pruned) >= pruneEvery {
+				pruned = now
+				if n, err := o.Prune(ctx); err != nil && ctx.Err() == nil {
+					o.log.Warn("could not prune delivered events", "error", err)
+				} else if n > 0 {
+					o.log.Info("pruned delivered events", "events", n, "older_than", o.cfg.Retention)
+				}
 			}
 		}
 		select {
@@ -165,7 +190,7 @@ func (o *Outbox) Run(ctx context.Context) error {
 // markUnknown records the outcome_unknown event of every execution
 // unknown longer than UnknownAfter (once per execution).
 func (o *Outbox) markUnknown(ctx context.Context) error {
-	if o.cfg.UnknownAfter < 0 {
+	if o.cfg.UnknownAfter < 0 || !o.takes(recordv1.EventKind_EVENT_KIND_OUTCOME_UNKNOWN) {
 		return nil
 	}
 	xs, err := o.cfg.Store.List(store.Filter{State: recordv1.State_STATE_OUTCOME_UNKNOWN, Limit: 500, OldestFirst: true})
@@ -183,6 +208,7 @@ func (o *Outbox) markUnknown(ctx context.Context) error {
 		}
 		ev := executionEvent(UnknownEventID(x.GetId()), recordv1.EventKind_EVENT_KIND_OUTCOME_UNKNOWN, x)
 		ev.Time, ev.JournalIndex = timestamppb.New(now), x.GetJournalIndex()
+		ev = addressed(ev, o.cfg.Sinks)
 		if err := o.cfg.Store.Update(ctx, func(tx *store.Tx) error {
 			_, err := tx.PutEventOnce(x.GetId(), ev)
 			return err
@@ -193,21 +219,84 @@ func (o *Outbox) markUnknown(ctx context.Context) error {
 	return nil
 }
 
-// Drain tries every due delivery of the queue once.
-func (o *Outbox) Drain(ctx context.Context) error {
-	evs, err := o.cfg.Store.Events(store.EventFilter{Pending: true, Oldest: true, Limit: 500})
-	if err != nil {
-		return err
-	}
-	for _, ev := range evs {
-		if ctx.Err() != nil || !o.cfg.Holds() {
-			return nil
+// takes reports whether some sink takes kind k.
+func (o *Outbox) takes(k recordv1.EventKind) bool {
+	for _, s := range o.cfg.Sinks {
+		if s.Takes(k) {
+			return true
 		}
-		if err := o.deliver(ctx, ev); err != nil {
+	}
+	return false
+}
+
+// Drain tries every due delivery of the queue once, oldest first.
+func (o *Outbox) Drain(ctx context.Context) error {
+	after := ""
+	for {
+		evs, err := o.cfg.Store.Events(store.EventFilter{Pending: true, Oldest: true, Limit: drainPage, After: after})
+		if err != nil {
 			return err
 		}
+		for _, ev := range evs {
+			if ctx.Err() != nil || !o.cfg.Holds() {
+				return nil
+			}
+			if err := o.deliver(ctx, ev); err != nil {
+				return err
+			}
+		}
+		if len(evs) < drainPage {
+			return nil
+		}
+		after = evs[len(evs)-1].GetId()
 	}
-	return nil
+}
+
+// Prune deletes the delivered events older than Retention (every sink
+// delivered them; none is queued or dead-lettered); it returns how many.
+func (o *Outbox) Prune(ctx context.Context) (int, error) {
+	if o.cfg.Retention < 0 {
+		return 0, nil
+	}
+	cutoff := o.cfg.Clock().Add(-o.cfg.Retention)
+	n, after := 0, ""
+	for {
+		evs, err := o.cfg.Store.Events(store.EventFilter{Oldest: true, Limit: drainPage, After: after})
+		if err != nil || len(evs) == 0 {
+			return n, err
+		}
+		var old []string
+		for _, ev := range evs {
+			if ev.GetTime().AsTime().Before(cutoff) && delivered(ev) {
+				old = append(old, ev.GetId())
+			}
+		}
+		if len(old) > 0 {
+			if err := o.cfg.Store.Update(ctx, func(tx *store.Tx) error {
+				for _, id := range old {
+					tx.DeleteEvent(id)
+				}
+				return nil
+			}); err != nil {
+				return n, err
+			}
+			n += len(old)
+		}
+		if len(evs) < drainPage {
+			return n, nil
+		}
+		after = evs[len(evs)-1].GetId()
+	}
+}
+
+// delivered reports whether every delivery of ev reached its sink.
+func delivered(ev *recordv1.OutboxEvent) bool {
+	for _, d := range ev.GetDeliveries() {
+		if d.GetDeliveredAt() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // deliver sends ev to each sink that takes it and has it due, and
@@ -215,23 +304,21 @@ func (o *Outbox) Drain(ctx context.Context) error {
 func (o *Outbox) deliver(ctx context.Context, ev *recordv1.OutboxEvent) error {
 	now := o.cfg.Clock()
 	next := proto.Clone(ev).(*recordv1.OutboxEvent)
-	byName := map[string]*recordv1.EventDelivery{}
-	for _, d := range next.Deliveries {
-		byName[d.GetSink()] = d
+	sinks := map[string]Sink{}
+	for _, s := range o.cfg.Sinks {
+		sinks[s.Name] = s
 	}
 	changed := false
-	for _, s := range o.cfg.Sinks {
-		if !s.Takes(ev.GetKind()) {
+	for _, d := range next.Deliveries {
+		if d.GetDeliveredAt() != nil || d.GetDead() || (d.GetNextAttemptAt() != nil && d.GetNextAttemptAt().AsTime().After(now)) {
 			continue
 		}
-		d := byName[s.Name]
-		if d == nil {
-			d = &recordv1.EventDelivery{Sink: s.Name}
-			next.Deliveries = append(next.Deliveries, d)
-			byName[s.Name] = d
-			changed = true
-		}
-		if d.GetDeliveredAt() != nil || d.GetDead() || (d.GetNextAttemptAt() != nil && d.GetNextAttemptAt().AsTime().After(now)) {
+		s, ok := sinks[d.GetSink()]
+		if !ok {
+			// The sink was removed from the configuration: the delivery
+			// waits in the dead-letter list, replayable once it is back.
+			d.Dead, d.NextAttemptAt, changed = true, nil, true
+			d.LastError = fmt.Sprintf("no event sink is named %q any more (configure it again, then latch events replay %s)", d.GetSink(), ev.GetId())
 			continue
 		}
 		start := time.Now()
@@ -360,13 +447,26 @@ func (o *Outbox) Replay(ctx context.Context, ids []string) (int, error) {
 				return err
 			}
 			again := false
+			if named {
+				// A sink configured since the event was made takes it too.
+				has := map[string]bool{}
+				for _, d := range ev.Deliveries {
+					has[d.GetSink()] = true
+				}
+				for _, s := range o.cfg.Sinks {
+					if s.Takes(ev.GetKind()) && !has[s.Name] {
+						ev.Deliveries = append(ev.Deliveries, &recordv1.EventDelivery{Sink: s.Name})
+						again = true
+					}
+				}
+			}
 			for _, d := range ev.Deliveries {
 				if d.GetDead() || named {
-					d.Dead, d.Attempts, d.NextAttemptAt, d.DeliveredAt = false, 0, nil, nil
+					d.Dead, d.Attempts, d.NextAttemptAt, d.DeliveredAt, d.LastError = false, 0, nil, nil, ""
 					again = true
 				}
 			}
-			if again || len(ev.Deliveries) == 0 {
+			if again {
 				if err := tx.PutEvent(ev); err != nil {
 					return err
 				}

@@ -24,7 +24,7 @@ func (s *Server) eventSource(st *store.Store) *atomic.Pointer[engine.Engine] {
 		}
 		t, ok := e.Catalog().Tools[tool]
 		return ok && t.NotifyCompleted
-	}))
+	}, s.cfg.Events.Sinks))
 	return &eng
 }
 

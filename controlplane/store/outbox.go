@@ -83,12 +83,10 @@ func (t *Tx) PutEvent(ev *recordv1.OutboxEvent) error {
 	return nil
 }
 
-// EventPending reports whether a delivery of ev is still to be tried: no
-// sink has taken it yet, or one has neither delivered it nor given up.
+// EventPending reports whether a delivery of ev is still to be tried: a
+// sink has neither delivered it nor given up. An event carries one
+// delivery per sink that takes it from the moment it is written.
 func EventPending(ev *recordv1.OutboxEvent) bool {
-	if len(ev.GetDeliveries()) == 0 {
-		return true
-	}
 	for _, d := range ev.GetDeliveries() {
 		if d.GetDeliveredAt() == nil && !d.GetDead() {
 			return true
@@ -119,6 +117,14 @@ func (s *Store) Event(id string) (*recordv1.OutboxEvent, error) {
 	return decodeEvent(s.kv.Get(eventKey(id)))
 }
 
+// DeleteEvent removes the event id and its queue and dead-letter rows
+// (the outcome_unknown once-row stays: the event is never made again).
+func (t *Tx) DeleteEvent(id string) {
+	t.del(eventKey(id))
+	t.del(eventQueueKey(id))
+	t.del(eventDeadKey(id))
+}
+
 // EventFilter selects events (Events).
 type EventFilter struct {
 	// Pending: the queue only; Dead: the dead-letter list only.
@@ -127,6 +133,8 @@ type EventFilter struct {
 	Limit int
 	// Oldest lists oldest first (the drainer); else newest first.
 	Oldest bool
+	// After, with Oldest, starts the list after this event ID (paging).
+	After string
 }
 
 // Events lists committed events.
@@ -143,7 +151,13 @@ func (s *Store) Events(f EventFilter) ([]*recordv1.OutboxEvent, error) {
 	}
 	var out []*recordv1.OutboxEvent
 	var derr error
-	err := s.kv.Scan(prefix, !f.Oldest, func(k, v []byte) bool {
+	scan := func(fn func(k, v []byte) bool) error { return s.kv.Scan(prefix, !f.Oldest, fn) }
+	if f.Oldest && f.After != "" {
+		// The smallest key after After: After itself followed by a zero byte.
+		start := append(append(bytes.Clone(prefix), f.After...), 0)
+		scan = func(fn func(k, v []byte) bool) error { return s.kv.ScanFrom(prefix, start, false, fn) }
+	}
+	err := scan(func(k, v []byte) bool {
 		if !bytes.Equal(prefix, []byte("ob/")) {
 			var err error
 			v, err = s.kv.Get(eventKey(string(k[3:])))
