@@ -52,17 +52,11 @@ func runEvents(ctx context.Context, env *Env, args []string) error {
 		for _, ev := range resp.GetEvents() {
 			var ds []string
 			for _, d := range ev.GetDeliveries() {
-				switch {
-				case d.GetDeliveredAt() != nil:
-					ds = append(ds, fmt.Sprintf("%s: delivered (%d attempts)", d.GetSink(), d.GetAttempts()))
-				case d.GetDead():
-					ds = append(ds, fmt.Sprintf("%s: DEAD after %d attempts: %s", d.GetSink(), d.GetAttempts(), d.GetLastError()))
-				default:
-					ds = append(ds, fmt.Sprintf("%s: pending (%d attempts) %s", d.GetSink(), d.GetAttempts(), d.GetLastError()))
-				}
+				_, line := events.DescribeDelivery(d)
+				ds = append(ds, d.GetSink()+": "+line)
 			}
 			if len(ds) == 0 {
-				ds = []string{"pending"}
+				ds = []string{"no sink takes it"}
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ev.GetId(), events.KindName(ev.GetKind()), or(ev.GetExecutionId(), ev.GetSessionId()), ts(ev.GetTime()), strings.Join(ds, "; "))
 		}

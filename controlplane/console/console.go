@@ -306,6 +306,8 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/sessions", c.authed(c.sessionsPage))
 	m.HandleFunc("POST /ui/sessions/{id}/{action}", c.authed(c.decideSession))
 	m.HandleFunc("GET /ui/audit", c.authed(c.auditPage))
+	m.HandleFunc("GET /ui/notifications", c.authed(c.notificationsPage))
+	m.HandleFunc("POST /ui/notifications/replay", c.authed(c.replayEvents))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "No such page in the console.")
 	})

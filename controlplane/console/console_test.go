@@ -7,8 +7,10 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -19,14 +21,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
+	"github.com/latchhq/latch/controlplane/admin"
 	"github.com/latchhq/latch/controlplane/authz"
 	"github.com/latchhq/latch/controlplane/catalog"
 	"github.com/latchhq/latch/controlplane/engine"
+	"github.com/latchhq/latch/controlplane/events"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/server"
+	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/controlplane/vault"
 	"github.com/latchhq/latch/internal/lifecycle"
 	"github.com/latchhq/latch/internal/testing/testlog"
+	"github.com/latchhq/latch/internal/testing/webhooktest"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 	"github.com/latchhq/latch/tools"
@@ -207,6 +214,7 @@ func TestEveryActionNeedsSessionCSRFAndOrigin(t *testing.T) {
 		"/ui/executions/" + x.GetId() + "/approve", "/ui/executions/" + x.GetId() + "/deny",
 		"/ui/executions/" + x.GetId() + "/resolve", "/ui/executions/" + x.GetId() + "/cancel",
 		"/ui/sessions/" + ses + "/authorize", "/ui/sessions/" + ses + "/revoke",
+		"/ui/notifications/replay",
 	}
 	full := url.Values{"confirm": {"yes"}, "reason": {"r"}, "as": {"not_executed"}}
 	with := func(csrf string) url.Values {
@@ -258,7 +266,7 @@ func TestPagesAreLockedDown(t *testing.T) {
 	c := browserless(t)
 	anon := browserless(t)
 	st.signIn(t, c, "ops-bob")
-	for _, p := range []string{"/ui/", "/ui/?state=accepted&q=act_", "/ui/executions/" + x.GetId(), "/ui/sessions", "/ui/audit", "/ui/signin", "/ui/nope"} {
+	for _, p := range []string{"/ui/", "/ui/?state=accepted&q=act_", "/ui/executions/" + x.GetId(), "/ui/sessions", "/ui/audit", "/ui/notifications", "/ui/signin", "/ui/nope"} {
 		resp, body := get(t, c, st.web.URL+p)
 		csp := resp.Header.Get("Content-Security-Policy")
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {
@@ -705,5 +713,123 @@ func TestSessionsLiveInTheStore(t *testing.T) {
 	kept.Jar.SetCookies(&url.URL{Scheme: "http", Host: strings.TrimPrefix(st.web.URL, "http://"), Path: "/ui/"}, []*http.Cookie{{Name: cookieName, Value: cookie, Path: "/ui/"}})
 	if r, _ := get(t, kept, st.web.URL+"/ui/"); r.StatusCode != http.StatusSeeOther {
 		t.Errorf("the first console with the cookie after sign-out on the other = %d, want 303 to sign in", r.StatusCode)
+	}
+}
+
+// TestNotificationsPage: an event whose delivery the receiver refuses is
+// listed dead-lettered on the notifications page with its execution
+// linked; "Send again" (through the Admin API, as latch events replay)
+// delivers it under the same ID once the receiver accepts it.
+func TestNotificationsPage(t *testing.T) {
+	rcv := webhooktest.New(t)
+	sink, err := events.ParseSink("ops url=" + rcv.URL + " secret=ops-webhook allow_private=true ca_file=" + rcv.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secret atomic.Value
+	secret.Store("whsec_" + "d3Jvbmcgc2VjcmV0IG9mIHRoZSB0ZXN0") // not the receiver's: it answers 401
+	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
+	log := testlog.New(t, hclog.Warn)
+	data := t.TempDir()
+	srv, err := server.New(server.Config{Logger: log, DataDir: data, CatalogSource: src, Sessions: engine.SessionConfig{Required: true},
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}},
+		Events: &events.Config{Sinks: []events.Sink{sink}, MaxAttempts: 1, Poll: 20 * time.Millisecond,
+			Secret: func(string) (string, error) { return secret.Load().(string), nil }},
+		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
+			v, err := vault.New(vault.Config{Path: filepath.Join(data, "vault.json")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog,
+				Events: admin.Events{Store: s.Store, Outbox: s.Outbox()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm.Register(g)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	st := &stack{srv: srv, now: time.Now()}
+	st.console, err = New(Config{Logger: log, Store: srv.Store, Reads: srv.Engine, Connect: srv.ConsoleConn, Operators: srv.Tokens,
+		Catalog: func() *tools.Catalog { return srv.Catalog.Current().Catalog }, VerifierKey: srv.VerifierKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.web = httptest.NewServer(st.console.Handler())
+	t.Cleanup(st.web.Close)
+
+	x := st.submit(t, "rotate", `{"service":"db"}`) // approval every_call: an approval_requested event
+	var dead []*recordv1.OutboxEvent
+	deadline := time.Now().Add(30 * time.Second)
+	for len(dead) < 2 { // the session's awaiting_authorization and the approval_requested
+		if time.Now().After(deadline) {
+			t.Fatal("the refused deliveries were never dead-lettered")
+		}
+		time.Sleep(20 * time.Millisecond)
+		dead, _ = srv.Store.Events(store.EventFilter{Dead: true})
+	}
+	id := dead[0].GetId()
+	c := browserless(t)
+	_, csrf := st.signIn(t, c, "ops-erin")
+	resp, body := get(t, c, st.web.URL+"/ui/notifications")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ui/notifications = %d:\n%s", resp.StatusCode, body)
+	}
+	deadTable, _, _ := strings.Cut(body, `id="recent"`)
+	for _, want := range []string{`id="dead"`, `<tr id="` + id + `">`, "approval_requested", `href="/ui/executions/` + x.GetId() + `"`, "dead-lettered after 1 attempt", "answered 401", `id="sinks">ops<`} {
+		if !strings.Contains(deadTable, want) {
+			t.Errorf("the notifications page's dead letters lack %q:\n%s", want, deadTable)
+		}
+	}
+	if got := post(t, c, st.web.URL+"/ui/notifications/replay", url.Values{"csrf": {csrf}, "id": {"nope"}}, ""); got != http.StatusBadRequest {
+		t.Errorf("replay of a malformed ID = %d, want 400", got)
+	}
+	if got := post(t, c, st.web.URL+"/ui/notifications/replay", url.Values{"csrf": {csrf}, "id": {"evt_ffffffffffffffff"}}, ""); got != http.StatusNotFound {
+		t.Errorf("replay of an unknown event = %d, want 404", got)
+	}
+	_, _, refused := rcv.Snapshot()
+	secret.Store(webhooktest.Secret)
+	if got := post(t, c, st.web.URL+"/ui/notifications/replay", url.Values{"csrf": {csrf}, "id": {id}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("replay = %d, want 303", got)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if seen, _, _ := rcv.Snapshot(); seen[id] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replayed event never reached the receiver")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The other dead letter (the session's awaiting_authorization event)
+	// goes with "Replay every dead-lettered event".
+	if got := post(t, c, st.web.URL+"/ui/notifications/replay", url.Values{"csrf": {csrf}}, ""); got != http.StatusSeeOther {
+		t.Fatalf("replay of every dead letter = %d, want 303", got)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, body = get(t, c, st.web.URL+"/ui/notifications")
+		seen, kinds, bad := rcv.Snapshot()
+		if bad != refused {
+			t.Fatalf("%d deliveries failed the receiver's signature check after the secret was fixed", bad-refused)
+		}
+		if len(seen) == 2 && !strings.Contains(body, `id="dead"`) && !strings.Contains(body, `class="delivery dead"`) {
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("event %s (%s) delivered %d times, want once", id, kinds[id], n)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the replay the page does not show the delivery:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

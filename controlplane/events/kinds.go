@@ -16,6 +16,7 @@ package events
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/internal/lifecycle"
@@ -128,4 +129,35 @@ func executionEvent(id string, k recordv1.EventKind, x *recordv1.Execution) *rec
 	return &recordv1.OutboxEvent{Id: id, Kind: k, ExecutionId: x.GetId(), SessionId: x.GetSessionId(), Actor: x.GetActor(),
 		Tool: x.GetTool(), State: x.GetState(), Outcome: x.GetOutcome(), TargetStatus: x.GetTargetStatus(),
 		Reason: x.GetReason(), ResultRef: x.GetResultRef()}
+}
+
+// Delivery states (DescribeDelivery).
+const (
+	DeliveryDelivered = "delivered"
+	DeliveryDead      = "dead"
+	DeliveryRetrying  = "retrying"
+	DeliveryQueued    = "queued"
+)
+
+// DescribeDelivery is d's state (one of the Delivery… names) and a line
+// saying what happened, as the CLI and the console show it.
+func DescribeDelivery(d *recordv1.EventDelivery) (state, detail string) {
+	attempts := fmt.Sprintf("%d attempt", d.GetAttempts())
+	if d.GetAttempts() != 1 {
+		attempts += "s"
+	}
+	switch {
+	case d.GetDeliveredAt() != nil:
+		return DeliveryDelivered, fmt.Sprintf("delivered %s (%s, answered %d)", d.GetDeliveredAt().AsTime().UTC().Format(time.RFC3339), attempts, d.GetLastStatus())
+	case d.GetDead():
+		return DeliveryDead, fmt.Sprintf("dead-lettered after %s: %s (latch events replay sends it again)", attempts, d.GetLastError())
+	case d.GetAttempts() > 0:
+		next := ""
+		if d.GetNextAttemptAt() != nil {
+			next = ", next at " + d.GetNextAttemptAt().AsTime().UTC().Format(time.RFC3339)
+		}
+		return DeliveryRetrying, fmt.Sprintf("retrying after %s%s: %s", attempts, next, d.GetLastError())
+	default:
+		return DeliveryQueued, "queued, not tried yet"
+	}
 }
