@@ -39,7 +39,7 @@ tools:
 `
 
 // TestNewKindEndToEnd: a channel kind added as one package
-// (internal/queuekind) and one registration line is accepted by the
+// (internal/testing/example/queuekind) and one registration line is accepted by the
 // catalog loader with its own keys, built by the registry, and serves a
 // call through the engine: Submit, dispatch (outcome unknown), recovery
 // through its Query, the result recorded and journaled; a retry attaches.

@@ -40,6 +40,7 @@ import (
 	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/hostagent/agent"
+	"github.com/latchhq/latch/internal/atomicfile"
 	"github.com/latchhq/latch/mcpfront"
 	"github.com/latchhq/latch/mcpfront/auth"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -151,14 +152,7 @@ func checkToken(tok string) error {
 }
 
 func writeToken(path, tok string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		return fmt.Errorf("devstack: write the dev token: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(tok+"\n"), 0o600, false); err != nil {
 		return fmt.Errorf("devstack: write the dev token: %w", err)
 	}
 	return nil
@@ -319,11 +313,7 @@ const CatalogExample = "example"
 // all of it.
 func WriteInfo(data string, info Info) error {
 	b, _ := json.MarshalIndent(info, "", "  ")
-	tmp := datadir.DevInfo(data) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, datadir.DevInfo(data))
+	return atomicfile.Write(datadir.DevInfo(data), b, 0o600, false)
 }
 
 func serveHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 // Pid files.
@@ -44,11 +46,7 @@ func recordPid(dir string, pid int, upstream string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp := pidPath(dir, pid) + ".tmp"
-	if err := os.WriteFile(tmp, fmt.Appendf(nil, "%d %d %s\n", pid, st.start, upstream), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, pidPath(dir, pid))
+	return atomicfile.Write(pidPath(dir, pid), fmt.Appendf(nil, "%d %d %s\n", pid, st.start, upstream), 0o600, false)
 }
 
 func removePid(dir string, pid int) {
@@ -73,7 +71,7 @@ func stopOrphans(dir string, log hclog.Logger) {
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		if !strings.HasSuffix(e.Name(), ".pid") {
-			os.Remove(p) // a .tmp left half-written
+			os.Remove(p) // a temporary file left half-written
 			continue
 		}
 		b, err := os.ReadFile(p)

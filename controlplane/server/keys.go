@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
 	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 // The control plane's two keys: the HMAC key of intent fingerprints and
@@ -259,34 +259,13 @@ func loadOrCreate(path string, gen func() ([]byte, error)) ([]byte, error) {
 	return b, nil
 }
 
-// writeFile writes atomically: temp file, fsync, rename.
+// writeFile replaces path durably (atomicfile: temp file, fsync, rename,
+// directory fsync).
 func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp := fmt.Sprintf("%s.tmp-%x", path, randSuffix())
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return fmt.Errorf("server: write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, data, mode, true); err != nil {
 		return fmt.Errorf("server: write %s: %w", path, err)
 	}
 	return nil
-}
-
-func randSuffix() []byte {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return b
 }
 
 func readOr(path string) string {

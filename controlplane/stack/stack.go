@@ -30,7 +30,8 @@ import (
 	"github.com/latchhq/latch/controlplane/policy"
 	"github.com/latchhq/latch/controlplane/server"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/pgkv"
+	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/store/backends"
 	"github.com/latchhq/latch/controlplane/telemetry"
 	"github.com/latchhq/latch/controlplane/tokens"
 	"github.com/latchhq/latch/controlplane/vault"
@@ -202,24 +203,27 @@ func New(cfg Config) (*Stack, error) {
 			}
 		}
 	}
-	// On PostgreSQL the vault lives in the store, next to the keys it
-	// seals, so every replica opens the same one (the backend is opened
-	// here for it and handed to the server).
+	// The embedded default (DATA/db) is opened by the server; any other
+	// --store value is opened here, so that a store that keeps the vault
+	// (backend.VaultRow: PostgreSQL, next to the keys it seals, for every
+	// replica) gives its document to the vault before the vault opens.
 	var kv store.KV
 	var storage vault.Storage
-	if pgkv.IsURL(cfg.Store) {
+	if cfg.Store != "" {
 		ctx := cfg.Context
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		pg, err := pgkv.Open(ctx, cfg.Store, pgkv.Options{Logger: log.Named("postgres"), Migrate: true})
-		if err != nil {
+		var err error
+		if kv, err = backends.Open(ctx, cfg.Store, datadir.DB(cfg.DataDir), log); err != nil {
 			return nil, err
 		}
-		kv, storage = pg, pg.VaultStorage()
-		if err := importVaultFile(log, cfg.VaultPath, pg.VaultStorage()); err != nil {
-			pg.Close()
-			return nil, err
+		if vr, ok := kv.(backend.VaultRow); ok {
+			storage = vr.VaultDocument()
+			if err := importVaultFile(log, cfg.VaultPath, storage); err != nil {
+				kv.Close()
+				return nil, err
+			}
 		}
 	}
 	closeKV := func() {

@@ -8,8 +8,8 @@
 // The backend is a backend.KV (package backend: the contract, and the
 // capabilities a shared backend adds, found by interface assertion):
 // memkv (tests), badgerkv (DATA/db) and pgkv (PostgreSQL, shared by
-// replicas: a Leaser, KeyRows and ReplicaTable). Package backends opens
-// the one a --store value names; package kvtest is the contract suite
+// replicas: a Leaser, KeyRows, VaultRow and ReplicaTable). Package backends opens
+// the one a --store value names; package internal/testing/kvtest is the contract suite
 // each runs. The store relies on nothing else of a backend: a backend
 // that lends its scans' bytes (backend.LentScanner) is read without
 // copies by the state check.

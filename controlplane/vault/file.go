@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"slices"
 
 	"golang.org/x/crypto/nacl/secretbox"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 // Format constants; doc.go describes the file.
@@ -194,60 +195,21 @@ func (f *fileV1) macInput() []byte {
 	return b
 }
 
-// writeAtomic writes data to path with mode 0600: a temporary file in the
-// same directory, fsync, rename (or hard link when noClobber, which fails if
-// path exists), fsync of the directory. A crash leaves the old file or the
-// new one, never a mix.
-func writeAtomic(path string, data []byte, noClobber bool) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	tmpName := tmp.Name()
-	defer func() {
-		if tmp != nil {
-			_ = tmp.Close()
-		}
-		if err != nil || noClobber {
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		tmp = nil
-		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	tmp = nil
-	if noClobber {
-		if err := os.Link(tmpName, path); err != nil {
-			if errors.Is(err, os.ErrExist) {
-				return fmt.Errorf("%w: %s", ErrExists, path)
-			}
+// writeAtomic writes data to path with mode 0600, durably, through
+// atomicfile: a crash leaves the old file or the new one, never a mix.
+// noClobber installs it only if path does not exist yet (ErrExists).
+func writeAtomic(path string, data []byte, noClobber bool) error {
+	if !noClobber {
+		if err := atomicfile.Write(path, data, 0o600, true); err != nil {
 			return fmt.Errorf("vault: write %s: %w", path, err)
 		}
-	} else if err := os.Rename(tmpName, path); err != nil {
+		return nil
+	}
+	if err := atomicfile.WriteNew(path, data, 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%w: %s", ErrExists, path)
+		}
 		return fmt.Errorf("vault: write %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("vault: sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("vault: sync directory %s: %w", dir, err)
 	}
 	return nil
 }

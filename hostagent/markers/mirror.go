@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latchhq/latch/internal/atomicfile"
 	hostagentv1 "github.com/latchhq/latch/proto/latch/hostagent/v1"
 )
 
@@ -428,16 +429,11 @@ func (ml *mirrorLog) compact(db *badger.DB) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%w: create %s: %v", ErrMirror, dir, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(ml.path)+".tmp-*")
+	tmp, err := atomicfile.Create(ml.path, 0o600)
 	if err != nil {
 		return fmt.Errorf("%w: create a snapshot of %s: %v", ErrMirror, ml.path, err)
 	}
-	defer func() {
-		if tmp != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort()
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	size := int64(len(mirrorMagic))
 	if _, err := w.WriteString(mirrorMagic); err != nil {
@@ -476,27 +472,17 @@ func (ml *mirrorLog) compact(db *badger.DB) error {
 	if err == nil {
 		err = w.Flush()
 	}
-	if err == nil {
-		err = tmp.Sync()
-	}
 	if err != nil {
 		return fmt.Errorf("%w: write a snapshot of %s: %v", ErrMirror, ml.path, err)
 	}
-	if err := os.Rename(tmp.Name(), ml.path); err != nil {
-		return fmt.Errorf("%w: install the snapshot of %s: %v", ErrMirror, ml.path, err)
-	}
-	d, err := os.Open(dir)
-	if err == nil {
-		err = d.Sync()
-		_ = d.Close()
-	}
+	f, err := tmp.CommitOpen() // fsync, rename, directory fsync; f appends from here
 	if err != nil {
-		return fmt.Errorf("%w: fsync %s: %v", ErrMirror, dir, err)
+		return fmt.Errorf("%w: install the snapshot of %s: %w", ErrMirror, ml.path, err)
 	}
 	if ml.f != nil {
 		_ = ml.f.Close()
 	}
-	ml.f, tmp = tmp, nil
+	ml.f = f
 	ml.size = size
 	ml.compactAt = max(compactFloor, 2*size)
 	ml.broken = nil

@@ -16,8 +16,8 @@
 // created or revoked by `latch token ...` take effect without a restart.
 //
 // Imported by mcpfront, latch-mcp and the latch command (the --oauth-*
-// flags); of Latch it imports only internal/egress and internal/loopback,
-// which import only the standard library.
+// flags); of Latch it imports only internal/egress, internal/loopback and
+// internal/atomicfile, which import only the standard library.
 package auth
 
 import (
@@ -37,6 +37,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 // Prefix starts every token, so that leaked tokens are easy to recognise.
@@ -235,7 +237,7 @@ func (s *TokenStore) setLocked(tokens []Token) {
 	}
 }
 
-// writeLocked replaces the file atomically (temp file, fsync, rename).
+// writeLocked replaces the file atomically and durably (atomicfile).
 func (s *TokenStore) writeLocked(tokens []Token) error {
 	if tokens == nil {
 		tokens = []Token{}
@@ -248,27 +250,7 @@ func (s *TokenStore) writeLocked(tokens []Token) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("auth: creating token directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tokens-*.tmp")
-	if err != nil {
-		return fmt.Errorf("auth: writing token file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: writing token file: %w", err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: writing token file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("auth: writing token file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("auth: writing token file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path); err != nil {
+	if err := atomicfile.Write(s.path, append(data, '\n'), 0o600, true); err != nil {
 		return fmt.Errorf("auth: writing token file: %w", err)
 	}
 	return s.reloadLocked(true)

@@ -117,3 +117,29 @@ type ReplicaSeen struct {
 	// first beat and its last.
 	StartedAt, LastSeen time.Time
 }
+
+// VaultRow is a store that keeps the vault document for every replica, so
+// that all of them open the same vault. The document holds only sealed
+// entries: the store never sees a secret in clear. The composition root
+// finds it by this interface and gives the document to the vault.
+// Implemented by *pgkv.KV.
+type VaultRow interface {
+	// VaultDocument is the vault document's place in the store.
+	VaultDocument() Document
+}
+
+// Document is one document a store keeps (the vault's): the methods of
+// vault.Storage, which the vault documents.
+type Document interface {
+	// Load returns the stored document, or an error wrapping
+	// fs.ErrNotExist when there is none yet.
+	Load() ([]byte, error)
+	// Create stores the first document, or fails with an error wrapping
+	// the vault's ErrExists when one is stored already.
+	Create(data []byte) error
+	// Replace stores data over the document last loaded, created or
+	// replaced through this Document.
+	Replace(data []byte) error
+	// String names the place in logs and errors.
+	String() string
+}

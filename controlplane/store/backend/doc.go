@@ -8,5 +8,5 @@
 //
 // It imports nothing of latch: the backends (memkv, badgerkv, pgkv), the
 // execution store (package store) and the server import it. The contract
-// suite every backend runs is package kvtest.
+// suite every backend runs is package internal/testing/kvtest.
 package backend

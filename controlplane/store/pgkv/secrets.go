@@ -82,6 +82,11 @@ func (k *KV) PublicKey(ctx context.Context, name string) (string, error) {
 // overwrites a version it has not read (ErrVaultConflict).
 func (k *KV) VaultStorage() *Vault { return &Vault{k: k} }
 
+// VaultDocument is VaultStorage as the backend.VaultRow capability.
+func (k *KV) VaultDocument() backend.Document { return k.VaultStorage() }
+
+var _ backend.VaultRow = (*KV)(nil)
+
 // Vault is the vault document's row in the store (VaultStorage).
 type Vault struct {
 	k   *KV

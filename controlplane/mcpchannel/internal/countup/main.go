@@ -32,6 +32,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 func main() {
@@ -49,8 +51,7 @@ func main() {
 	}
 	// Renamed into place: a test reading pid while a restarted process
 	// writes it sees the old or the new PID, never an empty file.
-	os.WriteFile(filepath.Join(s.dir, "pid.tmp"), []byte(fmt.Sprint(os.Getpid())), 0o644)
-	os.Rename(filepath.Join(s.dir, "pid.tmp"), filepath.Join(s.dir, "pid"))
+	atomicfile.Write(filepath.Join(s.dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o644, false)
 	variant, _ := os.ReadFile(filepath.Join(s.dir, "variant"))
 	srv := s.mcpServer(strings.TrimSpace(string(variant)))
 	if *httpAddr == "" {
@@ -69,8 +70,7 @@ func main() {
 		os.Exit(1)
 	}
 	url := "http://" + ln.Addr().String() + "/mcp"
-	os.WriteFile(filepath.Join(s.dir, "url.tmp"), []byte(url), 0o644)
-	os.Rename(filepath.Join(s.dir, "url.tmp"), filepath.Join(s.dir, "url"))
+	atomicfile.Write(filepath.Join(s.dir, "url"), []byte(url), 0o644, false)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 // serveHTTP serves Streamable HTTP at /mcp on addr (see the package doc).
@@ -22,8 +24,7 @@ func (s *server) serveHTTP(addr string) error {
 		return err
 	}
 	url := "http://" + ln.Addr().String() + "/mcp"
-	os.WriteFile(filepath.Join(s.dir, "url.tmp"), []byte(url), 0o644)
-	os.Rename(filepath.Join(s.dir, "url.tmp"), filepath.Join(s.dir, "url"))
+	atomicfile.Write(filepath.Join(s.dir, "url"), []byte(url), 0o644, false)
 	h := &httpServer{s: s, sessions: map[string]bool{}, polled: map[string]request{}, token: os.Getenv("TASKUP_TOKEN")}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)

@@ -42,6 +42,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latchhq/latch/internal/atomicfile"
 )
 
 const extensionTasks = "io.modelcontextprotocol/tasks"
@@ -96,8 +98,7 @@ func main() {
 	}
 	// Renamed into place: a test reading pid while a restarted process
 	// writes it sees the old or the new PID, never an empty file.
-	os.WriteFile(filepath.Join(s.dir, "pid.tmp"), []byte(fmt.Sprint(os.Getpid())), 0o644)
-	os.Rename(filepath.Join(s.dir, "pid.tmp"), filepath.Join(s.dir, "pid"))
+	atomicfile.Write(filepath.Join(s.dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o644, false)
 	s.resume()
 	if *httpAddr != "" {
 		if err := s.serveHTTP(*httpAddr); err != nil {
@@ -315,21 +316,7 @@ func (s *server) store(t *task) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, _ := json.Marshal(t)
-	tmp := s.path(t.TaskID) + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	f.Close()
-	return os.Rename(tmp, s.path(t.TaskID))
+	return atomicfile.Write(s.path(t.TaskID), b, 0o644, true)
 }
 
 func (s *server) load(id string) (*task, bool) {
