@@ -164,6 +164,11 @@ type Front struct {
 	queue       *diskQueue
 	onDisk      bool
 
+	// late remembers the unresolved executions followed for open sessions,
+	// and taps their standalone SSE streams by session id (late.go).
+	late *lateRegistry
+	taps sync.Map
+
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.
 	testCallDone func()
@@ -217,6 +222,7 @@ func New(cfg Config) (*Front, error) {
 		tracer:  tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/mcpfront"),
 		tools:   map[string]*controlplanev1.Tool{},
 		servers: map[*mcp.Server]string{},
+		late:    newLateRegistry(maxLatePerSession, maxLateWatches),
 	}
 	f.closingCtx, f.cancelClosing = context.WithCancel(context.Background())
 	var sessionGauge, streamGauge prometheus.Gauge
@@ -312,6 +318,11 @@ func (f *Front) newServer(fixedActor string) *mcp.Server {
 	if fixedActor == "" {
 		srv.AddReceivingMiddleware(f.taskMiddleware)
 	}
+	// The server's own sending handler, for the late results (late.go);
+	// added last, so it runs first and the task middleware sees it.
+	var send mcp.MethodHandler
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { send = next; return next })
+	srv.AddReceivingMiddleware(f.lateMiddleware(send))
 	f.addBuiltins(srv, fixedActor)
 	f.toolsMu.Lock()
 	defer f.toolsMu.Unlock()
