@@ -138,8 +138,10 @@ type Front struct {
 	cancelClosing context.CancelFunc
 	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
 	metadataURL string
-	// watched holds the MCP session ids whose end is being watched.
+	// watched holds the MCP session ids whose end is being watched;
+	// ended a channel per session closed when it ends (sessionDone).
 	watched sync.Map
+	ended   sync.Map
 	// sessions and streams enforce Config.Limits (limits.go).
 	sessions *limiter
 	streams  *limiter
@@ -401,6 +403,22 @@ func (f *Front) serveTransport(ctx context.Context, actor string, t mcp.Transpor
 	return srv.Run(ctx, &deliveringTransport{inner: t, front: f})
 }
 
+// sessionDone is closed when ss ends (DELETE, idle expiry, its transport
+// closing): one waiter per session serves every watcher of it (endOnClose,
+// the late results).
+func (f *Front) sessionDone(ss *mcp.ServerSession) <-chan struct{} {
+	ch := make(chan struct{})
+	if v, loaded := f.ended.LoadOrStore(ss, ch); loaded {
+		return v.(chan struct{})
+	}
+	go func() {
+		_ = ss.Wait()
+		close(ch)
+		f.ended.Delete(ss)
+	}()
+	return ch
+}
+
 // endOnClose tells the control plane when an MCP session closes (DELETE,
 // idle timeout), so its sessions journal records the end and any executions
 // the session never received (orphaned). It starts on a session's first tool
@@ -414,11 +432,7 @@ func (f *Front) endOnClose(ss *mcp.ServerSession, actor string) {
 		return
 	}
 	id := ss.ID()
-	ended := make(chan struct{})
-	go func() {
-		_ = ss.Wait()
-		close(ended)
-	}()
+	ended := f.sessionDone(ss)
 	go func() {
 		select {
 		case <-f.closing:

@@ -265,12 +265,17 @@ func (f *Front) lateMiddleware(send mcp.MethodHandler) mcp.Middleware {
 	}
 }
 
-// lateOpen returns ss's record; a new one is forgotten when ss closes.
+// lateOpen returns ss's record; a new one is forgotten when ss closes (or
+// the front does).
 func (f *Front) lateOpen(ss *mcp.ServerSession, send mcp.MethodHandler) *lateSession {
 	ls, made := f.late.open(f.closingCtx, ss, send)
 	if made {
+		done := f.sessionDone(ss)
 		go func() {
-			_ = ss.Wait()
+			select {
+			case <-done:
+			case <-f.closing:
+			}
 			f.late.end(ss)
 			f.lateGauge()
 		}()
