@@ -154,7 +154,9 @@ func (f *Front) statusHandler(fixedActor string) mcp.ToolHandler {
 			return f.rpcToolError(id, err), nil
 		}
 		// The disposition of a status read is "attached": it reads the same
-		// execution, never makes one.
+		// execution, never makes one. A read of an unresolved execution is
+		// one more answer the caller waits on: its outcome is pushed too.
+		cc.pushed = f.watchLate(ctx, req, cc, g.GetExecution(), lateCall)
 		return f.result(ctx, cc, recordv1.Disposition_DISPOSITION_ATTACHED, dispNew, g.GetExecution(), g.GetResult()), nil
 	}
 }

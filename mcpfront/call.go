@@ -132,6 +132,9 @@ type callContext struct {
 	// stream missed is kept for a resume (GET + Last-Event-ID), so a drop
 	// is not the caller leaving (delivery.go).
 	resumable bool
+	// pushed: the front follows this answer's execution for the caller's
+	// session and pushes its outcome there (late.go); the note says so.
+	pushed bool
 }
 
 func (f *Front) caller(req *mcp.CallToolRequest, fixedActor string) (callContext, error) {
@@ -239,6 +242,7 @@ func (f *Front) callHandler(tool string, fixedActor string) mcp.ToolHandler {
 		if waitErr != nil {
 			return f.interrupted(ctx, log, cc, exec, waitErr)
 		}
+		cc.pushed = f.watchLate(ctx, req, cc, exec, lateCall)
 		res := f.result(ctx, cc, resp.GetDisposition(), axisDisp(resp.GetDisposition()), exec, r)
 		if exec.GetJournalIndex() == resp.GetExecution().GetJournalIndex() {
 			f.attachReceipt(ctx, cc, res, exec, resp.GetReceipt())
@@ -581,7 +585,7 @@ func (f *Front) result(ctx context.Context, cc callContext, disp recordv1.Dispos
 			cr.Result = viewResult(g.GetResult())
 		}
 	}
-	note, isErr := noteFor(exec, nd, cr.DispatchedAt, cr.Result)
+	note, isErr := noteFor(exec, nd, cr.DispatchedAt, cr.Result, cc.pushed && !resolved(exec.GetState()))
 	cr.Note = note
 	res := &mcp.CallToolResult{
 		IsError:           isErr,

@@ -282,7 +282,7 @@ func deliveryRetryable(err error) bool {
 // reports the control plane takes now are sent; with the control plane
 // away they are kept on disk (Config.StateDir) or dropped.
 func (f *Front) Close() error {
-	f.closeOnce.Do(func() { close(f.closing); f.cancelClosing() })
+	f.closeOnce.Do(func() { f.late.close(); close(f.closing); f.cancelClosing() })
 	f.bg.Wait()
 	f.deliverMu.Lock()
 	defer f.deliverMu.Unlock()

@@ -138,8 +138,10 @@ type Front struct {
 	cancelClosing context.CancelFunc
 	// metadataURL is the RFC 9728 metadata URL, "" without OAuth.
 	metadataURL string
-	// watched holds the MCP session ids whose end is being watched.
+	// watched holds the MCP session ids whose end is being watched;
+	// ended a channel per session closed when it ends (sessionDone).
 	watched sync.Map
+	ended   sync.Map
 	// sessions and streams enforce Config.Limits (limits.go).
 	sessions *limiter
 	streams  *limiter
@@ -163,6 +165,11 @@ type Front struct {
 	delivering  bool
 	queue       *diskQueue
 	onDisk      bool
+
+	// late remembers the unresolved executions followed for open sessions,
+	// and taps their standalone SSE streams by session id (late.go).
+	late *lateRegistry
+	taps sync.Map
 
 	// testCallDone, when set (tests only), runs after every catalog tool
 	// handler returned.
@@ -217,6 +224,7 @@ func New(cfg Config) (*Front, error) {
 		tracer:  tracing.OrNoop(cfg.Tracer).Tracer("github.com/latchhq/latch/mcpfront"),
 		tools:   map[string]*controlplanev1.Tool{},
 		servers: map[*mcp.Server]string{},
+		late:    newLateRegistry(maxLatePerSession, maxLateWatches),
 	}
 	f.closingCtx, f.cancelClosing = context.WithCancel(context.Background())
 	var sessionGauge, streamGauge prometheus.Gauge
@@ -312,6 +320,11 @@ func (f *Front) newServer(fixedActor string) *mcp.Server {
 	if fixedActor == "" {
 		srv.AddReceivingMiddleware(f.taskMiddleware)
 	}
+	// The server's own sending handler, for the late results (late.go);
+	// added last, so it runs first and the task middleware sees it.
+	var send mcp.MethodHandler
+	srv.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { send = next; return next })
+	srv.AddReceivingMiddleware(f.lateMiddleware(send))
 	f.addBuiltins(srv, fixedActor)
 	f.toolsMu.Lock()
 	defer f.toolsMu.Unlock()
@@ -390,6 +403,22 @@ func (f *Front) serveTransport(ctx context.Context, actor string, t mcp.Transpor
 	return srv.Run(ctx, &deliveringTransport{inner: t, front: f})
 }
 
+// sessionDone is closed when ss ends (DELETE, idle expiry, its transport
+// closing): one waiter per session serves every watcher of it (endOnClose,
+// the late results).
+func (f *Front) sessionDone(ss *mcp.ServerSession) <-chan struct{} {
+	ch := make(chan struct{})
+	if v, loaded := f.ended.LoadOrStore(ss, ch); loaded {
+		return v.(chan struct{})
+	}
+	go func() {
+		_ = ss.Wait()
+		close(ch)
+		f.ended.Delete(ss)
+	}()
+	return ch
+}
+
 // endOnClose tells the control plane when an MCP session closes (DELETE,
 // idle timeout), so its sessions journal records the end and any executions
 // the session never received (orphaned). It starts on a session's first tool
@@ -403,11 +432,7 @@ func (f *Front) endOnClose(ss *mcp.ServerSession, actor string) {
 		return
 	}
 	id := ss.ID()
-	ended := make(chan struct{})
-	go func() {
-		_ = ss.Wait()
-		close(ended)
-	}()
+	ended := f.sessionDone(ss)
 	go func() {
 		select {
 		case <-f.closing:

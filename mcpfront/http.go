@@ -117,7 +117,9 @@ func (f *Front) serveObserved(w http.ResponseWriter, r *http.Request, next http.
 		}
 	}
 	dw := &deliveryWriter{ResponseWriter: w}
-	next.ServeHTTP(dw, r)
+	out, untap := f.tapStream(dw, r) // a session's GET stream (late.go)
+	next.ServeHTTP(out, r)
+	untap()
 	// Delivery is recorded here, after the SDK handler returned for this
 	// HTTP exchange, when (1) the SSE event carrying the completed result was
 	// written and flushed without error and (2) the client was still

@@ -22,7 +22,7 @@ import (
 // claim that nothing reached the target.
 func TestNotExecutedNoteRestsOnEvidence(t *testing.T) {
 	reason := "the target has no record of it: status endpoint answered 404 (absent); asked after the settle point"
-	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, dispNew, "", nil)
+	note, isError := noteFor(&recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_NOT_EXECUTED, Reason: reason}, dispNew, "", nil, false)
 	if strings.Contains(note, "nothing reached the target") {
 		t.Errorf("noteFor(not_executed) = %q, claims nothing reached the target", note)
 	}
@@ -70,8 +70,20 @@ func TestNoteTableCoversEverything(t *testing.T) {
 							t.Errorf("%s: no row in noteTable", name)
 							continue
 						}
-						note, isErr := noteFor(e, d, "2026-01-01T00:00:00Z", v)
+						note, isErr := noteFor(e, d, "2026-01-01T00:00:00Z", v, false)
 						checkNote(t, name, e, d, v, note, isErr)
+						// The same answer when the front pushes the outcome to
+						// the session (late.go): every rule still holds, and an
+						// unresolved execution's note says it will be pushed.
+						pushed, pushedErr := noteFor(e, d, "2026-01-01T00:00:00Z", v, true)
+						checkNote(t, name+"/pushed", e, d, v, pushed, pushedErr)
+						if !resolved(s) {
+							if !strings.Contains(pushed, "sends the outcome to this session when execution act_X resolves") {
+								t.Errorf("%s/pushed: note %q does not say the outcome will be pushed", name, pushed)
+							}
+						} else if pushed != note {
+							t.Errorf("%s/pushed: note %q differs from %q for a resolved execution, which nothing follows", name, pushed, note)
+						}
 					}
 				}
 			}
@@ -180,11 +192,33 @@ func TestNoteExamples(t *testing.T) {
 			} else {
 				v = &ResultView{Status: tt.exec.GetTargetStatus()}
 			}
-			got, isErr := noteFor(tt.exec, tt.disp, "", v)
+			got, isErr := noteFor(tt.exec, tt.disp, "", v, false)
 			if got != tt.want || isErr != tt.wantErr {
 				t.Errorf("noteFor(%v) = %q, %v; want %q, %v", tt.exec, got, isErr, tt.want, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestPushedNotes pins what the model reads when the outcome will be pushed
+// and when it must ask, and the note of the notification itself.
+func TestPushedNotes(t *testing.T) {
+	exec := &recordv1.Execution{Id: "act_9", State: recordv1.State_STATE_DISPATCHED, Replay: "idempotency_key"}
+	got, _ := noteFor(exec, dispNew, "2026-01-01T00:00:00Z", nil, true)
+	want := "execution act_9 was dispatched at 2026-01-01T00:00:00Z and is still running; outcome not yet known; do not retry; check latch_execution_status with execution_id act_9; Latch also sends the outcome to this session when execution act_9 resolves (a notifications/message naming it, or the task's status notification), as long as the session stays open."
+	if got != want {
+		t.Errorf("noteFor(dispatched, pushed) = %q, want %q", got, want)
+	}
+	got, _ = noteFor(exec, dispNew, "2026-01-01T00:00:00Z", nil, false)
+	want = "execution act_9 was dispatched at 2026-01-01T00:00:00Z and is still running; outcome not yet known; do not retry; check latch_execution_status with execution_id act_9."
+	if got != want {
+		t.Errorf("noteFor(dispatched, not pushed) = %q, want %q", got, want)
+	}
+	done := &recordv1.Execution{Id: "act_9", State: recordv1.State_STATE_COMPLETED, Outcome: recordv1.Outcome_OUTCOME_FAILED_AT_TARGET, TargetStatus: 500, Replay: "idempotency_key"}
+	note, isErr := lateNote(done)
+	want = "Latch: execution act_9, left unresolved by an earlier answer in this session, has resolved (completed): execution act_9 reached the target, which answered with status 500, a failure; it will not be re-sent. To try again after fixing the cause, call the tool with repeat_of=act_9. Its full result and receipt: call latch_execution_status with execution_id act_9."
+	if note != want || !isErr {
+		t.Errorf("lateNote(failed at target) = %q, %v; want %q, true", note, isErr, want)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcpfront
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/latchhq/latch/internal/lifecycle"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
@@ -31,7 +32,9 @@ import (
 //     The front knows no channel by name.
 //
 // Placeholders: {id}, {status}, {at} (dispatch time), {reason} (": why", or
-// empty), {tool}. TestNoteTableCoversEverything walks every combination.
+// empty), {tool}, {pushed} (pushedTail when the front will push the outcome
+// to the caller's session, late.go; else empty). TestNoteTableCoversEverything
+// walks every combination.
 
 // noteDisp is the disposition axis.
 type noteDisp int
@@ -82,7 +85,7 @@ var (
 
 // Shared tails, so rows that mean the same say it the same way.
 const (
-	checkStatus = "check latch_execution_status with execution_id {id}"
+	checkStatus = "check latch_execution_status with execution_id {id}{pushed}"
 	attachedTo  = "This call attached to the execution of an identical earlier call; nothing was sent twice. "
 )
 
@@ -158,7 +161,7 @@ var noteTable = []noteRow{
 	{states: []recordv1.State{recordv1.State_STATE_OUTCOME_UNKNOWN},
 		text: "execution {id} was dispatched at {at} and its outcome is not yet known; Latch is establishing it from the target; do not retry; " + checkStatus + "."},
 	{states: []recordv1.State{recordv1.State_STATE_NEEDS_REVIEW},
-		text: "execution {id} was dispatched at {at} and its outcome is unknown; an operator must review it. Do not retry; " + checkStatus + " later."},
+		text: "execution {id} was dispatched at {at} and its outcome is unknown; an operator must review it. Do not retry; later, " + checkStatus + "."},
 
 	// Not sent yet.
 	{states: []recordv1.State{recordv1.State_STATE_AWAITING_APPROVAL}, disp: dispAttached,
@@ -184,12 +187,22 @@ var noteTable = []noteRow{
 		text: "execution {id} was cancelled before dispatch{reason}; nothing was sent to the target."},
 }
 
-// noteFor is the note for exec as answered with disposition axis d.
+// pushedTail ends the "check latch_execution_status" of an answer whose
+// execution the front watches for the caller's open session (late.go): the
+// model learns the outcome will come to it, and how to read it sooner.
+const pushedTail = "; Latch also sends the outcome to this session when execution %s resolves (a notifications/message naming it, or the task's status notification), as long as the session stays open"
+
+// noteFor is the note for exec as answered with disposition axis d; pushed
+// says the front will push the outcome to the caller's session (late.go).
 // A state the table does not know (a newer schema) gets a neutral note.
-func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultView) (note string, isError bool) {
+func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultView, pushed bool) (note string, isError bool) {
+	tail := ""
+	if pushed {
+		tail = fmt.Sprintf(pushedTail, e.GetId())
+	}
 	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(e, v))
 	if !ok {
-		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState())).
+		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState()), "{pushed}", tail).
 			Replace("execution {id} is in state {state}; " + checkStatus + "."), false
 	}
 	reason := ""
@@ -204,7 +217,21 @@ func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultVi
 		"{status}", fmt.Sprint(e.GetTargetStatus()),
 		"{at}", dispatchedAt,
 		"{reason}", reason,
+		"{pushed}", tail,
 	).Replace(row.text), row.isError
+}
+
+// lateNote is the text of the notification that tells a session an
+// execution it was answered about earlier has resolved (late.go): the note
+// of its end state, and where the full result is.
+func lateNote(e *recordv1.Execution) (note string, isError bool) {
+	at := ""
+	if t := e.GetDispatchedAt(); t != nil {
+		at = t.AsTime().UTC().Format(time.RFC3339)
+	}
+	n, isErr := noteFor(e, dispNew, at, nil, false)
+	return fmt.Sprintf("Latch: execution %s, left unresolved by an earlier answer in this session, has resolved (%s): %s Its full result and receipt: call %s with execution_id %s.",
+		e.GetId(), lifecycle.Name(e.GetState()), n, ToolExecutionStatus, e.GetId()), isErr
 }
 
 func lookupNote(s recordv1.State, o recordv1.Outcome, d noteDisp, r noteReplay, c noteAnswer) (noteRow, bool) {

@@ -37,6 +37,11 @@ type Metrics struct {
 	// the control plane has not taken yet (delivery.go).
 	deliveriesQueued  prometheus.Gauge
 	deliveriesDropped prometheus.Counter
+	// lateWatches, latePushed and lateUnpushed follow the late results
+	// pushed to sessions (late.go).
+	lateWatches  prometheus.Gauge
+	latePushed   *prometheus.CounterVec
+	lateUnpushed *prometheus.CounterVec
 }
 
 // NewMetrics registers the front's collectors in reg.
@@ -80,6 +85,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "latch", Subsystem: "mcp", Name: "delivery_reports_dropped_total",
 			Help: "Delivery reports dropped, oldest first, because the queue was full while the control plane was away; those executions read as delivery not recorded.",
 		}),
+		lateWatches: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "late_watches",
+			Help: "Unresolved executions the front follows for open sessions, to push their outcome when they resolve.",
+		}),
+		latePushed: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "late_results_pushed_total",
+			Help: "Late results pushed to sessions, by notification (message: notifications/message; task_status: notifications/tasks/status) and result (sent, failed).",
+		}, []string{"notification", "result"}),
+		lateUnpushed: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "latch", Subsystem: "mcp", Name: "late_results_unpushed_total",
+			Help: "Unresolved answers whose outcome was not pushed, by reason (session_closed, expired, front_closing, refused, session_full, front_full, below_level).",
+		}, []string{"reason"}),
 	}
 }
 

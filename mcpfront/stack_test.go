@@ -356,6 +356,10 @@ type clientOptions struct {
 	Header     http.Header       // extra headers on every request (e.g. Latch-Run)
 	// Capabilities are the client's (e.g. the tasks extension).
 	Capabilities *mcp.ClientCapabilities
+	// StandaloneSSE opens the session's GET stream (off by default);
+	// Logging receives notifications/message.
+	StandaloneSSE bool
+	Logging       func(*mcp.LoggingMessageParams) //nolint:staticcheck // SA1019: the late results' notification (late.go)
 }
 
 // bearer adds the token to every request.
@@ -386,8 +390,11 @@ func (st *testStack) connect(t testing.TB, actor string, o clientOptions) *mcp.C
 	if o.Progress != nil {
 		copts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.Progress(r.Params) }
 	}
+	if o.Logging != nil {
+		copts.LoggingMessageHandler = func(_ context.Context, r *mcp.LoggingMessageRequest) { o.Logging(r.Params) } //nolint:staticcheck // SA1019, see clientOptions.Logging
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "latch-test", Version: "1"}, copts)
-	tr := &mcp.StreamableClientTransport{Endpoint: st.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: o.MaxRetries, DisableStandaloneSSE: true}
+	tr := &mcp.StreamableClientTransport{Endpoint: st.URL, HTTPClient: &http.Client{Transport: rt}, MaxRetries: o.MaxRetries, DisableStandaloneSSE: !o.StandaloneSSE}
 	var sopts *mcp.ClientSessionOptions
 	if o.Era != "" {
 		sopts = &mcp.ClientSessionOptions{ProtocolVersion: o.Era}

@@ -488,6 +488,10 @@ func (f *Front) startTask(ctx context.Context, req *mcp.CallToolRequest, modern 
 	f.endOnClose(req.Session, cc.actor)
 	exec := resp.GetExecution()
 	log.Debug("task created", "execution_id", exec.GetId(), "disposition", resp.GetDisposition().String(), "state", lifecycle.Name(exec.GetState()))
+	if !modern {
+		// The task's end is pushed to this session (late.go).
+		f.watchLate(ctx, req, cc, exec, lateTask)
+	}
 	t := f.newWireTask(exec, modern)
 	immediate := fmt.Sprintf("Latch started task %s for this call (%s). %s", exec.GetId(), dispositionName(resp.GetDisposition()), t.msg)
 	return f.createTaskResult(t, immediate)

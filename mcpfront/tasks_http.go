@@ -266,22 +266,12 @@ func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any
 	if rerr != nil {
 		return nil, rerr
 	}
-	rereads := 0
-	for taskRowFor(exec.GetState()).status != mcpwire.TaskCompleted {
-		exec, r = f.watchTerminal(ctx, cc, exec)
+	exec, r, err := f.followToEnd(ctx, cc, exec, r)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &rpcError{http.StatusOK, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "request ended before the task did"}}
 		}
-		if taskRowFor(exec.GetState()).status == mcpwire.TaskCompleted {
-			break
-		}
-		// The watch ended without an end (a control-plane restart): read
-		// again after a pause.
-		rereads++
-		taskRereadBackoff.Wait(ctx, rereads, nil)
-		if e, rr, rerr := f.ownExecution(ctx, cc, id); rerr == nil {
-			exec, r = e, rr
-		}
+		return nil, invalidParams("Failed to retrieve task: no task %s among your tasks", id)
 	}
 	res := f.taskResult(ctx, cc, exec, r)
 	if res.Meta == nil {
@@ -289,6 +279,55 @@ func (f *Front) tasksResult(ctx context.Context, cc callContext, id string) (any
 	}
 	res.Meta[MetaRelatedTask] = map[string]any{"taskId": id}
 	return res, nil
+}
+
+// resolved reports whether exec's task is terminal: the agent has nothing
+// more to wait for (taskTable's completed rows).
+func resolved(s recordv1.State) bool { return taskRowFor(s).status == mcpwire.TaskCompleted }
+
+// followToEnd follows exec until its task is terminal or ctx ends: a Watch,
+// and when the watch ends early (a control-plane restart, a failover, a cut
+// stream) a fresh Get after taskRereadBackoff, then a Watch again. r is
+// exec's stored result when the caller has it. A Get the control plane
+// refuses for good (not found, not the caller's, the credential no longer
+// valid) ends the follow with that error; so does ctx.
+//
+// It is the one follower of an execution to its end: tasks/result and the
+// late results pushed to sessions (late.go) both wait by it.
+func (f *Front) followToEnd(ctx context.Context, cc callContext, exec *recordv1.Execution, r *recordv1.Result) (*recordv1.Execution, *recordv1.Result, error) {
+	rereads := 0
+	for !resolved(exec.GetState()) {
+		exec, r = f.watchTerminal(ctx, cc, exec)
+		if resolved(exec.GetState()) {
+			break
+		}
+		if ctx.Err() != nil {
+			return exec, nil, ctx.Err()
+		}
+		rereads++
+		if !taskRereadBackoff.Wait(ctx, rereads, nil) {
+			return exec, nil, ctx.Err()
+		}
+		g, err := f.cfg.ControlPlane.Get(ctx, &controlplanev1.GetRequest{ExecutionId: exec.GetId(), Actor: cc.actor, Credential: cc.credential})
+		switch {
+		case err == nil && g.GetExecution() != nil:
+			exec, r = g.GetExecution(), g.GetResult()
+		case refusedForGood(err):
+			return exec, nil, err
+		}
+	}
+	return exec, r, nil
+}
+
+// refusedForGood reports whether a failed read will fail the same way when
+// asked again: the execution is not the caller's to read, or the caller's
+// credential is no longer valid.
+func refusedForGood(err error) bool {
+	switch status.Code(err) {
+	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated:
+		return true
+	}
+	return false
 }
 
 // watchTerminal follows exec until its task is terminal or the watch ends.

@@ -41,6 +41,9 @@ const (
 	MethodTasksUpdate = "tasks/update" // Era20260728
 	MethodTasksResult = "tasks/result" // Era20251125
 	MethodTasksList   = "tasks/list"   // Era20251125
+	// NotificationTasksStatus tells a requestor a task's status changed
+	// (Era20251125; optional, the requestor still polls).
+	NotificationTasksStatus = "notifications/tasks/status"
 
 	// ExtensionTasks is the Era20260728 tasks extension's identifier.
 	ExtensionTasks = "io.modelcontextprotocol/tasks"
