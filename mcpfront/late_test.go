@@ -126,7 +126,7 @@ func TestStandaloneGET(t *testing.T) {
 		ok                bool
 	}{
 		{"GET", "S1", "", true},
-		{"GET", "S1", "_4", true},  // resumes the standalone stream
+		{"GET", "S1", "_4", true},   // resumes the standalone stream
 		{"GET", "S1", "0_4", false}, // resumes a POST's stream
 		{"GET", "", "", false},
 		{"POST", "S1", "", false},
