@@ -249,7 +249,11 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	if args == nil {
 		args = map[string]any{}
 	}
-	if a := call.Tool.IdempotencyArgument; a != "" {
+	if a := call.Tool.IdempotencyArgument; a != "" && !call.Observed() {
+		// Observed calls go as they came: the upstream dedupes nothing it
+		// did not dedupe before Latch. The execution ID still travels in
+		// _meta, which is how this channel tells a written request from
+		// one that never left (executionIDIn).
 		args[a] = id
 	}
 	tr := u.track(id)
