@@ -57,6 +57,7 @@ func commandTable() map[string]command {
 		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
 		"events":     {"the event outbox of the running control plane: list [--pending|--dead] (each sink's delivery state) | replay [ID...] (dead letters, or the events named, again under the same IDs) | test SINK (send a signed test event now)", runEvents},
 		"store":      {"the PostgreSQL store: migrate --store URL | status --store URL", runStore},
+		"observe":    {"what enforcement would have done with the calls of tools in observe mode: report [--since 24h] (per tool: calls, would-attach duplicates and how many reached the target twice, new request ids and sessions, concurrent duplicates, the time between each pair, and whether the tool is ready to enforce)", runObserve},
 	}
 }
 

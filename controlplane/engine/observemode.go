@@ -52,6 +52,7 @@ func observation(tool *tools.Tool, decided recordv1.State, code recordv1.ReasonC
 func observePrior(obs *recordv1.Observation, prior *recordv1.Execution) {
 	obs.PriorExecutionId = prior.GetId()
 	obs.PriorState = prior.GetState()
+	obs.PriorAcceptedAt = prior.GetAcceptedAt()
 	obs.WouldDisposition = attachResult(prior).Disposition
 }
 

@@ -85,7 +85,7 @@ type Call struct {
 	// has one: an execution in observe mode reaches the target as the
 	// request would without Latch.
 	NoIdempotencyKey bool
-	Target      *tools.Target
+	Target           *tools.Target
 	// Method and Path come from the rendered request template; Path is in
 	// escaped form and is appended to Target.BaseURL. The host always
 	// comes from BaseURL.

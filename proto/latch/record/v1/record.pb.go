@@ -1316,9 +1316,11 @@ type Observation struct {
 	WouldHoldUncertain bool `protobuf:"varint,6,opt,name=would_hold_uncertain,json=wouldHoldUncertain,proto3" json:"would_hold_uncertain,omitempty"`
 	// The tool's replay class when the call came ("" when its observe-mode
 	// contract has none yet: it needs a contract decision before enforce).
-	Replay        string `protobuf:"bytes,7,opt,name=replay,proto3" json:"replay,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replay string `protobuf:"bytes,7,opt,name=replay,proto3" json:"replay,omitempty"`
+	// When the prior execution was accepted (the gap between the pair).
+	PriorAcceptedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=prior_accepted_at,json=priorAcceptedAt,proto3" json:"prior_accepted_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Observation) Reset() {
@@ -1398,6 +1400,13 @@ func (x *Observation) GetReplay() string {
 		return x.Replay
 	}
 	return ""
+}
+
+func (x *Observation) GetPriorAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PriorAcceptedAt
+	}
+	return nil
 }
 
 // JournalEntry is one leaf of the activity journal.
@@ -2840,7 +2849,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"reasonCode\x125\n" +
 	"\bdelivery\x18- \x01(\x0e2\x19.latch.record.v1.DeliveryR\bdelivery\x12@\n" +
 	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\x12>\n" +
-	"\vobservation\x18/ \x01(\v2\x1c.latch.record.v1.ObservationR\vobservation\"\xe5\x02\n" +
+	"\vobservation\x18/ \x01(\v2\x1c.latch.record.v1.ObservationR\vobservation\"\xad\x03\n" +
 	"\vObservation\x12,\n" +
 	"\x12prior_execution_id\x18\x01 \x01(\tR\x10priorExecutionId\x127\n" +
 	"\vprior_state\x18\x02 \x01(\x0e2\x16.latch.record.v1.StateR\n" +
@@ -2849,7 +2858,8 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x13would_need_approval\x18\x04 \x01(\bR\x11wouldNeedApproval\x12*\n" +
 	"\x11would_wait_reason\x18\x05 \x01(\tR\x0fwouldWaitReason\x120\n" +
 	"\x14would_hold_uncertain\x18\x06 \x01(\bR\x12wouldHoldUncertain\x12\x16\n" +
-	"\x06replay\x18\a \x01(\tR\x06replay\"\xe3\x06\n" +
+	"\x06replay\x18\a \x01(\tR\x06replay\x12F\n" +
+	"\x11prior_accepted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fpriorAcceptedAt\"\xe3\x06\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -3152,45 +3162,46 @@ var file_latch_record_v1_record_proto_depIdxs = []int32{
 	12, // 17: latch.record.v1.Execution.observation:type_name -> latch.record.v1.Observation
 	0,  // 18: latch.record.v1.Observation.prior_state:type_name -> latch.record.v1.State
 	2,  // 19: latch.record.v1.Observation.would_disposition:type_name -> latch.record.v1.Disposition
-	26, // 20: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 21: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 22: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	11, // 23: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	9,  // 24: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	22, // 25: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	19, // 26: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	20, // 27: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	15, // 28: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	18, // 29: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
-	5,  // 30: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
-	14, // 31: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	6,  // 32: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
-	15, // 33: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	26, // 34: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	26, // 35: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 36: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	26, // 37: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	26, // 38: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 39: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	26, // 40: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	26, // 41: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	7,  // 42: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	26, // 43: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	26, // 44: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	26, // 45: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	26, // 46: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 47: latch.record.v1.OutboxEvent.kind:type_name -> latch.record.v1.EventKind
-	26, // 48: latch.record.v1.OutboxEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 49: latch.record.v1.OutboxEvent.state:type_name -> latch.record.v1.State
-	1,  // 50: latch.record.v1.OutboxEvent.outcome:type_name -> latch.record.v1.Outcome
-	24, // 51: latch.record.v1.OutboxEvent.deliveries:type_name -> latch.record.v1.EventDelivery
-	26, // 52: latch.record.v1.EventDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	26, // 53: latch.record.v1.EventDelivery.delivered_at:type_name -> google.protobuf.Timestamp
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	26, // 20: latch.record.v1.Observation.prior_accepted_at:type_name -> google.protobuf.Timestamp
+	26, // 21: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 22: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 23: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	11, // 24: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	9,  // 25: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	22, // 26: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	19, // 27: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	20, // 28: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	15, // 29: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	18, // 30: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	5,  // 31: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
+	14, // 32: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	6,  // 33: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
+	15, // 34: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	26, // 35: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	26, // 36: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 37: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	26, // 38: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	26, // 39: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 40: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	26, // 41: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	26, // 42: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	7,  // 43: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	26, // 44: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	26, // 45: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	26, // 46: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	26, // 47: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 48: latch.record.v1.OutboxEvent.kind:type_name -> latch.record.v1.EventKind
+	26, // 49: latch.record.v1.OutboxEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 50: latch.record.v1.OutboxEvent.state:type_name -> latch.record.v1.State
+	1,  // 51: latch.record.v1.OutboxEvent.outcome:type_name -> latch.record.v1.Outcome
+	24, // 52: latch.record.v1.OutboxEvent.deliveries:type_name -> latch.record.v1.EventDelivery
+	26, // 53: latch.record.v1.EventDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	26, // 54: latch.record.v1.EventDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
