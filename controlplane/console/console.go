@@ -306,6 +306,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/sessions", c.authed(c.sessionsPage))
 	m.HandleFunc("POST /ui/sessions/{id}/{action}", c.authed(c.decideSession))
 	m.HandleFunc("GET /ui/audit", c.authed(c.auditPage))
+	m.HandleFunc("GET /ui/observe", c.authed(c.observePage))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "No such page in the console.")
 	})

@@ -4,7 +4,8 @@
 // observemode.go records it with the decision order's and the matching
 // rule's verdicts). It decides nothing and writes nothing.
 //
-// Imported by controlplane/admin (the ObserveReport RPC) and its tests.
+// Imported by controlplane/admin (the ObserveReport RPC) and
+// controlplane/console (its observe page).
 package observation
 
 import (
