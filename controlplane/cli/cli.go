@@ -127,7 +127,8 @@ func printUsage(w io.Writer, commands map[string]command) {
 }
 
 // parse parses flags that may come before or after positional arguments and
-// returns the positionals.
+// returns the positionals; everything after a "--" is positional (latch dev
+// --observe-upstream -- COMMAND ARGS).
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
@@ -140,7 +141,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			}
 			return nil, usagef("%v", err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, nil
 		}

@@ -214,3 +214,56 @@ func reportRow(rep *controlplanev1.ObserveReportResponse, tool string) *controlp
 	}
 	return nil
 }
+
+// TestDevObserveUpstream: `latch dev --observe-upstream -- COMMAND` puts a
+// stdio MCP server (mcpchannel's counting one) behind Latch in observe
+// mode with a generated catalog that loads; the same call made twice
+// reaches the server twice, with no idempotency argument, and the report
+// counts the duplicate and says each tool needs a contract decision.
+func TestDevObserveUpstream(t *testing.T) {
+	state := t.TempDir()
+	data := filepath.Join(t.TempDir(), "dev")
+	startDev(t, data, "--observe-upstream", "--", countupBin, "--state", state)
+	raw, err := os.ReadFile(datadir.DevInfo(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info devInfo
+	if err := json.Unmarshal(raw, &info); err != nil {
+		t.Fatal(err)
+	}
+	generated := filepath.Join(data, "observe-catalog.yaml")
+	if out, code := runCLI(t, "catalog", "validate", generated); code != ExitOK {
+		t.Fatalf("latch catalog validate %s = exit %d:\n%s", generated, code, out)
+	}
+	for range 2 {
+		s := connectAgent(t, info)
+		res, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "countup.add_note", Arguments: map[string]any{"text": "hello"}})
+		s.Close()
+		if err != nil || res.IsError {
+			t.Fatalf("countup.add_note: %v %+v", err, res)
+		}
+	}
+	effects, err := os.ReadFile(filepath.Join(state, "effects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(effects)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("the server saw %d effects, want 2 (observe mode forwards both):\n%s", len(lines), effects)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "- ") {
+			t.Errorf("effect %q carries a request_id: observe mode must not set an idempotency argument", l)
+		}
+	}
+	rep := observeReport(t, data)
+	r := reportRow(rep, "countup.add_note")
+	if r.GetCalls() != 2 || r.GetWouldAttach() != 1 || r.GetReachedTwice() != 1 || r.GetContractComplete() ||
+		!strings.HasPrefix(r.GetNextStep(), "needs a contract decision: replay") {
+		t.Errorf("report row = %v, want 2 calls, 1 duplicate that reached the server twice, a contract decision to make", r)
+	}
+	if c := reportRow(rep, "countup.count"); c == nil || c.GetMode() != "observe" {
+		t.Errorf("report row of countup.count = %v, want the generated tool listed in observe mode", c)
+	}
+}

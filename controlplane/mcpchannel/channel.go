@@ -131,7 +131,7 @@ func New(cfg Config) (*Channel, error) {
 		cfg.Version = "dev"
 	}
 	if cfg.BaseEnv == nil {
-		cfg.BaseEnv = baseEnv()
+		cfg.BaseEnv = BaseEnv()
 	}
 	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}, pinned: map[string]string{}}
 	c.pins, c.pinsFixed = cfg.Pins, cfg.Pins != nil
