@@ -184,10 +184,19 @@ var noteTable = []noteRow{
 		text: "execution {id} was cancelled before dispatch{reason}; nothing was sent to the target."},
 }
 
+// observedUnknownNote is the note of an execution in observe mode whose
+// outcome is unknown.
+var observedUnknownNote = noteRow{text: "execution {id} was dispatched at {at} and its outcome is not known: the tool is in observe mode, so Latch forwarded the call as it came and does not establish the outcome from the target; " + checkStatus + "."}
+
 // noteFor is the note for exec as answered with disposition axis d.
 // A state the table does not know (a newer schema) gets a neutral note.
 func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultView) (note string, isError bool) {
 	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(e, v))
+	if e.GetObservation() != nil && e.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
+		// Observe mode: nothing establishes the outcome, so the table's
+		// "Latch is establishing it" would be untrue.
+		row, ok = observedUnknownNote, true
+	}
 	if !ok {
 		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState())).
 			Replace("execution {id} is in state {state}; " + checkStatus + "."), false
