@@ -253,7 +253,7 @@ func CatalogStatusOf(cur catalog.Current) *controlplanev1.CatalogStatusResponse 
 	}
 	for _, name := range cur.Catalog.ToolNames() {
 		t := cur.Catalog.Tools[name]
-		ct := &controlplanev1.CatalogTool{Name: name, Target: t.Target, Replay: string(t.Replay)}
+		ct := &controlplanev1.CatalogTool{Name: name, Target: t.Target, Replay: string(t.Replay), Mode: string(t.Mode)}
 		if tg := cur.Catalog.Targets[t.Target]; tg != nil {
 			ct.Channel = string(tg.Channel)
 		}

@@ -2164,8 +2164,11 @@ type CatalogTool struct {
 	Target string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
 	// The target's channel kind ("http", "ssh", "local", "mcp", ...).
 	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
-	// The replay class ("idempotency_key", "review", ...).
-	Replay        string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The replay class ("idempotency_key", "review", ...; "" for a tool in
+	// observe mode whose replay is not decided yet).
+	Replay string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The mode in force: "enforce" or "observe".
+	Mode          string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2224,6 +2227,13 @@ func (x *CatalogTool) GetChannel() string {
 func (x *CatalogTool) GetReplay() string {
 	if x != nil {
 		return x.Replay
+	}
+	return ""
+}
+
+func (x *CatalogTool) GetMode() string {
+	if x != nil {
+		return x.Mode
 	}
 	return ""
 }
@@ -2787,12 +2797,13 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x18\n" +
 	"\atrigger\x18\x04 \x01(\tR\atrigger\x128\n" +
 	"\x05tools\x18\x05 \x03(\v2\".latch.controlplane.v1.CatalogToolR\x05tools\x123\n" +
-	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"k\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"\x7f\n" +
 	"\vCatalogTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
-	"\x06replay\x18\x04 \x01(\tR\x06replay\"6\n" +
+	"\x06replay\x18\x04 \x01(\tR\x06replay\x12\x12\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\"6\n" +
 	"\x18ListUpstreamToolsRequest\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\"\x90\x01\n" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
