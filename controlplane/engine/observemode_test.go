@@ -157,6 +157,24 @@ func TestObserveUnknownOutcomeIsNotRecovered(t *testing.T) {
 	}
 }
 
+// TestEnforcedRetryOfAnObservedUnknown: once the tool is enforced, a call
+// of an intent whose observed execution's outcome is unknown attaches to it
+// and is not sent (an operator resolves it; nothing can ask the target).
+func TestEnforcedRetryOfAnObservedUnknown(t *testing.T) {
+	h := newObserveHarness(t, &fakeChannel{dispatch: []AttemptClass{Unknown}}, nil)
+	first := h.submit(t, "alice", "create", `{"name":"a"}`)
+	h.waitState(t, first.Execution.GetId(), recordv1.State_STATE_OUTCOME_UNKNOWN)
+	h.e.SetCatalog(observeCatalog(t, tools.ModeEnforce), "enforce")
+	retry := h.submit(t, "alice", "create", `{"name":"a"}`)
+	if retry.Execution.GetId() != first.Execution.GetId() || retry.Disposition != recordv1.Disposition_DISPOSITION_RECOVERED {
+		t.Errorf("enforced retry = %v %s, want recovered on %s", retry.Disposition, retry.Execution.GetId(), first.Execution.GetId())
+	}
+	h.close()
+	if calls, queries := h.ch.calls.Load(), h.ch.queries.Load(); calls != 1 || queries != 0 {
+		t.Errorf("dispatches %d, queries %d; want the one observed dispatch and no query", calls, queries)
+	}
+}
+
 // TestObserveKeepsRejections: observe mode relaxes the replay contract,
 // not authorization: a locked vault still refuses the call.
 func TestObserveKeepsRejections(t *testing.T) {
