@@ -62,7 +62,7 @@ func mcpTool(t *controlplanev1.Tool) (*mcp.Tool, error) {
 		ann.DestructiveHint = &no
 	}
 	desc := t.GetDescription()
-	if t.GetSideEffecting() {
+	if t.GetSideEffecting() && !t.GetObserved() {
 		desc = strings.TrimSpace(desc + " Latch runs each intent once: calling again with the same arguments attaches to the same execution; to repeat on purpose, pass repeat_of.")
 	}
 	return &mcp.Tool{

@@ -259,3 +259,27 @@ func TestStatusProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestObservedNotes: an observed execution whose outcome is unknown is not
+// told as being established (nothing recovers it), and an observed tool's
+// description does not promise that an identical call attaches.
+func TestObservedNotes(t *testing.T) {
+	x := &recordv1.Execution{Id: "act_1", State: recordv1.State_STATE_OUTCOME_UNKNOWN, Replay: "review", Observation: &recordv1.Observation{WouldHoldUncertain: true}}
+	note, _ := noteFor(x, dispNew, "2026-01-01T00:00:00Z", nil, false)
+	if strings.Contains(note, "establishing") || !strings.Contains(note, "observe mode") || !strings.Contains(note, "act_1") {
+		t.Errorf("noteFor(observed outcome_unknown) = %q, want it to say observe mode does not establish the outcome", note)
+	}
+	x.Observation = nil
+	if note, _ := noteFor(x, dispNew, "2026-01-01T00:00:00Z", nil, false); !strings.Contains(note, "establishing") {
+		t.Errorf("noteFor(enforced outcome_unknown) = %q, want the enforced note", note)
+	}
+	for _, observed := range []bool{false, true} {
+		mt, err := mcpTool(&controlplanev1.Tool{Name: "create", Description: "Create.", InputSchema: []byte(`{"type":"object"}`), Replay: "review", SideEffecting: true, Observed: observed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if promises := strings.Contains(mt.Description, "attaches to the same execution"); promises == observed {
+			t.Errorf("mcpTool(observed=%v).Description = %q", observed, mt.Description)
+		}
+	}
+}

@@ -192,6 +192,10 @@ var noteTable = []noteRow{
 // model learns the outcome will come to it, and how to read it sooner.
 const pushedTail = "; Latch also sends the outcome to this session when execution %s resolves (a notifications/message naming it, or the task's status notification), as long as the session stays open"
 
+// observedUnknownNote is the note of an execution in observe mode whose
+// outcome is unknown.
+var observedUnknownNote = noteRow{text: "execution {id} was dispatched at {at} and its outcome is not known: the tool is in observe mode, so Latch forwarded the call as it came and does not establish the outcome from the target; " + checkStatus + "."}
+
 // noteFor is the note for exec as answered with disposition axis d; pushed
 // says the front will push the outcome to the caller's session (late.go).
 // A state the table does not know (a newer schema) gets a neutral note.
@@ -201,6 +205,11 @@ func noteFor(e *recordv1.Execution, d noteDisp, dispatchedAt string, v *ResultVi
 		tail = fmt.Sprintf(pushedTail, e.GetId())
 	}
 	row, ok := lookupNote(e.GetState(), e.GetOutcome(), d, axisReplay(e.GetReplay()), axisAnswer(e, v))
+	if e.GetObservation() != nil && e.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN {
+		// Observe mode: nothing establishes the outcome, so the table's
+		// "Latch is establishing it" would be untrue.
+		row, ok = observedUnknownNote, true
+	}
 	if !ok {
 		return strings.NewReplacer("{id}", e.GetId(), "{state}", lifecycle.Name(e.GetState()), "{pushed}", tail).
 			Replace("execution {id} is in state {state}; " + checkStatus + "."), false

@@ -119,7 +119,7 @@ func (f *Front) install(resp *controlplanev1.ListToolsResponse) {
 func sameTool(a, b *controlplanev1.Tool) bool {
 	return a.GetDescription() == b.GetDescription() && string(a.GetInputSchema()) == string(b.GetInputSchema()) &&
 		a.GetReplay() == b.GetReplay() && a.GetSideEffecting() == b.GetSideEffecting() &&
-		a.GetTaskSupport() == b.GetTaskSupport()
+		a.GetTaskSupport() == b.GetTaskSupport() && a.GetObserved() == b.GetObserved()
 }
 
 // addTool adds (or replaces) one catalog tool; install checked its schema.

@@ -145,7 +145,7 @@ func (r *Registry) targetChannels() []string {
 
 // allTargetKeys is every key some kind's targets take, in first-seen order.
 func (r *Registry) allTargetKeys() []string {
-	out := []string{"channel"}
+	out := []string{"channel", "mode"}
 	for _, k := range r.kinds {
 		for _, key := range k.TargetKeys() {
 			if !slices.Contains(out, key) {

@@ -16,10 +16,10 @@ func TestKindSettingsEmbedded(t *testing.T) {
 		typ              reflect.Type
 		common, embedded []string
 	}{
-		{reflect.TypeFor[Target](), []string{"Name", "Channel", "Credential", "Timeout", "Settle", "Spec", "kind"},
+		{reflect.TypeFor[Target](), []string{"Name", "Channel", "Credential", "Timeout", "Mode", "Settle", "Spec", "kind"},
 			[]string{"HTTPTarget", "HostTarget"}},
 		{reflect.TypeFor[Tool](), []string{"Name", "Description", "InputSchema", "Defaults", "Target", "Timeout", "Action",
-			"Replay", "AttachWindow", "UntilResolved", "Approval", "Task", "Fingerprint", "NotifyCompleted"},
+			"Mode", "Replay", "AttachWindow", "UntilResolved", "Approval", "Task", "Fingerprint", "NotifyCompleted"},
 			[]string{"HTTPAction", "CommandAction", "UpstreamAction"}},
 	} {
 		var common, embedded []string

@@ -36,12 +36,13 @@ var (
 	// toolKeysBefore and toolKeysAfter are the keys every tool takes; a
 	// kind's action keys go between them (the order of "known:" lists).
 	toolKeysBefore  = []string{"description", "input_schema", "defaults", "target"}
-	toolKeysAfter   = []string{"timeout", "replay", "attach_window", "approval", "task", "events", "fingerprint"}
+	toolKeysAfter   = []string{"timeout", "mode", "replay", "attach_window", "approval", "task", "events", "fingerprint"}
 	requestKeys     = []string{"method", "path", "query", "headers", "body"}
 	fingerprintKeys = []string{"ignore", "secret"}
 	httpMethods     = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 	replays         = []string{string(ReplayReadOnly), string(ReplayIdempotencyKey), string(ReplayStatusQuery), string(ReplayReview)}
 	approvals       = []string{string(ApprovalNone), string(ApprovalSession), string(ApprovalEveryCall)}
+	modes           = []string{string(ModeEnforce), string(ModeObserve)}
 )
 
 // Known reports whether c is a built-in channel kind; code that needs a
@@ -152,7 +153,7 @@ func (p *parser) target(e kv) *Target {
 	t.kind = p.kinds.Kind(t.Channel)
 	keys := t.kind.TargetKeys()
 	for _, k := range sortedKeys(f) {
-		if !slices.Contains(keys, k) {
+		if !slices.Contains(keys, k) && k != "mode" {
 			p.addf(f[k].keyNode, "%s: %s does not apply to %s targets", what, k, ch)
 		}
 	}
@@ -162,6 +163,7 @@ func (p *parser) target(e kv) *Target {
 	if e, ok := f["timeout"]; ok {
 		t.Timeout, _ = p.duration(e, what+": timeout")
 	}
+	t.Mode = p.mode(f, what, "")
 	t.Settle = DefaultSettle
 	if e, ok := f["settle"]; ok {
 		if d, ok := p.settle(e, what); ok {
@@ -257,11 +259,14 @@ func (p *parser) tool(e kv, targets map[string]*Target) *Tool {
 			tg = nil // its own problem is already reported
 		}
 	}
+	t.Mode = p.toolMode(f, what, tg)
 
 	// Replay, approval, windows.
 	replayOK := false
 	if re, ok := f["replay"]; !ok {
-		p.addf(e.keyNode, "%s: replay is required (%s)", what, strings.Join(replays, ", "))
+		if !t.Observed() {
+			p.addf(e.keyNode, "%s: replay is required (%s)%s", what, strings.Join(replays, ", "), observeHint)
+		}
 	} else if s, ok := p.str(re, what+": replay"); ok {
 		if !slices.Contains(replays, s) {
 			p.addf(re.keyNode, "%s: unknown replay class %q (want %s)", what, s, strings.Join(replays, ", "))
@@ -433,8 +438,9 @@ func (p *parser) fingerprint(f map[string]kv, t *Tool, info *schemaInfo, what st
 }
 
 // approvalAndWindow parses a tool's approval and attach_window (catalog
-// and upstream tools alike); a side-effecting tool whose replay parsed
-// gets DefaultAttachWindow when it sets none.
+// and upstream tools alike); a side-effecting tool whose replay parsed (or
+// an observed one without replay) gets DefaultAttachWindow when it sets
+// none.
 func (p *parser) approvalAndWindow(t *Tool, f map[string]kv, what string, replayOK bool) {
 	if ae, ok := f["approval"]; ok {
 		if s, ok := p.str(ae, what+": approval"); ok {
@@ -456,9 +462,42 @@ func (p *parser) approvalAndWindow(t *Tool, f map[string]kv, what string, replay
 		} else {
 			t.AttachWindow = d
 		}
-	} else if replayOK && t.SideEffecting() {
+	} else if (replayOK || t.Replay == "" && t.Observed()) && t.SideEffecting() {
+		// An observed tool whose replay is undecided is matched like a
+		// side-effecting one, so its duplicates are found.
 		t.AttachWindow = DefaultAttachWindow
 	}
+}
+
+// observeHint ends the "replay is required" problem: observe mode is how a
+// tool runs before its replay class is decided.
+const observeHint = "; or set mode: observe to forward its calls unenforced until the contract is decided"
+
+// mode parses the mode key of a tool, target or upstream: the mode it
+// sets, else inherited ("" when neither says).
+func (p *parser) mode(f map[string]kv, what string, inherited Mode) Mode {
+	if me, ok := f["mode"]; ok {
+		if s, ok := p.str(me, what+": mode"); ok {
+			if slices.Contains(modes, s) {
+				return Mode(s)
+			}
+			p.addf(me.keyNode, "%s: unknown mode %q (want %s)", what, s, strings.Join(modes, ", "))
+		}
+	}
+	return inherited
+}
+
+// toolMode is a tool's mode in force: its own, else its target's, else
+// ModeEnforce.
+func (p *parser) toolMode(f map[string]kv, what string, tg *Target) Mode {
+	var inherited Mode
+	if tg != nil {
+		inherited = tg.Mode
+	}
+	if m := p.mode(f, what, inherited); m != "" {
+		return m
+	}
+	return ModeEnforce
 }
 
 // events parses a tool's event opt-ins: `events: [completed]` sends an

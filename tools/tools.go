@@ -39,6 +39,25 @@ const (
 	ApprovalEveryCall Approval = "every_call"
 )
 
+// Mode says what Latch does with a tool's calls: enforce its contract, or
+// observe them (forward each call as it comes and record what enforcement
+// would have done). Switching a tool from one to the other is one catalog
+// change; nothing else in its contract changes meaning.
+type Mode string
+
+const (
+	// ModeEnforce: calls are matched, attached, held and approved by the
+	// contract (the default).
+	ModeEnforce Mode = "enforce"
+	// ModeObserve: every call is forwarded as it comes (no attach, no
+	// hold, no approval), still with an execution ID, fingerprint and
+	// journal record, and the record says what enforcement would have
+	// done. The target sees only what it saw before Latch: no idempotency
+	// key or execution ID is added to the request. replay may be left out
+	// until someone decides it (the observe report lists such tools).
+	ModeObserve Mode = "observe"
+)
+
 // RepeatOfArgument is the optional argument every side-effecting tool accepts
 // to cite the execution it deliberately repeats (docs/design §5).
 const RepeatOfArgument = "repeat_of"
@@ -77,6 +96,9 @@ type Target struct {
 	// (default DefaultHTTPTimeout), a command (when its tool sets none; 0:
 	// none), an upstream call (the upstream's timeout).
 	Timeout time.Duration
+	// Mode is the mode of the target's tools that set none ("" when the
+	// target sets none: enforce).
+	Mode Mode
 	// Settle is how long after a request can no longer be in flight (its
 	// send plus the dispatch timeout) the target may still not show it at
 	// its status endpoint or agent (default DefaultSettle). 0 says the
@@ -132,6 +154,11 @@ type Tool struct {
 	// its Kind's ParseTool.
 	Action any
 
+	// Mode is the tool's mode in force: its own mode key, else its
+	// target's (or upstream's), else ModeEnforce.
+	Mode Mode
+	// Replay is the replay class; "" only in observe mode, for a tool
+	// whose contract has not decided it yet (ContractComplete).
 	Replay Replay
 	// AttachWindow bounds matching; ignored when UntilResolved. Load sets
 	// DefaultAttachWindow for side-effecting tools that do not set one.
@@ -147,5 +174,15 @@ type Tool struct {
 	NotifyCompleted bool
 }
 
-// SideEffecting reports whether calls of the tool change the world.
+// SideEffecting reports whether calls of the tool change the world. An
+// observed tool without a replay class yet counts as side-effecting: until
+// someone says otherwise, its calls may change the world.
 func (t *Tool) SideEffecting() bool { return t.Replay != ReplayReadOnly }
+
+// Observed reports whether the tool's calls are observed, not enforced.
+func (t *Tool) Observed() bool { return t.Mode == ModeObserve }
+
+// ContractComplete reports whether the tool's contract says everything
+// enforcement needs: a tool in observe mode may still lack its replay
+// class, and switching it to enforce then needs that decision first.
+func (t *Tool) ContractComplete() bool { return t.Replay != "" }

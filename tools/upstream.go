@@ -37,6 +37,8 @@ const (
 type Upstream struct {
 	Name      string
 	Transport string
+	// Mode is the mode of the upstream's tools that set none ("": enforce).
+	Mode Mode
 
 	// stdio: the process the control plane starts and supervises.
 	Command []string
@@ -59,13 +61,13 @@ type Upstream struct {
 }
 
 var (
-	upstreamKeys      = []string{"transport", "command", "env", "cwd", "credential", "credential_env", "url", "allow_private", "timeout"}
+	upstreamKeys      = []string{"transport", "command", "env", "cwd", "credential", "credential_env", "url", "allow_private", "timeout", "mode"}
 	upstreamTransport = map[string][]string{
-		TransportStdio: {"transport", "command", "env", "cwd", "credential", "credential_env", "timeout"},
-		TransportHTTP:  {"transport", "url", "credential", "allow_private", "timeout"},
+		TransportStdio: {"transport", "command", "env", "cwd", "credential", "credential_env", "timeout", "mode"},
+		TransportHTTP:  {"transport", "url", "credential", "allow_private", "timeout", "mode"},
 	}
 	// upstreamToolKeys are the keys of an upstream tool's contract.
-	upstreamToolKeys = []string{"description", "upstream", "tool", "idempotency_argument", "timeout", "replay", "attach_window", "approval", "fingerprint"}
+	upstreamToolKeys = []string{"description", "upstream", "tool", "idempotency_argument", "timeout", "mode", "replay", "attach_window", "approval", "fingerprint"}
 	// notForUpstreamTools are the keys every other tool takes for its
 	// target and arguments that an upstream tool cannot have (the upstream
 	// defines them); the action keys of every kind are refused beside them
@@ -104,7 +106,7 @@ func (p *parser) upstreams(e kv, cat *Catalog) {
 		}
 		if u := p.upstream(ue); u != nil {
 			cat.Upstreams[u.Name] = u
-			cat.Targets[u.Name] = &Target{Name: u.Name, Channel: ChannelMCP, Credential: u.Credential, Timeout: u.Timeout, Settle: DefaultSettle, HTTPTarget: HTTPTarget{AllowPrivate: u.AllowPrivate}}
+			cat.Targets[u.Name] = &Target{Name: u.Name, Channel: ChannelMCP, Credential: u.Credential, Timeout: u.Timeout, Mode: u.Mode, Settle: DefaultSettle, HTTPTarget: HTTPTarget{AllowPrivate: u.AllowPrivate}}
 		}
 	}
 }
@@ -144,6 +146,7 @@ func (p *parser) upstream(e kv) *Upstream {
 	if d, ok := f["timeout"]; ok {
 		u.Timeout, _ = p.duration(d, what+": timeout")
 	}
+	u.Mode = p.mode(f, what, "")
 	switch tr {
 	case TransportStdio:
 		ce, ok := f["command"]
@@ -307,9 +310,12 @@ func (p *parser) upstreamTool(e kv, cat *Catalog) *Tool {
 			t.IdempotencyArgument = s
 		}
 	}
+	t.Mode = p.toolMode(f, what, cat.Targets[t.Target])
 	replayOK := false
 	if re, ok := f["replay"]; !ok {
-		p.addf(e.keyNode, "%s: replay is required (%s)", what, strings.Join(replays, ", "))
+		if !t.Observed() {
+			p.addf(e.keyNode, "%s: replay is required (%s)%s", what, strings.Join(replays, ", "), observeHint)
+		}
 	} else if s, ok := p.str(re, what+": replay"); ok {
 		switch Replay(s) {
 		case ReplayReadOnly, ReplayReview, ReplayStatusQuery:

@@ -37,11 +37,11 @@ func TestParseUpstreams(t *testing.T) {
 	}
 	wantTools := map[string]*Tool{
 		"tracker.create_issue": {Name: "tracker.create_issue", Target: "tracker", UpstreamAction: UpstreamAction{Upstream: "tracker", UpstreamTool: "create_issue", IdempotencyArgument: "request_id"},
-			Replay: ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: ApprovalSession, Fingerprint: Fingerprint{Ignore: []string{"labels"}}},
+			Mode: ModeEnforce, Replay: ReplayIdempotencyKey, AttachWindow: 2 * time.Hour, Approval: ApprovalSession, Fingerprint: Fingerprint{Ignore: []string{"labels"}}},
 		"payments.get-balance": {Name: "payments.get-balance", Description: "Read the balance.", Target: "payments", UpstreamAction: UpstreamAction{Upstream: "payments", UpstreamTool: "get-balance"},
-			Replay: ReplayReadOnly, Approval: ApprovalNone},
+			Mode: ModeEnforce, Replay: ReplayReadOnly, Approval: ApprovalNone},
 		"payments.refund": {Name: "payments.refund", Target: "payments", UpstreamAction: UpstreamAction{Upstream: "payments", UpstreamTool: "refund"},
-			Replay: ReplayReview, UntilResolved: true, Approval: ApprovalEveryCall},
+			Mode: ModeEnforce, Replay: ReplayReview, UntilResolved: true, Approval: ApprovalEveryCall},
 	}
 	if diff := cmp.Diff(wantTools, cat.Tools, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Tools mismatch (-want +got):\n%s", diff)

@@ -60,6 +60,8 @@ type Config struct {
 	Upstreams Upstreams
 	// Events is the event outbox (events.go).
 	Events Events
+	// Store is read by ObserveReport (observe.go; nil: unavailable).
+	Store *store.Store
 }
 
 // Service implements controlplanev1.AdminServer.
@@ -71,6 +73,7 @@ type Service struct {
 	catalog Catalog
 	ups     Upstreams
 	events  Events
+	st      *store.Store
 }
 
 var _ controlplanev1.AdminServer = (*Service)(nil)
@@ -83,7 +86,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog, ups: cfg.Upstreams, events: cfg.Events}, nil
+	return &Service{log: cfg.Logger.Named("admin"), vault: cfg.Vault, tokens: cfg.Tokens, catalog: cfg.Catalog, ups: cfg.Upstreams, events: cfg.Events, st: cfg.Store}, nil
 }
 
 // Register adds the service to a gRPC server.
@@ -250,7 +253,7 @@ func CatalogStatusOf(cur catalog.Current) *controlplanev1.CatalogStatusResponse 
 	}
 	for _, name := range cur.Catalog.ToolNames() {
 		t := cur.Catalog.Tools[name]
-		ct := &controlplanev1.CatalogTool{Name: name, Target: t.Target, Replay: string(t.Replay)}
+		ct := &controlplanev1.CatalogTool{Name: name, Target: t.Target, Replay: string(t.Replay), Mode: string(t.Mode)}
 		if tg := cur.Catalog.Targets[t.Target]; tg != nil {
 			ct.Channel = string(tg.Channel)
 		}

@@ -207,7 +207,7 @@ func (s *Service) ListTools(ctx context.Context, req *controlplanev1.ListToolsRe
 		out.Tools = append(out.Tools, &controlplanev1.Tool{
 			Name: t.Name, Description: t.Description, InputSchema: t.MCPInputSchema(),
 			Replay: string(t.Replay), SideEffecting: t.SideEffecting(),
-			TaskSupport: string(t.Task),
+			TaskSupport: string(t.Task), Observed: t.Observed(),
 		})
 	}
 	sort.Slice(out.Tools, func(i, j int) bool { return out.Tools[i].GetName() < out.Tools[j].GetName() })

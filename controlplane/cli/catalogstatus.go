@@ -7,6 +7,7 @@ import (
 	"time"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	"github.com/latchhq/latch/tools"
 )
 
 // catalogStatusJSON is `latch catalog status --json` (docs/reference/cli-json.md).
@@ -25,6 +26,7 @@ type catalogToolJSON struct {
 	Target  string `json:"target"`
 	Channel string `json:"channel"`
 	Replay  string `json:"replay"`
+	Mode    string `json:"mode"`
 }
 
 type heldToolJSON struct {
@@ -38,7 +40,7 @@ func catalogStatusView(resp *controlplanev1.CatalogStatusResponse) catalogStatus
 		v.LoadedAt = resp.GetLoadedAt().AsTime().UTC().Format(time.RFC3339)
 	}
 	for _, t := range resp.GetTools() {
-		v.Tools = append(v.Tools, catalogToolJSON{Name: t.GetName(), Target: t.GetTarget(), Channel: t.GetChannel(), Replay: t.GetReplay()})
+		v.Tools = append(v.Tools, catalogToolJSON{Name: t.GetName(), Target: t.GetTarget(), Channel: t.GetChannel(), Replay: t.GetReplay(), Mode: t.GetMode()})
 	}
 	for _, h := range resp.GetHeld() {
 		v.Held = append(v.Held, heldToolJSON{Tool: h.GetTool(), Reason: h.GetReason()})
@@ -75,7 +77,11 @@ func printCatalogStatus(w io.Writer, v catalogStatusJSON) {
 	}
 	fmt.Fprintf(w, "%d tool(s) in force:\n", len(v.Tools))
 	for _, t := range v.Tools {
-		fmt.Fprintf(w, "  %s  target %s (%s), replay %s\n", t.Name, t.Target, t.Channel, t.Replay)
+		line := fmt.Sprintf("  %s  target %s (%s), replay %s", t.Name, t.Target, t.Channel, or(t.Replay, "not decided"))
+		if t.Mode == string(tools.ModeObserve) {
+			line += ", observe mode (latch observe report)"
+		}
+		fmt.Fprintln(w, line)
 	}
 	if len(v.Held) == 0 {
 		fmt.Fprintln(w, "no tool is held")

@@ -57,6 +57,7 @@ func commandTable() map[string]command {
 		"bench":      {"what a call costs on this machine: direct vs durable vs MCP path against the demo target: latch bench [--concurrency N] [--count N] [--data DIR]", runBench},
 		"events":     {"the event outbox of the running control plane: list [--pending|--dead] (each sink's delivery state) | replay [ID...] (dead letters, or the events named, again under the same IDs) | test SINK (send a signed test event now)", runEvents},
 		"store":      {"the PostgreSQL store: migrate --store URL | status --store URL", runStore},
+		"observe":    {"what enforcement would have done with the calls of tools in observe mode: report [--since 24h] (per tool: calls, would-attach duplicates and how many reached the target twice, new request ids and sessions, concurrent duplicates, the time between each pair, and whether the tool is ready to enforce)", runObserve},
 	}
 }
 
@@ -126,7 +127,8 @@ func printUsage(w io.Writer, commands map[string]command) {
 }
 
 // parse parses flags that may come before or after positional arguments and
-// returns the positionals.
+// returns the positionals; everything after a "--" is positional (latch dev
+// --observe-upstream -- COMMAND ARGS).
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
@@ -139,7 +141,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			}
 			return nil, usagef("%v", err)
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, nil
 		}

@@ -16,7 +16,7 @@ import (
 // TestCommandTable: every command is registered in the one table and
 // listed by `latch help`; an unknown command is a usage error.
 func TestCommandTable(t *testing.T) {
-	want := []string{"approvals", "audit", "bench", "catalog", "completion", "config", "demo", "dev", "events", "exec", "operator", "receipt", "serve", "session", "store", "token", "vault", "version"}
+	want := []string{"approvals", "audit", "bench", "catalog", "completion", "config", "demo", "dev", "events", "exec", "observe", "operator", "receipt", "serve", "session", "store", "token", "vault", "version"}
 	var got []string
 	for name := range commandTable() {
 		got = append(got, name)

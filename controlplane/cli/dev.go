@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/latchhq/latch/controlplane/devstack"
 	"github.com/latchhq/latch/controlplane/stack"
 	"github.com/latchhq/latch/controlplane/tokens"
+	"github.com/latchhq/latch/internal/atomicfile"
 	"github.com/latchhq/latch/internal/buildinfo"
 	"github.com/latchhq/latch/internal/config"
 	"github.com/latchhq/latch/mcpfront"
@@ -33,11 +37,12 @@ const (
 // control plane; devstack assembles and runs the rest (front, host agent,
 // demo target).
 func runDev(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "dev", "dev [flags]")
+	fs := newFlagSet(env, "dev", "dev [flags] [--observe-upstream -- COMMAND ARGS...]")
 	data := fs.String("data", defaultDataDir, "data dir; a later latch dev on the same dir resumes it")
 	listen := fs.String("listen", devListen, "address of the MCP front (path /mcp)")
 	demoListen := fs.String("demo-listen", devDemoListen, "address of the built-in demo HTTP target")
 	catalogPath := fs.String("catalog", "", "tool catalog (default: the example catalog pointed at the demo target)")
+	observeUp := fs.Bool("observe-upstream", false, "put the stdio MCP server COMMAND ARGS (after --) behind Latch in observe mode: its tools are listed and a catalog is generated (DATA/observe-catalog.yaml) with one observed contract each; latch observe report then says what enforcement would have done")
 	level := fs.String("log-level", "info", "trace, debug, info, warn or error")
 	ckptCopy := fs.String("checkpoint-copy", "", "append every signed checkpoint to this file, as latch serve does (keep it off the data dir's disk)")
 	wf := addWitnessFlags(fs)
@@ -54,8 +59,24 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to reach the MCP front besides loopback ones, like https://console.example.com (repeatable)")
 	opsF := addOpsFlags(fs, devOpsListen)
 	ports := fs.String("ports", "", "auto: a free loopback port for every listener whose address flag is not given (--listen, --demo-listen, --ops-listen); the banner prints them")
-	if _, err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args)
+	if err != nil {
 		return err
+	}
+	switch {
+	case *observeUp && len(pos) == 0:
+		return usagef("--observe-upstream needs the server's command after --: latch dev --observe-upstream -- /usr/local/bin/my-mcp-server --stdio")
+	case *observeUp && *catalogPath != "":
+		return usagef("--observe-upstream generates the catalog; it cannot be combined with --catalog")
+	case !*observeUp && len(pos) != 0:
+		return usagef("latch dev takes no arguments (a command after -- needs --observe-upstream)")
+	}
+	if *observeUp {
+		path, err := observedCatalog(ctx, env, *data, pos)
+		if err != nil {
+			return err
+		}
+		*catalogPath = path
 	}
 	switch *ports {
 	case "":
@@ -254,4 +275,32 @@ func devSignInLink(env *Env, c *console.Console, opsURL string) (string, string,
 		return "", "", err
 	}
 	return opsURL + path, name, nil
+}
+
+// observedCatalog writes DATA/observe-catalog.yaml for latch dev
+// --observe-upstream -- argv: the server's tools, each observed, with its
+// replay class to decide (devstack.ObservedCatalog). argv[0] is looked up
+// in PATH when it is not a path.
+func observedCatalog(ctx context.Context, env *Env, data string, argv []string) (string, error) {
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		return "", usagef("--observe-upstream: %v", err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return "", err
+	}
+	argv = append([]string{bin}, argv[1:]...)
+	text, err := devstack.ObservedCatalog(ctx, argv)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(data, "observe-catalog.yaml")
+	if err := atomicfile.Write(path, text, 0o600, true); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(env.Stderr, "observe mode: %s is behind Latch; its generated catalog is %s (edit it, then latch dev --catalog %s)\n", strings.Join(argv, " "), path, path)
+	return path, nil
 }

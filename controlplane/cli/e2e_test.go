@@ -31,11 +31,13 @@ import (
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
-// latchBin and mcpBin are the real binaries, built once for the process tests.
-var latchBin, mcpBin string
+// latchBin and mcpBin are the real binaries, built once for the process
+// tests; countupBin is mcpchannel's counting stdio MCP server.
+var latchBin, mcpBin, countupBin string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch", "github.com/latchhq/latch/mcpfront/cmd/latch-mcp"}, []*string{&latchBin, &mcpBin})
+	testbin.Main(m, []string{"github.com/latchhq/latch/controlplane/cmd/latch", "github.com/latchhq/latch/mcpfront/cmd/latch-mcp",
+		"github.com/latchhq/latch/controlplane/mcpchannel/internal/countup"}, []*string{&latchBin, &mcpBin, &countupBin})
 }
 
 const e2eCatalog = `

@@ -139,6 +139,8 @@ type (
 	upstreamToolsJSON = jsonRecord[*controlplanev1.ListUpstreamToolsResponse]
 	// eventsListJSON is `latch events list --json`.
 	eventsListJSON = jsonRecord[*controlplanev1.ListEventsResponse]
+	// observeReportJSON is `latch observe report --json`.
+	observeReportJSON = jsonRecord[*controlplanev1.ObserveReportResponse]
 	// versionJSON is `latch version --json`.
 	versionJSON = buildinfo.Info
 )

@@ -308,6 +308,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /ui/audit", c.authed(c.auditPage))
 	m.HandleFunc("GET /ui/notifications", c.authed(c.notificationsPage))
 	m.HandleFunc("POST /ui/notifications/replay", c.authed(c.replayEvents))
+	m.HandleFunc("GET /ui/observe", c.authed(c.observePage))
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "No such page in the console.")
 	})

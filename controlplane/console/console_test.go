@@ -69,10 +69,16 @@ type stack struct {
 
 func newStack(t testing.TB, secure bool) *stack {
 	t.Helper()
-	src := catalog.Fixed("unit", []byte(unitCatalog), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(unitCatalog)) })
+	return newStackWith(t, secure, unitCatalog, refusingChannel{})
+}
+
+// newStackWith is newStack with another catalog and HTTP channel.
+func newStackWith(t testing.TB, secure bool, catalogText string, ch engine.Channel) *stack {
+	t.Helper()
+	src := catalog.Fixed("unit", []byte(catalogText), func() (*tools.Catalog, error) { return tools.Parse("unit", []byte(catalogText)) })
 	log := testlog.New(t, hclog.Warn)
 	srv, err := server.New(server.Config{Logger: log, DataDir: t.TempDir(), CatalogSource: src, Sessions: engine.SessionConfig{Required: true},
-		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: refusingChannel{}},
+		Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch},
 		// An Admin service that does nothing, for the authorization table's
 		// local RPC (VaultUnlock) to be refused to the console.
 		Register: func(g grpc.ServiceRegistrar, _ *server.Server) {
@@ -266,7 +272,7 @@ func TestPagesAreLockedDown(t *testing.T) {
 	c := browserless(t)
 	anon := browserless(t)
 	st.signIn(t, c, "ops-bob")
-	for _, p := range []string{"/ui/", "/ui/?state=accepted&q=act_", "/ui/executions/" + x.GetId(), "/ui/sessions", "/ui/audit", "/ui/notifications", "/ui/signin", "/ui/nope"} {
+	for _, p := range []string{"/ui/", "/ui/?state=accepted&q=act_", "/ui/executions/" + x.GetId(), "/ui/sessions", "/ui/audit", "/ui/notifications", "/ui/observe", "/ui/signin", "/ui/nope"} {
 		resp, body := get(t, c, st.web.URL+p)
 		csp := resp.Header.Get("Content-Security-Policy")
 		if !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {

@@ -13,6 +13,7 @@
 //	DATA/dev-token         the dev token (0600), kept across restarts so pasted client configs keep working
 //	DATA/hostagent/        the embedded host agent's data dir
 //	DATA/hostagent.sock    its socket (the catalog's local targets point here)
+//	DATA/observe-catalog.yaml  the catalog latch dev --observe-upstream generated (observe.go)
 package devstack
 
 import (

@@ -180,7 +180,14 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 
 func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	now := e.cfg.Clock()
+	observed := false
 	_, err := e.transition(ctx, id, recordv1.State_STATE_OUTCOME_UNKNOWN, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "outcome unknown: "+reason, func(x *recordv1.Execution) error {
+		if obs := x.GetObservation(); obs != nil {
+			// Observe mode: held as uncertain on paper only; nothing
+			// recovers it (observemode.go).
+			observed, obs.WouldHoldUncertain = true, true
+			return nil
+		}
 		x.NextRecoveryAt = timestamppb.New(now.Add(e.cfg.Recovery.MinBackoff))
 		return nil
 	})
@@ -189,6 +196,10 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 		if e.ctx.Err() == nil {
 			e.orphan(id)
 		}
+		return
+	}
+	if observed {
+		e.dropSecrets(id)
 		return
 	}
 	e.Kick(id)

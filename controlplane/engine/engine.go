@@ -432,12 +432,20 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 	// I/O) and recorded in it, so accepted and its verdict share one commit.
 	sessionID, sessionKey := e.sessionFor(in.Actor, in.Scope, in.Evidence)
 	decided, code, reason, transient := e.decide(ctx, &recordv1.Execution{Actor: in.Actor, IntentScope: scope, Tool: tool.Name, Evidence: in.Evidence, SessionId: sessionID}, tool)
+	var observed *recordv1.Observation // observe mode: the verdicts recorded, not applied (observemode.go)
+	if tool.Observed() {
+		decided, code, reason, observed = observation(tool, decided, code, reason)
+	}
 	now := e.cfg.Clock()
 	var res *SubmitResult
 	var fresh *recordv1.Execution
 	e.st.WarmLatest(fp) // the writer's lookup then hits the read cache
 	err = e.st.Update(ctx, func(tx *store.Tx) error {
 		res, fresh = nil, nil
+		var obs *recordv1.Observation
+		if observed != nil {
+			obs = proto.Clone(observed).(*recordv1.Observation) // this attempt's own: a retried commit starts afresh
+		}
 		if err := e.touchSession(tx, sessionID, sessionKey, in.Actor, in.Evidence, now); err != nil {
 			return err
 		}
@@ -478,7 +486,9 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 					}
 				}
 			}
-			if err == nil && matches(prior, in.Actor, scope, now) {
+			if err == nil && matches(prior, in.Actor, scope, now) && obs != nil {
+				observePrior(obs, prior)
+			} else if err == nil && matches(prior, in.Actor, scope, now) {
 				res = attachResult(prior)
 				_, err := tx.Append(&recordv1.JournalEntry{
 					Time: timestamppb.New(now), ExecutionId: prior.GetId(), EntryKind: recordv1.EntryKind_ENTRY_KIND_ATTACH,
@@ -494,7 +504,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 			CanonicalIntent: record, RepeatOf: repeatOf, Arguments: stored,
 			AttachWindowSeconds: int64(tool.AttachWindow / time.Second), UntilResolved: tool.UntilResolved,
 			AcceptedAt: timestamppb.New(now), Evidence: in.Evidence, SessionId: sessionID,
-			CatalogVersion: cat.version,
+			CatalogVersion: cat.version, Observation: obs,
 		}
 		tx.Fresh(x.GetId())
 		if err := e.step(tx, x, recordv1.State_STATE_ACCEPTED, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "request accepted", tool.SideEffecting() && !transient); err != nil {
@@ -505,7 +515,11 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 				tx.PutSealedArguments(x.GetId(), box)
 			}
 		}
-		if err := e.stepCode(tx, x, decided, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, code, reason, false); err != nil {
+		why := reason
+		if obs != nil && decided == recordv1.State_STATE_AUTHORIZED {
+			why = observedReason(obs)
+		}
+		if err := e.stepCode(tx, x, decided, now, recordv1.EntryKind_ENTRY_KIND_TRANSITION, code, why, false); err != nil {
 			return err
 		}
 		// Dispatched is recorded in the same commit (docs/design §11: the

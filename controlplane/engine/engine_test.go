@@ -111,6 +111,7 @@ type fakeChannel struct {
 	calls    atomic.Int32
 	queries  atomic.Int32
 	seen     []map[string]any
+	observed []bool        // Call.Observed of each dispatch
 	block    chan struct{} // when set, Dispatch waits on it
 	// echo, when set, makes an observed answer repeat every argument in
 	// its body, headers, summary and reason, as a careless target would.
@@ -151,6 +152,7 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 	}
 	f.mu.Lock()
 	f.seen = append(f.seen, c.Arguments)
+	f.observed = append(f.observed, c.Observed())
 	f.mu.Unlock()
 	switch cl := f.next(&f.dispatch); cl {
 	case Observed:

@@ -95,6 +95,9 @@ func (e *Engine) Start(ctx context.Context) error {
 				return fmt.Errorf("engine: start-up scan of %s executions: %w", lifecycle.Name(scan.state), err)
 			}
 			for _, x := range xs {
+				if scan.job == jobRecover && x.GetObservation() != nil {
+					continue // observe mode: never recovered (observemode.go)
+				}
 				due := now
 				if scan.job == jobRecover {
 					due = e.recoveryDue(x)
@@ -212,6 +215,9 @@ func (e *Engine) work(it dueq.Item[job]) {
 		e.markUnknown(e.ctx, id, "the control plane stopped while the execution was dispatched")
 	case it.Value == jobDispatch && x.GetState() == recordv1.State_STATE_AUTHORIZED:
 		e.dispatch(e.ctx, id, nil)
+	case x.GetObservation() != nil && x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN:
+		e.forget(id) // observe mode: never recovered (observemode.go)
+		return
 	case x.GetState() == recordv1.State_STATE_OUTCOME_UNKNOWN:
 		now := e.cfg.Clock()
 		counts := x.GetNextRecoveryAt() == nil || !now.Before(x.GetNextRecoveryAt().AsTime())
@@ -327,8 +333,8 @@ func (e *Engine) approvalsLoop() {
 // a query made before the execution was due (pulled by an attaching retry):
 // it does not consume a recovery attempt.
 func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts bool) {
-	if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN {
-		return
+	if x.GetState() != recordv1.State_STATE_OUTCOME_UNKNOWN || x.GetObservation() != nil {
+		return // an observed execution is never recovered (observemode.go)
 	}
 	id := x.GetId()
 	log := e.log.With("execution_id", id)

@@ -188,9 +188,14 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 	if left != nil {
 		leftAt = TS(left.GetTime())
 	}
+	again, waitAgain := "Nothing is re-sent: an identical call attaches and gets the stored result.", "an identical call attaches and gets the outcome."
+	if x.GetObservation() != nil {
+		again = "Observe mode: an identical call is forwarded again, as an execution of its own."
+		waitAgain = "in observe mode an identical call is forwarded again, as an execution of its own."
+	}
 	switch {
 	case completed == nil && left != nil:
-		say(3, "Not applicable: it has not completed. The caller left at %s, before any answer (a front saw its connection or stream close); an identical call attaches and gets the outcome.", leftAt)
+		say(3, "Not applicable: it has not completed. The caller left at %s, before any answer (a front saw its connection or stream close); %s", leftAt, waitAgain)
 	case completed == nil:
 		say(3, "Not applicable: it has not completed.")
 	case delivered != nil:
@@ -209,14 +214,27 @@ func Explain(x *recordv1.Execution, hist []*recordv1.JournalEntry) Report {
 			say(3, "Yes: the result was delivered at %s.", TS(delivered.GetTime()))
 		}
 	case left != nil:
-		say(3, "No: not delivered, the caller left before the answer (a front saw its connection or stream close at %s; completed at %s). Nothing is re-sent: an identical call attaches and gets the stored result.", leftAt, TS(completed.GetTime()))
+		say(3, "No: not delivered, the caller left before the answer (a front saw its connection or stream close at %s; completed at %s). %s", leftAt, TS(completed.GetTime()), again)
 	default:
-		say(3, "Delivery not recorded: completed at %s, and no front has recorded the answer as delivered or its caller as gone. The caller may have it (the record can still be on its way, or be kept by a front until the control plane takes it). Nothing is re-sent: an identical call attaches and gets the stored result.", TS(completed.GetTime()))
+		say(3, "Delivery not recorded: completed at %s, and no front has recorded the answer as delivered or its caller as gone. The caller may have it (the record can still be on its way, or be kept by a front until the control plane takes it). %s", TS(completed.GetTime()), again)
 	}
 
 	// 5. Did the second call attach or create a new execution?
-	if len(attaches) == 0 {
+	o := x.GetObservation()
+	switch {
+	case o != nil && o.GetPriorExecutionId() != "":
+		say(4, "Observe mode: this call was itself a repeat of the intent of %s (then %s) and was forwarded as a new execution; enforcement would have attached it there and not sent it again.",
+			o.GetPriorExecutionId(), lifecycle.Name(o.GetPriorState()))
+	case o != nil:
+		say(4, "Observe mode: calls of this tool are forwarded as they come, so a repeat of this intent is an execution of its own (latch observe report pairs them); none of them attaches here.")
+	case len(attaches) == 0:
 		say(4, "No second call with this intent reached Latch within the attach window.")
+	}
+	if o.GetWouldNeedApproval() {
+		say(4, "Enforcement would have made it wait first: %s", o.GetWouldWaitReason())
+	}
+	if o.GetWouldHoldUncertain() {
+		say(2, "Observe mode: its outcome is unknown and Latch does not recover observed calls (the target never saw an execution ID to be asked about); enforcement would have held it and recovered the outcome before a retry was sent.")
 	}
 	for i, a := range attaches {
 		say(4, "Call %d at %s attached to %s while it was %s (%s): %s", i+2, TS(a.GetTime()), x.GetId(), lifecycle.Name(a.GetFrom()), EvidenceOr(a.GetEvidence()), a.GetReason())

@@ -39,6 +39,16 @@ func TestExplainAnswersTheFiveQuestionsInOrder(t *testing.T) {
 			&recordv1.Execution{Id: "act_3", State: recordv1.State_STATE_OUTCOME_UNKNOWN, DispatchedAt: now, Attempts: 1, Reason: "timeout"},
 			[]*recordv1.JournalEntry{{Time: now, Kind: "recovery_query", To: recordv1.State_STATE_OUTCOME_UNKNOWN, Reason: "absent, not evidence"}},
 			[]string{"One call", "Yes: dispatched", "Not yet: outcome_unknown (timeout). It was not re-sent blindly.", "Not applicable", "No second call"}},
+		{"observed duplicate",
+			&recordv1.Execution{Id: "act_5", State: recordv1.State_STATE_COMPLETED, DispatchedAt: now, CompletedAt: now, Attempts: 1, Outcome: recordv1.Outcome_OUTCOME_SUCCEEDED, TargetStatus: 201,
+				Observation: &recordv1.Observation{PriorExecutionId: "act_4", PriorState: recordv1.State_STATE_DISPATCHED}},
+			[]*recordv1.JournalEntry{{Time: now, To: recordv1.State_STATE_COMPLETED, Kind: "transition"}},
+			[]string{"One call", "Yes: dispatched", "Yes: succeeded", "Delivery not recorded", "Observe mode: this call was itself a repeat of the intent of act_4 (then dispatched)"}},
+		{"observed, outcome unknown",
+			&recordv1.Execution{Id: "act_6", State: recordv1.State_STATE_OUTCOME_UNKNOWN, DispatchedAt: now, Attempts: 1, Reason: "timeout",
+				Observation: &recordv1.Observation{WouldHoldUncertain: true, WouldNeedApproval: true, WouldWaitReason: "every call"}},
+			[]*recordv1.JournalEntry{{Time: now, To: recordv1.State_STATE_OUTCOME_UNKNOWN, Kind: "transition", Reason: "timeout"}},
+			[]string{"One call", "Yes: dispatched", "Not yet: outcome_unknown", "Not applicable", "Observe mode: calls of this tool are forwarded as they come"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,6 +58,11 @@ func TestExplainAnswersTheFiveQuestionsInOrder(t *testing.T) {
 				qs = append(qs, a.Question)
 				if len(a.Lines) == 0 || !strings.Contains(a.Lines[0], tt.wants[i]) {
 					t.Errorf("Explain(%s) answer %d = %q, want it to start with %q", tt.name, i+1, a.Lines, tt.wants[i])
+				}
+				for _, l := range a.Lines {
+					if tt.x.GetObservation() != nil && strings.Contains(l, "identical call attaches") {
+						t.Errorf("Explain(%s) answer %d says %q of an observed execution, whose repeats are forwarded", tt.name, i+1, l)
+					}
 				}
 			}
 			if diff := cmp.Diff(Questions, qs); diff != "" {

@@ -55,7 +55,8 @@ func New(cfg Config) (*Channel, error) {
 
 // Dispatch sends the tool's request with the execution ID as idempotency key
 // (the target's idempotency_header) and wherever the request template says
-// {{execution_id}}.
+// {{execution_id}}. An observed call (engine.Call.Observed) carries no
+// idempotency header: the target sees what it saw before Latch.
 func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
 	method, path, query, headers, body, err := call.Tool.RenderRequestAs(call.Execution.GetId(), call.Arguments)
 	if err != nil {
@@ -66,7 +67,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 		return a
 	}
 	obs, err := c.d.Send(ctx, httpdispatch.Call{
-		ExecutionID: call.Execution.GetId(), Target: call.Target, Method: method, Path: path,
+		ExecutionID: call.Execution.GetId(), NoIdempotencyKey: call.Observed(), Target: call.Target, Method: method, Path: path,
 		Query: query, Headers: headers, Body: body, Credential: cred, Timeout: call.Tool.Timeout,
 	})
 	if err != nil {

@@ -81,7 +81,11 @@ type AppliedSecreter interface {
 type Call struct {
 	// ExecutionID is sent in Target.IdempotencyHeader (Send only).
 	ExecutionID string
-	Target      *tools.Target
+	// NoIdempotencyKey sends no idempotency header even when the target
+	// has one: an execution in observe mode reaches the target as the
+	// request would without Latch.
+	NoIdempotencyKey bool
+	Target           *tools.Target
 	// Method and Path come from the rendered request template; Path is in
 	// escaped form and is appended to Target.BaseURL. The host always
 	// comes from BaseURL.
@@ -339,7 +343,7 @@ func (d *Dispatcher) prepare(c Call, send bool) (*prepared, error) {
 		return nil, err
 	}
 	p := &prepared{url: u, header: make(http.Header, len(c.Headers)+4)}
-	if send && tg.IdempotencyHeader != "" {
+	if send && tg.IdempotencyHeader != "" && !c.NoIdempotencyKey {
 		p.idemHeader = http.CanonicalHeaderKey(tg.IdempotencyHeader)
 		if !validToken(tg.IdempotencyHeader) || reservedRequest(p.idemHeader) {
 			return nil, invalid("target %q: idempotency header %q is not usable", tg.Name, tg.IdempotencyHeader)

@@ -131,7 +131,7 @@ func New(cfg Config) (*Channel, error) {
 		cfg.Version = "dev"
 	}
 	if cfg.BaseEnv == nil {
-		cfg.BaseEnv = baseEnv()
+		cfg.BaseEnv = BaseEnv()
 	}
 	c := &Channel{cfg: cfg, log: cfg.Logger.Named("mcpchannel"), upstreams: map[string]*upstream{}, pinned: map[string]string{}}
 	c.pins, c.pinsFixed = cfg.Pins, cfg.Pins != nil
@@ -249,7 +249,11 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	if args == nil {
 		args = map[string]any{}
 	}
-	if a := call.Tool.IdempotencyArgument; a != "" {
+	if a := call.Tool.IdempotencyArgument; a != "" && !call.Observed() {
+		// Observed calls go as they came: the upstream dedupes nothing it
+		// did not dedupe before Latch. The execution ID still travels in
+		// _meta, which is how this channel tells a written request from
+		// one that never left (executionIDIn).
 		args[a] = id
 	}
 	tr := u.track(id)

@@ -802,7 +802,11 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-func baseEnv() []string {
+// BaseEnv is the environment a stdio upstream starts with before its own
+// env: PATH, HOME, LANG and TMPDIR of this process, when set (the default of
+// Config.BaseEnv; latch dev --observe-upstream lists an upstream's tools
+// under it too).
+func BaseEnv() []string {
 	var out []string
 	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
 		if v, ok := os.LookupEnv(k); ok {

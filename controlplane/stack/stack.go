@@ -276,7 +276,7 @@ func New(cfg Config) (*Stack, error) {
 		// Called once the state is loaded (at takeover on PostgreSQL).
 		Register: func(g grpc.ServiceRegistrar, s *server.Server) {
 			adm, err := admin.New(admin.Config{Logger: log, Vault: v, Tokens: s.Tokens, Catalog: s.Catalog, Upstreams: upstreams,
-				Events: admin.Events{Store: s.Store, Outbox: s.Outbox()}})
+				Events: admin.Events{Store: s.Store, Outbox: s.Outbox()}, Store: s.Store})
 			if err != nil {
 				panic(err) // every dependency is set: a bug, not an input
 			}

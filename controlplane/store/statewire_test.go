@@ -67,6 +67,8 @@ func TestWireDigestsSeeEveryField(t *testing.T) {
 				v.Seconds++
 			case *recordv1.Evidence:
 				v.JsonrpcId += "x"
+			case *recordv1.Observation:
+				v.PriorExecutionId += "x"
 			default:
 				t.Fatalf("field %s: message type %T: teach this test to change it", fd.Name(), v)
 			}

@@ -42,6 +42,9 @@ func (t *Telemetry) Attempt(ctx context.Context, kind engine.AttemptKind, c engi
 		class := className(a.Class)
 		if kind == engine.AttemptDispatch {
 			t.dispatch.WithLabelValues(t.channelLabel(x.GetChannel()), tool).Observe(time.Since(start).Seconds())
+			if a.Class == engine.Unknown && x.GetObservation() != nil {
+				t.observe.uncertain.WithLabelValues(tool).Inc()
+			}
 		} else {
 			t.recovery.WithLabelValues(tool, class).Inc()
 		}
@@ -110,6 +113,7 @@ func (t *Telemetry) Submit(ctx context.Context, toolName string) (context.Contex
 		}
 		disp := dispositionName(d)
 		t.submits.WithLabelValues(tool, disp).Inc()
+		t.observed(tool, x)
 		span.SetAttributes(tracing.AttrExecutionID.String(x.GetId()), tracing.AttrDisposition.String(disp),
 			tracing.AttrState.String(lifecycle.Name(x.GetState())))
 		if d == recordv1.Disposition_DISPOSITION_NEW && x.GetState() == recordv1.State_STATE_AWAITING_APPROVAL {

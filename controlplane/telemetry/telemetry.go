@@ -67,6 +67,8 @@ type Telemetry struct {
 	recovery      *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
 	groupSize     prometheus.Histogram
+	// observe are the latch_observe_* collectors (observe.go).
+	observe observeMetrics
 
 	approvals approvalSpans
 	// events are the latch_events_* collectors (events.go).
@@ -127,6 +129,7 @@ func New(cfg Config) (*Telemetry, error) {
 			Help:    "Number of updates that shared one group commit.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 		}),
+		observe: newObserveMetrics(f),
 		counts:  make([]atomic.Int64, len(recordv1.State_name)),
 		settled: make(chan settledLine, 4096),
 		stop:    make(chan struct{}),

@@ -20,6 +20,8 @@ type CatalogConfig struct {
 	Timeout time.Duration
 	// Settle is each target's settle; 0 leaves the field out.
 	Settle time.Duration
+	// Mode is every target's mode ("" leaves the field out: enforce).
+	Mode tools.Mode
 	// ExtraTargets and ExtraTools are more catalog entries (YAML indented
 	// by two spaces, as the entries under targets: and tools:).
 	ExtraTargets, ExtraTools string
@@ -39,6 +41,9 @@ func Catalog(c CatalogConfig) string {
 			b.WriteString(`    status: {method: GET, path: "/status/by-key/{execution_id}"}` + "\n")
 		}
 		fmt.Fprintf(&b, "    timeout: %s\n", c.Timeout)
+		if c.Mode != "" {
+			fmt.Fprintf(&b, "    mode: %s\n", c.Mode)
+		}
 		if c.Settle > 0 {
 			fmt.Fprintf(&b, "    settle: %s\n", c.Settle)
 		}

@@ -92,6 +92,12 @@ type Config struct {
 	// arrival names the one holding the sending socket (found in /proc), 0
 	// when none does.
 	Senders func() []int
+	// Keyless accepts requests without an Idempotency-Key, as a target
+	// that knows no idempotency would: each is an effect of its own, under
+	// a key the target names (keyless-N). Observe mode sends no key.
+	// Unset, such a request is refused (400): in enforce mode a missing
+	// key is a bug.
+	Keyless bool
 }
 
 // Arrival is one request that reached an effect endpoint.
@@ -140,6 +146,7 @@ type Target struct {
 	onHeld, onAnswered func(pid int)
 	stop               chan struct{}
 	stopped            bool // under mu: no late commit starts after Close
+	keyless            int  // under mu: requests without a key so far (Config.Keyless)
 	wg                 sync.WaitGroup
 	closeOnce          sync.Once
 }
@@ -381,12 +388,16 @@ func (t *Target) effect(w http.ResponseWriter, r *http.Request, class string) {
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
+	if key == "" && !t.cfg.Keyless {
 		http.Error(w, "Idempotency-Key required", http.StatusBadRequest)
 		return
 	}
 	pid, _ := r.Context().Value(pidKey{}).(int)
 	t.mu.Lock()
+	if key == "" {
+		t.keyless++
+		key = fmt.Sprintf("keyless-%d", t.keyless)
+	}
 	if t.stopped {
 		t.mu.Unlock()
 		http.Error(w, "the counting target is closed", http.StatusServiceUnavailable)

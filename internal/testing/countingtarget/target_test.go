@@ -352,3 +352,25 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("WriteCatalog with no timeout: nil error; want the loader's refusal")
 	}
 }
+
+// TestKeyless: without Config.Keyless a request without a key is refused;
+// with it, each such request is an effect of its own, even of the idem
+// class (nothing to dedupe on).
+func TestKeyless(t *testing.T) {
+	strict := Start(Config{MaxHold: time.Second})
+	defer strict.Close()
+	if code, _ := post(t, strict.URL(), ClassIdem, "a", ""); code != http.StatusBadRequest {
+		t.Errorf("keyless request to a strict target = %d, want 400", code)
+	}
+	tg := Start(Config{MaxHold: time.Second, Keyless: true})
+	defer tg.Close()
+	for range 2 {
+		if code, body := post(t, tg.URL(), ClassIdem, "a", ""); code != http.StatusOK {
+			t.Fatalf("keyless request = %d %s, want 200", code, body)
+		}
+	}
+	keys, effects := tg.Truth("a")
+	if effects != 2 || len(keys) != 2 || keys[0].Key != "keyless-1" || keys[1].Key != "keyless-2" {
+		t.Errorf("Truth(a) = %v, %d; want two keyless effects", keys, effects)
+	}
+}

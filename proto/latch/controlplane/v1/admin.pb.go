@@ -23,6 +23,450 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ObserveReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only executions accepted at or after since (unset: every one kept).
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// Bounds the pairs listed (0: 200); the counts cover every pair.
+	MaxPairs      int32 `protobuf:"varint,2,opt,name=max_pairs,json=maxPairs,proto3" json:"max_pairs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveReportRequest) Reset() {
+	*x = ObserveReportRequest{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveReportRequest) ProtoMessage() {}
+
+func (x *ObserveReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveReportRequest.ProtoReflect.Descriptor instead.
+func (*ObserveReportRequest) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ObserveReportRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ObserveReportRequest) GetMaxPairs() int32 {
+	if x != nil {
+		return x.MaxPairs
+	}
+	return 0
+}
+
+type ObserveReportResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One row per tool that is in observe mode now or had observed calls
+	// since, by name.
+	Tools []*ObservedTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The would-attach pairs, newest first (at most max_pairs).
+	Pairs []*ObservedPair `protobuf:"bytes,2,rep,name=pairs,proto3" json:"pairs,omitempty"`
+	// Executions read; truncated: the scan stopped at its bound before
+	// reaching since, so older calls are not counted.
+	Scanned       int64                  `protobuf:"varint,3,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	GeneratedAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=generated_at,json=generatedAt,proto3" json:"generated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObserveReportResponse) Reset() {
+	*x = ObserveReportResponse{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObserveReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObserveReportResponse) ProtoMessage() {}
+
+func (x *ObserveReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObserveReportResponse.ProtoReflect.Descriptor instead.
+func (*ObserveReportResponse) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ObserveReportResponse) GetTools() []*ObservedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ObserveReportResponse) GetPairs() []*ObservedPair {
+	if x != nil {
+		return x.Pairs
+	}
+	return nil
+}
+
+func (x *ObserveReportResponse) GetScanned() int64 {
+	if x != nil {
+		return x.Scanned
+	}
+	return 0
+}
+
+func (x *ObserveReportResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *ObserveReportResponse) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ObserveReportResponse) GetGeneratedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.GeneratedAt
+	}
+	return nil
+}
+
+// ObservedTool is one tool's line of the observe report.
+type ObservedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The tool's mode in the catalog in force ("enforce", "observe"; "" when
+	// it is no longer in the catalog).
+	Mode   string `protobuf:"bytes,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Replay string `protobuf:"bytes,3,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The contract says all enforcement needs (a replay class): switching
+	// the tool to enforce is the one catalog change mode: enforce.
+	ContractComplete bool `protobuf:"varint,4,opt,name=contract_complete,json=contractComplete,proto3" json:"contract_complete,omitempty"`
+	// What to do next, for people ("ready: set mode: enforce", "needs a
+	// contract decision: replay").
+	NextStep string `protobuf:"bytes,5,opt,name=next_step,json=nextStep,proto3" json:"next_step,omitempty"`
+	// Observed calls since.
+	Calls int64 `protobuf:"varint,6,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Calls enforcement would have attached to an earlier execution of the
+	// same intent instead of sending.
+	WouldAttach int64 `protobuf:"varint,7,opt,name=would_attach,json=wouldAttach,proto3" json:"would_attach,omitempty"`
+	// Of those, how many reached the target although the earlier one had
+	// too: duplicate effects the target really saw.
+	ReachedTwice int64 `protobuf:"varint,8,opt,name=reached_twice,json=reachedTwice,proto3" json:"reached_twice,omitempty"`
+	// Of the would-attach calls: those in the same MCP session with a new
+	// JSON-RPC id, those in another session, and those that came while the
+	// earlier one was still in flight (concurrent).
+	NewRequestId int64 `protobuf:"varint,9,opt,name=new_request_id,json=newRequestId,proto3" json:"new_request_id,omitempty"`
+	NewSession   int64 `protobuf:"varint,10,opt,name=new_session,json=newSession,proto3" json:"new_session,omitempty"`
+	Concurrent   int64 `protobuf:"varint,11,opt,name=concurrent,proto3" json:"concurrent,omitempty"`
+	// Calls whose outcome was unknown (enforcement would have held them)
+	// and calls enforcement would have made wait for a person.
+	WouldHoldUncertain int64 `protobuf:"varint,12,opt,name=would_hold_uncertain,json=wouldHoldUncertain,proto3" json:"would_hold_uncertain,omitempty"`
+	WouldNeedApproval  int64 `protobuf:"varint,13,opt,name=would_need_approval,json=wouldNeedApproval,proto3" json:"would_need_approval,omitempty"`
+	// Time between the calls of a pair: shortest, median, longest.
+	GapMinSeconds    float64 `protobuf:"fixed64,14,opt,name=gap_min_seconds,json=gapMinSeconds,proto3" json:"gap_min_seconds,omitempty"`
+	GapMedianSeconds float64 `protobuf:"fixed64,15,opt,name=gap_median_seconds,json=gapMedianSeconds,proto3" json:"gap_median_seconds,omitempty"`
+	GapMaxSeconds    float64 `protobuf:"fixed64,16,opt,name=gap_max_seconds,json=gapMaxSeconds,proto3" json:"gap_max_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ObservedTool) Reset() {
+	*x = ObservedTool{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObservedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObservedTool) ProtoMessage() {}
+
+func (x *ObservedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObservedTool.ProtoReflect.Descriptor instead.
+func (*ObservedTool) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ObservedTool) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ObservedTool) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ObservedTool) GetReplay() string {
+	if x != nil {
+		return x.Replay
+	}
+	return ""
+}
+
+func (x *ObservedTool) GetContractComplete() bool {
+	if x != nil {
+		return x.ContractComplete
+	}
+	return false
+}
+
+func (x *ObservedTool) GetNextStep() string {
+	if x != nil {
+		return x.NextStep
+	}
+	return ""
+}
+
+func (x *ObservedTool) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetWouldAttach() int64 {
+	if x != nil {
+		return x.WouldAttach
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetReachedTwice() int64 {
+	if x != nil {
+		return x.ReachedTwice
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetNewRequestId() int64 {
+	if x != nil {
+		return x.NewRequestId
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetNewSession() int64 {
+	if x != nil {
+		return x.NewSession
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetConcurrent() int64 {
+	if x != nil {
+		return x.Concurrent
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetWouldHoldUncertain() int64 {
+	if x != nil {
+		return x.WouldHoldUncertain
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetWouldNeedApproval() int64 {
+	if x != nil {
+		return x.WouldNeedApproval
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetGapMinSeconds() float64 {
+	if x != nil {
+		return x.GapMinSeconds
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetGapMedianSeconds() float64 {
+	if x != nil {
+		return x.GapMedianSeconds
+	}
+	return 0
+}
+
+func (x *ObservedTool) GetGapMaxSeconds() float64 {
+	if x != nil {
+		return x.GapMaxSeconds
+	}
+	return 0
+}
+
+// ObservedPair is one call enforcement would have attached to an earlier
+// execution.
+type ObservedPair struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Tool             string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	ExecutionId      string                 `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	PriorExecutionId string                 `protobuf:"bytes,3,opt,name=prior_execution_id,json=priorExecutionId,proto3" json:"prior_execution_id,omitempty"`
+	AcceptedAt       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	GapSeconds       float64                `protobuf:"fixed64,5,opt,name=gap_seconds,json=gapSeconds,proto3" json:"gap_seconds,omitempty"`
+	ReachedTwice     bool                   `protobuf:"varint,6,opt,name=reached_twice,json=reachedTwice,proto3" json:"reached_twice,omitempty"`
+	NewRequestId     bool                   `protobuf:"varint,7,opt,name=new_request_id,json=newRequestId,proto3" json:"new_request_id,omitempty"`
+	NewSession       bool                   `protobuf:"varint,8,opt,name=new_session,json=newSession,proto3" json:"new_session,omitempty"`
+	Concurrent       bool                   `protobuf:"varint,9,opt,name=concurrent,proto3" json:"concurrent,omitempty"`
+	// The prior's state when this call came.
+	PriorState    v1.State `protobuf:"varint,10,opt,name=prior_state,json=priorState,proto3,enum=latch.record.v1.State" json:"prior_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObservedPair) Reset() {
+	*x = ObservedPair{}
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObservedPair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObservedPair) ProtoMessage() {}
+
+func (x *ObservedPair) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObservedPair.ProtoReflect.Descriptor instead.
+func (*ObservedPair) Descriptor() ([]byte, []int) {
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ObservedPair) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ObservedPair) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *ObservedPair) GetPriorExecutionId() string {
+	if x != nil {
+		return x.PriorExecutionId
+	}
+	return ""
+}
+
+func (x *ObservedPair) GetAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *ObservedPair) GetGapSeconds() float64 {
+	if x != nil {
+		return x.GapSeconds
+	}
+	return 0
+}
+
+func (x *ObservedPair) GetReachedTwice() bool {
+	if x != nil {
+		return x.ReachedTwice
+	}
+	return false
+}
+
+func (x *ObservedPair) GetNewRequestId() bool {
+	if x != nil {
+		return x.NewRequestId
+	}
+	return false
+}
+
+func (x *ObservedPair) GetNewSession() bool {
+	if x != nil {
+		return x.NewSession
+	}
+	return false
+}
+
+func (x *ObservedPair) GetConcurrent() bool {
+	if x != nil {
+		return x.Concurrent
+	}
+	return false
+}
+
+func (x *ObservedPair) GetPriorState() v1.State {
+	if x != nil {
+		return x.PriorState
+	}
+	return v1.State(0)
+}
+
 type ListEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only events still to be delivered (pending) or dead-lettered (dead).
@@ -35,7 +479,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +491,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[0]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +504,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListEventsRequest) GetPending() bool {
@@ -95,7 +539,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -107,7 +551,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[1]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -120,7 +564,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListEventsResponse) GetEvents() []*v1.OutboxEvent {
@@ -147,7 +591,7 @@ type ReplayEventsRequest struct {
 
 func (x *ReplayEventsRequest) Reset() {
 	*x = ReplayEventsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +603,7 @@ func (x *ReplayEventsRequest) String() string {
 func (*ReplayEventsRequest) ProtoMessage() {}
 
 func (x *ReplayEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[2]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +616,7 @@ func (x *ReplayEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayEventsRequest.ProtoReflect.Descriptor instead.
 func (*ReplayEventsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReplayEventsRequest) GetIds() []string {
@@ -191,7 +635,7 @@ type ReplayEventsResponse struct {
 
 func (x *ReplayEventsResponse) Reset() {
 	*x = ReplayEventsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +647,7 @@ func (x *ReplayEventsResponse) String() string {
 func (*ReplayEventsResponse) ProtoMessage() {}
 
 func (x *ReplayEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[3]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +660,7 @@ func (x *ReplayEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayEventsResponse.ProtoReflect.Descriptor instead.
 func (*ReplayEventsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplayEventsResponse) GetRequeued() int32 {
@@ -235,7 +679,7 @@ type TestEventSinkRequest struct {
 
 func (x *TestEventSinkRequest) Reset() {
 	*x = TestEventSinkRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +691,7 @@ func (x *TestEventSinkRequest) String() string {
 func (*TestEventSinkRequest) ProtoMessage() {}
 
 func (x *TestEventSinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[4]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +704,7 @@ func (x *TestEventSinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestEventSinkRequest.ProtoReflect.Descriptor instead.
 func (*TestEventSinkRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TestEventSinkRequest) GetSink() string {
@@ -282,7 +726,7 @@ type TestEventSinkResponse struct {
 
 func (x *TestEventSinkResponse) Reset() {
 	*x = TestEventSinkResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +738,7 @@ func (x *TestEventSinkResponse) String() string {
 func (*TestEventSinkResponse) ProtoMessage() {}
 
 func (x *TestEventSinkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[5]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +751,7 @@ func (x *TestEventSinkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestEventSinkResponse.ProtoReflect.Descriptor instead.
 func (*TestEventSinkResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TestEventSinkResponse) GetEventId() string {
@@ -339,7 +783,7 @@ type VaultStatusRequest struct {
 
 func (x *VaultStatusRequest) Reset() {
 	*x = VaultStatusRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +795,7 @@ func (x *VaultStatusRequest) String() string {
 func (*VaultStatusRequest) ProtoMessage() {}
 
 func (x *VaultStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[6]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +808,7 @@ func (x *VaultStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultStatusRequest.ProtoReflect.Descriptor instead.
 func (*VaultStatusRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 type VaultStatusResponse struct {
@@ -381,7 +825,7 @@ type VaultStatusResponse struct {
 
 func (x *VaultStatusResponse) Reset() {
 	*x = VaultStatusResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +837,7 @@ func (x *VaultStatusResponse) String() string {
 func (*VaultStatusResponse) ProtoMessage() {}
 
 func (x *VaultStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[7]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +850,7 @@ func (x *VaultStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultStatusResponse.ProtoReflect.Descriptor instead.
 func (*VaultStatusResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VaultStatusResponse) GetLocked() bool {
@@ -465,7 +909,7 @@ type VaultUnlockRequest struct {
 
 func (x *VaultUnlockRequest) Reset() {
 	*x = VaultUnlockRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +921,7 @@ func (x *VaultUnlockRequest) String() string {
 func (*VaultUnlockRequest) ProtoMessage() {}
 
 func (x *VaultUnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[8]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +934,7 @@ func (x *VaultUnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultUnlockRequest.ProtoReflect.Descriptor instead.
 func (*VaultUnlockRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VaultUnlockRequest) GetPassphrase() []byte {
@@ -523,7 +967,7 @@ type VaultUnlockResponse struct {
 
 func (x *VaultUnlockResponse) Reset() {
 	*x = VaultUnlockResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +979,7 @@ func (x *VaultUnlockResponse) String() string {
 func (*VaultUnlockResponse) ProtoMessage() {}
 
 func (x *VaultUnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[9]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +992,7 @@ func (x *VaultUnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultUnlockResponse.ProtoReflect.Descriptor instead.
 func (*VaultUnlockResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VaultUnlockResponse) GetStatus() *VaultStatusResponse {
@@ -566,7 +1010,7 @@ type VaultLockRequest struct {
 
 func (x *VaultLockRequest) Reset() {
 	*x = VaultLockRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +1022,7 @@ func (x *VaultLockRequest) String() string {
 func (*VaultLockRequest) ProtoMessage() {}
 
 func (x *VaultLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[10]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +1035,7 @@ func (x *VaultLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultLockRequest.ProtoReflect.Descriptor instead.
 func (*VaultLockRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type VaultLockResponse struct {
@@ -603,7 +1047,7 @@ type VaultLockResponse struct {
 
 func (x *VaultLockResponse) Reset() {
 	*x = VaultLockResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +1059,7 @@ func (x *VaultLockResponse) String() string {
 func (*VaultLockResponse) ProtoMessage() {}
 
 func (x *VaultLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[11]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +1072,7 @@ func (x *VaultLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultLockResponse.ProtoReflect.Descriptor instead.
 func (*VaultLockResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VaultLockResponse) GetStatus() *VaultStatusResponse {
@@ -674,7 +1118,7 @@ type VaultPutRequest struct {
 
 func (x *VaultPutRequest) Reset() {
 	*x = VaultPutRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +1130,7 @@ func (x *VaultPutRequest) String() string {
 func (*VaultPutRequest) ProtoMessage() {}
 
 func (x *VaultPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[12]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +1143,7 @@ func (x *VaultPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultPutRequest.ProtoReflect.Descriptor instead.
 func (*VaultPutRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VaultPutRequest) GetName() string {
@@ -843,7 +1287,7 @@ type VaultPutResponse struct {
 
 func (x *VaultPutResponse) Reset() {
 	*x = VaultPutResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +1299,7 @@ func (x *VaultPutResponse) String() string {
 func (*VaultPutResponse) ProtoMessage() {}
 
 func (x *VaultPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[13]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +1312,7 @@ func (x *VaultPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultPutResponse.ProtoReflect.Descriptor instead.
 func (*VaultPutResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type VaultListRequest struct {
@@ -879,7 +1323,7 @@ type VaultListRequest struct {
 
 func (x *VaultListRequest) Reset() {
 	*x = VaultListRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1335,7 @@ func (x *VaultListRequest) String() string {
 func (*VaultListRequest) ProtoMessage() {}
 
 func (x *VaultListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[14]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1348,7 @@ func (x *VaultListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultListRequest.ProtoReflect.Descriptor instead.
 func (*VaultListRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 type VaultListResponse struct {
@@ -916,7 +1360,7 @@ type VaultListResponse struct {
 
 func (x *VaultListResponse) Reset() {
 	*x = VaultListResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1372,7 @@ func (x *VaultListResponse) String() string {
 func (*VaultListResponse) ProtoMessage() {}
 
 func (x *VaultListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[15]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1385,7 @@ func (x *VaultListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VaultListResponse.ProtoReflect.Descriptor instead.
 func (*VaultListResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VaultListResponse) GetNames() []string {
@@ -966,7 +1410,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1422,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[16]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1435,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateTokenRequest) GetActor() string {
@@ -1028,7 +1472,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1484,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[17]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1497,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateTokenResponse) GetToken() string {
@@ -1096,7 +1540,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1552,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[18]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1565,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTokensRequest) GetAll() bool {
@@ -1159,7 +1603,7 @@ type TokenInfo struct {
 
 func (x *TokenInfo) Reset() {
 	*x = TokenInfo{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1615,7 @@ func (x *TokenInfo) String() string {
 func (*TokenInfo) ProtoMessage() {}
 
 func (x *TokenInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[19]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1628,7 @@ func (x *TokenInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
 func (*TokenInfo) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TokenInfo) GetId() string {
@@ -1266,7 +1710,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1722,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[20]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1735,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTokensResponse) GetTokens() []*TokenInfo {
@@ -1313,7 +1757,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1769,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[21]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1782,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RevokeTokenRequest) GetIdOrActor() string {
@@ -1364,7 +1808,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1820,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[22]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1833,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RevokeTokenResponse) GetRevoked() int32 {
@@ -1407,7 +1851,7 @@ type ReloadCatalogRequest struct {
 
 func (x *ReloadCatalogRequest) Reset() {
 	*x = ReloadCatalogRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1863,7 @@ func (x *ReloadCatalogRequest) String() string {
 func (*ReloadCatalogRequest) ProtoMessage() {}
 
 func (x *ReloadCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[23]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1876,7 @@ func (x *ReloadCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ReloadCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 type ReloadCatalogResponse struct {
@@ -1458,7 +1902,7 @@ type ReloadCatalogResponse struct {
 
 func (x *ReloadCatalogResponse) Reset() {
 	*x = ReloadCatalogResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1914,7 @@ func (x *ReloadCatalogResponse) String() string {
 func (*ReloadCatalogResponse) ProtoMessage() {}
 
 func (x *ReloadCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[24]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1927,7 @@ func (x *ReloadCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ReloadCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReloadCatalogResponse) GetVersion() string {
@@ -1545,7 +1989,7 @@ type HeldTool struct {
 
 func (x *HeldTool) Reset() {
 	*x = HeldTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +2001,7 @@ func (x *HeldTool) String() string {
 func (*HeldTool) ProtoMessage() {}
 
 func (x *HeldTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[25]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +2014,7 @@ func (x *HeldTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldTool.ProtoReflect.Descriptor instead.
 func (*HeldTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HeldTool) GetTool() string {
@@ -1595,7 +2039,7 @@ type CatalogStatusRequest struct {
 
 func (x *CatalogStatusRequest) Reset() {
 	*x = CatalogStatusRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +2051,7 @@ func (x *CatalogStatusRequest) String() string {
 func (*CatalogStatusRequest) ProtoMessage() {}
 
 func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[26]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +2064,7 @@ func (x *CatalogStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusRequest.ProtoReflect.Descriptor instead.
 func (*CatalogStatusRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 type CatalogStatusResponse struct {
@@ -1643,7 +2087,7 @@ type CatalogStatusResponse struct {
 
 func (x *CatalogStatusResponse) Reset() {
 	*x = CatalogStatusResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +2099,7 @@ func (x *CatalogStatusResponse) String() string {
 func (*CatalogStatusResponse) ProtoMessage() {}
 
 func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[27]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +2112,7 @@ func (x *CatalogStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogStatusResponse.ProtoReflect.Descriptor instead.
 func (*CatalogStatusResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CatalogStatusResponse) GetVersion() string {
@@ -1720,15 +2164,18 @@ type CatalogTool struct {
 	Target string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
 	// The target's channel kind ("http", "ssh", "local", "mcp", ...).
 	Channel string `protobuf:"bytes,3,opt,name=channel,proto3" json:"channel,omitempty"`
-	// The replay class ("idempotency_key", "review", ...).
-	Replay        string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The replay class ("idempotency_key", "review", ...; "" for a tool in
+	// observe mode whose replay is not decided yet).
+	Replay string `protobuf:"bytes,4,opt,name=replay,proto3" json:"replay,omitempty"`
+	// The mode in force: "enforce" or "observe".
+	Mode          string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CatalogTool) Reset() {
 	*x = CatalogTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2187,7 @@ func (x *CatalogTool) String() string {
 func (*CatalogTool) ProtoMessage() {}
 
 func (x *CatalogTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[28]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2200,7 @@ func (x *CatalogTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogTool.ProtoReflect.Descriptor instead.
 func (*CatalogTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CatalogTool) GetName() string {
@@ -1784,6 +2231,13 @@ func (x *CatalogTool) GetReplay() string {
 	return ""
 }
 
+func (x *CatalogTool) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
 type ListUpstreamToolsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The upstream's name under upstreams: in the catalog.
@@ -1794,7 +2248,7 @@ type ListUpstreamToolsRequest struct {
 
 func (x *ListUpstreamToolsRequest) Reset() {
 	*x = ListUpstreamToolsRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2260,7 @@ func (x *ListUpstreamToolsRequest) String() string {
 func (*ListUpstreamToolsRequest) ProtoMessage() {}
 
 func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[29]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2273,7 @@ func (x *ListUpstreamToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListUpstreamToolsRequest) GetUpstream() string {
@@ -1842,7 +2296,7 @@ type ListUpstreamToolsResponse struct {
 
 func (x *ListUpstreamToolsResponse) Reset() {
 	*x = ListUpstreamToolsResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2308,7 @@ func (x *ListUpstreamToolsResponse) String() string {
 func (*ListUpstreamToolsResponse) ProtoMessage() {}
 
 func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[30]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2321,7 @@ func (x *ListUpstreamToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUpstreamToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListUpstreamToolsResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListUpstreamToolsResponse) GetUpstream() string {
@@ -1906,7 +2360,7 @@ type AcceptUpstreamToolRequest struct {
 
 func (x *AcceptUpstreamToolRequest) Reset() {
 	*x = AcceptUpstreamToolRequest{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2372,7 @@ func (x *AcceptUpstreamToolRequest) String() string {
 func (*AcceptUpstreamToolRequest) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[31]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2385,7 @@ func (x *AcceptUpstreamToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolRequest.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolRequest) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AcceptUpstreamToolRequest) GetTool() string {
@@ -1973,7 +2427,7 @@ type AcceptUpstreamToolResponse struct {
 
 func (x *AcceptUpstreamToolResponse) Reset() {
 	*x = AcceptUpstreamToolResponse{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2439,7 @@ func (x *AcceptUpstreamToolResponse) String() string {
 func (*AcceptUpstreamToolResponse) ProtoMessage() {}
 
 func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[32]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2452,7 @@ func (x *AcceptUpstreamToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptUpstreamToolResponse.ProtoReflect.Descriptor instead.
 func (*AcceptUpstreamToolResponse) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AcceptUpstreamToolResponse) GetTool() string {
@@ -2068,7 +2522,7 @@ type UpstreamTool struct {
 
 func (x *UpstreamTool) Reset() {
 	*x = UpstreamTool{}
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2534,7 @@ func (x *UpstreamTool) String() string {
 func (*UpstreamTool) ProtoMessage() {}
 
 func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[33]
+	mi := &file_latch_controlplane_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2547,7 @@ func (x *UpstreamTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamTool.ProtoReflect.Descriptor instead.
 func (*UpstreamTool) Descriptor() ([]byte, []int) {
-	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_latch_controlplane_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpstreamTool) GetName() string {
@@ -2170,7 +2624,56 @@ var File_latch_controlplane_v1_admin_proto protoreflect.FileDescriptor
 
 const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1clatch/record/v1/record.proto\"W\n" +
+	"!latch/controlplane/v1/admin.proto\x12\x15latch.controlplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1clatch/record/v1/record.proto\"e\n" +
+	"\x14ObserveReportRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n" +
+	"\tmax_pairs\x18\x02 \x01(\x05R\bmaxPairs\"\xb6\x02\n" +
+	"\x15ObserveReportResponse\x129\n" +
+	"\x05tools\x18\x01 \x03(\v2#.latch.controlplane.v1.ObservedToolR\x05tools\x129\n" +
+	"\x05pairs\x18\x02 \x03(\v2#.latch.controlplane.v1.ObservedPairR\x05pairs\x12\x18\n" +
+	"\ascanned\x18\x03 \x01(\x03R\ascanned\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12=\n" +
+	"\fgenerated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vgeneratedAt\"\xbd\x04\n" +
+	"\fObservedTool\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\tR\x04mode\x12\x16\n" +
+	"\x06replay\x18\x03 \x01(\tR\x06replay\x12+\n" +
+	"\x11contract_complete\x18\x04 \x01(\bR\x10contractComplete\x12\x1b\n" +
+	"\tnext_step\x18\x05 \x01(\tR\bnextStep\x12\x14\n" +
+	"\x05calls\x18\x06 \x01(\x03R\x05calls\x12!\n" +
+	"\fwould_attach\x18\a \x01(\x03R\vwouldAttach\x12#\n" +
+	"\rreached_twice\x18\b \x01(\x03R\freachedTwice\x12$\n" +
+	"\x0enew_request_id\x18\t \x01(\x03R\fnewRequestId\x12\x1f\n" +
+	"\vnew_session\x18\n" +
+	" \x01(\x03R\n" +
+	"newSession\x12\x1e\n" +
+	"\n" +
+	"concurrent\x18\v \x01(\x03R\n" +
+	"concurrent\x120\n" +
+	"\x14would_hold_uncertain\x18\f \x01(\x03R\x12wouldHoldUncertain\x12.\n" +
+	"\x13would_need_approval\x18\r \x01(\x03R\x11wouldNeedApproval\x12&\n" +
+	"\x0fgap_min_seconds\x18\x0e \x01(\x01R\rgapMinSeconds\x12,\n" +
+	"\x12gap_median_seconds\x18\x0f \x01(\x01R\x10gapMedianSeconds\x12&\n" +
+	"\x0fgap_max_seconds\x18\x10 \x01(\x01R\rgapMaxSeconds\"\x96\x03\n" +
+	"\fObservedPair\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12!\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12,\n" +
+	"\x12prior_execution_id\x18\x03 \x01(\tR\x10priorExecutionId\x12;\n" +
+	"\vaccepted_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"acceptedAt\x12\x1f\n" +
+	"\vgap_seconds\x18\x05 \x01(\x01R\n" +
+	"gapSeconds\x12#\n" +
+	"\rreached_twice\x18\x06 \x01(\bR\freachedTwice\x12$\n" +
+	"\x0enew_request_id\x18\a \x01(\bR\fnewRequestId\x12\x1f\n" +
+	"\vnew_session\x18\b \x01(\bR\n" +
+	"newSession\x12\x1e\n" +
+	"\n" +
+	"concurrent\x18\t \x01(\bR\n" +
+	"concurrent\x127\n" +
+	"\vprior_state\x18\n" +
+	" \x01(\x0e2\x16.latch.record.v1.StateR\n" +
+	"priorState\"W\n" +
 	"\x11ListEventsRequest\x12\x18\n" +
 	"\apending\x18\x01 \x01(\bR\apending\x12\x12\n" +
 	"\x04dead\x18\x02 \x01(\bR\x04dead\x12\x14\n" +
@@ -2294,12 +2797,13 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\tloaded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bloadedAt\x12\x18\n" +
 	"\atrigger\x18\x04 \x01(\tR\atrigger\x128\n" +
 	"\x05tools\x18\x05 \x03(\v2\".latch.controlplane.v1.CatalogToolR\x05tools\x123\n" +
-	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"k\n" +
+	"\x04held\x18\x06 \x03(\v2\x1f.latch.controlplane.v1.HeldToolR\x04held\"\x7f\n" +
 	"\vCatalogTool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x18\n" +
 	"\achannel\x18\x03 \x01(\tR\achannel\x12\x16\n" +
-	"\x06replay\x18\x04 \x01(\tR\x06replay\"6\n" +
+	"\x06replay\x18\x04 \x01(\tR\x06replay\x12\x12\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\"6\n" +
 	"\x18ListUpstreamToolsRequest\x12\x1a\n" +
 	"\bupstream\x18\x01 \x01(\tR\bupstream\"\x90\x01\n" +
 	"\x19ListUpstreamToolsResponse\x12\x1a\n" +
@@ -2328,7 +2832,7 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\vpinned_hash\x18\t \x01(\tR\n" +
 	"pinnedHash\x12\x12\n" +
 	"\x04diff\x18\n" +
-	" \x01(\tR\x04diff2\xa2\f\n" +
+	" \x01(\tR\x04diff2\x8e\r\n" +
 	"\x05Admin\x12d\n" +
 	"\vVaultStatus\x12).latch.controlplane.v1.VaultStatusRequest\x1a*.latch.controlplane.v1.VaultStatusResponse\x12d\n" +
 	"\vVaultUnlock\x12).latch.controlplane.v1.VaultUnlockRequest\x1a*.latch.controlplane.v1.VaultUnlockResponse\x12^\n" +
@@ -2346,7 +2850,8 @@ const file_latch_controlplane_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ListEvents\x12(.latch.controlplane.v1.ListEventsRequest\x1a).latch.controlplane.v1.ListEventsResponse\x12g\n" +
 	"\fReplayEvents\x12*.latch.controlplane.v1.ReplayEventsRequest\x1a+.latch.controlplane.v1.ReplayEventsResponse\x12j\n" +
-	"\rTestEventSink\x12+.latch.controlplane.v1.TestEventSinkRequest\x1a,.latch.controlplane.v1.TestEventSinkResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
+	"\rTestEventSink\x12+.latch.controlplane.v1.TestEventSinkRequest\x1a,.latch.controlplane.v1.TestEventSinkResponse\x12j\n" +
+	"\rObserveReport\x12+.latch.controlplane.v1.ObserveReportRequest\x1a,.latch.controlplane.v1.ObserveReportResponseBEZCgithub.com/latchhq/latch/proto/latch/controlplane/v1;controlplanev1b\x06proto3"
 
 var (
 	file_latch_controlplane_v1_admin_proto_rawDescOnce sync.Once
@@ -2360,92 +2865,106 @@ func file_latch_controlplane_v1_admin_proto_rawDescGZIP() []byte {
 	return file_latch_controlplane_v1_admin_proto_rawDescData
 }
 
-var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_latch_controlplane_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_latch_controlplane_v1_admin_proto_goTypes = []any{
-	(*ListEventsRequest)(nil),          // 0: latch.controlplane.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),         // 1: latch.controlplane.v1.ListEventsResponse
-	(*ReplayEventsRequest)(nil),        // 2: latch.controlplane.v1.ReplayEventsRequest
-	(*ReplayEventsResponse)(nil),       // 3: latch.controlplane.v1.ReplayEventsResponse
-	(*TestEventSinkRequest)(nil),       // 4: latch.controlplane.v1.TestEventSinkRequest
-	(*TestEventSinkResponse)(nil),      // 5: latch.controlplane.v1.TestEventSinkResponse
-	(*VaultStatusRequest)(nil),         // 6: latch.controlplane.v1.VaultStatusRequest
-	(*VaultStatusResponse)(nil),        // 7: latch.controlplane.v1.VaultStatusResponse
-	(*VaultUnlockRequest)(nil),         // 8: latch.controlplane.v1.VaultUnlockRequest
-	(*VaultUnlockResponse)(nil),        // 9: latch.controlplane.v1.VaultUnlockResponse
-	(*VaultLockRequest)(nil),           // 10: latch.controlplane.v1.VaultLockRequest
-	(*VaultLockResponse)(nil),          // 11: latch.controlplane.v1.VaultLockResponse
-	(*VaultPutRequest)(nil),            // 12: latch.controlplane.v1.VaultPutRequest
-	(*VaultPutResponse)(nil),           // 13: latch.controlplane.v1.VaultPutResponse
-	(*VaultListRequest)(nil),           // 14: latch.controlplane.v1.VaultListRequest
-	(*VaultListResponse)(nil),          // 15: latch.controlplane.v1.VaultListResponse
-	(*CreateTokenRequest)(nil),         // 16: latch.controlplane.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),        // 17: latch.controlplane.v1.CreateTokenResponse
-	(*ListTokensRequest)(nil),          // 18: latch.controlplane.v1.ListTokensRequest
-	(*TokenInfo)(nil),                  // 19: latch.controlplane.v1.TokenInfo
-	(*ListTokensResponse)(nil),         // 20: latch.controlplane.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),         // 21: latch.controlplane.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),        // 22: latch.controlplane.v1.RevokeTokenResponse
-	(*ReloadCatalogRequest)(nil),       // 23: latch.controlplane.v1.ReloadCatalogRequest
-	(*ReloadCatalogResponse)(nil),      // 24: latch.controlplane.v1.ReloadCatalogResponse
-	(*HeldTool)(nil),                   // 25: latch.controlplane.v1.HeldTool
-	(*CatalogStatusRequest)(nil),       // 26: latch.controlplane.v1.CatalogStatusRequest
-	(*CatalogStatusResponse)(nil),      // 27: latch.controlplane.v1.CatalogStatusResponse
-	(*CatalogTool)(nil),                // 28: latch.controlplane.v1.CatalogTool
-	(*ListUpstreamToolsRequest)(nil),   // 29: latch.controlplane.v1.ListUpstreamToolsRequest
-	(*ListUpstreamToolsResponse)(nil),  // 30: latch.controlplane.v1.ListUpstreamToolsResponse
-	(*AcceptUpstreamToolRequest)(nil),  // 31: latch.controlplane.v1.AcceptUpstreamToolRequest
-	(*AcceptUpstreamToolResponse)(nil), // 32: latch.controlplane.v1.AcceptUpstreamToolResponse
-	(*UpstreamTool)(nil),               // 33: latch.controlplane.v1.UpstreamTool
-	nil,                                // 34: latch.controlplane.v1.VaultPutRequest.FieldsEntry
-	(*v1.OutboxEvent)(nil),             // 35: latch.record.v1.OutboxEvent
-	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
+	(*ObserveReportRequest)(nil),       // 0: latch.controlplane.v1.ObserveReportRequest
+	(*ObserveReportResponse)(nil),      // 1: latch.controlplane.v1.ObserveReportResponse
+	(*ObservedTool)(nil),               // 2: latch.controlplane.v1.ObservedTool
+	(*ObservedPair)(nil),               // 3: latch.controlplane.v1.ObservedPair
+	(*ListEventsRequest)(nil),          // 4: latch.controlplane.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),         // 5: latch.controlplane.v1.ListEventsResponse
+	(*ReplayEventsRequest)(nil),        // 6: latch.controlplane.v1.ReplayEventsRequest
+	(*ReplayEventsResponse)(nil),       // 7: latch.controlplane.v1.ReplayEventsResponse
+	(*TestEventSinkRequest)(nil),       // 8: latch.controlplane.v1.TestEventSinkRequest
+	(*TestEventSinkResponse)(nil),      // 9: latch.controlplane.v1.TestEventSinkResponse
+	(*VaultStatusRequest)(nil),         // 10: latch.controlplane.v1.VaultStatusRequest
+	(*VaultStatusResponse)(nil),        // 11: latch.controlplane.v1.VaultStatusResponse
+	(*VaultUnlockRequest)(nil),         // 12: latch.controlplane.v1.VaultUnlockRequest
+	(*VaultUnlockResponse)(nil),        // 13: latch.controlplane.v1.VaultUnlockResponse
+	(*VaultLockRequest)(nil),           // 14: latch.controlplane.v1.VaultLockRequest
+	(*VaultLockResponse)(nil),          // 15: latch.controlplane.v1.VaultLockResponse
+	(*VaultPutRequest)(nil),            // 16: latch.controlplane.v1.VaultPutRequest
+	(*VaultPutResponse)(nil),           // 17: latch.controlplane.v1.VaultPutResponse
+	(*VaultListRequest)(nil),           // 18: latch.controlplane.v1.VaultListRequest
+	(*VaultListResponse)(nil),          // 19: latch.controlplane.v1.VaultListResponse
+	(*CreateTokenRequest)(nil),         // 20: latch.controlplane.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 21: latch.controlplane.v1.CreateTokenResponse
+	(*ListTokensRequest)(nil),          // 22: latch.controlplane.v1.ListTokensRequest
+	(*TokenInfo)(nil),                  // 23: latch.controlplane.v1.TokenInfo
+	(*ListTokensResponse)(nil),         // 24: latch.controlplane.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),         // 25: latch.controlplane.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 26: latch.controlplane.v1.RevokeTokenResponse
+	(*ReloadCatalogRequest)(nil),       // 27: latch.controlplane.v1.ReloadCatalogRequest
+	(*ReloadCatalogResponse)(nil),      // 28: latch.controlplane.v1.ReloadCatalogResponse
+	(*HeldTool)(nil),                   // 29: latch.controlplane.v1.HeldTool
+	(*CatalogStatusRequest)(nil),       // 30: latch.controlplane.v1.CatalogStatusRequest
+	(*CatalogStatusResponse)(nil),      // 31: latch.controlplane.v1.CatalogStatusResponse
+	(*CatalogTool)(nil),                // 32: latch.controlplane.v1.CatalogTool
+	(*ListUpstreamToolsRequest)(nil),   // 33: latch.controlplane.v1.ListUpstreamToolsRequest
+	(*ListUpstreamToolsResponse)(nil),  // 34: latch.controlplane.v1.ListUpstreamToolsResponse
+	(*AcceptUpstreamToolRequest)(nil),  // 35: latch.controlplane.v1.AcceptUpstreamToolRequest
+	(*AcceptUpstreamToolResponse)(nil), // 36: latch.controlplane.v1.AcceptUpstreamToolResponse
+	(*UpstreamTool)(nil),               // 37: latch.controlplane.v1.UpstreamTool
+	nil,                                // 38: latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	(*timestamppb.Timestamp)(nil),      // 39: google.protobuf.Timestamp
+	(v1.State)(0),                      // 40: latch.record.v1.State
+	(*v1.OutboxEvent)(nil),             // 41: latch.record.v1.OutboxEvent
 }
 var file_latch_controlplane_v1_admin_proto_depIdxs = []int32{
-	35, // 0: latch.controlplane.v1.ListEventsResponse.events:type_name -> latch.record.v1.OutboxEvent
-	7,  // 1: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	7,  // 2: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
-	34, // 3: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
-	19, // 4: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
-	25, // 5: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	36, // 6: latch.controlplane.v1.CatalogStatusResponse.loaded_at:type_name -> google.protobuf.Timestamp
-	28, // 7: latch.controlplane.v1.CatalogStatusResponse.tools:type_name -> latch.controlplane.v1.CatalogTool
-	25, // 8: latch.controlplane.v1.CatalogStatusResponse.held:type_name -> latch.controlplane.v1.HeldTool
-	33, // 9: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
-	6,  // 10: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
-	8,  // 11: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
-	10, // 12: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
-	12, // 13: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
-	14, // 14: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
-	16, // 15: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
-	18, // 16: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
-	21, // 17: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
-	23, // 18: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
-	26, // 19: latch.controlplane.v1.Admin.CatalogStatus:input_type -> latch.controlplane.v1.CatalogStatusRequest
-	29, // 20: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
-	31, // 21: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
-	0,  // 22: latch.controlplane.v1.Admin.ListEvents:input_type -> latch.controlplane.v1.ListEventsRequest
-	2,  // 23: latch.controlplane.v1.Admin.ReplayEvents:input_type -> latch.controlplane.v1.ReplayEventsRequest
-	4,  // 24: latch.controlplane.v1.Admin.TestEventSink:input_type -> latch.controlplane.v1.TestEventSinkRequest
-	7,  // 25: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
-	9,  // 26: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
-	11, // 27: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
-	13, // 28: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
-	15, // 29: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
-	17, // 30: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
-	20, // 31: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
-	22, // 32: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
-	24, // 33: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
-	27, // 34: latch.controlplane.v1.Admin.CatalogStatus:output_type -> latch.controlplane.v1.CatalogStatusResponse
-	30, // 35: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
-	32, // 36: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
-	1,  // 37: latch.controlplane.v1.Admin.ListEvents:output_type -> latch.controlplane.v1.ListEventsResponse
-	3,  // 38: latch.controlplane.v1.Admin.ReplayEvents:output_type -> latch.controlplane.v1.ReplayEventsResponse
-	5,  // 39: latch.controlplane.v1.Admin.TestEventSink:output_type -> latch.controlplane.v1.TestEventSinkResponse
-	25, // [25:40] is the sub-list for method output_type
-	10, // [10:25] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	39, // 0: latch.controlplane.v1.ObserveReportRequest.since:type_name -> google.protobuf.Timestamp
+	2,  // 1: latch.controlplane.v1.ObserveReportResponse.tools:type_name -> latch.controlplane.v1.ObservedTool
+	3,  // 2: latch.controlplane.v1.ObserveReportResponse.pairs:type_name -> latch.controlplane.v1.ObservedPair
+	39, // 3: latch.controlplane.v1.ObserveReportResponse.since:type_name -> google.protobuf.Timestamp
+	39, // 4: latch.controlplane.v1.ObserveReportResponse.generated_at:type_name -> google.protobuf.Timestamp
+	39, // 5: latch.controlplane.v1.ObservedPair.accepted_at:type_name -> google.protobuf.Timestamp
+	40, // 6: latch.controlplane.v1.ObservedPair.prior_state:type_name -> latch.record.v1.State
+	41, // 7: latch.controlplane.v1.ListEventsResponse.events:type_name -> latch.record.v1.OutboxEvent
+	11, // 8: latch.controlplane.v1.VaultUnlockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
+	11, // 9: latch.controlplane.v1.VaultLockResponse.status:type_name -> latch.controlplane.v1.VaultStatusResponse
+	38, // 10: latch.controlplane.v1.VaultPutRequest.fields:type_name -> latch.controlplane.v1.VaultPutRequest.FieldsEntry
+	23, // 11: latch.controlplane.v1.ListTokensResponse.tokens:type_name -> latch.controlplane.v1.TokenInfo
+	29, // 12: latch.controlplane.v1.ReloadCatalogResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	39, // 13: latch.controlplane.v1.CatalogStatusResponse.loaded_at:type_name -> google.protobuf.Timestamp
+	32, // 14: latch.controlplane.v1.CatalogStatusResponse.tools:type_name -> latch.controlplane.v1.CatalogTool
+	29, // 15: latch.controlplane.v1.CatalogStatusResponse.held:type_name -> latch.controlplane.v1.HeldTool
+	37, // 16: latch.controlplane.v1.ListUpstreamToolsResponse.tools:type_name -> latch.controlplane.v1.UpstreamTool
+	10, // 17: latch.controlplane.v1.Admin.VaultStatus:input_type -> latch.controlplane.v1.VaultStatusRequest
+	12, // 18: latch.controlplane.v1.Admin.VaultUnlock:input_type -> latch.controlplane.v1.VaultUnlockRequest
+	14, // 19: latch.controlplane.v1.Admin.VaultLock:input_type -> latch.controlplane.v1.VaultLockRequest
+	16, // 20: latch.controlplane.v1.Admin.VaultPut:input_type -> latch.controlplane.v1.VaultPutRequest
+	18, // 21: latch.controlplane.v1.Admin.VaultList:input_type -> latch.controlplane.v1.VaultListRequest
+	20, // 22: latch.controlplane.v1.Admin.CreateToken:input_type -> latch.controlplane.v1.CreateTokenRequest
+	22, // 23: latch.controlplane.v1.Admin.ListTokens:input_type -> latch.controlplane.v1.ListTokensRequest
+	25, // 24: latch.controlplane.v1.Admin.RevokeToken:input_type -> latch.controlplane.v1.RevokeTokenRequest
+	27, // 25: latch.controlplane.v1.Admin.ReloadCatalog:input_type -> latch.controlplane.v1.ReloadCatalogRequest
+	30, // 26: latch.controlplane.v1.Admin.CatalogStatus:input_type -> latch.controlplane.v1.CatalogStatusRequest
+	33, // 27: latch.controlplane.v1.Admin.ListUpstreamTools:input_type -> latch.controlplane.v1.ListUpstreamToolsRequest
+	35, // 28: latch.controlplane.v1.Admin.AcceptUpstreamTool:input_type -> latch.controlplane.v1.AcceptUpstreamToolRequest
+	4,  // 29: latch.controlplane.v1.Admin.ListEvents:input_type -> latch.controlplane.v1.ListEventsRequest
+	6,  // 30: latch.controlplane.v1.Admin.ReplayEvents:input_type -> latch.controlplane.v1.ReplayEventsRequest
+	8,  // 31: latch.controlplane.v1.Admin.TestEventSink:input_type -> latch.controlplane.v1.TestEventSinkRequest
+	0,  // 32: latch.controlplane.v1.Admin.ObserveReport:input_type -> latch.controlplane.v1.ObserveReportRequest
+	11, // 33: latch.controlplane.v1.Admin.VaultStatus:output_type -> latch.controlplane.v1.VaultStatusResponse
+	13, // 34: latch.controlplane.v1.Admin.VaultUnlock:output_type -> latch.controlplane.v1.VaultUnlockResponse
+	15, // 35: latch.controlplane.v1.Admin.VaultLock:output_type -> latch.controlplane.v1.VaultLockResponse
+	17, // 36: latch.controlplane.v1.Admin.VaultPut:output_type -> latch.controlplane.v1.VaultPutResponse
+	19, // 37: latch.controlplane.v1.Admin.VaultList:output_type -> latch.controlplane.v1.VaultListResponse
+	21, // 38: latch.controlplane.v1.Admin.CreateToken:output_type -> latch.controlplane.v1.CreateTokenResponse
+	24, // 39: latch.controlplane.v1.Admin.ListTokens:output_type -> latch.controlplane.v1.ListTokensResponse
+	26, // 40: latch.controlplane.v1.Admin.RevokeToken:output_type -> latch.controlplane.v1.RevokeTokenResponse
+	28, // 41: latch.controlplane.v1.Admin.ReloadCatalog:output_type -> latch.controlplane.v1.ReloadCatalogResponse
+	31, // 42: latch.controlplane.v1.Admin.CatalogStatus:output_type -> latch.controlplane.v1.CatalogStatusResponse
+	34, // 43: latch.controlplane.v1.Admin.ListUpstreamTools:output_type -> latch.controlplane.v1.ListUpstreamToolsResponse
+	36, // 44: latch.controlplane.v1.Admin.AcceptUpstreamTool:output_type -> latch.controlplane.v1.AcceptUpstreamToolResponse
+	5,  // 45: latch.controlplane.v1.Admin.ListEvents:output_type -> latch.controlplane.v1.ListEventsResponse
+	7,  // 46: latch.controlplane.v1.Admin.ReplayEvents:output_type -> latch.controlplane.v1.ReplayEventsResponse
+	9,  // 47: latch.controlplane.v1.Admin.TestEventSink:output_type -> latch.controlplane.v1.TestEventSinkResponse
+	1,  // 48: latch.controlplane.v1.Admin.ObserveReport:output_type -> latch.controlplane.v1.ObserveReportResponse
+	33, // [33:49] is the sub-list for method output_type
+	17, // [17:33] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_latch_controlplane_v1_admin_proto_init() }
@@ -2459,7 +2978,7 @@ func file_latch_controlplane_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_controlplane_v1_admin_proto_rawDesc), len(file_latch_controlplane_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

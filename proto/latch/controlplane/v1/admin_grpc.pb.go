@@ -34,6 +34,7 @@ const (
 	Admin_ListEvents_FullMethodName         = "/latch.controlplane.v1.Admin/ListEvents"
 	Admin_ReplayEvents_FullMethodName       = "/latch.controlplane.v1.Admin/ReplayEvents"
 	Admin_TestEventSink_FullMethodName      = "/latch.controlplane.v1.Admin/TestEventSink"
+	Admin_ObserveReport_FullMethodName      = "/latch.controlplane.v1.Admin/ObserveReport"
 )
 
 // AdminClient is the client API for Admin service.
@@ -84,6 +85,11 @@ type AdminClient interface {
 	// TestEventSink sends a signed test event to one sink now and answers
 	// what it said (latch events test SINK); nothing is stored.
 	TestEventSink(ctx context.Context, in *TestEventSinkRequest, opts ...grpc.CallOption) (*TestEventSinkResponse, error)
+	// ObserveReport says, per tool in observe mode, what enforcement would
+	// have done with its calls: duplicates that reached the target twice,
+	// how the retries came, and whether the tool is ready to enforce
+	// (latch observe report).
+	ObserveReport(ctx context.Context, in *ObserveReportRequest, opts ...grpc.CallOption) (*ObserveReportResponse, error)
 }
 
 type adminClient struct {
@@ -244,6 +250,16 @@ func (c *adminClient) TestEventSink(ctx context.Context, in *TestEventSinkReques
 	return out, nil
 }
 
+func (c *adminClient) ObserveReport(ctx context.Context, in *ObserveReportRequest, opts ...grpc.CallOption) (*ObserveReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ObserveReportResponse)
+	err := c.cc.Invoke(ctx, Admin_ObserveReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -292,6 +308,11 @@ type AdminServer interface {
 	// TestEventSink sends a signed test event to one sink now and answers
 	// what it said (latch events test SINK); nothing is stored.
 	TestEventSink(context.Context, *TestEventSinkRequest) (*TestEventSinkResponse, error)
+	// ObserveReport says, per tool in observe mode, what enforcement would
+	// have done with its calls: duplicates that reached the target twice,
+	// how the retries came, and whether the tool is ready to enforce
+	// (latch observe report).
+	ObserveReport(context.Context, *ObserveReportRequest) (*ObserveReportResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -346,6 +367,9 @@ func (UnimplementedAdminServer) ReplayEvents(context.Context, *ReplayEventsReque
 }
 func (UnimplementedAdminServer) TestEventSink(context.Context, *TestEventSinkRequest) (*TestEventSinkResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TestEventSink not implemented")
+}
+func (UnimplementedAdminServer) ObserveReport(context.Context, *ObserveReportRequest) (*ObserveReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ObserveReport not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -638,6 +662,24 @@ func _Admin_TestEventSink_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ObserveReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ObserveReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ObserveReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ObserveReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ObserveReport(ctx, req.(*ObserveReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -704,6 +746,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TestEventSink",
 			Handler:    _Admin_TestEventSink_Handler,
+		},
+		{
+			MethodName: "ObserveReport",
+			Handler:    _Admin_ObserveReport_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

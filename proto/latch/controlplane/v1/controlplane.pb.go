@@ -276,7 +276,11 @@ type Tool struct {
 	// The tool's MCP task support (optional, required, forbidden): whether
 	// an agent may, must or must not call it as a task (tools.TaskSupport).
 	// Empty from an older control plane: the front applies the default.
-	TaskSupport   string `protobuf:"bytes,6,opt,name=task_support,json=taskSupport,proto3" json:"task_support,omitempty"`
+	TaskSupport string `protobuf:"bytes,6,opt,name=task_support,json=taskSupport,proto3" json:"task_support,omitempty"`
+	// The tool is in observe mode (tools.ModeObserve): its calls are
+	// forwarded as they come, so the front does not tell agents that an
+	// identical call attaches.
+	Observed      bool `protobuf:"varint,7,opt,name=observed,proto3" json:"observed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -351,6 +355,13 @@ func (x *Tool) GetTaskSupport() string {
 		return x.TaskSupport
 	}
 	return ""
+}
+
+func (x *Tool) GetObserved() bool {
+	if x != nil {
+		return x.Observed
+	}
+	return false
 }
 
 type SubmitRequest struct {
@@ -2133,14 +2144,15 @@ const file_latch_controlplane_v1_controlplane_proto_rawDesc = "" +
 	"\x0fcatalog_version\x18\x01 \x01(\tR\x0ecatalogVersion\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x121\n" +
 	"\x05tools\x18\x03 \x03(\v2\x1b.latch.controlplane.v1.ToolR\x05tools\x122\n" +
-	"\x15operator_command_args\x18\x04 \x01(\tR\x13operatorCommandArgs\"\xc1\x01\n" +
+	"\x15operator_command_args\x18\x04 \x01(\tR\x13operatorCommandArgs\"\xdd\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
 	"\finput_schema\x18\x03 \x01(\fR\vinputSchema\x12\x16\n" +
 	"\x06replay\x18\x04 \x01(\tR\x06replay\x12%\n" +
 	"\x0eside_effecting\x18\x05 \x01(\bR\rsideEffecting\x12!\n" +
-	"\ftask_support\x18\x06 \x01(\tR\vtaskSupport\"\x84\x02\n" +
+	"\ftask_support\x18\x06 \x01(\tR\vtaskSupport\x12\x1a\n" +
+	"\bobserved\x18\a \x01(\bR\bobserved\"\x84\x02\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1c\n" +

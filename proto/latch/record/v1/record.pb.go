@@ -977,7 +977,12 @@ type Execution struct {
 	Delivery Delivery `protobuf:"varint,45,opt,name=delivery,proto3,enum=latch.record.v1.Delivery" json:"delivery,omitempty"`
 	// When a front's record that the caller left was journaled (kind
 	// "caller_left"); the first such record only.
-	CallerLeftAt  *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=caller_left_at,json=callerLeftAt,proto3" json:"caller_left_at,omitempty"`
+	CallerLeftAt *timestamppb.Timestamp `protobuf:"bytes,46,opt,name=caller_left_at,json=callerLeftAt,proto3" json:"caller_left_at,omitempty"`
+	// Set on every execution of a tool in observe mode (tools.ModeObserve):
+	// the call was forwarded as it came, and this is what enforcement would
+	// have done with it, evaluated by the engine's one decision order and
+	// matching rule but not enforced. Unset: the execution was enforced.
+	Observation   *Observation `protobuf:"bytes,47,opt,name=observation,proto3" json:"observation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1278,6 +1283,132 @@ func (x *Execution) GetCallerLeftAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Execution) GetObservation() *Observation {
+	if x != nil {
+		return x.Observation
+	}
+	return nil
+}
+
+// Observation is what enforcement would have done with an execution that
+// was observed instead (Execution.observation). Each field is decided by
+// the same rules an enforced execution goes through; none was applied.
+type Observation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The earlier execution this call would have attached to (same intent,
+	// same actor and scope, within the attach window, in an attachable
+	// state); empty when it would have been a new execution.
+	PriorExecutionId string `protobuf:"bytes,1,opt,name=prior_execution_id,json=priorExecutionId,proto3" json:"prior_execution_id,omitempty"`
+	// That execution's state when this call was accepted: dispatched (or
+	// earlier) means the two were in flight together; outcome_unknown means
+	// enforcement would have held this call while it recovered the outcome.
+	PriorState State `protobuf:"varint,2,opt,name=prior_state,json=priorState,proto3,enum=latch.record.v1.State" json:"prior_state,omitempty"`
+	// What an enforced call would have been told (attached, recovered,
+	// rejected with the prior's rejection); unspecified when no prior.
+	WouldDisposition Disposition `protobuf:"varint,3,opt,name=would_disposition,json=wouldDisposition,proto3,enum=latch.record.v1.Disposition" json:"would_disposition,omitempty"`
+	// The decision order would have made the call wait for a person
+	// (approval or session authorization): would_wait_reason says why.
+	WouldNeedApproval bool   `protobuf:"varint,4,opt,name=would_need_approval,json=wouldNeedApproval,proto3" json:"would_need_approval,omitempty"`
+	WouldWaitReason   string `protobuf:"bytes,5,opt,name=would_wait_reason,json=wouldWaitReason,proto3" json:"would_wait_reason,omitempty"`
+	// The dispatch ended without proof of its outcome: enforcement would have
+	// held the execution as outcome_unknown and recovered it from evidence
+	// before letting a retry through. Set with that transition.
+	WouldHoldUncertain bool `protobuf:"varint,6,opt,name=would_hold_uncertain,json=wouldHoldUncertain,proto3" json:"would_hold_uncertain,omitempty"`
+	// The tool's replay class when the call came ("" when its observe-mode
+	// contract has none yet: it needs a contract decision before enforce).
+	Replay string `protobuf:"bytes,7,opt,name=replay,proto3" json:"replay,omitempty"`
+	// When the prior execution was accepted (the gap between the pair).
+	PriorAcceptedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=prior_accepted_at,json=priorAcceptedAt,proto3" json:"prior_accepted_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Observation) Reset() {
+	*x = Observation{}
+	mi := &file_latch_record_v1_record_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Observation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Observation) ProtoMessage() {}
+
+func (x *Observation) ProtoReflect() protoreflect.Message {
+	mi := &file_latch_record_v1_record_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Observation.ProtoReflect.Descriptor instead.
+func (*Observation) Descriptor() ([]byte, []int) {
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Observation) GetPriorExecutionId() string {
+	if x != nil {
+		return x.PriorExecutionId
+	}
+	return ""
+}
+
+func (x *Observation) GetPriorState() State {
+	if x != nil {
+		return x.PriorState
+	}
+	return State_STATE_UNSPECIFIED
+}
+
+func (x *Observation) GetWouldDisposition() Disposition {
+	if x != nil {
+		return x.WouldDisposition
+	}
+	return Disposition_DISPOSITION_UNSPECIFIED
+}
+
+func (x *Observation) GetWouldNeedApproval() bool {
+	if x != nil {
+		return x.WouldNeedApproval
+	}
+	return false
+}
+
+func (x *Observation) GetWouldWaitReason() string {
+	if x != nil {
+		return x.WouldWaitReason
+	}
+	return ""
+}
+
+func (x *Observation) GetWouldHoldUncertain() bool {
+	if x != nil {
+		return x.WouldHoldUncertain
+	}
+	return false
+}
+
+func (x *Observation) GetReplay() string {
+	if x != nil {
+		return x.Replay
+	}
+	return ""
+}
+
+func (x *Observation) GetPriorAcceptedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PriorAcceptedAt
+	}
+	return nil
+}
+
 // JournalEntry is one leaf of the activity journal.
 type JournalEntry struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1342,7 +1473,7 @@ type JournalEntry struct {
 
 func (x *JournalEntry) Reset() {
 	*x = JournalEntry{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[3]
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1485,7 @@ func (x *JournalEntry) String() string {
 func (*JournalEntry) ProtoMessage() {}
 
 func (x *JournalEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[3]
+	mi := &file_latch_record_v1_record_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1498,7 @@ func (x *JournalEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalEntry.ProtoReflect.Descriptor instead.
 func (*JournalEntry) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{3}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JournalEntry) GetIndex() uint64 {
@@ -1518,7 +1649,7 @@ type SecretDigest struct {
 
 func (x *SecretDigest) Reset() {
 	*x = SecretDigest{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1661,7 @@ func (x *SecretDigest) String() string {
 func (*SecretDigest) ProtoMessage() {}
 
 func (x *SecretDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[4]
+	mi := &file_latch_record_v1_record_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1674,7 @@ func (x *SecretDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretDigest.ProtoReflect.Descriptor instead.
 func (*SecretDigest) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{4}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SecretDigest) GetRow() string {
@@ -1600,7 +1731,7 @@ type OperatorCredential struct {
 
 func (x *OperatorCredential) Reset() {
 	*x = OperatorCredential{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1743,7 @@ func (x *OperatorCredential) String() string {
 func (*OperatorCredential) ProtoMessage() {}
 
 func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[5]
+	mi := &file_latch_record_v1_record_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1756,7 @@ func (x *OperatorCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorCredential.ProtoReflect.Descriptor instead.
 func (*OperatorCredential) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{5}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OperatorCredential) GetOperator() string {
@@ -1687,7 +1818,7 @@ type ConsoleAddress struct {
 
 func (x *ConsoleAddress) Reset() {
 	*x = ConsoleAddress{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1830,7 @@ func (x *ConsoleAddress) String() string {
 func (*ConsoleAddress) ProtoMessage() {}
 
 func (x *ConsoleAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[6]
+	mi := &file_latch_record_v1_record_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1843,7 @@ func (x *ConsoleAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleAddress.ProtoReflect.Descriptor instead.
 func (*ConsoleAddress) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{6}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConsoleAddress) GetHolder() string {
@@ -1759,7 +1890,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1902,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[7]
+	mi := &file_latch_record_v1_record_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1915,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{7}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ConsoleSession) GetId() string {
@@ -1854,7 +1985,7 @@ type UpstreamToolPin struct {
 
 func (x *UpstreamToolPin) Reset() {
 	*x = UpstreamToolPin{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1997,7 @@ func (x *UpstreamToolPin) String() string {
 func (*UpstreamToolPin) ProtoMessage() {}
 
 func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[8]
+	mi := &file_latch_record_v1_record_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2010,7 @@ func (x *UpstreamToolPin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpstreamToolPin.ProtoReflect.Descriptor instead.
 func (*UpstreamToolPin) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{8}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpstreamToolPin) GetTool() string {
@@ -1970,7 +2101,7 @@ type AgentToken struct {
 
 func (x *AgentToken) Reset() {
 	*x = AgentToken{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2113,7 @@ func (x *AgentToken) String() string {
 func (*AgentToken) ProtoMessage() {}
 
 func (x *AgentToken) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[9]
+	mi := &file_latch_record_v1_record_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2126,7 @@ func (x *AgentToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentToken.ProtoReflect.Descriptor instead.
 func (*AgentToken) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{9}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AgentToken) GetId() string {
@@ -2100,7 +2231,7 @@ type CatalogVersion struct {
 
 func (x *CatalogVersion) Reset() {
 	*x = CatalogVersion{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2243,7 @@ func (x *CatalogVersion) String() string {
 func (*CatalogVersion) ProtoMessage() {}
 
 func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[10]
+	mi := &file_latch_record_v1_record_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2256,7 @@ func (x *CatalogVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogVersion.ProtoReflect.Descriptor instead.
 func (*CatalogVersion) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{10}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CatalogVersion) GetVersion() string {
@@ -2177,7 +2308,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[11]
+	mi := &file_latch_record_v1_record_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2320,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[11]
+	mi := &file_latch_record_v1_record_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2333,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{11}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Checkpoint) GetSize() uint64 {
@@ -2260,7 +2391,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[12]
+	mi := &file_latch_record_v1_record_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2403,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[12]
+	mi := &file_latch_record_v1_record_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2416,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{12}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Session) GetId() string {
@@ -2417,7 +2548,7 @@ type OutboxEvent struct {
 
 func (x *OutboxEvent) Reset() {
 	*x = OutboxEvent{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[13]
+	mi := &file_latch_record_v1_record_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2560,7 @@ func (x *OutboxEvent) String() string {
 func (*OutboxEvent) ProtoMessage() {}
 
 func (x *OutboxEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[13]
+	mi := &file_latch_record_v1_record_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2573,7 @@ func (x *OutboxEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEvent.ProtoReflect.Descriptor instead.
 func (*OutboxEvent) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{13}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OutboxEvent) GetId() string {
@@ -2567,7 +2698,7 @@ type EventDelivery struct {
 
 func (x *EventDelivery) Reset() {
 	*x = EventDelivery{}
-	mi := &file_latch_record_v1_record_proto_msgTypes[14]
+	mi := &file_latch_record_v1_record_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2710,7 @@ func (x *EventDelivery) String() string {
 func (*EventDelivery) ProtoMessage() {}
 
 func (x *EventDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_latch_record_v1_record_proto_msgTypes[14]
+	mi := &file_latch_record_v1_record_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2723,7 @@ func (x *EventDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventDelivery.ProtoReflect.Descriptor instead.
 func (*EventDelivery) Descriptor() ([]byte, []int) {
-	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{14}
+	return file_latch_record_v1_record_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EventDelivery) GetSink() string {
@@ -2671,7 +2802,7 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\x06answer\x18\t \x01(\x0e2\x1b.latch.record.v1.AnswerKindR\x06answer\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\f\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\r\n" +
 	"\tExecution\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x14\n" +
@@ -2717,7 +2848,18 @@ const file_latch_record_v1_record_proto_rawDesc = "" +
 	"\vreason_code\x18, \x01(\x0e2\x1b.latch.record.v1.ReasonCodeR\n" +
 	"reasonCode\x125\n" +
 	"\bdelivery\x18- \x01(\x0e2\x19.latch.record.v1.DeliveryR\bdelivery\x12@\n" +
-	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\"\xe3\x06\n" +
+	"\x0ecaller_left_at\x18. \x01(\v2\x1a.google.protobuf.TimestampR\fcallerLeftAt\x12>\n" +
+	"\vobservation\x18/ \x01(\v2\x1c.latch.record.v1.ObservationR\vobservation\"\xad\x03\n" +
+	"\vObservation\x12,\n" +
+	"\x12prior_execution_id\x18\x01 \x01(\tR\x10priorExecutionId\x127\n" +
+	"\vprior_state\x18\x02 \x01(\x0e2\x16.latch.record.v1.StateR\n" +
+	"priorState\x12I\n" +
+	"\x11would_disposition\x18\x03 \x01(\x0e2\x1c.latch.record.v1.DispositionR\x10wouldDisposition\x12.\n" +
+	"\x13would_need_approval\x18\x04 \x01(\bR\x11wouldNeedApproval\x12*\n" +
+	"\x11would_wait_reason\x18\x05 \x01(\tR\x0fwouldWaitReason\x120\n" +
+	"\x14would_hold_uncertain\x18\x06 \x01(\bR\x12wouldHoldUncertain\x12\x16\n" +
+	"\x06replay\x18\a \x01(\tR\x06replay\x12F\n" +
+	"\x11prior_accepted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0fpriorAcceptedAt\"\xe3\x06\n" +
 	"\fJournalEntry\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12!\n" +
@@ -2969,7 +3111,7 @@ func file_latch_record_v1_record_proto_rawDescGZIP() []byte {
 }
 
 var file_latch_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_latch_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_latch_record_v1_record_proto_goTypes = []any{
 	(State)(0),                    // 0: latch.record.v1.State
 	(Outcome)(0),                  // 1: latch.record.v1.Outcome
@@ -2983,78 +3125,83 @@ var file_latch_record_v1_record_proto_goTypes = []any{
 	(*Evidence)(nil),              // 9: latch.record.v1.Evidence
 	(*Result)(nil),                // 10: latch.record.v1.Result
 	(*Execution)(nil),             // 11: latch.record.v1.Execution
-	(*JournalEntry)(nil),          // 12: latch.record.v1.JournalEntry
-	(*SecretDigest)(nil),          // 13: latch.record.v1.SecretDigest
-	(*OperatorCredential)(nil),    // 14: latch.record.v1.OperatorCredential
-	(*ConsoleAddress)(nil),        // 15: latch.record.v1.ConsoleAddress
-	(*ConsoleSession)(nil),        // 16: latch.record.v1.ConsoleSession
-	(*UpstreamToolPin)(nil),       // 17: latch.record.v1.UpstreamToolPin
-	(*AgentToken)(nil),            // 18: latch.record.v1.AgentToken
-	(*CatalogVersion)(nil),        // 19: latch.record.v1.CatalogVersion
-	(*Checkpoint)(nil),            // 20: latch.record.v1.Checkpoint
-	(*Session)(nil),               // 21: latch.record.v1.Session
-	(*OutboxEvent)(nil),           // 22: latch.record.v1.OutboxEvent
-	(*EventDelivery)(nil),         // 23: latch.record.v1.EventDelivery
-	nil,                           // 24: latch.record.v1.Result.HeadersEntry
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*Observation)(nil),           // 12: latch.record.v1.Observation
+	(*JournalEntry)(nil),          // 13: latch.record.v1.JournalEntry
+	(*SecretDigest)(nil),          // 14: latch.record.v1.SecretDigest
+	(*OperatorCredential)(nil),    // 15: latch.record.v1.OperatorCredential
+	(*ConsoleAddress)(nil),        // 16: latch.record.v1.ConsoleAddress
+	(*ConsoleSession)(nil),        // 17: latch.record.v1.ConsoleSession
+	(*UpstreamToolPin)(nil),       // 18: latch.record.v1.UpstreamToolPin
+	(*AgentToken)(nil),            // 19: latch.record.v1.AgentToken
+	(*CatalogVersion)(nil),        // 20: latch.record.v1.CatalogVersion
+	(*Checkpoint)(nil),            // 21: latch.record.v1.Checkpoint
+	(*Session)(nil),               // 22: latch.record.v1.Session
+	(*OutboxEvent)(nil),           // 23: latch.record.v1.OutboxEvent
+	(*EventDelivery)(nil),         // 24: latch.record.v1.EventDelivery
+	nil,                           // 25: latch.record.v1.Result.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_latch_record_v1_record_proto_depIdxs = []int32{
-	24, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
+	25, // 0: latch.record.v1.Result.headers:type_name -> latch.record.v1.Result.HeadersEntry
 	3,  // 1: latch.record.v1.Result.answer:type_name -> latch.record.v1.AnswerKind
 	0,  // 2: latch.record.v1.Execution.state:type_name -> latch.record.v1.State
 	1,  // 3: latch.record.v1.Execution.outcome:type_name -> latch.record.v1.Outcome
-	25, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
-	25, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
-	25, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
-	25, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	25, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
-	25, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 4: latch.record.v1.Execution.accepted_at:type_name -> google.protobuf.Timestamp
+	26, // 5: latch.record.v1.Execution.authorized_at:type_name -> google.protobuf.Timestamp
+	26, // 6: latch.record.v1.Execution.dispatched_at:type_name -> google.protobuf.Timestamp
+	26, // 7: latch.record.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	26, // 8: latch.record.v1.Execution.delivered_at:type_name -> google.protobuf.Timestamp
+	26, // 9: latch.record.v1.Execution.updated_at:type_name -> google.protobuf.Timestamp
 	9,  // 10: latch.record.v1.Execution.evidence:type_name -> latch.record.v1.Evidence
-	25, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
-	25, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
+	26, // 11: latch.record.v1.Execution.next_recovery_at:type_name -> google.protobuf.Timestamp
+	26, // 12: latch.record.v1.Execution.last_sent_at:type_name -> google.protobuf.Timestamp
 	3,  // 13: latch.record.v1.Execution.answer:type_name -> latch.record.v1.AnswerKind
 	5,  // 14: latch.record.v1.Execution.reason_code:type_name -> latch.record.v1.ReasonCode
 	4,  // 15: latch.record.v1.Execution.delivery:type_name -> latch.record.v1.Delivery
-	25, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
-	25, // 17: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
-	0,  // 18: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
-	0,  // 19: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
-	11, // 20: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
-	9,  // 21: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
-	21, // 22: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
-	18, // 23: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
-	19, // 24: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
-	14, // 25: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
-	17, // 26: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
-	5,  // 27: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
-	13, // 28: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
-	6,  // 29: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
-	14, // 30: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
-	25, // 31: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
-	25, // 32: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 33: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
-	25, // 34: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
-	25, // 35: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 36: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
-	25, // 37: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
-	25, // 38: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	7,  // 39: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
-	25, // 40: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
-	25, // 41: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
-	25, // 42: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
-	25, // 43: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 44: latch.record.v1.OutboxEvent.kind:type_name -> latch.record.v1.EventKind
-	25, // 45: latch.record.v1.OutboxEvent.time:type_name -> google.protobuf.Timestamp
-	0,  // 46: latch.record.v1.OutboxEvent.state:type_name -> latch.record.v1.State
-	1,  // 47: latch.record.v1.OutboxEvent.outcome:type_name -> latch.record.v1.Outcome
-	23, // 48: latch.record.v1.OutboxEvent.deliveries:type_name -> latch.record.v1.EventDelivery
-	25, // 49: latch.record.v1.EventDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
-	25, // 50: latch.record.v1.EventDelivery.delivered_at:type_name -> google.protobuf.Timestamp
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	26, // 16: latch.record.v1.Execution.caller_left_at:type_name -> google.protobuf.Timestamp
+	12, // 17: latch.record.v1.Execution.observation:type_name -> latch.record.v1.Observation
+	0,  // 18: latch.record.v1.Observation.prior_state:type_name -> latch.record.v1.State
+	2,  // 19: latch.record.v1.Observation.would_disposition:type_name -> latch.record.v1.Disposition
+	26, // 20: latch.record.v1.Observation.prior_accepted_at:type_name -> google.protobuf.Timestamp
+	26, // 21: latch.record.v1.JournalEntry.time:type_name -> google.protobuf.Timestamp
+	0,  // 22: latch.record.v1.JournalEntry.from:type_name -> latch.record.v1.State
+	0,  // 23: latch.record.v1.JournalEntry.to:type_name -> latch.record.v1.State
+	11, // 24: latch.record.v1.JournalEntry.execution:type_name -> latch.record.v1.Execution
+	9,  // 25: latch.record.v1.JournalEntry.evidence:type_name -> latch.record.v1.Evidence
+	22, // 26: latch.record.v1.JournalEntry.session:type_name -> latch.record.v1.Session
+	19, // 27: latch.record.v1.JournalEntry.token:type_name -> latch.record.v1.AgentToken
+	20, // 28: latch.record.v1.JournalEntry.catalog:type_name -> latch.record.v1.CatalogVersion
+	15, // 29: latch.record.v1.JournalEntry.credential:type_name -> latch.record.v1.OperatorCredential
+	18, // 30: latch.record.v1.JournalEntry.upstream_tool_pin:type_name -> latch.record.v1.UpstreamToolPin
+	5,  // 31: latch.record.v1.JournalEntry.reason_code:type_name -> latch.record.v1.ReasonCode
+	14, // 32: latch.record.v1.JournalEntry.secret:type_name -> latch.record.v1.SecretDigest
+	6,  // 33: latch.record.v1.JournalEntry.entry_kind:type_name -> latch.record.v1.EntryKind
+	15, // 34: latch.record.v1.ConsoleSession.credential:type_name -> latch.record.v1.OperatorCredential
+	26, // 35: latch.record.v1.ConsoleSession.opened_at:type_name -> google.protobuf.Timestamp
+	26, // 36: latch.record.v1.ConsoleSession.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 37: latch.record.v1.UpstreamToolPin.accepted_at:type_name -> google.protobuf.Timestamp
+	26, // 38: latch.record.v1.AgentToken.created_at:type_name -> google.protobuf.Timestamp
+	26, // 39: latch.record.v1.AgentToken.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 40: latch.record.v1.AgentToken.last_used_at:type_name -> google.protobuf.Timestamp
+	26, // 41: latch.record.v1.AgentToken.revoked_at:type_name -> google.protobuf.Timestamp
+	26, // 42: latch.record.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	7,  // 43: latch.record.v1.Session.state:type_name -> latch.record.v1.SessionState
+	26, // 44: latch.record.v1.Session.started_at:type_name -> google.protobuf.Timestamp
+	26, // 45: latch.record.v1.Session.authorized_at:type_name -> google.protobuf.Timestamp
+	26, // 46: latch.record.v1.Session.last_seen_at:type_name -> google.protobuf.Timestamp
+	26, // 47: latch.record.v1.Session.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 48: latch.record.v1.OutboxEvent.kind:type_name -> latch.record.v1.EventKind
+	26, // 49: latch.record.v1.OutboxEvent.time:type_name -> google.protobuf.Timestamp
+	0,  // 50: latch.record.v1.OutboxEvent.state:type_name -> latch.record.v1.State
+	1,  // 51: latch.record.v1.OutboxEvent.outcome:type_name -> latch.record.v1.Outcome
+	24, // 52: latch.record.v1.OutboxEvent.deliveries:type_name -> latch.record.v1.EventDelivery
+	26, // 53: latch.record.v1.EventDelivery.next_attempt_at:type_name -> google.protobuf.Timestamp
+	26, // 54: latch.record.v1.EventDelivery.delivered_at:type_name -> google.protobuf.Timestamp
+	55, // [55:55] is the sub-list for method output_type
+	55, // [55:55] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_latch_record_v1_record_proto_init() }
@@ -3068,7 +3215,7 @@ func file_latch_record_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_latch_record_v1_record_proto_rawDesc), len(file_latch_record_v1_record_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
