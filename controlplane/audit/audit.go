@@ -7,6 +7,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,8 +19,8 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/badgerkv"
-	"github.com/latchhq/latch/controlplane/store/pgkv"
+	"github.com/latchhq/latch/controlplane/store/backend"
+	"github.com/latchhq/latch/controlplane/store/backends"
 )
 
 // Dir is an opened data directory or PostgreSQL store.
@@ -37,8 +38,8 @@ type Dir struct {
 
 var _ journal.Source = (*Dir)(nil)
 
-// Open opens a data dir, or a PostgreSQL store given its connection string
-// (pgkv.IsURL), for reading. A data dir fails while a control
+// Open opens a data dir, or a shared store given its --store value
+// (backends.IsSpec: a PostgreSQL connection string), for reading. A data dir fails while a control
 // plane runs on it (Badger holds a lock): stop it first, or verify an
 // export instead. A PostgreSQL store is read live, from one consistent
 // snapshot.
@@ -60,7 +61,7 @@ func open(dataDir string, progress func(journal.Progress)) (*Dir, error) {
 // openDir opens a data dir or PostgreSQL store as open does, without
 // reading its journal yet (read does).
 func openDir(dataDir string) (*Dir, error) {
-	if pgkv.IsURL(dataDir) {
+	if backends.IsSpec(dataDir) {
 		return openStore(dataDir)
 	}
 	if _, err := os.Stat(datadir.DB(dataDir)); err != nil {
@@ -70,15 +71,9 @@ func openDir(dataDir string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: read the journal verifier key: %w", err)
 	}
-	kv, err := badgerkv.Open(datadir.DB(dataDir), badgerkv.Options{ReadOnly: true})
+	kv, err := backends.OpenReader(context.Background(), "", datadir.DB(dataDir), nil)
 	if err != nil {
-		// A data dir left by a crash cannot be opened read-only (Badger
-		// must replay its log first); a normal open does that.
-		var rerr error
-		kv, rerr = badgerkv.Open(datadir.DB(dataDir), badgerkv.Options{})
-		if rerr != nil {
-			return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
-		}
+		return nil, fmt.Errorf("audit: %w (if `latch serve` or `latch dev` runs on this data dir, stop it first or use `latch audit export` on a copy)", err)
 	}
 	rows, err := fileSecrets(dataDir)
 	if err != nil {
@@ -113,43 +108,32 @@ func (d *Dir) read(progress func(journal.Progress)) error {
 	return nil
 }
 
-// storeName is how a PostgreSQL store is named in messages.
-const storeName = "the PostgreSQL store"
-
-// StoreVerifier reads the journal's verifier key from a PostgreSQL store
-// (latch_keys keeps it in clear), to verify an export of that store.
-func StoreVerifier(ctx context.Context, url string) (string, error) {
-	if !pgkv.IsURL(url) {
-		return "", fmt.Errorf("audit: --store takes a PostgreSQL connection string")
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	kv, err := pgkv.Open(ctx, url, pgkv.Options{})
+// StoreVerifier reads the journal's verifier key from a shared store (its
+// key rows keep it in clear), to verify an export of that store.
+func StoreVerifier(ctx context.Context, spec string) (string, error) {
+	kv, keys, err := openShared(ctx, spec)
 	if err != nil {
-		return "", fmt.Errorf("audit: %w", err)
+		return "", err
 	}
 	defer kv.Close()
-	v, err := kv.PublicKey(ctx, datadir.JournalKey)
-	if err != nil {
-		return "", fmt.Errorf("audit: the journal verifier key: %w", err)
-	}
-	return strings.TrimSpace(v), nil
+	return verifierOf(ctx, keys)
 }
 
-// openStore opens a PostgreSQL store read-only: the journal's verifier key
-// from latch_keys (in clear: it is public), then one REPEATABLE READ
-// snapshot for everything else.
-func openStore(url string) (*Dir, error) {
+// openStore opens a shared store read-only: the journal's verifier key
+// from its key rows (in clear: it is public), then, where the backend
+// offers one (backend.Snapshotter), one consistent snapshot for
+// everything else.
+func openStore(spec string) (*Dir, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	kv, err := pgkv.Open(ctx, url, pgkv.Options{})
+	kv, keys, err := openShared(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return nil, err
 	}
-	vkey, err := kv.PublicKey(ctx, datadir.JournalKey)
+	vkey, err := verifierOf(ctx, keys)
 	if err != nil {
 		kv.Close()
-		return nil, fmt.Errorf("audit: the journal verifier key: %w", err)
+		return nil, err
 	}
 	// The secret rows before the snapshot: a vault write landing between
 	// the two then looks like one the journal recorded and the storage
@@ -160,16 +144,49 @@ func openStore(url string) (*Dir, error) {
 		kv.Close()
 		return nil, err
 	}
-	snap, err := kv.Snapshot(ctx)
-	if err != nil {
-		kv.Close()
-		return nil, fmt.Errorf("audit: %w", err)
+	if s, ok := kv.(backend.Snapshotter); ok {
+		snap, err := s.ReadSnapshot(ctx)
+		if err != nil {
+			kv.Close()
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		kv = snap // closing the snapshot closes the store
 	}
-	d, err := newDir(snap, strings.TrimSpace(vkey), storeName)
+	d, err := newDir(kv, vkey, backends.Noun(spec))
 	if err == nil {
 		d.secrets = rows
 	}
 	return d, err
+}
+
+// openShared opens the shared store spec names for reading, and its key
+// rows: a store without them keeps its keys in a data dir, which is what
+// to pass instead.
+func openShared(ctx context.Context, spec string) (backend.KV, backend.KeyRows, error) {
+	if !backends.IsSpec(spec) {
+		return nil, nil, fmt.Errorf("audit: --store takes a shared store's connection string (postgres://user@host/db or \"host=... dbname=...\"); pass a data dir as the argument instead")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	kv, err := backends.OpenReader(ctx, spec, "", nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit: %w", err)
+	}
+	keys, ok := kv.(backend.KeyRows)
+	if !ok {
+		kv.Close()
+		return nil, nil, errors.New("audit: this store keeps its keys in a data dir, not in the store: pass that data dir instead of --store")
+	}
+	return kv, keys, nil
+}
+
+// verifierOf reads the journal's verifier key from a store's key rows.
+func verifierOf(ctx context.Context, keys backend.KeyRows) (string, error) {
+	v, err := keys.PublicKey(ctx, datadir.JournalKey)
+	if err != nil {
+		return "", fmt.Errorf("audit: the journal verifier key: %w", err)
+	}
+	return strings.TrimSpace(v), nil
 }
 
 // Close releases the directory.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/pgkv"
+	"github.com/latchhq/latch/controlplane/store/backend"
 )
 
 // The secret rows (the sealed vault document and the key rows) are held
@@ -35,14 +35,19 @@ func fileSecrets(dataDir string) (map[string][]byte, error) {
 	return rows, nil
 }
 
-// storeSecrets reads a PostgreSQL store's secret rows: the latch_keys rows
-// and the latch_vault document (nil when there is none).
-func storeSecrets(ctx context.Context, kv *pgkv.KV) (map[string][]byte, error) {
+// storeSecrets reads a shared store's secret rows: its key rows and, when
+// it keeps the vault (backend.VaultRow), the vault document (nil when
+// there is none).
+func storeSecrets(ctx context.Context, kv backend.KV) (map[string][]byte, error) {
 	rows, err := store.ReadKeyRows(ctx, kv, "")
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	doc, err := kv.VaultStorage().Load()
+	vr, ok := kv.(backend.VaultRow)
+	if !ok {
+		return rows, nil // the vault is a file the start-up check holds
+	}
+	doc, err := vr.VaultDocument().Load()
 	switch {
 	case err == nil:
 		rows[store.SecretRowVault] = doc

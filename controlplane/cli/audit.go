@@ -14,7 +14,7 @@ import (
 	"github.com/latchhq/latch/controlplane/datadir"
 	"github.com/latchhq/latch/controlplane/journal"
 	"github.com/latchhq/latch/controlplane/store"
-	"github.com/latchhq/latch/controlplane/store/pgkv"
+	"github.com/latchhq/latch/controlplane/store/backends"
 )
 
 func runAudit(ctx context.Context, env *Env, args []string) error {
@@ -29,7 +29,7 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	// --store name; rest are the positional arguments after it.
 	source := func(pos []string, what string) (string, []string, error) {
 		if *storeURL != "" {
-			if !pgkv.IsURL(*storeURL) {
+			if !backends.IsSpec(*storeURL) {
 				return "", nil, usagef("--store takes a PostgreSQL connection string (postgres://user@host/db or \"host=… dbname=…\")")
 			}
 			return *storeURL, pos, nil

@@ -143,3 +143,13 @@ type Document interface {
 	// String names the place in logs and errors.
 	String() string
 }
+
+// Snapshotter is a store that can be read live, from one consistent
+// read-only view, while its active replica goes on committing: an auditor
+// reads a whole journal prefix with its checkpoints, executions and
+// results, never half a commit. Implemented by *pgkv.KV.
+type Snapshotter interface {
+	// ReadSnapshot begins the view as of now. Its Commit fails with
+	// ErrReadOnly; closing it closes the store it was taken from.
+	ReadSnapshot(ctx context.Context) (KV, error)
+}

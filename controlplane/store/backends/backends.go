@@ -30,20 +30,28 @@ var (
 
 // Kind is one kind of backend.
 type Kind struct {
-	// Name names the kind in messages and logs ("badger").
+	// Name names the kind in logs ("badger").
 	Name string
+	// Noun names a store of this kind in messages ("the PostgreSQL
+	// store"), never by its --store value: a connection string may hold
+	// a password. Empty: "the store".
+	Noun string
 	// Takes reports whether a --store value names this kind. The kinds'
 	// sets of values are disjoint: Open refuses a value two kinds take.
 	Takes func(spec string) bool
 	// Open opens the backend spec names; dataDir is the directory of the
 	// embedded store (DATA/db) and log is already named for the kind.
 	Open func(ctx context.Context, spec, dataDir string, log hclog.Logger) (backend.KV, error)
+	// OpenReader opens the backend to read it (latch audit): it migrates
+	// nothing and writes nothing the backend can avoid writing. Nil: the
+	// kind is read through Open.
+	OpenReader func(ctx context.Context, spec, dataDir string, log hclog.Logger) (backend.KV, error)
 }
 
 // builtIn are the kinds latch ships: one line per backend package.
 var builtIn = []Kind{
-	{Name: "badger", Takes: func(spec string) bool { return spec == "" }, Open: openBadger},
-	{Name: "postgres", Takes: pgkv.IsURL, Open: openPostgres},
+	{Name: "badger", Noun: "the Badger store", Takes: func(spec string) bool { return spec == "" }, Open: openBadger, OpenReader: readBadger},
+	{Name: "postgres", Noun: "the PostgreSQL store", Takes: pgkv.IsURL, Open: openPostgres, OpenReader: readPostgres},
 }
 
 var (
@@ -81,9 +89,50 @@ func Register(k Kind) error {
 // value. A PostgreSQL database missing migrations is migrated first; one
 // migrated by a newer latch is refused.
 func Open(ctx context.Context, spec, dataDir string, log hclog.Logger) (backend.KV, error) {
-	if log == nil {
-		log = hclog.NewNullLogger()
+	k, err := kindFor(spec)
+	if err != nil {
+		return nil, err
 	}
+	return k.Open(ctx, spec, dataDir, logFor(log, k))
+}
+
+// OpenReader opens the backend a --store value names, as Open does, to
+// read it: a PostgreSQL database is not migrated (an older schema is
+// refused), a Badger directory is opened read-only when it can be.
+func OpenReader(ctx context.Context, spec, dataDir string, log hclog.Logger) (backend.KV, error) {
+	k, err := kindFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	if k.OpenReader == nil {
+		return k.Open(ctx, spec, dataDir, logFor(log, k))
+	}
+	return k.OpenReader(ctx, spec, dataDir, logFor(log, k))
+}
+
+// IsSpec reports whether s is a --store value that names a backend of its
+// own (not the default store in a data dir): where a command takes a data
+// dir or a store, it tells the two apart.
+func IsSpec(s string) bool {
+	if s == "" {
+		return false
+	}
+	_, err := kindFor(s)
+	return err == nil
+}
+
+// Noun is how messages name the store spec names ("the PostgreSQL
+// store"): never by spec itself, which may hold a password.
+func Noun(spec string) string {
+	k, err := kindFor(spec)
+	if err != nil || k.Noun == "" {
+		return "the store"
+	}
+	return k.Noun
+}
+
+// kindFor is the one kind that takes spec.
+func kindFor(spec string) (Kind, error) {
 	mu.RLock()
 	var takers []Kind
 	for _, k := range kinds {
@@ -94,16 +143,23 @@ func Open(ctx context.Context, spec, dataDir string, log hclog.Logger) (backend.
 	mu.RUnlock()
 	switch len(takers) {
 	case 0:
-		return nil, fmt.Errorf("%w (postgres://user@host:5432/db or \"host=... dbname=...\"), not %q; leave --store out for the embedded Badger store in DATA/db", ErrStoreSpec, spec)
+		return Kind{}, fmt.Errorf("%w (postgres://user@host:5432/db or \"host=... dbname=...\"), not %q; leave --store out for the embedded Badger store in DATA/db", ErrStoreSpec, spec)
 	case 1:
-		return takers[0].Open(ctx, spec, dataDir, log.Named(takers[0].Name))
+		return takers[0], nil
 	}
 	names := make([]string, len(takers))
 	for i, k := range takers {
 		names[i] = k.Name
 	}
 	sort.Strings(names)
-	return nil, fmt.Errorf("%w: %q is taken by more than one backend (%v)", ErrStoreSpec, spec, names)
+	return Kind{}, fmt.Errorf("%w: %q is taken by more than one backend (%v)", ErrStoreSpec, spec, names)
+}
+
+func logFor(log hclog.Logger, k Kind) hclog.Logger {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return log.Named(k.Name)
 }
 
 func openBadger(_ context.Context, _, dataDir string, log hclog.Logger) (backend.KV, error) {
@@ -112,4 +168,23 @@ func openBadger(_ context.Context, _, dataDir string, log hclog.Logger) (backend
 
 func openPostgres(ctx context.Context, spec, _ string, log hclog.Logger) (backend.KV, error) {
 	return pgkv.Open(ctx, spec, pgkv.Options{Logger: log, Migrate: true})
+}
+
+// readBadger opens a data dir's store read-only; a directory left by a
+// crash cannot be (Badger must replay its log first), and a normal open
+// does that.
+func readBadger(_ context.Context, _, dataDir string, log hclog.Logger) (backend.KV, error) {
+	kv, err := badgerkv.Open(dataDir, badgerkv.Options{Logger: log, ReadOnly: true})
+	if err == nil {
+		return kv, nil
+	}
+	kv, rerr := badgerkv.Open(dataDir, badgerkv.Options{Logger: log})
+	if rerr != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+func readPostgres(ctx context.Context, spec, _ string, log hclog.Logger) (backend.KV, error) {
+	return pgkv.Open(ctx, spec, pgkv.Options{Logger: log})
 }

@@ -60,3 +60,46 @@ func TestRegister(t *testing.T) {
 		t.Errorf("Open(a value two kinds take) = %v, want ErrStoreSpec naming both", err)
 	}
 }
+
+// TestOpenReaderReadsWhatOpenWrote: a data dir's store written and closed
+// is read back through OpenReader, which takes no writes.
+func TestOpenReaderReadsWhatOpenWrote(t *testing.T) {
+	dir := t.TempDir()
+	kv, err := Open(context.Background(), "", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit([]backend.Write{{Key: []byte("k"), Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenReader(context.Background(), "", dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if v, err := r.Get([]byte("k")); err != nil || string(v) != "v" {
+		t.Errorf("Get(k) through OpenReader = %q, %v; want the value written", v, err)
+	}
+	if err := r.Commit([]backend.Write{{Key: []byte("k2"), Value: []byte("v")}}); err == nil {
+		t.Error("Commit through OpenReader succeeded; a reader takes no writes")
+	}
+}
+
+// TestSpecNames: IsSpec tells a store value from a data dir, and Noun names
+// a store without its connection string.
+func TestSpecNames(t *testing.T) {
+	for s, want := range map[string]bool{"": false, "/var/lib/latch": false, "postgres://x@h/db": true, "host=h dbname=db": true} {
+		if got := IsSpec(s); got != want {
+			t.Errorf("IsSpec(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if got := Noun("postgres://x:secret@h/db"); got != "the PostgreSQL store" {
+		t.Errorf("Noun(postgres://…) = %q, want the PostgreSQL store", got)
+	}
+	if got := Noun("/a/dir"); got != "the store" {
+		t.Errorf("Noun(a directory) = %q, want the store", got)
+	}
+}

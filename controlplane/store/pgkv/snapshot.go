@@ -48,6 +48,17 @@ func (k *KV) Snapshot(ctx context.Context) (*Snapshot, error) {
 	return &Snapshot{k: k, tx: tx}, nil
 }
 
+// ReadSnapshot is Snapshot as the backend.Snapshotter capability.
+func (k *KV) ReadSnapshot(ctx context.Context) (backend.KV, error) {
+	s, err := k.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+var _ backend.Snapshotter = (*KV)(nil)
+
 func (s *Snapshot) Get(key []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

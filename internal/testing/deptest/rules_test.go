@@ -102,6 +102,19 @@ func TestImportRules(t *testing.T) {
 				mod + "/proto/latch/record", mod + "/proto/latch/controlplane", mod + "/proto/latch/hostagent"},
 		},
 		{
+			Name: "a store backend is chosen through controlplane/store/backends (Open, OpenReader) and used through backend's capability interfaces; only the PostgreSQL schema commands (latch store) and the bench's disk floor name a backend package",
+			From: []string{mod},
+			Skip: append([]string{
+				mod + "/controlplane/store/backends",
+				mod + "/controlplane/store/badgerkv",
+				mod + "/controlplane/store/pgkv",
+				mod + "/controlplane/cli",
+				mod + "/controlplane/bench",
+			}, support...),
+			Forbid: []string{mod + "/controlplane/store/badgerkv", mod + "/controlplane/store/pgkv"},
+			Direct: true,
+		},
+		{
 			Name:   "no production package links test support",
 			From:   []string{mod},
 			Skip:   support,
