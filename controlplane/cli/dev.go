@@ -215,9 +215,15 @@ func runDev(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer conn.Close()
+	// The front shares this process: its unary calls skip the socket's
+	// transport (the same interceptors run); Watch streams over the socket.
+	local, err := st.Server.LocalConn(conn)
+	if err != nil {
+		return err
+	}
 	return devstack.Run(ctx, devstack.Config{
 		Logger: log, DataDir: *data, Serve: st.Run,
-		ControlPlane: controlplanev1.NewControlPlaneClient(conn),
+		ControlPlane: controlplanev1.NewControlPlaneClient(local),
 		Token:        token, OAuth: verifier, MCP: mcpLis, Demo: demoLis, Out: env.Stdout,
 		PersonWait:     *personWait,
 		Limits:         limits,

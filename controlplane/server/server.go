@@ -202,6 +202,7 @@ type Server struct {
 	// console is the API's in-process listener for the operator console
 	// (console.go): the same services behind the same interceptors.
 	console consoleListener
+	local   *localConn // the in-process connection (LocalConn)
 
 	ckptMu   sync.Mutex
 	ckptSize int64
@@ -485,13 +486,14 @@ func (s *Server) buildListeners() error {
 		return fmt.Errorf("server: the TCP listener %s would refuse every caller: list the client certificates' identities with --front-identity or --operator-identity (cn:NAME or the certificate's URI SAN)", cfg.TCPAddr)
 	}
 	s.authz = az
+	// The gate comes first: a standby answers NotActive before any
+	// authorization (it has no store to journal a refusal in, and what it
+	// says, the active's advertised address, every front is configured
+	// with anyway). Health passes to show the role.
+	unary := []grpc.UnaryServerInterceptor{s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), credentialUnary, logUnary(log)}
 	interceptors := func() []grpc.ServerOption {
-		// The gate comes first: a standby answers NotActive before any
-		// authorization (it has no store to journal a refusal in, and
-		// what it says, the active's advertised address, every front is
-		// configured with anyway). Health passes to show the role.
 		return []grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(s.gateUnary, recoverUnary(log), tracing.UnaryServer(), az.UnaryInterceptor(), credentialUnary, logUnary(log)),
+			grpc.ChainUnaryInterceptor(unary...),
 			grpc.ChainStreamInterceptor(s.gateStream, recoverStream(log), tracing.StreamServer(), az.StreamInterceptor(), credentialStream),
 			// Calls run on long-lived goroutines whose stacks have grown
 			// already: a goroutine per call grew its stack from the start
@@ -511,6 +513,7 @@ func (s *Server) buildListeners() error {
 	s.console.srv = grpc.NewServer(append(interceptors(), grpc.Creds(authz.ConsoleCredentials()))...)
 	s.services.registerOn(s.console.srv, s.Active, s.notActive)
 	s.console.lis = bufconn.Listen(consoleBuffer)
+	s.local = s.newLocalConn(unary)
 	if cfg.TCPAddr != "" {
 		opts := append(interceptors(),
 			// A connection is re-made (and its certificate checked again)
@@ -670,6 +673,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return s.grpc.Serve(s.lis) })
 	g.Go(func() error { return s.console.srv.Serve(s.console.lis) })
+	s.local.serve()
 	if s.tcp != nil {
 		g.Go(func() error { return s.tcp.Serve(s.tcpLis) })
 	}
@@ -682,6 +686,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if s.Active() {
 			s.api.Drain() // long polls (ListTools) answer now instead of holding GracefulStop
 		}
+		s.local.stop()
 		for _, g := range []*grpc.Server{s.grpc, s.tcp, s.console.srv} {
 			if g == nil {
 				continue

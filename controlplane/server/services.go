@@ -68,7 +68,7 @@ func (l *lateServices) err() error {
 // bound implementation; before it is bound they answer notActive (the gate
 // interceptors answer first; this is the backstop), and once the server is
 // active a service nobody bound is Unimplemented.
-func (l *lateServices) registerOn(g *grpc.Server, active func() bool, notActive func() error) {
+func (l *lateServices) registerOn(g grpc.ServiceRegistrar, active func() bool, notActive func() error) {
 	for _, d := range apiServices {
 		g.RegisterService(l.bind(d, active, notActive), nil)
 	}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
+)
+
+// TestLocalConnAnswersAsTheSocket: the in-process connection waits for Run
+// as a socket client does (WaitForReady) and is Unavailable without it,
+// answers what the socket answers (results, errors with their details),
+// copies messages both ways, and is Unavailable once Run has stopped.
+func TestLocalConnAnswersAsTheSocket(t *testing.T) {
+	cfg := stateConfig(t, t.TempDir(), 0)
+	cfg.Socket = filepath.Join(shortDir(t), "c.sock")
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	local, err := srv.LocalConn(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, sc := controlplanev1.NewControlPlaneClient(local), controlplanev1.NewControlPlaneClient(conn)
+	ctx := t.Context()
+
+	if _, err := lc.ListTools(ctx, &controlplanev1.ListToolsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("ListTools before Run = %v, want Unavailable", err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := lc.ListTools(ctx, &controlplanev1.ListToolsRequest{}, grpc.WaitForReady(true))
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("ListTools with WaitForReady before Run returned %v, want it to wait", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(rctx) }()
+	if err := <-waited; err != nil {
+		t.Fatalf("ListTools with WaitForReady once Run serves: %v", err)
+	}
+
+	// The same calls, both ways. The socket caller and the in-process one
+	// are the same operator: both may submit as alice.
+	submit := func(c controlplanev1.ControlPlaneClient, version string) *controlplanev1.SubmitResponse {
+		t.Helper()
+		req := &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(`{"version":"` + version + `"}`), WaitMs: 10_000}
+		r, err := c.Submit(ctx, req)
+		if err != nil {
+			t.Fatalf("Submit(%s): %v", version, err)
+		}
+		req.Tool = "changed after the call"
+		return r
+	}
+	byLocal, bySocket := submit(lc, "1"), submit(sc, "2")
+	for _, r := range []*controlplanev1.SubmitResponse{byLocal, bySocket} {
+		if got := r.GetExecution().GetState(); got != recordv1.State_STATE_COMPLETED {
+			t.Errorf("Submit answered %s in state %v, want completed", r.GetExecution().GetId(), got)
+		}
+	}
+	for _, id := range []string{byLocal.GetExecution().GetId(), bySocket.GetExecution().GetId()} {
+		l, lerr := lc.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id})
+		s, serr := sc.Get(ctx, &controlplanev1.GetRequest{ExecutionId: id})
+		if lerr != nil || serr != nil || !proto.Equal(l, s) {
+			t.Errorf("Get(%s) in process = %v, %v; over the socket = %v, %v; want the same answer", id, l, lerr, s, serr)
+		}
+	}
+	_, lerr := lc.Get(ctx, &controlplanev1.GetRequest{ExecutionId: "act_unknown"})
+	_, serr := sc.Get(ctx, &controlplanev1.GetRequest{ExecutionId: "act_unknown"})
+	if ls, ss := status.Convert(lerr), status.Convert(serr); ls.Code() != codes.NotFound || !proto.Equal(ls.Proto(), ss.Proto()) {
+		t.Errorf("Get(unknown) in process = %v (details %v); over the socket = %v (details %v); want the same NotFound", lerr, ls.Details(), serr, ss.Details())
+	}
+	// An answer is the caller's own: changing it changes no later one.
+	first, err := lc.ListTools(ctx, &controlplanev1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := proto.Clone(first)
+	if len(first.GetTools()) == 0 || len(first.GetTools()[0].GetInputSchema()) == 0 {
+		t.Fatalf("ListTools = %v, want the deploy tool with its schema", first)
+	}
+	first.CatalogVersion = "changed by the caller"
+	first.Tools[0].Description = "changed by the caller"
+	first.Tools[0].InputSchema[0] = 'X'
+	if again, err := lc.ListTools(ctx, &controlplanev1.ListToolsRequest{}); err != nil || !proto.Equal(again, want) {
+		t.Errorf("ListTools after the caller changed an earlier answer = %v, %v; want the catalog as before", again, err)
+	}
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := lc.ListTools(ctx, &controlplanev1.ListToolsRequest{}, grpc.WaitForReady(true)); status.Code(err) != codes.Unavailable {
+		t.Errorf("ListTools after Run stopped = %v, want Unavailable", err)
+	}
+}
+
+// TestChainUnaryOrder: the in-process chain runs the interceptors in the
+// order grpc.ChainUnaryInterceptor does, each around the next.
+func TestChainUnaryOrder(t *testing.T) {
+	var trail []string
+	ic := func(name string) grpc.UnaryServerInterceptor {
+		return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			trail = append(trail, name+" in")
+			resp, err := h(ctx, req)
+			trail = append(trail, name+" out")
+			return resp, err
+		}
+	}
+	chain := chainUnary([]grpc.UnaryServerInterceptor{ic("a"), ic("b")})
+	resp, err := chain(context.Background(), "req", &grpc.UnaryServerInfo{}, func(_ context.Context, req any) (any, error) {
+		trail = append(trail, "handler "+req.(string))
+		return "resp", nil
+	})
+	want := "a in, b in, handler req, b out, a out"
+	if got := strings.Join(trail, ", "); resp != "resp" || err != nil || got != want {
+		t.Errorf("chain = %v, %v with trail %q; want resp with trail %q", resp, err, got, want)
+	}
+}
