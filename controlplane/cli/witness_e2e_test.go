@@ -97,7 +97,10 @@ func TestWitnessThroughDev(t *testing.T) {
 	var stripped, altered []string
 	for _, l := range lines {
 		if strings.HasPrefix(l, "— "+witnesstest.Name+" ") {
-			altered = append(altered, l[:len(l)-3]+flipB64(l[len(l)-3:]))
+			// A character well inside the signature: the last ones of
+			// its 76 bytes in base64 ("x==") hold padding bits a
+			// decoder ignores, so changing one there may change nothing.
+			altered = append(altered, l[:len(l)-10]+flipB64(l[len(l)-10:]))
 			continue
 		}
 		stripped, altered = append(stripped, l), append(altered, l)
