@@ -93,7 +93,7 @@ func (r *Receipt) MarshalJSON() ([]byte, error) { return Marshal(r), nil }
 // Marshal is the canonical JSON form of r (package comment).
 func Marshal(r *Receipt) []byte {
 	var b bytes.Buffer
-	b64 := base64.StdEncoding.EncodeToString
+	b.Grow(512 + len(r.Checkpoint) + base64.StdEncoding.EncodedLen(len(r.Record)) + len(r.Proof)*48)
 	b.WriteString(`{"actor":`)
 	writeString(&b, r.Actor)
 	b.WriteString(`,"checkpoint":`)
@@ -107,7 +107,7 @@ func Marshal(r *Receipt) []byte {
 	b.WriteString(`,"journal_index":`)
 	b.WriteString(strconv.FormatUint(r.JournalIndex, 10))
 	b.WriteString(`,"leaf_hash":`)
-	writeString(&b, b64(r.LeafHash))
+	writeBase64(&b, r.LeafHash)
 	b.WriteString(`,"outcome":`)
 	writeString(&b, r.Outcome)
 	b.WriteString(`,"proof":[`)
@@ -115,10 +115,10 @@ func Marshal(r *Receipt) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeString(&b, b64(p))
+		writeBase64(&b, p)
 	}
 	b.WriteString(`],"record":`)
-	writeString(&b, b64(r.Record))
+	writeBase64(&b, r.Record)
 	b.WriteString(`,"result_sha256":`)
 	writeString(&b, r.ResultSHA256)
 	b.WriteString(`,"state":`)
@@ -133,10 +133,30 @@ func Marshal(r *Receipt) []byte {
 
 // writeString writes s as RFC 8785 does (and JavaScript's JSON.stringify):
 // '"' and '\' escaped, control characters as \b \t \n \f \r or \u00xx,
-// everything else as it is. Invalid UTF-8 is written as U+FFFD.
+// everything else as it is. Invalid UTF-8 is written as U+FFFD. Runs of
+// bytes written as they are go in one write.
 func writeString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
-	for _, c := range s {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b.WriteString(s[start:i])
+				b.WriteString("\uFFFD")
+				i++
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		b.WriteString(s[start:i])
 		switch c {
 		case '"':
 			b.WriteString(`\"`)
@@ -153,13 +173,20 @@ func writeString(b *bytes.Buffer, s string) {
 		case '\r':
 			b.WriteString(`\r`)
 		default:
-			if c < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, c)
-			} else {
-				b.WriteRune(c)
-			}
+			fmt.Fprintf(b, `\u%04x`, c)
 		}
+		i++
+		start = i
 	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
+// writeBase64 writes p in standard base64 as a JSON string: its alphabet
+// needs no escaping.
+func writeBase64(b *bytes.Buffer, p []byte) {
+	b.WriteByte('"')
+	b.Write(base64.StdEncoding.AppendEncode(b.AvailableBuffer(), p))
 	b.WriteByte('"')
 }
 

@@ -58,7 +58,7 @@ func (answering) Identity(_ *tools.Tool, t *tools.Target) engine.Identity {
 	return engine.Identity{Target: t.BaseURL}
 }
 
-func stateConfig(t *testing.T, data string, fullUpTo int64) Config {
+func stateConfig(t testing.TB, data string, fullUpTo int64) Config {
 	if _, err := tools.Parse("c.yaml", []byte(stateCatalog)); err != nil {
 		t.Fatal(err)
 	}
