@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -81,6 +80,12 @@ type Config struct {
 	StartDev func(ctx context.Context, dir string, logs io.Writer) error
 	// Dial is a client of the control plane serving data dir dir.
 	Dial func(ctx context.Context, dir string) (controlplanev1.ControlPlaneClient, func(), error)
+	// StartBare, optional, runs the bare MCP server for the demo target at
+	// demoURL in a process of its own (ServeBare) until stop: its URL and
+	// pid. With Data, the bare path then runs there, and the report gives
+	// each server's CPU per call apart from the clients'. Without it, or
+	// without Data, the bare server runs in this process.
+	StartBare func(ctx context.Context, demoURL string) (url string, pid int, stop func(), err error)
 }
 
 // Bench is one validated run of the harness.
@@ -174,7 +179,22 @@ func (bn *Bench) Run(ctx context.Context) error {
 	}
 	defer closeFn()
 	rcpts := newReceiptStats()
-	paths, closePaths, err := benchPaths(ctx, info, cp, cfg.Concurrency, rcpts)
+	startBare := func(context.Context) (string, func(), error) { return bareMCPServer(info.DemoURL, cfg.Concurrency) }
+	if cfg.Data != "" && cfg.StartBare != nil {
+		startBare = func(ctx context.Context) (string, func(), error) {
+			u, pid, stop, err := cfg.StartBare(ctx, info.DemoURL)
+			if err != nil {
+				return "", nil, fmt.Errorf("bench: the bare MCP server's process: %w", err)
+			}
+			if err := loopbackURL("bare MCP server", u); err != nil {
+				stop()
+				return "", nil, err
+			}
+			clock.barePID = pid
+			return u, stop, nil
+		}
+	}
+	paths, closePaths, err := benchPaths(ctx, info, cp, cfg.Concurrency, rcpts, startBare)
 	if err != nil {
 		return err
 	}
@@ -209,12 +229,16 @@ func (bn *Bench) Run(ctx context.Context) error {
 		}
 	}
 	split := clock.devPID > 0 && cpus[0].devOK
+	bareApart := split && clock.barePID > 0 && cpus[0].bareOK
 	merged := make(map[string]loadgen.Result, len(paths))
 	cpuOf := make(map[string]benchCPU, len(paths))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\tCPU/call\t"
 	if split {
 		head += "bench CPU/call\tdev CPU/call\t"
+	}
+	if bareApart {
+		head += "bare CPU/call\t"
 	}
 	fmt.Fprintln(tw, head)
 	for k, p := range paths {
@@ -225,6 +249,9 @@ func (bn *Bench) Run(ctx context.Context) error {
 		if split {
 			fmt.Fprintf(tw, "%s\t%s\t", perCall(cpus[k].self, res.Ops), perCall(cpus[k].dev, res.Ops))
 		}
+		if bareApart {
+			fmt.Fprintf(tw, "%s\t", perCall(cpus[k].bare, res.Ops))
+		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
@@ -233,6 +260,8 @@ func (bn *Bench) Run(ctx context.Context) error {
 		fmt.Fprintf(out, "  %-8s %s\n", p.name, p.what)
 	}
 	switch {
+	case bareApart:
+		fmt.Fprintf(out, "  CPU/call is user+system time over the calls made of this process (bench: the clients), of the `latch dev` process %d (dev: front, control plane, demo target) and of the bare MCP server's process %d (bare).\n", clock.devPID, clock.barePID)
 	case split:
 		fmt.Fprintf(out, "  CPU/call is user+system time of this process (bench: the clients and the bare server) and of the `latch dev` process %d (dev: front, control plane, demo target) over the calls made.\n", clock.devPID)
 	case clock.devPID > 0 || cfg.Data != "":
@@ -242,6 +271,9 @@ func (bn *Bench) Run(ctx context.Context) error {
 	}
 	m, b := merged["mcp"], merged["bare"]
 	fmt.Fprintf(out, "\nThe price of exactly-once (mcp against bare): p50 %s, rate %s, CPU/call %s.\n", overP50(m, b, false), ratio(m, b), cpuRatio(cpuOf["mcp"], m, cpuOf["bare"], b))
+	if bareApart {
+		printServerCPU(out, cpuOf["mcp"], m, cpuOf["bare"], b)
+	}
 	rcpts.print(out, merged["receipt"], cpuOf["receipt"], merged["durable"], cpuOf["durable"])
 	if ferr != nil {
 		fmt.Fprintf(out, "Durability floor not measured: %v (it needs to write a temporary directory in the data dir).\n", ferr)
@@ -490,49 +522,39 @@ func readBenchInfo(dir string) (devstack.Info, error) {
 		return info, fmt.Errorf("%s: %w", datadir.DevInfo(dir), err)
 	}
 	for _, u := range []struct{ name, raw string }{{"MCP front", info.MCPURL}, {"demo target", info.DemoURL}} {
-		p, err := url.Parse(u.raw)
-		if err != nil || p.Hostname() == "" {
-			return info, fmt.Errorf("bench: %s address %q in %s is not a URL", u.name, u.raw, datadir.DevInfo(dir))
-		}
-		if !loopback.Host(p.Hostname()) {
-			return info, fmt.Errorf("bench: refusing to measure %s at %s: latch bench only calls loopback targets (it makes thousands of real calls)", u.name, u.raw)
+		if err := loopbackURL(u.name, u.raw); err != nil {
+			return info, fmt.Errorf("%w (in %s)", err, datadir.DevInfo(dir))
 		}
 	}
 	return info, nil
 }
 
+// loopbackURL refuses a URL that is not one, or whose host is not on
+// loopback: latch bench makes thousands of real calls.
+func loopbackURL(name, raw string) error {
+	p, err := url.Parse(raw)
+	if err != nil || p.Hostname() == "" {
+		return fmt.Errorf("bench: %s address %q is not a URL", name, raw)
+	}
+	if !loopback.Host(p.Hostname()) {
+		return fmt.Errorf("bench: refusing to measure %s at %s: latch bench only calls loopback targets (it makes thousands of real calls)", name, raw)
+	}
+	return nil
+}
+
 // benchPaths builds the four paths; every call i deploys a version unique
 // to this run, so each is a new intent.
-func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.ControlPlaneClient, conc int, rcpts *receiptStats) ([]benchPath, func(), error) {
+// startBare serves the bare MCP server and returns its URL and how to stop
+// it.
+func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.ControlPlaneClient, conc int, rcpts *receiptStats,
+	startBare func(context.Context) (string, func(), error)) ([]benchPath, func(), error) {
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	run := hex.EncodeToString(nonce[:])
 	version := func(path string, i int64) string { return fmt.Sprintf("bench-%s-%s-%d", run, path, i) }
-	hc := &http.Client{Transport: benchTransport(conc), Timeout: benchCallTimeout}
+	hc := benchClient(conc)
 
-	// direct makes call i, or the call for version v when v is set.
-	direct := func(ctx context.Context, i int64, v string) error {
-		if v == "" {
-			v = version("d", i)
-		}
-		body := fmt.Sprintf(`{"service":"bench","version":%q,"region":"us-east-1","reason":""}`, v)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.DemoURL+"/v1/releases", bytes.NewReader([]byte(body)))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "bench-"+v)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("demo target answered %s", resp.Status)
-		}
-		return nil
-	}
+	direct := func(ctx context.Context, i int64) error { return postRelease(ctx, hc, info.DemoURL, version("d", i)) }
 
 	checkDurable := func(i int64, resp *controlplanev1.SubmitResponse) error {
 		if d := resp.GetDisposition(); d != recordv1.Disposition_DISPOSITION_NEW {
@@ -585,11 +607,8 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 	viaMCP := callTools(sessions, "m", version, true)
 
 	// The bare MCP server: the same tool, whose handler makes the direct
-	// call (one POST, a key of its own) and answers the target's body.
-	bareURL, closeBare, err := bareMCPServer(func(ctx context.Context, args map[string]any) (string, error) {
-		v, _ := args["version"].(string)
-		return v, direct(ctx, -1, v)
-	})
+	// call (one POST, a key of its own), in this process or in its own.
+	bareURL, closeBare, err := startBare(ctx)
 	if err != nil {
 		closeAll()
 		return nil, nil, err
@@ -606,7 +625,7 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 		}
 		closeBare()
 	}
-	bhc := &http.Client{Transport: benchTransport(conc), Timeout: benchCallTimeout}
+	bhc := benchClient(conc)
 	for range conc {
 		client := mcp.NewClient(&mcp.Implementation{Name: "latch-bench", Version: "1"}, nil)
 		s, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: bareURL, HTTPClient: bhc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
@@ -618,12 +637,18 @@ func benchPaths(ctx context.Context, info devstack.Info, cp controlplanev1.Contr
 	}
 	viaBare := callTools(bareSessions, "b", version, false)
 	return []benchPath{
-		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", func(ctx context.Context, i int64) error { return direct(ctx, i, "") }},
-		{"bare", "tools/call to a bare go-sdk MCP server in this process whose tool makes the direct POST (MCP, no durability, no dedupe)", viaBare},
+		{"direct", "one HTTP POST to the demo target with an Idempotency-Key (no durability)", direct},
+		{"bare", "tools/call to a bare go-sdk MCP server whose tool makes the direct POST (MCP, no durability, no dedupe)", viaBare},
 		{"durable", "control plane Submit (wait_ms) until completed: journaled, dispatched once, result stored, writes synced", durable},
 		{"receipt", "the durable path asking for the execution's receipt (record, inclusion proof, signed checkpoint)", withReceipt},
 		{"mcp", "tools/call through the MCP front (go-sdk client, bearer token): the durable path plus MCP", viaMCP},
 	}, closeAll, nil
+}
+
+// benchClient is the clients' HTTP client: conc connections kept alive per
+// host, each call bounded.
+func benchClient(conc int) *http.Client {
+	return &http.Client{Transport: benchTransport(conc), Timeout: benchCallTimeout}
 }
 
 // benchTransport keeps conc connections alive per host.
@@ -654,40 +679,4 @@ func callTools(sessions chan *mcp.ClientSession, path string, version func(strin
 		}
 		return nil
 	}
-}
-
-// bareMCPServer serves, on a loopback port, a go-sdk MCP server with one
-// tool, benchTool, whose handler is call: no identity, no journal, no
-// dedupe. Like the front, it speaks both protocol eras on one path: the
-// stateless handler for 2026-07-28 and later, the stateful one otherwise.
-func bareMCPServer(call func(ctx context.Context, args map[string]any) (string, error)) (string, func(), error) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "latch-bench-bare", Version: "1"}, nil)
-	srv.AddTool(&mcp.Tool{Name: benchTool, InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var args map[string]any
-			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
-				return nil, err
-			}
-			v, err := call(ctx, args)
-			if err != nil {
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed " + v}}}, nil
-		})
-	get := func(*http.Request) *mcp.Server { return srv }
-	stateful := mcp.NewStreamableHTTPHandler(get, nil)
-	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("bench: bare MCP server: %w", err)
-	}
-	hs := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v >= "2026-07-28" {
-			stateless.ServeHTTP(w, r)
-			return
-		}
-		stateful.ServeHTTP(w, r)
-	})}
-	go hs.Serve(lis) //nolint:errcheck // ends with Close
-	return "http://" + lis.Addr().String() + "/mcp", func() { _ = hs.Close() }, nil
 }

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/latchhq/latch/internal/cputime"
+	"github.com/latchhq/latch/internal/loadgen"
 )
 
 // cpuClock reads the CPU time (user + system, every thread) of the
@@ -14,31 +16,39 @@ import (
 // /proc/<pid>/stat. CPU per call is what a path costs whatever else the
 // machine does; wall-clock rates on a shared machine are not.
 type cpuClock struct {
-	// devPID is the other `latch dev` process, 0 when it runs in this one.
-	devPID int
+	// devPID is the other `latch dev` process, 0 when it runs in this one;
+	// barePID the bare MCP server's process, 0 when it runs in this one.
+	devPID, barePID int
 }
 
-// cpuSample is one reading. devOK is false when the other process's time
-// could not be read (not Linux, an old dev.json without its pid, gone).
+// cpuSample is one reading. devOK (bareOK) is false when the other
+// process's time could not be read (not Linux, an old dev.json without its
+// pid, gone).
 type cpuSample struct {
-	self, dev time.Duration
-	devOK     bool
+	self, dev, bare time.Duration
+	devOK, bareOK   bool
 }
 
 func (c cpuClock) read() cpuSample {
 	s := cpuSample{self: cputime.Self()}
-	if c.devPID > 0 {
-		var st cputime.Stat
-		st, s.devOK = cputime.Process(c.devPID)
-		s.dev = st.CPU
-	}
+	s.dev, s.devOK = processCPU(c.devPID)
+	s.bare, s.bareOK = processCPU(c.barePID)
 	return s
 }
 
-// benchCPU is the CPU a path's round spent: total is self plus dev.
+func processCPU(pid int) (time.Duration, bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	st, ok := cputime.Process(pid)
+	return st.CPU, ok
+}
+
+// benchCPU is the CPU a path's round spent: total is self plus dev plus
+// bare.
 type benchCPU struct {
-	self, dev time.Duration
-	devOK     bool
+	self, dev, bare time.Duration
+	devOK, bareOK   bool
 }
 
 func (a cpuSample) since(b cpuSample) benchCPU {
@@ -46,14 +56,35 @@ func (a cpuSample) since(b cpuSample) benchCPU {
 	if a.devOK && b.devOK {
 		d.dev, d.devOK = a.dev-b.dev, true
 	}
+	if a.bareOK && b.bareOK {
+		d.bare, d.bareOK = a.bare-b.bare, true
+	}
 	return d
 }
 
 func (c benchCPU) add(o benchCPU) benchCPU {
-	return benchCPU{self: c.self + o.self, dev: c.dev + o.dev, devOK: c.devOK && o.devOK}
+	return benchCPU{self: c.self + o.self, dev: c.dev + o.dev, bare: c.bare + o.bare, devOK: c.devOK && o.devOK, bareOK: c.bareOK && o.bareOK}
 }
 
-func (c benchCPU) total() time.Duration { return c.self + c.dev }
+func (c benchCPU) total() time.Duration { return c.self + c.dev + c.bare }
+
+// server is the CPU the serving processes spent: `latch dev` (the front,
+// the control plane and the demo target) and the bare MCP server's
+// process. On the bare path both serve (the bare server, and the demo
+// target it calls in latch dev); on the mcp path only latch dev does.
+func (c benchCPU) server() time.Duration { return c.dev + c.bare }
+
+// printServerCPU is the line the clients' CPU does not blur: what each
+// server spent per call, the demo target's share included on both sides,
+// and what Latch adds.
+func printServerCPU(out io.Writer, mcpCPU benchCPU, m loadgen.Result, bareCPU benchCPU, b loadgen.Result) {
+	if m.Ops == 0 || b.Ops == 0 {
+		return
+	}
+	per := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+	mu, bu := per(mcpCPU.server(), m.Ops), per(bareCPU.server(), b.Ops)
+	fmt.Fprintf(out, "Server CPU per call (the serving processes, the demo target's share on both): bare %.0fµs, Latch %.0fµs; Latch adds %.0fµs (%.2f×).\n", bu, mu, mu-bu, mu/bu)
+}
 
 // perCall formats d over n calls in milliseconds ("—" without calls).
 func perCall(d time.Duration, n int) string {

@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
 
 	"github.com/latchhq/latch/controlplane/bench"
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
@@ -21,10 +28,18 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	profile := fs.String("profile", "", "write CPU and allocation profiles of this process per path and round into this directory")
 	traced := fs.Bool("trace", false, "with --profile, also write block profiles and execution traces (they cost CPU themselves and skew the CPU profile)")
 	maxDur := fs.Duration("max-duration", bench.DefaultDuration, fmt.Sprintf("stop each path's round after this long (at most %s)", bench.MaxDuration))
+	serveBare := fs.String("serve-bare", "", "serve only the bare MCP server, for the demo target at this loopback URL, print its URL and run until stopped (latch bench --data runs one so, to measure its CPU apart)")
 	if pos, err := parse(fs, args); err != nil {
 		return err
 	} else if len(pos) > 0 {
 		return usagef("bench takes no arguments (got %q)", pos)
+	}
+	if *serveBare != "" {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("bench --serve-bare: %w", err)
+		}
+		return bench.ServeBare(ctx, *serveBare, lis, env.Stdout)
 	}
 	// Zero is a value the flags give, not "unset": New's defaults must
 	// not turn --count 0 into the default count.
@@ -48,6 +63,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		Dial: func(ctx context.Context, dir string) (controlplanev1.ControlPlaneClient, func(), error) {
 			return (&target{data: dir}).dial(ctx)
 		},
+		StartBare: startBareProcess,
 	})
 	if errors.Is(err, bench.ErrBadOption) {
 		return usagef("%v", err)
@@ -56,4 +72,60 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	return b.Run(ctx)
+}
+
+// bareStartWait bounds how long the bare server's process has to print its
+// URL.
+const bareStartWait = 10 * time.Second
+
+// startBareProcess is bench.Config.StartBare: this binary's `latch bench
+// --serve-bare demoURL` in a process of its own, stopped by SIGINT (killed
+// if it has not stopped 5 seconds later).
+func startBareProcess(ctx context.Context, demoURL string) (string, int, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd := exec.Command(exe, "bench", "--serve-bare", demoURL) //nolint:gosec // this binary, with the URL it was given
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", 0, nil, err
+	}
+	exited := make(chan struct{})
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(l)
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case u := <-line:
+		if u == "" {
+			stop()
+			return "", 0, nil, fmt.Errorf("%s bench --serve-bare printed no URL: %s", exe, strings.TrimSpace(stderr.String()))
+		}
+		return u, cmd.Process.Pid, stop, nil
+	case <-time.After(bareStartWait):
+		stop()
+		return "", 0, nil, fmt.Errorf("%s bench --serve-bare printed no URL within %s", exe, bareStartWait)
+	case <-ctx.Done():
+		stop()
+		return "", 0, nil, ctx.Err()
+	}
 }

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -127,5 +131,31 @@ func TestBenchProfileWithoutTrace(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s written without --trace", f)
 		}
+	}
+}
+
+// TestBenchServersApart: latch bench --data against a running latch dev
+// runs the bare MCP server in a process of its own and reports each
+// server's CPU per call apart from the clients'; the bare server's
+// process is gone afterwards.
+func TestBenchServersApart(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "dev")
+	startDev(t, data)
+	out, err := exec.Command(latchBin, "bench", "--data", data, "--count", "30", "--concurrency", "2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("latch bench --data: %v\n%s", err, out)
+	}
+	for _, want := range []string{"bare CPU/call", "of the bare MCP server's process", "Server CPU per call", "Latch adds"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("latch bench --data output lacks %q:\n%s", want, out)
+		}
+	}
+	m := regexp.MustCompile(`bare MCP server's process (\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no pid of the bare server's process in:\n%s", out)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the bare server's process %d after latch bench: kill -0 = %v, want it gone", pid, err)
 	}
 }
