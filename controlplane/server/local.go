@@ -23,8 +23,8 @@ import (
 // The in-process connection: a client in this process (latch dev's MCP
 // front) calls the API without gRPC's transport. A call through the unix
 // socket costs both sides an HTTP/2 exchange and a protobuf encoding each
-// way, about a fifth of the CPU Latch adds to an MCP call
-// (docs/contributing/benchmarks.md); here the handler runs on the caller's
+// way, about a sixth of a Submit's CPU at 32 callers (BenchmarkSubmitConn,
+// docs/contributing/benchmarks.md); here the handler runs on the caller's
 // goroutine behind the socket's own interceptor chain.
 
 // localStopWait bounds how long Run's shutdown waits for in-process calls
