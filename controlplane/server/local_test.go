@@ -25,21 +25,7 @@ import (
 // answers what the socket answers (results, errors with their details),
 // copies messages both ways, and is Unavailable once Run has stopped.
 func TestLocalConnAnswersAsTheSocket(t *testing.T) {
-	cfg := stateConfig(t, t.TempDir(), 0)
-	cfg.Socket = filepath.Join(shortDir(t), "c.sock")
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	local, err := srv.LocalConn(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, conn, local := localAndSocket(t)
 	lc, sc := controlplanev1.NewControlPlaneClient(local), controlplanev1.NewControlPlaneClient(conn)
 	ctx := t.Context()
 
@@ -118,6 +104,29 @@ func TestLocalConnAnswersAsTheSocket(t *testing.T) {
 	}
 }
 
+// localAndSocket is a control plane on a fresh data dir (not running yet)
+// with a client of its socket and its in-process connection; the client is
+// closed at the end of the test.
+func localAndSocket(tb testing.TB) (*Server, *grpc.ClientConn, grpc.ClientConnInterface) {
+	tb.Helper()
+	cfg := stateConfig(tb, tb.TempDir(), 0)
+	cfg.Socket = filepath.Join(shortDir(tb), "c.sock")
+	srv, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	local, err := srv.LocalConn(conn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv, conn, local
+}
+
 // TestChainUnaryOrder: the in-process chain runs the interceptors in the
 // order grpc.ChainUnaryInterceptor does, each around the next.
 func TestChainUnaryOrder(t *testing.T) {
@@ -146,21 +155,7 @@ func TestChainUnaryOrder(t *testing.T) {
 // socket and through the in-process connection, 32 callers at once;
 // cpu-ns/op is this process's CPU per call (server and client alike).
 func BenchmarkSubmitConn(b *testing.B) {
-	cfg := stateConfig(b, b.TempDir(), 0)
-	cfg.Socket = filepath.Join(shortDir(b), "c.sock")
-	srv, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	local, err := srv.LocalConn(conn)
-	if err != nil {
-		b.Fatal(err)
-	}
+	srv, conn, local := localAndSocket(b)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
