@@ -202,6 +202,11 @@ type Config struct {
 	Clock func() time.Time
 	// NewID defaults to "act_" + a monotonic ULID.
 	NewID func() string
+	// Rand is the source of the dispatch retries' jitter: a number in
+	// [0, n). Nil is math/rand/v2's. Clock, NewID and Rand are all the
+	// engine reads of time and chance, so a simulator that sets them (and
+	// runs in a synctest bubble) replays a schedule from its seed.
+	Rand func(n int64) int64
 	// MaxDispatches bounds dispatches of one execution after not_executed
 	// failures (default 3).
 	MaxDispatches int
@@ -358,7 +363,7 @@ func New(cfg Config) (*Engine, error) {
 		rq:             rq,
 		rstate:         map[string]*recoveryState{},
 
-		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true},
+		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true, Rand: cfg.Rand},
 		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)
@@ -567,7 +572,7 @@ func (e *Engine) Submit(ctx context.Context, in SubmitInput) (*SubmitResult, err
 // matches is docs/design §5's rule; the fingerprint already covers actor and scope,
 // which are compared again so a fingerprint collision can never cross actors.
 func matches(prior *recordv1.Execution, actor, scope string, now time.Time) bool {
-	if prior.GetActor() != actor || prior.GetIntentScope() != scope || !lifecycle.Attachable(prior.GetState()) {
+	if mutantNoAttach || prior.GetActor() != actor || prior.GetIntentScope() != scope || !lifecycle.Attachable(prior.GetState()) {
 		return false
 	}
 	if prior.GetUntilResolved() {

@@ -45,14 +45,16 @@ type RetryPolicy struct {
 	Min, Max time.Duration
 	// Limit is how many attempts may be made in all; 0 is no limit.
 	Limit int
-	// Jitter takes up to half of each wait off at random.
+	// Jitter takes up to half of each wait off at random, drawn from Rand
+	// (nil: math/rand/v2).
 	Jitter bool
+	Rand   func(n int64) int64
 }
 
 // Backoff is the wait after the given failed attempt (1-based; lower counts
 // as 1): Min·2^(attempt-1), capped at Max, less the jitter (backoff.Policy).
 func (p RetryPolicy) Backoff(attempt int) time.Duration {
-	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter}.Delay(attempt)
+	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter, Rand: p.Rand}.Delay(attempt)
 }
 
 // Exhausted reports whether attempts made so far use up the limit.

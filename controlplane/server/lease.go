@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -9,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/lease"
 	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/internal/replicas"
@@ -28,26 +26,6 @@ func (s *Server) stopLease() {
 	if s.lease != nil {
 		s.lease.Stop()
 	}
-}
-
-// fencedChannel refuses to send once the lease's local deadline has
-// passed: checked before every dispatch, so a replica that could not renew
-// sends nothing a standby might send again after taking over. Queries only
-// ask and pass through.
-type fencedChannel struct {
-	engine.Channel
-	lease holder
-}
-
-// holder tells whether this replica certainly still holds the lease
-// (*lease.Keeper).
-type holder interface{ Holds() bool }
-
-func (c fencedChannel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
-	if !c.lease.Holds() {
-		return engine.Attempt{Class: engine.NotSent, Reason: "this replica's store lease could not be renewed in time: nothing was sent (the active replica dispatches it)"}
-	}
-	return c.Channel.Dispatch(ctx, call)
 }
 
 // Roles of a replica (Role.Role).

@@ -102,7 +102,7 @@ func (c *countingChannel) Query(context.Context, engine.Call) engine.Attempt {
 func TestNothingIsSentPastTheLeaseDeadline(t *testing.T) {
 	inner := &countingChannel{}
 	k := &switchHolder{holds: true}
-	ch := fencedChannel{Channel: inner, lease: k}
+	ch := engine.Fenced(inner, k)
 	if a := ch.Dispatch(context.Background(), engine.Call{}); a.Class != engine.Observed || inner.sent != 1 {
 		t.Fatalf("within the deadline: %v, sent %d", a.Class, inner.sent)
 	}

@@ -303,7 +303,7 @@ func New(cfg Config) (*Server, error) {
 		s.lease = lease.NewKeeper()
 		fenced := make(map[tools.Channel]engine.Channel, len(cfg.Channels))
 		for kind, ch := range cfg.Channels {
-			fenced[kind] = fencedChannel{Channel: ch, lease: s.lease}
+			fenced[kind] = engine.Fenced(ch, s.lease)
 		}
 		s.cfg.Channels = fenced
 		s.role.set(RoleStandby, 0)

@@ -18,6 +18,9 @@ type Policy struct {
 	// Jitter takes up to half of each wait off at random, so callers that
 	// failed together do not come back together.
 	Jitter bool
+	// Rand, when set, is the jitter's source: a number in [0, n). Nil is
+	// math/rand/v2's; the simulator passes its seeded one.
+	Rand func(n int64) int64
 }
 
 // Delay is the wait after the given failed attempt (1-based; lower counts
@@ -29,7 +32,11 @@ func (p Policy) Delay(attempt int) time.Duration {
 	}
 	d = min(d, p.Max)
 	if p.Jitter && d > 0 {
-		d -= time.Duration(rand.Int64N(int64(d)/2 + 1)) //nolint:gosec // jitter spreads retries; it guards nothing
+		draw := p.Rand
+		if draw == nil {
+			draw = rand.Int64N //nolint:gosec // jitter spreads retries; it guards nothing
+		}
+		d -= time.Duration(draw(int64(d)/2 + 1))
 	}
 	return d
 }
