@@ -114,6 +114,9 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 				requireState(recordv1.State_STATE_AUTHORIZED))
 			if err != nil {
 				log.Debug("dispatch: not dispatching", "error", err)
+				if !errors.Is(err, ErrNotResolvable) {
+					e.orphan(id) // the commit failed: dispatched again later
+				}
 				return
 			}
 		}
@@ -144,6 +147,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			if a.Final || e.dispatchRetry.Exhausted(int(x.GetAttempts())) {
 				if _, err := e.transition(ctx, id, recordv1.State_STATE_NOT_EXECUTED, recordv1.EntryKind_ENTRY_KIND_TRANSITION, "nothing was sent: "+a.Reason, nil); err != nil {
 					log.Error("dispatch: cannot record not_executed", "error", err)
+					e.orphan(id)
 					return
 				}
 				e.forgetSecrets(ctx, id)
@@ -162,6 +166,9 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 				requireState(recordv1.State_STATE_DISPATCHED))
 			if err != nil {
 				log.Error("dispatch: cannot record the failed send", "error", err)
+				if !errors.Is(err, ErrNotResolvable) {
+					e.orphan(id) // the commit failed: recovered from the target later
+				}
 				return
 			}
 			select {
@@ -193,9 +200,7 @@ func (e *Engine) markUnknown(ctx context.Context, id, reason string) {
 	})
 	if err != nil {
 		e.log.Error("cannot record outcome_unknown", "execution_id", id, "error", err)
-		if e.ctx.Err() == nil {
-			e.orphan(id)
-		}
+		e.orphan(id)
 		return
 	}
 	if observed {
@@ -231,9 +236,7 @@ func (e *Engine) complete(ctx context.Context, id string, a Attempt, kind record
 		// dispatched until the next start (a lost database connection
 		// while this replica stays active). Recovery asks the target.
 		e.log.Error("cannot record completion; recovering the outcome from the target", "execution_id", id, "error", err)
-		if e.ctx.Err() == nil {
-			e.orphan(id)
-		}
+		e.orphan(id)
 	}
 }
 

@@ -263,17 +263,28 @@ func (e *Engine) work(it dueq.Item[job]) {
 	}
 }
 
-// orphan queues, for later, the move to outcome_unknown (then recovery) of an
-// execution that nothing is sending any more (its dispatch ended) but whose
-// next step (completion or outcome_unknown) could not be recorded: it would
-// otherwise stay dispatched until the next start.
+// orphan queues, for later, an execution that nothing is working on any
+// more because a step of its dispatch could not be recorded: a dispatched one
+// (its completion, its outcome_unknown or its failed send was not recorded)
+// goes to outcome_unknown, then recovery, which asks the target; an
+// authorized one (its failed send was recorded, its next dispatch was not) is
+// dispatched again. Either would otherwise wait for the next start. Found by
+// the simulator (controlplane/sim): a commit that failed while a refused send
+// was recorded left the execution dispatched for good.
 func (e *Engine) orphan(id string) {
-	x, err := e.st.Execution(id)
-	if err != nil || x.GetState() != recordv1.State_STATE_DISPATCHED {
-		// Unreadable: the next start finds it dispatched; moved on: done.
-		return
+	if e.ctx.Err() != nil {
+		return // shutting down: the next start scans it
 	}
-	e.retry(e.item(x, jobOrphaned, e.cfg.Clock()), "its dispatch ended but the step after it (completion or outcome_unknown) was not recorded", nil)
+	x, err := e.st.Execution(id)
+	if err != nil {
+		return // unreadable: the next start finds it
+	}
+	switch x.GetState() {
+	case recordv1.State_STATE_DISPATCHED:
+		e.retry(e.item(x, jobOrphaned, e.cfg.Clock()), "its dispatch ended but the step after it was not recorded", nil)
+	case recordv1.State_STATE_AUTHORIZED:
+		e.retry(e.item(x, jobDispatch, e.cfg.Clock()), "its next dispatch could not be recorded", nil)
+	}
 }
 
 // retry queues an item again after a backoff that grows with each

@@ -20,6 +20,7 @@ import (
 
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/store"
+	"github.com/latchhq/latch/controlplane/store/backend"
 	"github.com/latchhq/latch/controlplane/store/badgerkv"
 	"github.com/latchhq/latch/controlplane/store/memkv"
 	"github.com/latchhq/latch/internal/lifecycle"
@@ -724,4 +725,24 @@ func TestFailedMarkUnknownIsRetried(t *testing.T) {
 			t.Errorf("%d status queries, want 1", n)
 		}
 	})
+}
+
+// TestRefusedSendWhoseRecordFailsIsRecovered: a send the target refused
+// (nothing sent) whose record back to authorized did not commit is not left
+// dispatched with nothing working on it until the next start: recovery
+// takes it up. Found by the simulator (controlplane/sim, seed 11802).
+func TestRefusedSendWhoseRecordFailsIsRecovered(t *testing.T) {
+	kv := memkv.New()
+	ch := &fakeChannel{dispatch: []AttemptClass{NotSent}, block: make(chan struct{})}
+	h := newHarnessKV(t, kv, "", ch, func(*Config) {})
+	r := h.submit(t, "alice", "deploy", `{"service":"api","version":"1"}`)
+	kv.FailNextCommit(backend.ErrNotCommitted) // the record of the refused send
+	close(ch.block)
+	x := h.waitState(t, r.Execution.GetId(), recordv1.State_STATE_COMPLETED)
+	if got := ch.effects.Load(); got != 1 {
+		t.Errorf("effects = %d, want 1", got)
+	}
+	if x.GetState() != recordv1.State_STATE_COMPLETED {
+		t.Errorf("state %s", lifecycle.Name(x.GetState()))
+	}
 }

@@ -86,6 +86,14 @@ func (k *KV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value []b
 	return nil
 }
 
+// FailNextCommit makes the next Commit return err (FailCommit, set under
+// the lock, for a test whose other goroutines may be committing).
+func (k *KV) FailNextCommit(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.FailCommit = err
+}
+
 // Commit sets or deletes each write in order.
 func (k *KV) Commit(writes []backend.Write) error {
 	k.mu.Lock()
