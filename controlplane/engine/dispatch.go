@@ -123,7 +123,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 		c.Execution = x
 		c.RecordTask = e.taskRecorder(ctx, id)
 		actx, observed := e.observe(ctx, AttemptDispatch, c)
-		a := ch.Dispatch(actx, c)
+		a := e.send(actx, ch, c)
 		observed(a)
 		if a.Class != Observed {
 			a = e.redactAttempt(x, a) // its reason is journaled below; complete redacts the rest
@@ -174,7 +174,7 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(e.dispatchRetry.Backoff(int(x.GetAttempts()))):
+			case <-time.After(e.dispatchRetry.BackoffOf(id, int(x.GetAttempts()))):
 			}
 		default:
 			// Secrets stay in memory: a replay under the same key must
@@ -183,6 +183,18 @@ func (e *Engine) dispatch(ctx context.Context, id string, dispatched *recordv1.E
 			return
 		}
 	}
+}
+
+// send dispatches c through ch, telling the channel how late it starts
+// (Call.Delay): the settle point counts from the send time recorded before
+// it, and the commit that recorded it took a while. Found by the simulator
+// (controlplane/sim -sim.slow): after a 25 s commit an HTTP request was still
+// in flight after the settle point, and recovery took its absence as proof.
+func (e *Engine) send(ctx context.Context, ch Channel, c Call) Attempt {
+	if last, ok := lastSent(c.Execution); ok {
+		c.Delay = max(0, e.cfg.Clock().Sub(last))
+	}
+	return ch.Dispatch(ctx, c)
 }
 
 func (e *Engine) markUnknown(ctx context.Context, id, reason string) {

@@ -112,7 +112,19 @@ type Call struct {
 	// returns; a channel calls it before it waits for the task's outcome, so
 	// a later Query can ask about it even if this process dies (task.go).
 	RecordTask func(taskID string) error
+	// Delay, on dispatches (and re-sends), is how long after the send time
+	// recorded for it (dispatched_at, last_sent_at) the call starts: the
+	// settle point counts from that record. Budget takes it off a bound.
+	Delay time.Duration
 }
+
+// Budget is what is left of an in-flight bound counted from the recorded
+// send time (the dispatch timeout, or the longer InFlight the channel's
+// absences report) when the call starts. A channel bounds the part of its
+// work that may still reach the target by it, so nothing it sends is on its
+// way after the settle point; at zero or less it is too late to send, and
+// it returns NotSent.
+func (c Call) Budget(bound time.Duration) time.Duration { return bound - c.Delay }
 
 // AttemptClass is what a dispatch or query proved.
 type AttemptClass int
@@ -200,13 +212,11 @@ type Config struct {
 	Authorizer     Authorizer
 	// Clock defaults to time.Now.
 	Clock func() time.Time
-	// NewID defaults to "act_" + a monotonic ULID.
+	// NewID defaults to "act_" + a monotonic ULID. Clock and NewID are all
+	// the engine reads of time and chance (retry jitter is drawn from the
+	// execution ID: RetryPolicy.BackoffOf), so a simulator that sets them and
+	// runs in a synctest bubble replays a schedule from its seed.
 	NewID func() string
-	// Rand is the source of the dispatch retries' jitter: a number in
-	// [0, n). Nil is math/rand/v2's. Clock, NewID and Rand are all the
-	// engine reads of time and chance, so a simulator that sets them (and
-	// runs in a synctest bubble) replays a schedule from its seed.
-	Rand func(n int64) int64
 	// MaxDispatches bounds dispatches of one execution after not_executed
 	// failures (default 3).
 	MaxDispatches int
@@ -363,7 +373,7 @@ func New(cfg Config) (*Engine, error) {
 		rq:             rq,
 		rstate:         map[string]*recoveryState{},
 
-		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true, Rand: cfg.Rand},
+		dispatchRetry: RetryPolicy{Min: r.MinBackoff / 4, Max: r.MaxBackoff, Limit: cfg.MaxDispatches, Jitter: true},
 		recoveryRetry: RetryPolicy{Min: r.MinBackoff, Max: r.MaxBackoff, Limit: r.MaxAttempts},
 	}
 	e.rules = decisionOrder(cfg.Authorizer, e)

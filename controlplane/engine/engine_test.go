@@ -113,6 +113,8 @@ type fakeChannel struct {
 	seen     []map[string]any
 	observed []bool        // Call.Observed of each dispatch
 	block    chan struct{} // when set, Dispatch waits on it
+	// delay is the last Dispatch's Call.Delay.
+	delay time.Duration
 	// echo, when set, makes an observed answer repeat every argument in
 	// its body, headers, summary and reason, as a careless target would.
 	echo bool
@@ -151,6 +153,7 @@ func (f *fakeChannel) Dispatch(ctx context.Context, c Call) Attempt {
 		<-f.block
 	}
 	f.mu.Lock()
+	f.delay = c.Delay
 	f.seen = append(f.seen, c.Arguments)
 	f.observed = append(f.observed, c.Observed())
 	f.mu.Unlock()

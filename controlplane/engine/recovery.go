@@ -397,7 +397,7 @@ func (e *Engine) recoverOne(ctx context.Context, x *recordv1.Execution, counts b
 		c.Execution = sent
 		c.RecordTask = e.taskRecorder(ctx, id)
 		rctx, observed := e.observe(ctx, AttemptReplay, c)
-		a = ch.Dispatch(rctx, c)
+		a = e.send(rctx, ch, c)
 		observed(a)
 	}
 	if a.Class != Observed {

@@ -746,3 +746,42 @@ func TestRefusedSendWhoseRecordFailsIsRecovered(t *testing.T) {
 		t.Errorf("state %s", lifecycle.Name(x.GetState()))
 	}
 }
+
+// slowKV is a backend whose commits take delay of the clock once armed (a
+// loaded database).
+type slowKV struct {
+	*memkv.KV
+	delay atomic.Int64
+}
+
+func (k *slowKV) Commit(writes []backend.Write) error {
+	time.Sleep(time.Duration(k.delay.Load()))
+	return k.KV.Commit(writes)
+}
+
+// TestSendIsToldItsDelay: a send learns how long after its recorded send
+// time it starts (Call.Delay), so the channel can end it by that time plus
+// its in-flight bound, however long the commit that recorded it took: the
+// settle point is counted from that record. Found by the simulator
+// (controlplane/sim -sim.slow): after a 25 s commit a request was still in
+// flight after the settle point.
+func TestSendIsToldItsDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		kv := &slowKV{KV: memkv.New()}
+		ch := &fakeChannel{}
+		h := newHarnessKV(t, kv, "", ch, func(c *Config) { c.Clock = time.Now })
+		kv.delay.Store(int64(5 * time.Second))
+		h.submit(t, "alice", "order", `{"sku":"a-1"}`)
+		kv.delay.Store(0)
+		synctest.Wait()
+		ch.mu.Lock()
+		got := ch.delay
+		ch.mu.Unlock()
+		if got != 5*time.Second {
+			t.Errorf("Call.Delay = %s, want the 5s the commit of dispatched_at took", got)
+		}
+		if b := (Call{Delay: got}).Budget(time.Minute); b != 55*time.Second {
+			t.Errorf("Budget(1m) = %s, want 55s", b)
+		}
+	})
+}

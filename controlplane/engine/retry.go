@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/latchhq/latch/internal/backoff"
@@ -45,16 +47,27 @@ type RetryPolicy struct {
 	Min, Max time.Duration
 	// Limit is how many attempts may be made in all; 0 is no limit.
 	Limit int
-	// Jitter takes up to half of each wait off at random, drawn from Rand
-	// (nil: math/rand/v2).
+	// Jitter takes up to half of each wait off at random.
 	Jitter bool
-	Rand   func(n int64) int64
 }
 
 // Backoff is the wait after the given failed attempt (1-based; lower counts
 // as 1): Min·2^(attempt-1), capped at Max, less the jitter (backoff.Policy).
 func (p RetryPolicy) Backoff(attempt int) time.Duration {
-	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter, Rand: p.Rand}.Delay(attempt)
+	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter}.Delay(attempt)
+}
+
+// BackoffOf is Backoff for one execution: its jitter is drawn from a hash
+// of the execution ID and the attempt, not from a shared random source.
+// Executions that failed together still come back apart (their IDs
+// differ), and one execution's waits depend on nothing else that runs, so
+// a simulated schedule replays (controlplane/sim).
+func (p RetryPolicy) BackoffOf(id string, attempt int) time.Duration {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", id, attempt)
+	sum := h.Sum64()
+	draw := func(n int64) int64 { return int64(sum % uint64(n)) } //nolint:gosec // n > 0
+	return backoff.Policy{Min: p.Min, Max: p.Max, Jitter: p.Jitter, Rand: draw}.Delay(attempt)
 }
 
 // Exhausted reports whether attempts made so far use up the limit.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -33,6 +34,33 @@ func TestRetryPolicyJitterStaysBounded(t *testing.T) {
 				t.Fatalf("Backoff(%d) = %s, want within [%s, %s]", attempt, d, ceil/2, ceil)
 			}
 		}
+	}
+}
+
+// TestBackoffOfIsPerExecution: one execution's nth wait is always the same
+// (a simulated schedule replays), within the jitter's bounds, and
+// executions that fail together do not all wait alike.
+func TestBackoffOfIsPerExecution(t *testing.T) {
+	p := RetryPolicy{Min: time.Second, Max: time.Minute, Jitter: true}
+	waits := map[time.Duration]bool{}
+	for i := range 100 {
+		id := fmt.Sprintf("act_%026d", i)
+		for attempt := 1; attempt <= 4; attempt++ {
+			d := p.BackoffOf(id, attempt)
+			ceil := min(time.Second<<(attempt-1), time.Minute)
+			if d < ceil/2 || d > ceil {
+				t.Fatalf("BackoffOf(%s, %d) = %s, want within [%s, %s]", id, attempt, d, ceil/2, ceil)
+			}
+			if again := p.BackoffOf(id, attempt); again != d {
+				t.Fatalf("BackoffOf(%s, %d) = %s, then %s", id, attempt, d, again)
+			}
+			if attempt == 1 {
+				waits[d] = true
+			}
+		}
+	}
+	if len(waits) < 90 {
+		t.Errorf("100 executions' first waits take %d values; want them spread", len(waits))
 	}
 }
 

@@ -200,7 +200,13 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	defer c.release(ac)
 	timeout := commandTimeout(call)
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout+agentStartTimeout)
+	// The Run request reaches the agent by the recorded send time plus
+	// runBound, which is what this channel's absences report (InFlight).
+	budget := call.Budget(c.runBound())
+	if budget <= 0 {
+		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("the send started %s after it was recorded, past the %s a run request may take: nothing was sent", call.Delay, c.runBound())}
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
 	secretNames := secretEnv(call.Tool, env)
 	resp, err := ac.client.Run(rctx, &hostagentv1.RunRequest{
 		ExecutionId: id, Argv: argv, Cwd: cwd, Env: env, TimeoutMs: timeout.Milliseconds(),

@@ -66,9 +66,15 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	if !ok {
 		return a
 	}
+	// The exchange ends by the recorded send time plus the timeout, which
+	// is what the evidence rule counts on.
+	budget := call.Budget(call.Tool.DispatchTimeout(call.Target))
+	if budget <= 0 {
+		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("the send started %s after it was recorded, past its %s timeout: nothing was sent", call.Delay, call.Tool.DispatchTimeout(call.Target))}
+	}
 	obs, err := c.d.Send(ctx, httpdispatch.Call{
 		ExecutionID: call.Execution.GetId(), NoIdempotencyKey: call.Observed(), Target: call.Target, Method: method, Path: path,
-		Query: query, Headers: headers, Body: body, Credential: cred, Timeout: call.Tool.Timeout,
+		Query: query, Headers: headers, Body: body, Credential: cred, Timeout: budget,
 	})
 	if err != nil {
 		return failed(err)

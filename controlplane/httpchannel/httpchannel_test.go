@@ -136,3 +136,23 @@ func TestInFlightReplayIsNotAnOutcome(t *testing.T) {
 		t.Errorf("first dispatch = %+v", a)
 	}
 }
+
+// TestSendEndsByItsRecordedTime: the exchange ends by the recorded send
+// time plus the timeout (Call.Budget), which the settle point counts on: a
+// send that starts after that sends nothing, one that starts late is cut
+// short, whatever the dispatcher's own timeout.
+func TestSendEndsByItsRecordedTime(t *testing.T) {
+	ch, demo, cat := setup(t, creds{})
+	c := callFor(cat, "deploy_release", "act_5", map[string]any{"service": "api", "version": "3", "region": "eu"})
+	timeout := c.Tool.DispatchTimeout(c.Target)
+	c.Delay = timeout
+	if a := ch.Dispatch(context.Background(), c); a.Class != engine.NotSent || demo.Requests() != 0 {
+		t.Fatalf("a send starting at its timeout = %+v with %d requests, want NotSent and none", a, demo.Requests())
+	}
+	demo.Hold()
+	defer demo.Release()
+	c.Delay = timeout - 200*time.Millisecond
+	if a := ch.Dispatch(context.Background(), c); a.Class != engine.Unknown {
+		t.Errorf("a late send the target holds = %+v, want Unknown once what is left of its timeout runs out", a)
+	}
+}
