@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -83,7 +84,7 @@ func (w *world) check(final bool) {
 		}
 	}
 	// What a client was given survives every restart.
-	for _, id := range sortedKeys(w.acked) {
+	for _, id := range slices.Sorted(maps.Keys(w.acked)) {
 		x := ids[id]
 		switch {
 		case x == nil:
@@ -118,13 +119,4 @@ func (w *world) allRest() bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
