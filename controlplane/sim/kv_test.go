@@ -27,10 +27,6 @@ const (
 	crashAfter
 )
 
-var commitFaultNames = [...]string{"ok", "fails", "answer lost", "crash before it", "crash after it"}
-
-func (f commitFault) String() string { return commitFaultNames[f] }
-
 // genKV is one process's view of the durable store (the shared memkv): a
 // commit passes through the schedule's fault plan; after the process died
 // (crash, lost answer) or was fenced by a newer replica, its commits fail.
