@@ -22,9 +22,15 @@ func (w *world) executions() []*recordv1.Execution {
 	return xs
 }
 
-func intentOf(x *recordv1.Execution) string {
+// intentOf is the intent x acts on (its arguments' ref), read once per
+// execution: arguments never change. Callers hold w.mu.
+func (w *world) intentOf(x *recordv1.Execution) string {
+	if in, ok := w.intents[x.GetId()]; ok {
+		return in
+	}
 	var args struct{ Ref string }
 	_ = json.Unmarshal(x.GetArguments(), &args)
+	w.intents[x.GetId()] = args.Ref
 	return args.Ref
 }
 
@@ -60,13 +66,14 @@ func (w *world) check(final bool) {
 	ids := map[string]*recordv1.Execution{}
 	var digest []string
 	for _, x := range xs {
-		byIntent[intentOf(x)] = append(byIntent[intentOf(x)], x)
+		intent := w.intentOf(x)
+		byIntent[intent] = append(byIntent[intent], x)
 		ids[x.GetId()] = x
-		digest = append(digest, fmt.Sprintf("%s=%s", intentOf(x), lifecycle.Name(x.GetState())))
+		digest = append(digest, intent+"="+lifecycle.Name(x.GetState()))
 		// Uncertainty stays visible: an execution that acted never rests
 		// at a state that says it did not.
 		if acted[x.GetId()] && saysNotHappened(x.GetState()) {
-			w.violate("%s (intent %s) acted at its target but rests at %s", x.GetId(), intentOf(x), lifecycle.Name(x.GetState()))
+			w.violate("%s (intent %s) acted at its target but rests at %s", x.GetId(), intent, lifecycle.Name(x.GetState()))
 		}
 	}
 	// No silent re-execution: an execution is sent only when every earlier
@@ -99,7 +106,7 @@ func (w *world) check(final bool) {
 	}
 	for _, x := range xs {
 		if !lifecycle.Settled(x.GetState()) {
-			w.violate("%s (intent %s, %s) does not rest after the drain: %s", x.GetId(), intentOf(x), x.GetTool(), lifecycle.Name(x.GetState()))
+			w.violate("%s (intent %s, %s) does not rest after the drain: %s", x.GetId(), w.intentOf(x), x.GetTool(), lifecycle.Name(x.GetState()))
 		}
 	}
 	rep, err := w.live.st.CheckState(context.Background(), store.CheckAll)

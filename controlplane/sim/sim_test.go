@@ -40,12 +40,30 @@ func simulate(t *testing.T, seed int64, opt options) result {
 }
 
 // runSeeds runs the seeds from first on, on every core, until n are done or
-// one fails (the lowest failing seed is reported).
+// one fails (the lowest failing seed is reported). A run longer than a
+// minute logs its progress each minute, so a long one shows it is alive.
 func runSeeds(t *testing.T, first int64, n int, opt options) (failed *result, ran int64) {
 	var next, done atomic.Int64
 	next.Store(first)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	finished := make(chan struct{})
+	var logger sync.WaitGroup
+	defer logger.Wait()
+	defer close(finished)
+	logger.Go(func() {
+		start := time.Now()
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			select {
+			case <-finished:
+				return
+			case <-tick.C:
+				t.Logf("%d of %d schedules after %s", done.Load(), n, time.Since(start).Round(time.Second))
+			}
+		}
+	})
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for {

@@ -141,6 +141,7 @@ type world struct {
 	clients  []*client
 	acked    map[string]string // execution IDs clients were given -> intent
 	done     map[string]bool   // execution IDs a client saw completed
+	intents  map[string]string // execution ID -> intent (intentOf's memory)
 	stop     chan struct{}
 
 	violations []string
@@ -160,7 +161,7 @@ func newWorld(seed int64, opt options) *world {
 	w := &world{
 		seed: seed, opt: opt, rng: stream(1), faults: stream(2),
 		ids:      ulid.Monotonic(rand.NewChaCha8(k), 0),
-		faultsOn: true, kv: memkv.New(), acked: map[string]string{}, done: map[string]bool{}, stop: make(chan struct{}),
+		faultsOn: true, kv: memkv.New(), acked: map[string]string{}, done: map[string]bool{}, intents: map[string]string{}, stop: make(chan struct{}),
 		targets: map[string]*target{
 			"keyed":  {name: "keyed", sem: keyed, settle: 5 * time.Second},
 			"ledger": {name: "ledger", sem: ledger, settle: 20 * time.Second},

@@ -109,7 +109,7 @@ type journalPass struct {
 func newJournalPass(ctx context.Context, rep *StateReport, size int64) *journalPass {
 	p := &journalPass{ctx: ctx, rep: rep, info: make(map[string]*journaled, executionsHint(size)), tokens: map[string]*recordv1.AgentToken{},
 		sessions: map[string]journaledSession{}, pins: map[string]journaledPin{},
-		chunk: make([]entryFacts, 0, stateChunk)}
+		chunk: make([]entryFacts, 0, min(stateChunk, int(max(size, 0))+1))}
 	for range runtime.GOMAXPROCS(0) {
 		p.dgs = append(p.dgs, newDigester())
 	}
