@@ -126,6 +126,12 @@ type Call struct {
 // it returns NotSent.
 func (c Call) Budget(bound time.Duration) time.Duration { return bound - c.Delay }
 
+// TooLate is what a channel returns when Budget(bound) is used up before it
+// sent anything.
+func (c Call) TooLate(bound time.Duration) Attempt {
+	return Attempt{Class: NotSent, Reason: fmt.Sprintf("the send started %s after it was recorded, past the %s it may take: nothing was sent", c.Delay, bound)}
+}
+
 // AttemptClass is what a dispatch or query proved.
 type AttemptClass int
 

@@ -204,7 +204,7 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	// runBound, which is what this channel's absences report (InFlight).
 	budget := call.Budget(c.runBound())
 	if budget <= 0 {
-		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("the send started %s after it was recorded, past the %s a run request may take: nothing was sent", call.Delay, c.runBound())}
+		return call.TooLate(c.runBound())
 	}
 	rctx, cancel := context.WithTimeout(ctx, budget)
 	secretNames := secretEnv(call.Tool, env)

@@ -68,9 +68,10 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	// The exchange ends by the recorded send time plus the timeout, which
 	// is what the evidence rule counts on.
-	budget := call.Budget(call.Tool.DispatchTimeout(call.Target))
+	timeout := call.Tool.DispatchTimeout(call.Target)
+	budget := call.Budget(timeout)
 	if budget <= 0 {
-		return engine.Attempt{Class: engine.NotSent, Reason: fmt.Sprintf("the send started %s after it was recorded, past its %s timeout: nothing was sent", call.Delay, call.Tool.DispatchTimeout(call.Target))}
+		return call.TooLate(timeout)
 	}
 	obs, err := c.d.Send(ctx, httpdispatch.Call{
 		ExecutionID: call.Execution.GetId(), NoIdempotencyKey: call.Observed(), Target: call.Target, Method: method, Path: path,

@@ -234,6 +234,12 @@ func (c *Channel) Identity(tool *tools.Tool, target *tools.Target) engine.Identi
 // Dispatch calls the upstream tool once under the execution ID.
 func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt {
 	id := call.Execution.GetId()
+	// The wait ends by the recorded send time plus the timeout, as the
+	// other channels' do; too late, nothing is written.
+	timeout := call.Budget(call.Tool.DispatchTimeout(call.Target))
+	if timeout <= 0 {
+		return call.TooLate(call.Tool.DispatchTimeout(call.Target))
+	}
 	u, err := c.upstream(call.Target.Name)
 	if err != nil {
 		return engine.Attempt{Class: engine.NotSent, Reason: err.Error()}
@@ -258,7 +264,6 @@ func (c *Channel) Dispatch(ctx context.Context, call engine.Call) engine.Attempt
 	}
 	tr := u.track(id)
 	defer u.untrack(id, tr)
-	timeout := call.Tool.DispatchTimeout(call.Target)
 	// An upstream that takes this tool as a task is called task-augmented
 	// (tasks.go): its task ID is recorded before Latch waits for the end.
 	tp, tapErr := u.tapNow()

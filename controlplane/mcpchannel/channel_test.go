@@ -113,3 +113,17 @@ func TestClassify(t *testing.T) {
 		t.Errorf("summary %q carries the credential", a.Result.GetSummary())
 	}
 }
+
+// TestDispatchTooLateSendsNothing: a dispatch that starts its whole timeout
+// after its recorded send time writes nothing (Call.Budget): the engine's
+// unknown verdict counts from that record.
+func TestDispatchTooLateSendsNothing(t *testing.T) {
+	c := newTestChannel(t, Config{})
+	tool := &tools.Tool{UpstreamAction: tools.UpstreamAction{UpstreamTool: "t"}}
+	target := &tools.Target{Name: "up"}
+	call := engine.Call{Execution: &recordv1.Execution{Id: "act_1"}, Tool: tool, Target: target, Delay: tool.DispatchTimeout(target)}
+	a := c.Dispatch(t.Context(), call)
+	if a.Class != engine.NotSent || !strings.Contains(a.Reason, "after it was recorded") {
+		t.Errorf("Dispatch = %v (%s), want NotSent because it started past its timeout", a.Class, a.Reason)
+	}
+}
