@@ -45,6 +45,7 @@ func saysNotHappened(s recordv1.State) bool {
 func (w *world) check(final bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.logFaults()
 	// No second effect for an intent.
 	perIntent := map[string][]*effect{}
 	acted := map[string]bool{}

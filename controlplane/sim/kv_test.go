@@ -27,6 +27,9 @@ const (
 	crashAfter
 )
 
+// commitFaultNames name the faults in the schedule's trace.
+var commitFaultNames = [...]string{commitOK: "ok", commitFails: "fails", commitLost: "loses its answer", crashBefore: "crashes the process before the disk", crashAfter: "crashes the process after the disk"}
+
 // genKV is one process's view of the durable store (the shared memkv): a
 // commit passes through the schedule's fault plan; after the process died
 // (crash, lost answer) or was fenced by a newer replica, its commits fail.
@@ -56,7 +59,6 @@ func (k *genKV) ScanFrom(prefix, start []byte, reverse bool, fn func(key, value 
 func (k *genKV) Commit(writes []backend.Write) error {
 	// A slow disk (or a database under load): the commit takes a while of
 	// the bubble's clock, outside the lock so that a crash can come
-	// meanwhile.
 	// meanwhile. A process that can no longer commit draws nothing from
 	// the plan: its goroutines fail in whatever order they run.
 	if err := k.refused(); err != nil {

@@ -146,6 +146,10 @@ type world struct {
 
 	violations []string
 	trace      []string
+	// faultLog is what the store's writers drew since the driver last
+	// looked (under mu); logFaults moves it into the trace, so a
+	// schedule shows which commit failed.
+	faultLog []string
 }
 
 func newWorld(seed int64, opt options) *world {
@@ -194,6 +198,25 @@ func (w *world) nextCommit(gen int) (commitFault, time.Duration) {
 	if !w.faultsOn {
 		return commitOK, 0
 	}
+	f, slow := w.drawCommit()
+	switch {
+	case slow > 0:
+		w.faultLog = append(w.faultLog, fmt.Sprintf("  ! @%s gen %d: a commit %s, taking %s", w.elapsed(), gen, commitFaultNames[f], slow))
+	case f != commitOK:
+		w.faultLog = append(w.faultLog, fmt.Sprintf("  ! @%s gen %d: a commit %s", w.elapsed(), gen, commitFaultNames[f]))
+	}
+	return f, slow
+}
+
+// logFaults moves the commit faults drawn since the last call into the
+// trace (w.mu held, or only the driver running).
+func (w *world) logFaults() {
+	w.trace = append(w.trace, w.faultLog...)
+	w.faultLog = nil
+}
+
+// drawCommit draws one commit's fault from the plan (w.mu held).
+func (w *world) drawCommit() (commitFault, time.Duration) {
 	var slow time.Duration
 	if w.opt.slow && w.faults.IntN(100) < 30 {
 		slow = time.Duration(w.faults.Int64N(int64(25 * time.Second)))
@@ -303,6 +326,9 @@ func (w *world) run() {
 	}
 	for step := 0; step < w.opt.steps && len(w.violations) == 0; step++ {
 		w.quiesce()
+		w.mu.Lock()
+		w.logFaults()
+		w.mu.Unlock()
 		w.settleProcesses()
 		w.check(false)
 		if len(w.violations) > 0 {
@@ -476,6 +502,9 @@ func (w *world) drain() {
 	w.mu.Unlock()
 	for i := 0; i < 200 && len(w.violations) == 0; i++ {
 		w.quiesce()
+		w.mu.Lock()
+		w.logFaults()
+		w.mu.Unlock()
 		w.settleProcesses()
 		w.mu.Lock()
 		answered := false
