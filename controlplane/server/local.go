@@ -24,8 +24,12 @@ import (
 // front) calls the API without gRPC's transport. A call through the unix
 // socket costs both sides an HTTP/2 exchange and a protobuf encoding each
 // way, about a sixth of a Submit's CPU at 32 callers (BenchmarkSubmitConn,
-// docs/contributing/benchmarks.md); here the handler runs on the caller's
-// goroutine behind the socket's own interceptor chain.
+// docs/contributing/benchmarks.md); here the handler runs behind the
+// socket's own interceptor chain, on one of streamWorkers long-lived
+// goroutines as the socket's calls do (their stacks have grown to what a
+// Submit needs; the MCP front calls from a new goroutine per request, whose
+// stack grew from 8 KiB on every call), or, when all are busy, on the
+// caller's.
 
 // localStopWait bounds how long Run's shutdown waits for in-process calls
 // in flight, as it does for the listeners' GracefulStop.
@@ -44,6 +48,9 @@ type localConn struct {
 	stopped  bool
 	ready    chan struct{} // closed when serving starts
 	inFlight sync.WaitGroup
+
+	jobs chan func()   // to the workers, while serving
+	quit chan struct{} // closed by stop: the workers end
 }
 
 // localMethods maps a full method name to its handler: the
@@ -91,6 +98,8 @@ func (s *Server) newLocalConn(unary []grpc.UnaryServerInterceptor) *localConn {
 			},
 		},
 		ready: make(chan struct{}),
+		jobs:  make(chan func()),
+		quit:  make(chan struct{}),
 	}
 	s.services.registerOn(l.methods, s.Active, s.notActive)
 	return l
@@ -147,7 +156,9 @@ func (c *localConn) call(ctx context.Context, h grpc.MethodHandler, method strin
 		proto.Merge(pm, in)
 		return nil
 	}
-	resp, err := h(nil, sctx, dec, c.unary)
+	var resp any
+	var err error
+	c.run(func() { resp, err = h(nil, sctx, dec, c.unary) })
 	if err != nil {
 		return asStatus(err)
 	}
@@ -158,6 +169,30 @@ func (c *localConn) call(ctx context.Context, h grpc.MethodHandler, method strin
 	proto.Reset(out)
 	proto.Merge(out, pr)
 	return nil
+}
+
+// run runs f on an idle worker and waits for it, or runs it here when
+// every worker is busy (or they have ended).
+func (c *localConn) run(f func()) {
+	done := make(chan struct{})
+	select {
+	case c.jobs <- func() { f(); close(done) }:
+		<-done
+	default:
+		f()
+	}
+}
+
+// work is one worker: it runs jobs until stop.
+func (c *localConn) work() {
+	for {
+		select {
+		case job := <-c.jobs:
+			job()
+		case <-c.quit:
+			return
+		}
+	}
 }
 
 // enter admits a call: once serving, or, with wait, when serving starts.
@@ -193,6 +228,9 @@ func (c *localConn) serve() {
 	if !c.serving && !c.stopped {
 		c.serving = true
 		close(c.ready)
+		for range streamWorkers {
+			go c.work()
+		}
 	}
 }
 
@@ -200,6 +238,9 @@ func (c *localConn) serve() {
 // flight (Run, as it stops its listeners).
 func (c *localConn) stop() {
 	c.mu.Lock()
+	if !c.stopped {
+		close(c.quit)
+	}
 	c.stopped = true
 	if !c.serving {
 		close(c.ready) // waiters see stopped
