@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,5 +185,40 @@ func BenchmarkSubmitConn(b *testing.B) {
 			})
 			b.ReportMetric(float64((cputime.Self()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// TestLocalWorkersOverflow: calls beyond the workers run on their callers'
+// goroutines, so a burst wider than streamWorkers neither waits for a
+// worker nor deadlocks, and calls after stop still run.
+func TestLocalWorkersOverflow(t *testing.T) {
+	c := &localConn{jobs: make(chan func()), quit: make(chan struct{}), ready: make(chan struct{})}
+	c.serve()
+	n := 2 * streamWorkers
+	var entered sync.WaitGroup
+	entered.Add(n)
+	release := make(chan struct{})
+	var ran atomic.Int64
+	var callers sync.WaitGroup
+	for range n {
+		callers.Go(func() {
+			c.run(func() {
+				entered.Done()
+				<-release // every call is in flight at once
+				ran.Add(1)
+			})
+		})
+	}
+	entered.Wait()
+	close(release)
+	callers.Wait()
+	if ran.Load() != int64(n) {
+		t.Fatalf("%d of %d calls ran", ran.Load(), n)
+	}
+	c.stop()
+	done := false
+	c.run(func() { done = true })
+	if !done {
+		t.Error("a call after stop did not run")
 	}
 }
