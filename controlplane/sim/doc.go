@@ -16,17 +16,19 @@
 // passes only when the driver sleeps (the bubble's clock), so a dispatch
 // timeout, a recovery backoff or an attach window runs out exactly where the
 // schedule says. The engine's own sources of time and chance are seams
-// (engine.Config Clock, NewID, Rand), set from the seed. A run records its
-// trace (every choice and what it led to); TestReplayIsExact runs seeds twice
-// and compares the traces line by line.
+// (engine.Config Clock and NewID, set from the seed; retry jitter is a hash
+// of the execution ID, RetryPolicy.BackoffOf). A run records its trace
+// (every choice, every commit fault the store drew, and after each step the
+// state of every execution); TestReplayIsExact runs seeds twice and compares
+// the traces line by line.
 //
 // # What it injects
 //
-//   - store (kv.go): a commit that fails (nothing written), a commit whose
+//   - store (kv_test.go): a commit that fails (nothing written), a commit whose
 //     answer is lost (written, reported unknown: the process must restart),
 //     a crash just before or just after a commit; a restart opens the store
 //     and the engine afresh on what was committed;
-//   - targets (targets.go), with the semantics of the channel kinds: an HTTP
+//   - targets (targets_test.go), with the semantics of the channel kinds: an HTTP
 //     target that honours the Idempotency-Key, an HTTP ledger that does not
 //     and has an eventually consistent status endpoint, a host agent with
 //     durable markers (a not_started marker refuses a late run); answers
@@ -36,10 +38,10 @@
 //   - replicas: a lease that lapses (the replica keeps running, fenced by
 //     engine.Fenced) and a standby that takes over the same store, after
 //     which the old replica's commits fail as fenced;
-//   - clients (clients.go): agents that call once, retry after a timeout or
+//   - clients (clients_test.go): agents that call once, retry after a timeout or
 //     an unknown outcome, and double-dispatch the same intent.
 //
-// # What it checks (check.go), after every step
+// # What it checks (check_test.go), after every step
 //
 // No intent has a second effect at any target; no execution is dispatched
 // for an intent while an earlier one of it may have acted (no silent
