@@ -27,7 +27,7 @@ type client struct {
 	goCh     chan struct{}
 }
 
-var simTools = []string{"deploy", "transfer", "charge", "migrate"}
+var simTools = []string{"deploy", "transfer", "charge", "migrate", "tracker.open_ticket"}
 
 // addClient makes client i: its tool and intent, and its behaviour. A
 // client shares the intent of the one before it with some chance (a

@@ -26,6 +26,12 @@ const (
 	// status query for an ID it never saw records not_started, which
 	// refuses a run that arrives later (a durable absence).
 	hostAgent
+	// upstreamTasks: an upstream MCP server that runs each tools/call as a
+	// task and deduplicates nothing: its CreateTaskResult names the task,
+	// which the channel records (Call.RecordTask, a commit) before it
+	// follows the task to its result; tasks/get answers only for a recorded
+	// task ID, so a call whose task ID was not recorded cannot be asked.
+	upstreamTasks
 )
 
 // target is one simulated target's durable state, across the control
@@ -37,6 +43,7 @@ type target struct {
 	// runs are the effects by execution ID (the first, for a ledger).
 	runs       map[string]*effect
 	notStarted map[string]bool
+	tasks      map[string]*effect // upstreamTasks: by task ID
 }
 
 // effect is one action a target performed.
@@ -47,6 +54,7 @@ type effect struct {
 	gen     int    // the process that sent it
 	at      time.Time
 	visible time.Time // when the status endpoint shows it
+	task    string    // the task an upstreamTasks target ran it as
 }
 
 // request is one dispatch or status query that reached a target, or is on
@@ -64,6 +72,11 @@ type request struct {
 	// told nothing certain and the request may still land until its
 	// deadline; landed: it did.
 	answered, inFlight, landed bool
+	// made is the effect its landing made; task, the task an upstreamTasks
+	// target ran it as, once the answer that names the task reached the
+	// channel; taskID, on a query, the task ID the execution records.
+	made         *effect
+	task, taskID string
 }
 
 func (r *request) deadline() time.Time { return r.sentAt.Add(r.timeout) }
@@ -121,13 +134,21 @@ func (w *world) arrive(ctx context.Context, gen int, query bool, call engine.Cal
 	}
 	intent, _ := call.Arguments["ref"].(string)
 	r := &request{gen: gen, query: query, target: w.targets[call.Target.Name], id: call.Execution.GetId(),
-		intent: intent, sentAt: time.Now(), timeout: timeout, reply: make(chan engine.Attempt, 1)}
+		intent: intent, sentAt: time.Now(), timeout: timeout, reply: make(chan engine.Attempt, 1), taskID: call.Execution.GetTargetTaskId()}
 	w.requests = append(w.requests, r)
 	w.mu.Unlock()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case a := <-r.reply:
+		if r.task != "" && call.RecordTask != nil {
+			// As mcpchannel does: the task ID is recorded before the
+			// channel waits for the task's result; a failed record is
+			// only logged and the call goes on. (Nothing is traced from
+			// here: several dispatches may record at once, in the
+			// runtime's order.)
+			_ = call.RecordTask(r.task)
+		}
 		return a
 	case <-t.C:
 	case <-ctx.Done():
@@ -153,14 +174,19 @@ func (w *world) land(r *request) engine.Attempt {
 	switch {
 	case t.sem == hostAgent && t.notStarted[r.id]:
 		return engine.Attempt{Class: engine.NotSent, Final: true, Reason: "the host agent's marker says not_started: it never runs this ID"}
-	case prior != nil && t.sem != ledger:
+	case prior != nil && (t.sem == keyed || t.sem == hostAgent):
 		return observed(t, "the key was seen before: the first result, nothing done again")
 	}
 	e := &effect{target: t.name, id: r.id, intent: r.intent, gen: r.gen, at: now, visible: now}
+	if t.sem == upstreamTasks {
+		e.task = fmt.Sprintf("task-%d", len(w.effects)+1)
+		t.tasks[e.task] = e
+	}
 	if t.sem != hostAgent && t.settle > 0 {
 		e.visible = now.Add(time.Duration(w.rng.Int64N(int64(t.settle))))
 	}
 	w.effects = append(w.effects, e)
+	r.made = e
 	if prior == nil {
 		t.runs[r.id] = e
 	}
@@ -171,6 +197,12 @@ func (w *world) land(r *request) engine.Attempt {
 // status answers a query from what the target shows now.
 func (w *world) status(r *request) engine.Attempt {
 	t := r.target
+	if t.sem == upstreamTasks {
+		if e := t.tasks[r.taskID]; e != nil {
+			return observed(t, "tasks/get: "+r.taskID+" completed")
+		}
+		return engine.Attempt{Class: engine.Unsupported, Reason: "no task ID was recorded for this execution: the upstream cannot be asked"}
+	}
 	e := t.runs[r.id]
 	switch {
 	case e != nil && !time.Now().Before(e.visible):

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,8 +24,9 @@ import (
 	"github.com/latchhq/latch/tools"
 )
 
-// catalog is the simulated world's: one tool per target semantics, and a
-// review tool, all waiting for their outcome until it is resolved.
+// catalog is the simulated world's: one tool per target semantics (an
+// upstream MCP server's tool among them), and a review tool, all waiting
+// for their outcome until it is resolved.
 const catalog = `
 targets:
   keyed:
@@ -43,7 +45,15 @@ targets:
     timeout: 10s
     settle: 20s
   host: {channel: local, hostagent_socket: /run/latch-sim.sock}
+upstreams:
+  tracker: {transport: http, url: "http://127.0.0.1:1/mcp", allow_private: true, timeout: 10s}
 tools:
+  tracker.open_ticket:
+    description: Open a ticket (an upstream MCP server that runs calls as tasks; recovered by tasks/get).
+    upstream: tracker
+    tool: open_ticket
+    replay: status_query
+    attach_window: until_resolved
   deploy:
     description: Deploy (honours the key; re-sent by recovery).
     input_schema: {type: object, required: [ref], properties: {ref: {type: string}}}
@@ -82,6 +92,12 @@ var (
 func init() {
 	var err error
 	if simCatalog, err = tools.Parse("sim.yaml", []byte(catalog)); err != nil {
+		panic(err)
+	}
+	// The schema the upstream lists for its tool, bound as mcpchannel binds
+	// it once the upstream answers tools/list.
+	up := simCatalog.Tools["tracker.open_ticket"]
+	if simCatalog.Tools[up.Name], err = up.BindUpstreamSchema(json.RawMessage(`{"type": "object", "required": ["ref"], "properties": {"ref": {"type": "string"}}}`)); err != nil {
 		panic(err)
 	}
 	if simFP, err = fingerprint.New(make([]byte, 32)); err != nil {
@@ -167,13 +183,14 @@ func newWorld(seed int64, opt options) *world {
 		ids:      ulid.Monotonic(rand.NewChaCha8(k), 0),
 		faultsOn: true, kv: memkv.New(), acked: map[string]string{}, done: map[string]bool{}, intents: map[string]string{}, stop: make(chan struct{}),
 		targets: map[string]*target{
-			"keyed":  {name: "keyed", sem: keyed, settle: 5 * time.Second},
-			"ledger": {name: "ledger", sem: ledger, settle: 20 * time.Second},
-			"host":   {name: "host", sem: hostAgent},
+			"keyed":   {name: "keyed", sem: keyed, settle: 5 * time.Second},
+			"ledger":  {name: "ledger", sem: ledger, settle: 20 * time.Second},
+			"host":    {name: "host", sem: hostAgent},
+			"tracker": {name: "tracker", sem: upstreamTasks},
 		},
 	}
 	for _, t := range w.targets {
-		t.runs, t.notStarted = map[string]*effect{}, map[string]bool{}
+		t.runs, t.notStarted, t.tasks = map[string]*effect{}, map[string]bool{}, map[string]*effect{}
 	}
 	return w
 }
@@ -267,7 +284,7 @@ func (w *world) start() {
 		g.e, err = engine.New(engine.Config{
 			Logger: simLogger(g.n),
 			Store:  g.st, Catalog: simCatalog, Fingerprinter: simFP,
-			Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch, tools.ChannelLocal: ch},
+			Channels: map[tools.Channel]engine.Channel{tools.ChannelHTTP: ch, tools.ChannelLocal: ch, tools.ChannelMCP: ch},
 			Clock:    time.Now, NewID: w.newID, MaxDispatches: 3,
 			Recovery: engine.RecoveryConfig{Interval: time.Second, MinBackoff: time.Second, MaxBackoff: 20 * time.Second, MaxAttempts: 8, Workers: 1, PerTarget: 1},
 		})
@@ -490,6 +507,9 @@ func (w *world) actions() []action {
 // answer gives the caller of a waiting request its answer (w.mu held).
 func (w *world) answer(r *request, a engine.Attempt) {
 	r.answered = true
+	if a.Class == engine.Observed && r.made != nil {
+		r.task = r.made.task // the CreateTaskResult reached the channel
+	}
 	r.reply <- a
 }
 
