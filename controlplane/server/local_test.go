@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,17 +169,34 @@ func BenchmarkSubmitConn(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		conn grpc.ClientConnInterface
-	}{{"socket", conn}, {"local", local}} {
+		// fresh: each call from a goroutine of its own, as the MCP front
+		// makes them (the go-sdk runs each request on a new goroutine).
+		fresh bool
+	}{{"socket", conn, false}, {"local", local, false}, {"local-fresh", local, true}} {
 		cp := controlplanev1.NewControlPlaneClient(c.conn)
+		submit := func() error {
+			v := strconv.FormatInt(seq.Add(1), 10)
+			r, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(`{"version":"` + v + `"}`), WaitMs: 10_000}, grpc.WaitForReady(true))
+			if err == nil && r.GetExecution().GetState() != recordv1.State_STATE_COMPLETED {
+				err = fmt.Errorf("state %v, want completed", r.GetExecution().GetState())
+			}
+			return err
+		}
 		b.Run(c.name, func(b *testing.B) {
 			b.SetParallelism(16) // 32 callers on 2 cores
 			start := cputime.Self()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					v := strconv.FormatInt(seq.Add(1), 10)
-					r, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(`{"version":"` + v + `"}`), WaitMs: 10_000}, grpc.WaitForReady(true))
-					if err != nil || r.GetExecution().GetState() != recordv1.State_STATE_COMPLETED {
-						b.Errorf("Submit = %v, %v; want completed", r.GetExecution().GetState(), err)
+					var err error
+					if c.fresh {
+						done := make(chan struct{})
+						go func() { err = submit(); close(done) }()
+						<-done
+					} else {
+						err = submit()
+					}
+					if err != nil {
+						b.Errorf("Submit: %v", err)
 						return
 					}
 				}
