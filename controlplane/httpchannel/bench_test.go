@@ -5,14 +5,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/latchhq/latch/controlplane/demotarget"
 	"github.com/latchhq/latch/controlplane/engine"
 	"github.com/latchhq/latch/controlplane/fingerprint"
 	"github.com/latchhq/latch/controlplane/httpdispatch"
@@ -43,13 +39,12 @@ tools:
 // authorized), dispatched, the HTTP call, completed — on Badger with
 // SyncWrites, and on PostgreSQL (a real server on this machine, fsync and
 // synchronous_commit on) — next to a plain Go HTTP client calling the same
-// target. cpu-µs/op is this process's processor time per action (the
-// engine, the store, and the target and client, which run here too) and
-// db-cpu-µs/op PostgreSQL's (all its processes).
+// target. The target runs in a process of its own: cpu-µs/op is this
+// process's processor time per action (the engine, the store and the load
+// generator's calls; on the plain path the HTTP client), target-cpu-µs/op
+// the target's and db-cpu-µs/op PostgreSQL's (all its processes).
 func BenchmarkDurablePath(b *testing.B) {
-	demo := demotarget.New(demotarget.Config{Logger: hclog.NewNullLogger()})
-	ts := httptest.NewServer(demo)
-	defer ts.Close()
+	ts := startDemoProcess(b)
 	for _, conc := range []int{1, 64} {
 		for _, backend := range []string{"badger", "postgres"} {
 			b.Run(fmt.Sprintf("latch/store=%s/conc=%d", backend, conc), func(b *testing.B) {
@@ -83,7 +78,7 @@ func BenchmarkDurablePath(b *testing.B) {
 				if backend == "postgres" {
 					db = pgtest.Shared(b).CPU
 				}
-				cpu := testbin.StartCPU(db)
+				cpu := testbin.StartCPU(db).Also("target", ts.CPU)
 				defer cpu.Report(b)
 				testbin.Load(b, conc, func(i int64) error {
 					r, err := e.Submit(context.Background(), engine.SubmitInput{Actor: "bench", Tool: "deploy_release",
@@ -108,7 +103,7 @@ func BenchmarkDurablePath(b *testing.B) {
 		b.Run(fmt.Sprintf("plain/conc=%d", conc), func(b *testing.B) {
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 			prefix := fmt.Sprintf("p%d-%d-", conc, time.Now().UnixNano())
-			cpu := testbin.StartCPU(nil)
+			cpu := testbin.StartCPU(nil).Also("target", ts.CPU)
 			defer cpu.Report(b)
 			testbin.Load(b, conc, func(i int64) error {
 				body := `{"service":"api","version":"` + prefix + strconv.FormatInt(i, 10) + `","region":"us-east-1"}`

@@ -32,6 +32,14 @@ func Load(b *testing.B, workers int, op func(i int64) error) {
 type CPUMeter struct {
 	db        func() (time.Duration, error)
 	self, dbt time.Duration
+	others    []otherCPU
+}
+
+// otherCPU is another process a CPUMeter reads (Also).
+type otherCPU struct {
+	name  string
+	read  func() (time.Duration, error)
+	start time.Duration
 }
 
 // StartCPU reads the processor times before a run; db (nil: none) reads
@@ -44,11 +52,27 @@ func StartCPU(db func() (time.Duration, error)) *CPUMeter {
 	return m
 }
 
+// Also adds another process (read gives its processor time so far),
+// reported as <name>-cpu-µs/op; a read that fails now is not reported.
+func (m *CPUMeter) Also(name string, read func() (time.Duration, error)) *CPUMeter {
+	if t, err := read(); err == nil {
+		m.others = append(m.others, otherCPU{name: name, read: read, start: t})
+	}
+	return m
+}
+
 // Report reads them again after a run of b.N operations and reports the
 // differences per operation.
 func (m *CPUMeter) Report(b *testing.B) {
 	n := float64(max(b.N, 1))
 	b.ReportMetric(float64((cputime.Self()-m.self).Microseconds())/n, "cpu-µs/op")
+	for _, o := range m.others {
+		if t, err := o.read(); err == nil {
+			b.ReportMetric(float64((t-o.start).Microseconds())/n, o.name+"-cpu-µs/op")
+		} else {
+			b.Logf("%s CPU time not reported: %v", o.name, err)
+		}
+	}
 	if m.db != nil {
 		d, err := m.db()
 		if err != nil {
