@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -172,13 +173,19 @@ func BenchmarkSubmitConn(b *testing.B) {
 		// fresh: each call from a goroutine of its own, as the MCP front
 		// makes them (the go-sdk runs each request on a new goroutine).
 		fresh bool
-	}{{"socket", conn, false}, {"local", local, false}, {"local-fresh", local, true}} {
+		// receipt: ask for the receipt, as the MCP front does by default.
+		receipt bool
+	}{{"socket", conn, false, false}, {"local", local, false, false}, {"local-fresh", local, true, false}, {"local-fresh-receipt", local, true, true}} {
 		cp := controlplanev1.NewControlPlaneClient(c.conn)
 		submit := func() error {
 			v := strconv.FormatInt(seq.Add(1), 10)
-			r, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(`{"version":"` + v + `"}`), WaitMs: 10_000}, grpc.WaitForReady(true))
-			if err == nil && r.GetExecution().GetState() != recordv1.State_STATE_COMPLETED {
+			r, err := cp.Submit(ctx, &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy", Arguments: []byte(`{"version":"` + v + `"}`), WaitMs: 10_000, Receipt: c.receipt}, grpc.WaitForReady(true))
+			switch {
+			case err != nil:
+			case r.GetExecution().GetState() != recordv1.State_STATE_COMPLETED:
 				err = fmt.Errorf("state %v, want completed", r.GetExecution().GetState())
+			case c.receipt && r.GetReceipt() == nil:
+				err = errors.New("no receipt in the answer")
 			}
 			return err
 		}

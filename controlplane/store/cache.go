@@ -43,6 +43,25 @@ func newCachedKV(kv KV) *cachedKV {
 }
 
 func (c *cachedKV) Get(key []byte) ([]byte, error) {
+	v, shared, err := c.read(key)
+	if shared {
+		v = bytes.Clone(v)
+	}
+	return v, err
+}
+
+// lend is Get without the copy: the bytes may be the cache's own, so the
+// caller reads them (decodes, or copies what it keeps) and never modifies
+// them, as every reader of an update's Tx already does with the writes of
+// its batch. For the hot reads of the dispatch, wait and receipt paths,
+// which decode each value at once.
+func (c *cachedKV) lend(key []byte) ([]byte, error) {
+	v, _, err := c.read(key)
+	return v, err
+}
+
+// read returns key's value; shared reports that it is the cache's own.
+func (c *cachedKV) read(key []byte) (value []byte, shared bool, err error) {
 	c.mu.RLock()
 	v, ok := c.cur[string(key)]
 	if !ok {
@@ -51,17 +70,18 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 	c.mu.RUnlock()
 	if ok {
 		if v.deleted {
-			return nil, ErrNotFound
+			return nil, false, ErrNotFound
 		}
-		return bytes.Clone(v.value), nil
+		return v.value, true, nil
 	}
 	if uncached(key) {
-		return c.KV.Get(key)
+		value, err = c.KV.Get(key)
+		return value, false, err
 	}
 	c.mu.RLock()
 	rot := c.rotations
 	c.mu.RUnlock()
-	value, err := c.KV.Get(key)
+	value, err = c.KV.Get(key)
 	if err == nil || errors.Is(err, ErrNotFound) {
 		c.mu.Lock()
 		// A commit of key since the read left it in the cache (Commit
@@ -70,11 +90,12 @@ func (c *cachedKV) Get(key []byte) ([]byte, error) {
 		_, inCur := c.cur[string(key)]
 		_, inOld := c.old[string(key)]
 		if c.rotations == rot && !inCur && !inOld && len(value) <= maxCachedRead {
-			c.put(string(key), cached{value: bytes.Clone(value), deleted: err != nil})
+			c.put(string(key), cached{value: value, deleted: err != nil})
+			shared = err == nil
 		}
 		c.mu.Unlock()
 	}
-	return value, err
+	return value, shared, err
 }
 
 // put stores one entry, starting a new generation when the current is full.

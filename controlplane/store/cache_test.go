@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -80,5 +81,48 @@ func TestCachedMissNeverHidesACommit(t *testing.T) {
 	c.Get([]byte("x/c")) //nolint:errcheck // the miss is what is tested
 	if _, ok := c.cur["x/c"]; ok {
 		t.Error("a miss read across a generation swap was cached")
+	}
+}
+
+// TestCachedLendAndGet: lend hands out the cache's own bytes, Get a copy
+// its caller may change without changing what later reads see.
+func TestCachedLendAndGet(t *testing.T) {
+	kv := memkv.New()
+	if err := kv.Commit([]Write{{Key: []byte("x/read"), Value: []byte("from the backend")}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCachedKV(kv)
+	if err := c.Commit([]Write{{Key: []byte("x/a"), Value: []byte("committed")}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"x/a", "x/read"} {
+		lent, err := c.lend([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Get([]byte(key))
+		if err != nil || string(got) != string(lent) {
+			t.Fatalf("Get(%s) = %q, %v; lend gave %q", key, got, err, lent)
+		}
+		got[0] = '!'
+		again, err := c.lend([]byte(key))
+		if err != nil || again[0] == '!' || &again[0] != &lent[0] {
+			t.Errorf("%s: after the caller of Get changed its copy, lend reads %q (the cache's own bytes: %v)", key, again, &again[0] == &lent[0])
+		}
+	}
+	if _, err := c.lend([]byte("x/none")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lend(missing) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestIndexKey: journal and checkpoint keys are spelled as fmt's
+// "%c/%016x" spells them, which is what every stored key is.
+func TestIndexKey(t *testing.T) {
+	for _, i := range []int64{0, 1, 9, 10, 15, 16, 255, 4096, 1<<32 + 7, 1<<62 + 12345, 1<<63 - 1, -1, -4096} {
+		for _, p := range []byte{'j', 'c'} {
+			if got, want := string(indexKey(p, i)), fmt.Sprintf("%c/%016x", p, i); got != want {
+				t.Errorf("indexKey(%c, %d) = %q, want %q", p, i, got, want)
+			}
+		}
 	}
 }

@@ -171,9 +171,14 @@ func changesRecord(e *recordv1.JournalEntry) bool {
 // the fields fixed at acceptance (carried by the accepted record only, see
 // engine appendJournaled) taken from the accepted record, and journal_index
 // set to the last record's own index (its snapshot holds the previous one:
-// the index is known only once the record is appended).
+// the index is known only once the record is appended). It is last's own
+// snapshot, changed in place: last is a record just decoded for this
+// comparison (entryAt), which nothing else holds.
 func expectedRecord(accepted, last *recordv1.JournalEntry) *recordv1.Execution {
-	want := proto.Clone(last.GetExecution()).(*recordv1.Execution)
+	want := last.GetExecution()
+	if want == nil {
+		want = &recordv1.Execution{}
+	}
 	if want.GetState() != recordv1.State_STATE_ACCEPTED && accepted != nil {
 		a := accepted.GetExecution()
 		want.CanonicalIntent, want.Arguments, want.Evidence = a.GetCanonicalIntent(), a.GetArguments(), a.GetEvidence()
@@ -366,7 +371,7 @@ func (s *Store) checkCommitted(id string) (*recordv1.Execution, []Mismatch, []by
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ms, data := checkOne(s.kv.Get, id, x)
+	ms, data := checkOne(s.kv.lend, id, x) // data is only decoded (Verified)
 	if len(ms) == 0 {
 		return x, nil, data, nil
 	}

@@ -35,7 +35,7 @@ func (s *Store) Execution(id string) (*recordv1.Execution, error) {
 // execution reads a record without the start-up gate (listings, and the
 // checks themselves).
 func (s *Store) execution(id string) (*recordv1.Execution, error) {
-	return decodeExecution(s.kv.Get(execKey(id)))
+	return decodeExecution(s.kv.lend(execKey(id)))
 }
 
 // Filter selects executions for List. Zero fields match everything.
@@ -124,7 +124,7 @@ func (s *Store) JournalEntry(i int64) ([]byte, error) {
 // StoredHash returns a stored tlog hash; ok is false when it is absent or
 // its record is malformed.
 func (s *Store) StoredHash(index int64) (tlog.Hash, bool, error) {
-	return readStoredHash(s.kv.Get, index)
+	return readStoredHash(s.kv.lend, index)
 }
 
 // Checkpoints returns every stored signed checkpoint, oldest first.

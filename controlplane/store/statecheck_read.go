@@ -391,10 +391,7 @@ func (s *Store) scanLent(prefix []byte, fn func(key, value []byte) bool) error {
 
 // scanLentFrom is scanLent from start (ScanFrom's start).
 func (s *Store) scanLentFrom(prefix, start []byte, fn func(key, value []byte) bool) error {
-	kv := s.kv
-	if c, ok := kv.(*cachedKV); ok {
-		kv = c.KV // scans bypass the cache anyway
-	}
+	kv := s.kv.KV // scans bypass the cache anyway
 	if l, ok := kv.(backend.LentScanner); ok {
 		return l.ScanFromLent(prefix, start, false, fn)
 	}

@@ -46,7 +46,7 @@ type Config struct {
 // Store is the typed, group-committing layer over a KV.
 type Store struct {
 	log hclog.Logger
-	kv  KV
+	kv  *cachedKV
 
 	reqs chan *request
 	done chan struct{}
@@ -420,7 +420,7 @@ func (s *Store) JournalSize() int64 {
 // batch is one group: the writes of its successful functions, the callers
 // to answer, and the result of its commit.
 type batch struct {
-	kv KV
+	kv *cachedKV
 	// prev is the batch committed while this one was built; its writes
 	// are visible to this one's reads until it is committed.
 	prev      *batch
@@ -456,7 +456,7 @@ func (b *batch) get(key []byte) ([]byte, error) {
 			break // only one batch is ever in flight
 		}
 	}
-	return b.kv.Get(key)
+	return b.kv.lend(key) // read as the batch's own writes are: never modified
 }
 
 // fail answers every caller of the batch with err (nothing was committed).
@@ -519,9 +519,24 @@ func sessionExecKey(session, id string) []byte {
 func stateKey(st recordv1.State, id string) []byte {
 	return []byte("s/" + strconv.Itoa(int(st)) + "/" + id)
 }
-func journalKey(i int64) []byte    { return fmt.Appendf(nil, "j/%016x", i) }
+func journalKey(i int64) []byte    { return indexKey('j', i) }
 func historyKey(id string) []byte  { return []byte("e/" + id) }
-func checkpointKey(n int64) []byte { return fmt.Appendf(nil, "c/%016x", n) }
+func checkpointKey(n int64) []byte { return indexKey('c', n) }
+
+// indexKey is prefix, '/' and i as 16 hex digits, so keys sort as their
+// indexes do (fmt's "%c/%016x", without its cost on every append and read).
+func indexKey(prefix byte, i int64) []byte {
+	if i < 0 {
+		return fmt.Appendf(nil, "%c/%016x", prefix, i) // never written; kept as fmt spells it
+	}
+	const digits = "0123456789abcdef"
+	k := make([]byte, 18)
+	k[0], k[1] = prefix, '/'
+	for p, u := 17, uint64(i); p >= 2; p, u = p-1, u>>4 {
+		k[p] = digits[u&15]
+	}
+	return k
+}
 
 // Execution returns the execution as this update sees it.
 //

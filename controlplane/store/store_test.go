@@ -455,7 +455,7 @@ func BenchmarkMatchLookup(b *testing.B) {
 			if err := kv.Compact(); err != nil {
 				b.Fatal(err)
 			}
-			s.kv.(*cachedKV).cur, s.kv.(*cachedKV).old = map[string]cached{}, map[string]cached{}
+			s.kv.cur, s.kv.old = map[string]cached{}, map[string]cached{}
 			b.ResetTimer()
 			i := 0
 			for b.Loop() {
