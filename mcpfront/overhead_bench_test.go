@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	controlplanev1 "github.com/latchhq/latch/proto/latch/controlplane/v1"
+	receiptv1 "github.com/latchhq/latch/proto/latch/receipt/v1"
 	recordv1 "github.com/latchhq/latch/proto/latch/record/v1"
 )
 
@@ -32,7 +33,7 @@ import (
 //
 //	go test -run '^$' -bench FrontOverhead -benchmem -benchtime 3000x ./mcpfront/
 func BenchmarkFrontOverhead(b *testing.B) {
-	tools := realTools(b)
+	tools, rc := realTools(b)
 	var schema json.RawMessage
 	for _, t := range tools.GetTools() {
 		if t.GetName() == "deploy_release" {
@@ -41,7 +42,7 @@ func BenchmarkFrontOverhead(b *testing.B) {
 	}
 	for _, conc := range []int{1, 32} {
 		b.Run(fmt.Sprintf("front/c=%d", conc), func(b *testing.B) {
-			cp := &instantControlPlane{tools: tools}
+			cp := &instantControlPlane{tools: tools, receipt: rc}
 			url := instantFront(b, cp)
 			runCalls(b, connectN(b, url, conc, "latch_bench_token_0123456789"), "deploy_release")
 			if got := cp.submits.Load(); got != int64(b.N) {
@@ -60,14 +61,19 @@ func BenchmarkFrontOverhead(b *testing.B) {
 // demoAnswer is what the demo target answers a deploy (devstack).
 const demoAnswer = `{"release_id":"rel_0123456789","service":"api","version":"v1","region":"us-east-1","status":"deployed"}`
 
-// realTools is the catalog the real control plane serves the test stack.
-func realTools(b *testing.B) *controlplanev1.ListToolsResponse {
+// realTools is the catalog the real control plane serves the test stack,
+// and the receipt of one of its executions (what the front's answers carry).
+func realTools(b *testing.B) (*controlplanev1.ListToolsResponse, *receiptv1.Receipt) {
 	st := newTestStack(b, stackOptions{Quiet: true})
 	resp, err := st.CP.ListTools(b.Context(), &controlplanev1.ListToolsRequest{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return resp
+	r, err := st.CP.Submit(b.Context(), &controlplanev1.SubmitRequest{Actor: "alice", Tool: "deploy_release", Arguments: []byte(`{"service":"api","version":"v1"}`), WaitMs: 10_000, Receipt: true})
+	if err != nil || r.GetReceipt() == nil {
+		b.Fatalf("Submit for a receipt = %v, %v", r, err)
+	}
+	return resp, r.GetReceipt()
 }
 
 // instantControlPlane is an in-memory control plane for measuring the
@@ -75,6 +81,7 @@ func realTools(b *testing.B) *controlplanev1.ListToolsResponse {
 type instantControlPlane struct {
 	controlplanev1.ControlPlaneClient
 	tools              *controlplanev1.ListToolsResponse
+	receipt            *receiptv1.Receipt // answered when a Submit asks for one
 	submits, delivered atomic.Int64
 }
 
@@ -89,7 +96,12 @@ func (c *instantControlPlane) AuthenticateAgent(_ context.Context, req *controlp
 func (c *instantControlPlane) Submit(_ context.Context, req *controlplanev1.SubmitRequest, _ ...grpc.CallOption) (*controlplanev1.SubmitResponse, error) {
 	n := c.submits.Add(1)
 	now := timestamppb.Now()
+	var rc *receiptv1.Receipt
+	if req.GetReceipt() {
+		rc = c.receipt
+	}
 	return &controlplanev1.SubmitResponse{
+		Receipt:     rc,
 		Disposition: recordv1.Disposition_DISPOSITION_NEW,
 		Execution: &recordv1.Execution{
 			Id: fmt.Sprintf("act_%026d", n), Actor: req.GetActor(), Tool: req.GetTool(), State: recordv1.State_STATE_COMPLETED,

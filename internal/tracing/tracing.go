@@ -118,6 +118,9 @@ var propagator = propagation.TraceContext{}
 // Traceparent is the W3C traceparent of ctx's span, or "" when ctx holds no
 // valid span context.
 func Traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return "" // what the propagator injects then, without its map
+	}
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
 	return c[HeaderTraceparent]
@@ -136,6 +139,9 @@ func WithTraceparent(ctx context.Context, traceparent, tracestate string) contex
 
 // InjectHeader sets traceparent (and tracestate) on h from ctx's span.
 func InjectHeader(ctx context.Context, h interface{ Set(string, string) }) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return // TraceContext injects nothing for it
+	}
 	c := propagation.MapCarrier{}
 	propagator.Inject(ctx, c)
 	for k, v := range c {
