@@ -169,7 +169,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	clock := cpuClock{}
+	clock := cpuClock{store: newWritesMeter(info.OpsURL)}
 	if cfg.Data != "" {
 		clock.devPID = info.PID
 	}
@@ -275,6 +275,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 		printServerCPU(out, cpuOf["mcp"], m, cpuOf["bare"], b)
 	}
 	rcpts.print(out, merged["receipt"], cpuOf["receipt"], merged["durable"], cpuOf["durable"])
+	printWrites(out, clock.store, []string{"durable", "receipt", "mcp"}, merged, cpuOf)
 	if ferr != nil {
 		fmt.Fprintf(out, "Durability floor not measured: %v (it needs to write a temporary directory in the data dir).\n", ferr)
 	} else {
@@ -318,9 +319,12 @@ func runBenchPath(ctx context.Context, p benchPath, clock cpuClock, conc, count 
 	offset := int64(round-1) * int64(count)
 	op := func(ctx context.Context, i int64) error { return p.op(ctx, offset+i) }
 	run := func() (loadgen.Result, benchCPU, error) {
+		w := clock.store.read(ctx)
 		before := clock.read()
 		res, err := loadgen.Run(pctx, conc, int64(count), op)
-		return res, clock.read().since(before), err
+		spent := clock.read().since(before)
+		spent.writes = clock.store.read(ctx).since(w)
+		return res, spent, err
 	}
 	if prof.dir == "" {
 		return run()

@@ -19,6 +19,9 @@ type cpuClock struct {
 	// devPID is the other `latch dev` process, 0 when it runs in this one;
 	// barePID the bare MCP server's process, 0 when it runs in this one.
 	devPID, barePID int
+	// store reads the store's write counters (runBenchPath reads them
+	// outside the CPU window: a scrape costs both processes CPU).
+	store *writesMeter
 }
 
 // cpuSample is one reading. devOK (bareOK) is false when the other
@@ -44,11 +47,12 @@ func processCPU(pid int) (time.Duration, bool) {
 	return st.CPU, ok
 }
 
-// benchCPU is the CPU a path's round spent: total is self plus dev plus
-// bare.
+// benchCPU is what a path's round spent: the CPU (total is self plus dev
+// plus bare) and what the store wrote.
 type benchCPU struct {
 	self, dev, bare time.Duration
 	devOK, bareOK   bool
+	writes          storeWrites
 }
 
 func (a cpuSample) since(b cpuSample) benchCPU {
@@ -63,7 +67,8 @@ func (a cpuSample) since(b cpuSample) benchCPU {
 }
 
 func (c benchCPU) add(o benchCPU) benchCPU {
-	return benchCPU{self: c.self + o.self, dev: c.dev + o.dev, bare: c.bare + o.bare, devOK: c.devOK && o.devOK, bareOK: c.bareOK && o.bareOK}
+	return benchCPU{self: c.self + o.self, dev: c.dev + o.dev, bare: c.bare + o.bare, devOK: c.devOK && o.devOK, bareOK: c.bareOK && o.bareOK,
+		writes: c.writes.add(o.writes)}
 }
 
 func (c benchCPU) total() time.Duration { return c.self + c.dev + c.bare }

@@ -45,6 +45,23 @@ func TestBenchOutputShape(t *testing.T) {
 	if !strings.Contains(out, "At concurrency 4 calls share commits and queue for the CPU") {
 		t.Errorf("at concurrency 4 the p50 must not be split into syncs and the rest:\n%s", out)
 	}
+	// What the store wrote per call, read from the dev stack's /metrics:
+	// every durable call journals at least accepted, authorized,
+	// dispatched and completed, and the mcp path also its delivery.
+	w := regexp.MustCompile(`Store writes per call \(its /metrics\): durable (\d+\.\d\d) commits of (\d+\.\d) updates, (\d+\.\d) keys, (\d+\.\d\d) KB; receipt [^;]+; mcp (\d+\.\d\d) commits of \d+\.\d updates, (\d+\.\d) keys, (\d+\.\d\d) KB\.`).FindStringSubmatch(out)
+	if w == nil {
+		t.Fatalf("no store writes line in:\n%s", out)
+	}
+	num := func(s string) float64 { f, _ := strconv.ParseFloat(s, 64); return f }
+	if commits, updates := num(w[1]), num(w[2]); commits <= 0 || commits > 2 || updates < 1 {
+		t.Errorf("durable path: %v commits per call of %v updates each; want (0, 2] commits of at least one update", commits, updates)
+	}
+	if keys, kb := num(w[3]), num(w[4]); keys < 4 || kb*1000 < 4*keys {
+		t.Errorf("durable path: %v keys and %v KB per call; want at least the 4 journal records, bytes above their keys", keys, kb)
+	}
+	if d, m := num(w[3]), num(w[6]); m <= d {
+		t.Errorf("mcp path writes %v keys per call, durable %v: the delivery records are missing", m, d)
+	}
 }
 
 // TestBenchRoundsAndProfile: --rounds runs every path that many times
@@ -145,7 +162,7 @@ func TestBenchServersApart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("latch bench --data: %v\n%s", err, out)
 	}
-	for _, want := range []string{"bare CPU/call", "of the bare MCP server's process", "Server CPU per call", "Latch adds"} {
+	for _, want := range []string{"bare CPU/call", "of the bare MCP server's process", "Server CPU per call", "Latch adds", "Store writes per call (its /metrics): durable"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("latch bench --data output lacks %q:\n%s", want, out)
 		}

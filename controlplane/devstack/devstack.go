@@ -263,7 +263,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.CatalogPath != "" {
 		catalog = cfg.CatalogPath
 	}
-	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog, PID: os.Getpid()}); err != nil {
+	if err := WriteInfo(cfg.DataDir, Info{MCPURL: mcpURL, DemoURL: demoURL, Token: cfg.Token, Catalog: catalog, PID: os.Getpid(), OpsURL: cfg.OpsURL}); err != nil {
 		return err
 	}
 	defer os.Remove(datadir.DevInfo(cfg.DataDir))
@@ -286,6 +286,10 @@ type Info struct {
 	// PID is the `latch dev` process (latch bench reads its CPU time); 0
 	// in a dev.json written before it was recorded.
 	PID int `json:"pid,omitempty"`
+	// OpsURL is the control plane's ops listener (latch bench reads its
+	// /metrics); "" when it is off or in a dev.json written before it was
+	// recorded.
+	OpsURL string `json:"ops_url,omitempty"`
 }
 
 // Bearer is an HTTP transport that sends the dev token on every request,

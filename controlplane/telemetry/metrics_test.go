@@ -73,6 +73,11 @@ func TestMetricsFollowCalls(t *testing.T) {
 		t.Errorf("store metrics did not move: commits %v, groups %v, journal %v", value(m, "latch_store_commit_duration_seconds", nil),
 			value(m, "latch_store_group_size", nil), value(m, "latch_journal_records", nil))
 	}
+	// At least the three journal records and the execution's record, each
+	// with its key.
+	if keys, bytes := value(m, "latch_store_written_keys_total", nil), value(m, "latch_store_written_bytes_total", nil); keys < 4 || bytes <= keys {
+		t.Errorf("store writes: %v keys, %v bytes; want at least 4 keys and more bytes than keys", keys, bytes)
+	}
 
 	if d := callOnce(); d != "attached" {
 		t.Fatalf("retry disposition %q, want attached", d)

@@ -14,7 +14,7 @@ import (
 )
 
 // KV wraps the store's backend so each group commit's duration (the sync)
-// is measured. Pass the result as store.Config.KV.
+// and what it wrote are measured. Pass the result as store.Config.KV.
 func (t *Telemetry) KV(kv store.KV) store.KV { return timedKV{KV: kv, t: t} }
 
 type timedKV struct {
@@ -26,6 +26,14 @@ func (k timedKV) Commit(writes []store.Write) error {
 	start := time.Now()
 	err := k.KV.Commit(writes)
 	k.t.commitSeconds.Observe(time.Since(start).Seconds())
+	if err == nil {
+		n := 0
+		for _, w := range writes {
+			n += len(w.Key) + len(w.Value)
+		}
+		k.t.writtenKeys.Add(float64(len(writes)))
+		k.t.writtenBytes.Add(float64(n))
+	}
 	return err
 }
 

@@ -67,6 +67,8 @@ type Telemetry struct {
 	recovery      *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
 	groupSize     prometheus.Histogram
+	writtenKeys   prometheus.Counter
+	writtenBytes  prometheus.Counter
 	// observe are the latch_observe_* collectors (observe.go).
 	observe observeMetrics
 
@@ -128,6 +130,14 @@ func New(cfg Config) (*Telemetry, error) {
 			Namespace: Namespace, Name: "store_group_size",
 			Help:    "Number of updates that shared one group commit.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		writtenKeys: f.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "store_written_keys_total",
+			Help: "Keys the store's committed group commits wrote (set or deleted).",
+		}),
+		writtenBytes: f.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "store_written_bytes_total",
+			Help: "Bytes of keys and values the store's committed group commits wrote, before the backend's own framing.",
 		}),
 		observe: newObserveMetrics(f),
 		counts:  make([]atomic.Int64, len(recordv1.State_name)),
