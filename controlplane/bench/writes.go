@@ -45,7 +45,7 @@ type writesMeter struct {
 
 func newWritesMeter(opsURL string) *writesMeter {
 	if opsURL == "" {
-		return &writesMeter{err: fmt.Errorf("the dev.json names no ops listener (a latch dev older than this latch bench)")}
+		return &writesMeter{err: fmt.Errorf("the dev.json names no ops listener (written by an older latch dev: restart it with this latch to get them)")}
 	}
 	return &writesMeter{url: opsURL + "/metrics", hc: benchClient(1)}
 }
@@ -94,7 +94,7 @@ func (m *writesMeter) scrape(ctx context.Context) (storeWrites, error) {
 	one := func(name string) (*dto.Metric, error) {
 		f := fams[name]
 		if f == nil || len(f.GetMetric()) != 1 {
-			return nil, fmt.Errorf("%s serves no %s (a latch dev older than this latch bench?)", m.url, name)
+			return nil, fmt.Errorf("%s serves no %s (an older latch dev: restart it with this latch to get them)", m.url, name)
 		}
 		return f.GetMetric()[0], nil
 	}
