@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/latchhq/latch/internal/loadgen"
@@ -30,15 +31,13 @@ latch_store_written_bytes_total %g
 // metricsServer serves bodies[i] on the i-th scrape (the last one after).
 func metricsServer(t *testing.T, bodies ...string) *httptest.Server {
 	t.Helper()
-	n := 0
+	var n atomic.Int64 // each connection has a goroutine of its own
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
 			return
 		}
-		body := bodies[min(n, len(bodies)-1)]
-		n++
-		fmt.Fprint(w, body)
+		fmt.Fprint(w, bodies[min(int(n.Add(1))-1, len(bodies)-1)])
 	}))
 	t.Cleanup(srv.Close)
 	return srv
