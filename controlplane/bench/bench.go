@@ -211,6 +211,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 	fmt.Fprintf(out, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
 	results := make([][]loadgen.Result, len(paths))
 	cpus := make([]benchCPU, len(paths))
+	rounds := make([][]benchCPU, len(paths)) // each round's, for the per-round lines
 	for round := 1; round <= cfg.Rounds; round++ {
 		for k, p := range paths {
 			res, cpu, err := runBenchPath(ctx, p, clock, cfg.Concurrency, cfg.Count, cfg.MaxDuration, benchProfile{dir: cfg.Profile, trace: cfg.Trace}, round, cfg.Rounds)
@@ -221,6 +222,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			results[k] = append(results[k], res)
+			rounds[k] = append(rounds[k], cpu)
 			if round == 1 {
 				cpus[k] = cpu
 			} else {
@@ -232,6 +234,12 @@ func (bn *Bench) Run(ctx context.Context) error {
 	bareApart := split && clock.barePID > 0 && cpus[0].bareOK
 	merged := make(map[string]loadgen.Result, len(paths))
 	cpuOf := make(map[string]benchCPU, len(paths))
+	roundsOf := make(map[string][]pathRound, len(paths))
+	for k, p := range paths {
+		for r := range results[k] {
+			roundsOf[p.name] = append(roundsOf[p.name], pathRound{res: results[k][r], cpu: rounds[k][r]})
+		}
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\tCPU/call\t"
 	if split {
@@ -294,6 +302,9 @@ func (bn *Bench) Run(ctx context.Context) error {
 				fmt.Fprintf(out, " %9.1f", r.Rate())
 			}
 			fmt.Fprintln(out)
+		}
+		if bareApart {
+			printServerRounds(out, roundsOf["mcp"], roundsOf["bare"])
 		}
 	}
 	if cfg.Profile != "" {

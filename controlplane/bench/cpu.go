@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/latchhq/latch/internal/cputime"
@@ -97,4 +98,43 @@ func perCall(d time.Duration, n int) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.3fms", float64(d.Nanoseconds())/1e6/float64(n))
+}
+
+// pathRound is one round of one path: its calls and what they cost.
+type pathRound struct {
+	res loadgen.Result
+	cpu benchCPU
+}
+
+// printServerRounds gives the server line of each round and the median of
+// what Latch adds over them. One round's figure moves with whatever lands
+// in it (a memtable flush or a compaction of the store, a neighbour's
+// burst), so with --rounds the median of the rounds, each mcp round against
+// the bare round next to it, is the figure to quote.
+func printServerRounds(out io.Writer, mcp, bare []pathRound) {
+	n := min(len(mcp), len(bare))
+	if n < 2 {
+		return
+	}
+	per := func(r pathRound) float64 { return float64(r.cpu.server().Nanoseconds()) / 1e3 / float64(r.res.Ops) }
+	fmt.Fprintln(out, "Server CPU per call per round (µs; the demo target's share on both):")
+	adds := make([]float64, 0, n)
+	for i := range n {
+		if mcp[i].res.Ops == 0 || bare[i].res.Ops == 0 {
+			fmt.Fprintf(out, "  round %d: no calls completed on a path\n", i+1)
+			continue
+		}
+		mu, bu := per(mcp[i]), per(bare[i])
+		adds = append(adds, mu-bu)
+		fmt.Fprintf(out, "  round %d: bare %.0f, Latch %.0f, Latch adds %.0f\n", i+1, bu, mu, mu-bu)
+	}
+	if len(adds) < 2 {
+		return
+	}
+	slices.Sort(adds)
+	med := adds[len(adds)/2]
+	if len(adds)%2 == 0 {
+		med = (adds[len(adds)/2-1] + adds[len(adds)/2]) / 2
+	}
+	fmt.Fprintf(out, "  Latch adds: median %.0fµs over %d rounds (%.0f to %.0f).\n", med, len(adds), adds[0], adds[len(adds)-1])
 }

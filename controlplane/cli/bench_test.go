@@ -153,16 +153,17 @@ func TestBenchProfileWithoutTrace(t *testing.T) {
 
 // TestBenchServersApart: latch bench --data against a running latch dev
 // runs the bare MCP server in a process of its own and reports each
-// server's CPU per call apart from the clients'; the bare server's
-// process is gone afterwards.
+// server's CPU per call apart from the clients', per round too (with the
+// median of what Latch adds); the bare server's process is gone afterwards.
 func TestBenchServersApart(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "dev")
 	startDev(t, data)
-	out, err := exec.Command(latchBin, "bench", "--data", data, "--count", "30", "--concurrency", "2").CombinedOutput()
+	out, err := exec.Command(latchBin, "bench", "--data", data, "--count", "30", "--concurrency", "2", "--rounds", "2").CombinedOutput()
 	if err != nil {
 		t.Fatalf("latch bench --data: %v\n%s", err, out)
 	}
-	for _, want := range []string{"bare CPU/call", "of the bare MCP server's process", "Server CPU per call", "Latch adds", "Store writes per call (its /metrics): durable"} {
+	for _, want := range []string{"bare CPU/call", "of the bare MCP server's process", "Server CPU per call", "Latch adds", "Store writes per call (its /metrics): durable",
+		"Server CPU per call per round", "  round 2: bare ", "Latch adds: median "} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("latch bench --data output lacks %q:\n%s", want, out)
 		}
