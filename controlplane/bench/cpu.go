@@ -119,12 +119,13 @@ func printServerRounds(out io.Writer, mcp, bare []pathRound) {
 	per := func(r pathRound) float64 { return float64(r.cpu.server().Nanoseconds()) / 1e3 / float64(r.res.Ops) }
 	fmt.Fprintln(out, "Server CPU per call per round (µs; the demo target's share on both):")
 	adds := make([]float64, 0, n)
-	for i := range n {
-		if mcp[i].res.Ops == 0 || bare[i].res.Ops == 0 {
+	for i := 0; i < len(mcp) && i < len(bare); i++ {
+		m, b := mcp[i], bare[i]
+		if m.res.Ops == 0 || b.res.Ops == 0 {
 			fmt.Fprintf(out, "  round %d: no calls completed on a path\n", i+1)
 			continue
 		}
-		mu, bu := per(mcp[i]), per(bare[i])
+		mu, bu := per(m), per(b)
 		adds = append(adds, mu-bu)
 		fmt.Fprintf(out, "  round %d: bare %.0f, Latch %.0f, Latch adds %.0f\n", i+1, bu, mu, mu-bu)
 	}
