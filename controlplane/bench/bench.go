@@ -211,7 +211,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 	fmt.Fprintf(out, "demo target %s, MCP front %s; every call is a new execution\n\n", info.DemoURL, info.MCPURL)
 	results := make([][]loadgen.Result, len(paths))
 	cpus := make([]benchCPU, len(paths))
-	rounds := make([][]benchCPU, len(paths)) // each round's, for the per-round lines
+	roundsOf := make(map[string][]pathRound, len(paths)) // each round apart, for the per-round lines
 	for round := 1; round <= cfg.Rounds; round++ {
 		for k, p := range paths {
 			res, cpu, err := runBenchPath(ctx, p, clock, cfg.Concurrency, cfg.Count, cfg.MaxDuration, benchProfile{dir: cfg.Profile, trace: cfg.Trace}, round, cfg.Rounds)
@@ -222,7 +222,7 @@ func (bn *Bench) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 			results[k] = append(results[k], res)
-			rounds[k] = append(rounds[k], cpu)
+			roundsOf[p.name] = append(roundsOf[p.name], pathRound{res: res, cpu: cpu})
 			if round == 1 {
 				cpus[k] = cpu
 			} else {
@@ -234,12 +234,6 @@ func (bn *Bench) Run(ctx context.Context) error {
 	bareApart := split && clock.barePID > 0 && cpus[0].bareOK
 	merged := make(map[string]loadgen.Result, len(paths))
 	cpuOf := make(map[string]benchCPU, len(paths))
-	roundsOf := make(map[string][]pathRound, len(paths))
-	for k, p := range paths {
-		for r := range results[k] {
-			roundsOf[p.name] = append(roundsOf[p.name], pathRound{res: results[k][r], cpu: rounds[k][r]})
-		}
-	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "path\tcalls\tcalls/s\tp50\tp99\trate vs direct\tp50 over direct\tCPU/call\t"
 	if split {
