@@ -87,9 +87,13 @@ func printServerCPU(out io.Writer, mcpCPU benchCPU, m loadgen.Result, bareCPU be
 	if m.Ops == 0 || b.Ops == 0 {
 		return
 	}
-	per := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
-	mu, bu := per(mcpCPU.server(), m.Ops), per(bareCPU.server(), b.Ops)
+	mu, bu := serverµs(mcpCPU, m.Ops), serverµs(bareCPU, b.Ops)
 	fmt.Fprintf(out, "Server CPU per call (the serving processes, the demo target's share on both): bare %.0fµs, Latch %.0fµs; Latch adds %.0fµs (%.2f×).\n", bu, mu, mu-bu, mu/bu)
+}
+
+// serverµs is the serving processes' CPU per call in microseconds (n > 0).
+func serverµs(c benchCPU, n int) float64 {
+	return float64(c.server().Nanoseconds()) / 1e3 / float64(n)
 }
 
 // perCall formats d over n calls in milliseconds ("—" without calls).
@@ -116,7 +120,6 @@ func printServerRounds(out io.Writer, mcp, bare []pathRound) {
 	if n < 2 {
 		return
 	}
-	per := func(r pathRound) float64 { return float64(r.cpu.server().Nanoseconds()) / 1e3 / float64(r.res.Ops) }
 	fmt.Fprintln(out, "Server CPU per call per round (µs; the demo target's share on both):")
 	adds := make([]float64, 0, n)
 	for i := 0; i < len(mcp) && i < len(bare); i++ {
@@ -125,7 +128,7 @@ func printServerRounds(out io.Writer, mcp, bare []pathRound) {
 			fmt.Fprintf(out, "  round %d: no calls completed on a path\n", i+1)
 			continue
 		}
-		mu, bu := per(m), per(b)
+		mu, bu := serverµs(m.cpu, m.res.Ops), serverµs(b.cpu, b.res.Ops)
 		adds = append(adds, mu-bu)
 		fmt.Fprintf(out, "  round %d: bare %.0f, Latch %.0f, Latch adds %.0f\n", i+1, bu, mu, mu-bu)
 	}
